@@ -1,0 +1,57 @@
+"""Argument checks shared by the ops' api.py: each error names the argument and what was expected.
+
+Checks read only metadata (dtype, shape, strides, device), never tensor data, so they cost no device sync and work
+on ``device="meta"`` tensors and under CUDA-graph capture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def _names(dtypes: Iterable[torch.dtype]) -> str:
+    return "/".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def tensor(name: str, t, *, dtypes=None, ndim: int | None = None, min_ndim: int | None = None,
+           last_contiguous: bool = False) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if dtypes is not None and t.dtype not in dtypes:
+        raise TypeError(f"{name} must have dtype {_names(dtypes)}, got {str(t.dtype).replace('torch.', '')}")
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
+    if min_ndim is not None and t.dim() < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimension(s), got shape {tuple(t.shape)}")
+    if last_contiguous and t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dimension, got strides {tuple(t.stride())}")
+    return t
+
+
+def same_device(**tensors: torch.Tensor | None) -> torch.device:
+    """All given tensors on one device; the op runs there (CUDA, CPU under TRITON_INTERPRET=1, or meta)."""
+    items = [(n, t) for n, t in tensors.items() if t is not None]
+    dev = items[0][1].device
+    for n, t in items[1:]:
+        if t.device != dev:
+            raise ValueError(f"{n} is on {t.device} but {items[0][0]} is on {dev}; all tensors must share a device")
+    return dev
+
+
+def shape_equal(name: str, t: torch.Tensor, expected: tuple, what: str) -> None:
+    if tuple(t.shape) != tuple(expected):
+        raise ValueError(f"{name} must have shape {tuple(expected)} ({what}), got {tuple(t.shape)}")
+
+
+def rows(name: str, t: torch.Tensor) -> torch.Tensor:
+    """View ``t [..., n]`` as ``[rows, n]``; a copy only when the leading dims cannot be flattened (inputs only)."""
+    n = t.shape[-1]
+    try:
+        return t.view(-1, n)
+    except RuntimeError:
+        return t.reshape(-1, n)

@@ -1,0 +1,103 @@
+"""rms_norm: ``y = x * rsqrt(mean(x^2) + eps) * weight`` over the last dimension, optionally fused with a
+residual add."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from .. import _alloc, _checks
+from .._library import is_compiling
+from .config import rms_norm_config
+from .kernel import _rms_norm_fwd_kernel
+
+
+def _launch(x2: torch.Tensor, weight: torch.Tensor, eps: float, res2: torch.Tensor | None,
+            y2: torch.Tensor, r2: torch.Tensor | None) -> None:
+    n_rows, hidden = x2.shape
+    if n_rows == 0:
+        return
+    cfg = rms_norm_config(hidden, x2.element_size())
+    has_res = res2 is not None
+    _rms_norm_fwd_kernel[(n_rows,)](
+        x2, res2 if has_res else x2, weight, y2, r2 if has_res else y2,
+        x2.stride(0), res2.stride(0) if has_res else 0, y2.stride(0), r2.stride(0) if has_res else 0,
+        hidden, eps,
+        HAS_RESIDUAL=has_res, BLOCK=cfg.block, SINGLE_PASS=cfg.single_pass, num_warps=cfg.num_warps,
+    )
+
+
+def _forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    y = _alloc.empty(x.shape, x.dtype, x.device)
+    _launch(_checks.rows("x", x), weight, eps, None, y.view(-1, x.shape[-1]), None)
+    return y
+
+
+def _forward_fused(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                   eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    y = _alloc.empty(x.shape, x.dtype, x.device)
+    r = _alloc.empty(x.shape, x.dtype, x.device)
+    hidden = x.shape[-1]
+    _launch(_checks.rows("x", x), weight, eps, _checks.rows("residual", residual), y.view(-1, hidden),
+            r.view(-1, hidden))
+    return y, r
+
+
+@torch.library.custom_op("tritonkit::rms_norm", mutates_args=())
+def _rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return _forward(x, weight, eps)
+
+
+@_rms_norm_op.register_fake
+def _(x, weight, eps):
+    return x.new_empty(x.shape)
+
+
+@torch.library.custom_op("tritonkit::fused_add_rms_norm", mutates_args=())
+def _fused_add_rms_norm_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                           eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return _forward_fused(x, residual, weight, eps)
+
+
+@_fused_add_rms_norm_op.register_fake
+def _(x, residual, weight, eps):
+    return x.new_empty(x.shape), x.new_empty(x.shape)
+
+
+def _check(x, weight, eps, residual) -> None:
+    _checks.tensor("x", x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
+    if x.shape[-1] == 0:
+        raise ValueError(f"x must have a non-empty last (hidden) dimension, got shape {tuple(x.shape)}")
+    _checks.tensor("weight", weight, dtypes=_checks.FLOAT_DTYPES, ndim=1, last_contiguous=True)
+    if weight.shape[0] != x.shape[-1]:
+        raise ValueError(f"weight must have shape ({x.shape[-1]},) to match x's hidden size, got {tuple(weight.shape)}")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
+        raise ValueError(f"eps must be a non-negative float, got {eps!r}")
+    if residual is not None:
+        _checks.tensor("residual", residual, last_contiguous=True)
+        if residual.dtype != x.dtype:
+            raise TypeError(f"residual must have x's dtype {x.dtype}, got {residual.dtype}")
+        _checks.shape_equal("residual", residual, tuple(x.shape), "x's shape")
+    _checks.same_device(x=x, weight=weight, residual=residual)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, residual: torch.Tensor | None = None):
+    """RMSNorm over the last dimension.
+
+    x         ``[..., hidden]`` float16/bfloat16/float32, contiguous in the last dimension.
+    weight    ``[hidden]``, any of those dtypes.
+    residual  optional, same shape and dtype as ``x``.
+
+    Without ``residual`` returns ``y`` (x's shape and dtype, contiguous). With it returns ``(y, r)`` where
+    ``r = x + residual`` rounded to x's dtype and ``y = rms_norm(r)``. Inputs are never modified. Mean of squares
+    and rsqrt in float32, so float16 inputs near 65504 stay finite; one rounding at the store.
+    """
+    _check(x, weight, eps, residual)
+    eps = float(eps)
+    if is_compiling():
+        if residual is None:
+            return torch.ops.tritonkit.rms_norm(x, weight, eps)
+        return torch.ops.tritonkit.fused_add_rms_norm(x, residual, weight, eps)
+    if residual is None:
+        return _forward(x, weight, eps)
+    return _forward_fused(x, residual, weight, eps)

@@ -1,0 +1,25 @@
+"""Block size and warps for rms_norm as a pure function of the row width."""
+
+import dataclasses
+
+import triton
+
+# Rows up to this many elements stay in registers (16K fp32 over 16 warps is 32 values a thread, no spills);
+# wider rows stream in chunks of STREAM_BLOCK, reading the row twice.
+MAX_SINGLE_PASS = 16384
+STREAM_BLOCK = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class RmsNormConfig:
+    block: int
+    single_pass: bool
+    num_warps: int
+
+
+def rms_norm_config(hidden: int, elem_bytes: int) -> RmsNormConfig:
+    single = hidden <= MAX_SINGLE_PASS
+    block = triton.next_power_of_2(hidden) if single else STREAM_BLOCK
+    # about 32 bytes of the row per thread: two 16-byte vector loads in flight each
+    num_warps = min(max(block * elem_bytes // (32 * 32), 1), 16)
+    return RmsNormConfig(block, single, num_warps)

@@ -1,0 +1,111 @@
+"""``tritonkit validate [OP ...] [--families ...] [--shapes boundary|sweep|large] [--dtype ...] [--json FILE]``"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tritonkit validate", description=(
+        "Compare built-in ops with their float64 references at boundary shapes and on difficult inputs. "
+        "On a GPU the kernels run natively; without one they run under Triton's interpreter (TRITON_INTERPRET=1)."))
+    p.add_argument("ops", nargs="*", help="ops to validate (default: all built-in ops)")
+    p.add_argument("--shapes", default="boundary", choices=("boundary", "sweep", "large"),
+                   help="shape space (large: GPU only, tensors past 2^31 elements)")
+    p.add_argument("--families", nargs="+", metavar="FAMILY", help="input families (default: each op's own)")
+    p.add_argument("--dtype", nargs="+", dest="dtypes", metavar="DTYPE",
+                   help="float16 bfloat16 float32 (default: each op's own)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--quiet", action="store_true", help="print failures and the summary only")
+    return p
+
+
+def _dtype(name: str) -> torch.dtype:
+    d = getattr(torch, name, None)
+    if not isinstance(d, torch.dtype):
+        raise SystemExit(f"tritonkit validate: unknown dtype {name!r}")
+    return d
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    on_gpu = torch.cuda.is_available()
+    if not on_gpu:
+        if args.shapes == "large":
+            print("tritonkit validate: --shapes large needs a CUDA GPU (tensors past 2^31 elements)", file=sys.stderr)
+            return 2
+        # must be set before any kernel module is imported: triton.jit reads it at decoration time
+        os.environ["TRITON_INTERPRET"] = "1"
+    from .. import ops as ops_mod
+    from ..spec import FAMILIES
+    from . import validate as v
+    from .report import print_table, progress
+
+    names = args.ops or list(ops_mod.OP_NAMES)
+    try:
+        specs = [ops_mod.get_spec(n) for n in names]
+    except ValueError as e:
+        print(f"tritonkit validate: {e}", file=sys.stderr)
+        return 2
+    for f in args.families or ():
+        if f not in FAMILIES:
+            print(f"tritonkit validate: unknown family {f!r}; known: {', '.join(FAMILIES)}", file=sys.stderr)
+            return 2
+    dtypes = [_dtype(d) for d in args.dtypes] if args.dtypes else None
+    cases = [(s, c) for s in specs for c in v.iter_cases(s, args.shapes, dtypes, args.families)]
+    device = v.default_device()
+    where = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
+    print(f"tritonkit validate: {len(cases)} cases, {', '.join(names)}, shapes={args.shapes}, on {where}")
+    results = []
+    t0 = time.perf_counter()
+    with progress(len(cases)) as advance:
+        for spec, (shape, dtype, fam) in cases:
+            r = v.validate_case(spec, shape, dtype, fam, device=device)
+            results.append(r)
+            advance(r)
+            if args.shapes == "large" and on_gpu:
+                torch.cuda.empty_cache()
+    elapsed = time.perf_counter() - t0
+    print_table(results, failures_only=args.quiet)
+    n_fail = sum(not r.passed for r in results)
+    print(f"{len(results) - n_fail} passed, {n_fail} failed in {elapsed:.1f} s")
+    if args.json:
+        meta = {"command": "tritonkit validate " + " ".join(argv), "device": where, "shapes": args.shapes,
+                "torch": torch.__version__, "triton": _triton_version(), "python": platform.python_version(),
+                "interpreter": not on_gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "git_sha": _git_sha(), "seconds": elapsed}
+        if on_gpu:
+            meta["driver"] = _driver()
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": [r.as_dict() for r in results]}, f, indent=1, default=str)
+    return 1 if n_fail else 0
+
+
+def _triton_version() -> str:
+    import triton
+    return triton.__version__
+
+
+def _git_sha() -> str | None:
+    import subprocess
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=os.path.dirname(__file__)).stdout.strip() or None
+    except Exception:
+        return None
+
+
+def _driver() -> str | None:
+    import subprocess
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except Exception:
+        return None

@@ -1,0 +1,142 @@
+"""Run an op against its float64 reference: one case, or every case of a shape space.
+
+Usable from a user's own pytest suite::
+
+    from tritonkit.testing import assert_valid
+    from tritonkit.ops import get_spec
+
+    @pytest.mark.parametrize("shape", get_spec("rms_norm").boundary, ids=lambda s: s.id)
+    def test_rms_norm(shape):
+        assert_valid(get_spec("rms_norm"), shape, torch.float16, "near_max")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import torch
+
+from ..ops._alloc import poison_outputs
+from ..spec import OpSpec, Shape
+from .compare import Comparison, compare
+from .inputs import Fill
+
+
+@dataclasses.dataclass
+class CaseResult:
+    op: str
+    shape: str
+    dtype: str
+    family: str
+    passed: bool
+    error: float  # the worst output's tolerance ratio (inf when an output is missing or an exception was raised)
+    rtol: float
+    atol: float
+    detail: str  # the worst output's description, or the exception
+    outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _upcast(inputs: dict, device: torch.device) -> dict:
+    """A float64 copy of every floating tensor (the oracle's inputs); other tensors cloned."""
+    out = {}
+    for k, v in inputs.items():
+        if isinstance(v, torch.Tensor):
+            v = v.to(device)
+            out[k] = v.to(torch.float64) if v.is_floating_point() else v.clone()
+        else:
+            out[k] = v
+    return out
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str = "randn", *,
+                  device: torch.device | str | None = None, seed: int = 0) -> CaseResult:
+    """Run ``spec`` once on ``shape``/``dtype``/``family`` inputs and compare every output with the reference.
+
+    Outputs the op allocates start NaN-poisoned, so an element the kernel never writes fails; outputs the op
+    updates in place are compared whole. Exceptions are caught and reported as a failed case.
+    """
+    device = torch.device(device) if device is not None else default_device()
+    tol = spec.tolerance_for(dtype)
+    res = CaseResult(spec.name, shape.id, _dtype_name(dtype), family, False, float("inf"), tol.rtol, tol.atol, "")
+    t0 = time.perf_counter()
+    try:
+        inputs = spec.make_inputs(shape, dtype, Fill(family, device, seed))
+        ref_inputs = _upcast(inputs, device)
+        with poison_outputs():
+            outs = spec.call(inputs)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        refs = spec.reference(ref_inputs, dtype)
+        del ref_inputs
+        if set(outs) != set(refs):
+            raise AssertionError(f"op returned outputs {sorted(outs)}, reference {sorted(refs)}")
+        worst: tuple[str, Comparison] | None = None
+        for name in outs:
+            c = compare(outs[name], refs[name], tol)
+            res.outputs[name] = {"error": c.error, "max_abs": c.max_abs, "rel_l2": c.rel_l2,
+                                 "mismatches": c.mismatches, "numel": c.numel}
+            if worst is None or (c.error > worst[1].error) or (not c.passed and worst[1].passed):
+                worst = (name, c)
+        assert worst is not None
+        res.error = worst[1].error
+        res.passed = all(v["mismatches"] == 0 and v["error"] <= 1.0 for v in res.outputs.values())
+        res.detail = f"{worst[0]}: {worst[1].describe()}"
+    except Exception as e:  # reported as a failed case, with the exception, so one bad case never hides the rest
+        res.detail = f"{type(e).__name__}: {e}".strip()
+        res.outputs["exception"] = {"traceback": traceback.format_exc(limit=6)}
+    finally:
+        res.seconds = time.perf_counter() - t0
+    return res
+
+
+def assert_valid(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str = "randn", **kw) -> CaseResult:
+    """``validate_case`` that raises AssertionError with the details when the case fails."""
+    r = validate_case(spec, shape, dtype, family, **kw)
+    if not r.passed:
+        tb = r.outputs.get("exception", {}).get("traceback", "")
+        raise AssertionError(f"{r.op} [{r.shape}] {r.dtype} {r.family}: {r.detail} "
+                             f"(rtol {r.rtol}, atol {r.atol})\n{tb}")
+    return r
+
+
+def iter_cases(spec: OpSpec, space: str = "boundary", dtypes: Sequence[torch.dtype] | None = None,
+               families: Sequence[str] | None = None) -> Iterator[tuple[Shape, torch.dtype, str]]:
+    """Every (shape, dtype, family) of a shape space, restricted to what the spec supports."""
+    dts = [d for d in (dtypes or spec.dtypes) if d in spec.dtypes]
+    fams = [f for f in (families or spec.families) if f in spec.families]
+    for shape, dtype, fam in itertools.product(spec.shapes(space), dts, fams):
+        # large cases need GPU memory and GPU time: one data family is enough to prove the addressing
+        if space == "large" and fam != fams[0]:
+            continue
+        yield shape, dtype, fam
+
+
+def run(specs: Iterable[OpSpec], space: str = "boundary", dtypes=None, families=None, *,
+        device=None, on_result: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+    results = []
+    for spec in specs:
+        for shape, dtype, fam in iter_cases(spec, space, dtypes, families):
+            r = validate_case(spec, shape, dtype, fam, device=device)
+            results.append(r)
+            if on_result:
+                on_result(r)
+            if space == "large" and torch.cuda.is_available():
+                # large cases hold several GB each; give it back before the next one
+                torch.cuda.empty_cache()
+    return results
