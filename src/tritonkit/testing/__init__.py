@@ -8,7 +8,7 @@ import importlib
 
 _EXPORTS = {
     "TOLERANCES": "..tolerance", "Tolerance": "..tolerance", "tolerance_for": "..tolerance",
-    "Comparison": ".compare", "compare": ".compare",
+    "Comparison": ".metric", "compare": ".metric",
     "Fill": ".inputs", "MetaFill": ".inputs",
     "CaseResult": ".validate", "assert_valid": ".validate", "iter_cases": ".validate", "run": ".validate",
     "validate_case": ".validate", "default_device": ".validate",

@@ -22,7 +22,7 @@ import torch
 
 from ..ops._alloc import poison_outputs
 from ..spec import OpSpec, Shape
-from .compare import Comparison, compare
+from .metric import Comparison, compare
 from .inputs import Fill
 
 

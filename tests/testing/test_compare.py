@@ -1,0 +1,56 @@
+import math
+
+import pytest
+import torch
+
+from tritonkit.testing import Tolerance, compare
+
+TOL = Tolerance(1e-3, 1e-5, "test")
+
+
+def test_within_tolerance_passes_and_reports_ratio():
+    ref = torch.tensor([1.0, -2.0, 0.0], dtype=torch.float64)
+    out = torch.tensor([1.0005, -2.001, 5e-6], dtype=torch.float32)
+    c = compare(out, ref, TOL)
+    assert c.passed
+    # 1.0005 vs 1: 5e-4 / (1e-5 + 1e-3) ~ 0.495
+    assert 0.45 < c.error < 0.55 and c.mismatches == 0
+
+
+def test_outside_tolerance_fails_with_location():
+    ref = torch.zeros(2, 3, dtype=torch.float64)
+    out = torch.zeros(2, 3)
+    out[1, 2] = 1e-3
+    c = compare(out, ref, TOL)
+    assert not c.passed and c.mismatches == 1 and c.first_bad == (1, 2)
+    assert c.error == pytest.approx(1e-3 / 1e-5, rel=1e-3)
+
+
+def test_unwritten_nan_fails():
+    out = torch.tensor([1.0, float("nan")])
+    assert not compare(out, torch.tensor([1.0, 2.0], dtype=torch.float64), TOL).passed
+
+
+def test_nan_reference_requires_nan():
+    ref = torch.tensor([float("nan"), 1.0], dtype=torch.float64)
+    assert compare(torch.tensor([float("nan"), 1.0]), ref, TOL).passed
+    assert not compare(torch.tensor([0.0, 1.0]), ref, TOL).passed
+
+
+def test_overflow_in_output_dtype_expects_inf():
+    ref = torch.tensor([70000.0, 65504.0, 65519.0, -65520.0], dtype=torch.float64)
+    ok = torch.tensor([math.inf, 65504.0, 65504.0, -math.inf], dtype=torch.float16)
+    assert compare(ok, ref, TOL).passed
+    # 65519 rounds to 65504 in fp16, so inf there is wrong
+    bad = torch.tensor([math.inf, 65504.0, math.inf, -math.inf], dtype=torch.float16)
+    assert not compare(bad, ref, TOL).passed
+
+
+def test_inf_where_finite_expected_fails():
+    c = compare(torch.tensor([math.inf]), torch.tensor([1.0], dtype=torch.float64), TOL)
+    assert not c.passed and c.error == math.inf
+
+
+def test_shape_mismatch_raises():
+    with pytest.raises(ValueError, match="shape"):
+        compare(torch.zeros(3), torch.zeros(4, dtype=torch.float64), TOL)
