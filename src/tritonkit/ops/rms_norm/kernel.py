@@ -1,7 +1,7 @@
 import triton
 import triton.language as tl
 
-FLT_MAX: tl.constexpr = 3.4028234663852886e38
+FLT_MAX = tl.constexpr(3.4028234663852886e38)
 
 
 @triton.jit
