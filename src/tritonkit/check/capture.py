@@ -1,0 +1,341 @@
+"""Capture kernel launches instead of running them.
+
+Inside :class:`Capture`, ``JITFunction.run`` (what ``kernel[grid](...)`` and ``kernel.warmup(...)`` call) records
+the launch, computes Triton's own specialization of its arguments and compiles that specialization for the target
+(cached); nothing runs. ``Autotuner.run`` compiles every config it would benchmark instead of benchmarking;
+``Heuristics`` need no help. Kernels defined under ``TRITON_INTERPRET=1`` are recompiled from their Python
+source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+from typing import Any
+
+import triton
+from triton.runtime.autotuner import Autotuner
+from triton.runtime.jit import JITFunction
+
+from .findings import Problem
+from .target import Compiled, Compiler, interpreter_off, stub_driver
+
+_TRITON_DIR = os.path.dirname(triton.__file__)
+_CHECK_DIR = os.path.dirname(__file__)
+
+
+@dataclasses.dataclass(eq=False)
+class KernelInfo:
+    jit: Any
+    name: str
+    file: str
+    line: int
+    launches: list[Launch] = dataclasses.field(default_factory=list)
+    units: dict[str, Unit] = dataclasses.field(default_factory=dict)
+
+    def max_grid(self) -> list[int]:
+        g = [0, 0, 0]
+        for ln in self.launches:
+            if ln.grid:
+                g = [max(a, b) for a, b in zip(g, ln.grid)]
+        return g
+
+
+@dataclasses.dataclass(eq=False)
+class Unit:
+    """One compiled specialization of a kernel and the launches that use it."""
+
+    kernel: KernelInfo
+    key: str
+    spec: tuple
+    options: Any
+    ir_params: list[str]  # parameter names in the order of the IR function's arguments
+    compiled: Compiled
+    launches: list[Launch] = dataclasses.field(default_factory=list)
+    autotune: tuple[int, int] | None = None  # (autotuner id, config index)
+    _func: Any = None
+    _parse_error: str | None = None
+
+    def func(self):
+        """The parsed entry function of the TTIR (None if it did not compile or parse)."""
+        if self._func is None and self._parse_error is None and self.compiled.ttir:
+            from .mlir import ParseError, parse_module
+            try:
+                mod = parse_module(self.compiled.ttir)
+                self._func = (mod.entry_func(), mod)
+            except (ParseError, ValueError, IndexError) as e:
+                self._parse_error = f"{type(e).__name__}: {e}"
+        return self._func
+
+
+@dataclasses.dataclass(eq=False)
+class Launch:
+    kernel: KernelInfo
+    unit: Unit | None
+    grid: tuple[int, int, int] | None
+    int_args: dict[str, int]
+    spec: tuple
+    case: dict[str, Any]
+    sweep_group: str
+    site: tuple[str, int] | None
+    aliases: frozenset[tuple[str, str]]
+    loaded_bounds: dict[str, tuple[int, int]]
+    autotune: tuple[int, int] | None
+
+
+@dataclasses.dataclass(eq=False)
+class AutotuneInfo:
+    name: str
+    file: str
+    line: int
+    key_names: list[str]
+    n_configs: int
+    keys: dict[tuple, int] = dataclasses.field(default_factory=dict)  # autotune key -> configs compiled
+    units: list[Unit] = dataclasses.field(default_factory=list)
+
+
+def _base_jit(fn):
+    while fn is not None and not isinstance(fn, JITFunction):
+        fn = getattr(fn, "fn", None)
+    return fn
+
+
+def _def_site(jit) -> tuple[str, int]:
+    try:
+        from triton.runtime.jit import get_jit_fn_file_line
+        return get_jit_fn_file_line(jit)
+    except Exception:  # noqa: BLE001
+        code = getattr(getattr(jit, "fn", None), "__code__", None)
+        return (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
+
+
+def user_site(depth: int = 2) -> tuple[str, int] | None:
+    f = sys._getframe(depth)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (fn.startswith(_TRITON_DIR) or fn.startswith(_CHECK_DIR) or fn.startswith("<")):
+            return fn, f.f_lineno
+        f = f.f_back
+    return None
+
+
+def _as_int(v) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if hasattr(v, "__index__") and not hasattr(v, "data_ptr"):
+        try:
+            return int(v.__index__())
+        except Exception:  # noqa: BLE001
+            return None
+    return None
+
+
+def _extent(t) -> tuple[Any, int, int] | None:
+    try:
+        st = t.untyped_storage()
+        key = getattr(st, "_cdata", None) or id(st)
+        es = t.element_size()
+        if t.numel() == 0:
+            return None
+        start = t.storage_offset() * es
+        span = sum((s - 1) * abs(d) for s, d in zip(t.shape, t.stride())) * es + es
+        return key, start, start + span
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _aliases(bound: dict[str, Any]) -> frozenset[tuple[str, str]]:
+    ext = [(k, e) for k, v in bound.items() if hasattr(v, "data_ptr") and (e := _extent(v)) is not None]
+    out = set()
+    for i, (a, ea) in enumerate(ext):
+        for b, eb in ext[i + 1:]:
+            if ea[0] == eb[0] and ea[1] < eb[2] and eb[1] < ea[2]:
+                out.add(tuple(sorted((a, b))))
+    return frozenset(out)
+
+
+def _grid3(grid, bound) -> tuple[int, int, int] | None:
+    if grid is None:
+        return None
+    if callable(grid):
+        grid = grid(bound)
+    if isinstance(grid, int) or hasattr(grid, "__index__"):
+        grid = (grid,)
+    g = [int(x) for x in tuple(grid)[:3]]
+    return tuple(g + [1] * (3 - len(g)))  # type: ignore[return-value]
+
+
+class Capture:
+    """Context manager: while active, kernel launches are recorded and compiled, never run."""
+
+    def __init__(self, compiler: Compiler):
+        from triton.compiler.compiler import make_backend
+
+        self.compiler = compiler
+        self.backend = make_backend(compiler.target)
+        self.kernels: dict[int, KernelInfo] = {}
+        self.autotuners: dict[int, AutotuneInfo] = {}
+        self.problems: list[Problem] = []
+        self.case: dict[str, Any] = {}
+        self.sweep_group = ""
+        self.loaded_bounds: dict[str, tuple[int, int]] = {}
+        self.n_launches = 0
+        self._binders: dict[int, Any] = {}
+        self._autotune: tuple[int, int] | None = None
+        self._converted: dict[int, JITFunction] = {}
+        self._stack = contextlib.ExitStack()
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    # -- patching -------------------------------------------------------------------------------------------
+    def __enter__(self) -> Capture:
+        cap = self
+
+        def jit_run(kernel, *args, grid=None, warmup=False, **kwargs):
+            return cap._launch(kernel, args, kwargs, grid, warmup)
+
+        def autotune_run(tuner, *args, **kwargs):
+            return cap._autotuned(tuner, args, kwargs)
+
+        def autotune_warmup(tuner, *args, **kwargs):
+            kwargs.setdefault("warmup", True)
+            return cap._autotuned(tuner, args, kwargs)
+
+        self._patch(JITFunction, "run", jit_run)
+        self._patch(Autotuner, "run", autotune_run)
+        self._patch(Autotuner, "warmup", autotune_warmup)
+        with contextlib.suppress(ImportError):
+            from triton.runtime.interpreter import InterpretedFunction
+
+            def interp_run(fn, *args, grid=None, warmup=False, **kwargs):
+                return cap._launch(cap._from_interpreted(fn), args, kwargs, grid, warmup)
+
+            self._patch(InterpretedFunction, "run", interp_run)
+        self._stack.enter_context(stub_driver(self.compiler.target))
+        self._stack.enter_context(interpreter_off())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for obj, name, old in reversed(self._saved):
+            setattr(obj, name, old)
+        self._saved.clear()
+        self._stack.close()
+
+    def _patch(self, obj, name, new) -> None:
+        self._saved.append((obj, name, obj.__dict__[name]))
+        setattr(obj, name, new)
+
+    def _from_interpreted(self, fn) -> JITFunction:
+        jit = self._converted.get(id(fn))
+        if jit is None:
+            kw = {k: v for k, v in getattr(fn, "kwargs", {}).items()
+                  if k in ("version", "do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline",
+                           "repr", "launch_metadata")}
+            jit = JITFunction(fn.fn, **kw)
+            self._converted[id(fn)] = jit
+            self.problems.append(Problem(
+                "capture", jit.__name__,
+                "defined while TRITON_INTERPRET=1; recompiled from its Python source (jit helpers it calls must be "
+                "defined with the interpreter off: run `tritonkit check` without TRITON_INTERPRET)", fatal=False))
+        return jit
+
+    # -- launches -------------------------------------------------------------------------------------------
+    def _kernel(self, jit) -> KernelInfo:
+        info = self.kernels.get(id(jit))
+        if info is None:
+            file, line = _def_site(jit)
+            info = KernelInfo(jit, jit.__name__, file, line)
+            self.kernels[id(jit)] = info
+        return info
+
+    def _binder(self, jit):
+        b = self._binders.get(id(jit))
+        if b is None:
+            from triton.runtime.jit import create_function_from_signature
+            b = create_function_from_signature(jit.signature, jit.params, self.backend)
+            self._binders[id(jit)] = b
+        return b
+
+    def _launch(self, jit, args, kwargs, grid, warmup):
+        info = self._kernel(jit)
+        site = user_site(3)
+        where = f"{info.name} launched at {site[0]}:{site[1]}" if site else info.name
+        try:
+            kw = dict(kwargs)
+            kw["debug"] = bool(kw.get("debug", getattr(jit, "debug", None)) or False)
+            bound, spec, options = self._binder(jit)(*args, **kw)
+            opts, signature, constexprs, attrs = jit._pack_args(self.backend, kw, bound, spec, options)
+        except Exception as e:  # noqa: BLE001
+            self.problems.append(Problem("capture", where, f"Triton rejected the launch arguments: "
+                                         f"{type(e).__name__}: {e}"))
+            return None
+        try:
+            g = _grid3(grid, bound)
+        except Exception as e:  # noqa: BLE001
+            self.problems.append(Problem("capture", where, f"the grid could not be evaluated: {type(e).__name__}: {e}"))
+            g = None
+        spec_t = tuple(tuple(x) if isinstance(x, (list, tuple)) else (x,) for x in spec)
+        unit = self._unit(info, jit, spec_t, opts, signature, constexprs, attrs)
+        int_args = {}
+        for p in jit.params:
+            if not p.is_constexpr and p.name in bound and (v := _as_int(bound[p.name])) is not None:
+                int_args[p.name] = v
+        ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, site,
+                    _aliases(bound), dict(self.loaded_bounds), self._autotune)
+        info.launches.append(ln)
+        if unit is not None:
+            unit.launches.append(ln)
+        self.n_launches += 1
+        return None
+
+    def _unit(self, info, jit, spec_t, opts, signature, constexprs, attrs) -> Unit | None:
+        key = self.compiler.cache_key(jit, signature, constexprs, attrs, opts)
+        unit = info.units.get(key)
+        if unit is None:
+            compiled = self.compiler.compile(jit, signature, constexprs, attrs, opts,
+                                             want_ttgir=self._autotune is not None)
+            ir_params = []
+            for name, ty in signature.items():
+                if ty == "constexpr":
+                    continue
+                if isinstance(ty, tuple):
+                    ir_params += [f"{name}[{i}]" for i in range(len(ty))]
+                else:
+                    ir_params.append(name)
+            unit = Unit(info, key, spec_t, opts, ir_params, compiled, autotune=self._autotune)
+            info.units[key] = unit
+            if self._autotune is not None:
+                self.autotuners[self._autotune[0]].units.append(unit)
+        return unit
+
+    def _autotuned(self, tuner, args, kwargs):
+        jit = _base_jit(tuner.fn)
+        rec = self.autotuners.get(id(tuner))
+        if rec is None:
+            file, line = _def_site(jit) if jit is not None else ("<unknown>", 0)
+            rec = AutotuneInfo(jit.__name__ if jit else "?", file, line, list(tuner.keys), len(tuner.configs))
+            self.autotuners[id(tuner)] = rec
+        nargs = dict(zip(tuner.arg_names, args))
+        all_args = {**nargs, **kwargs}
+        key = [all_args[k] for k in tuner.keys if k in all_args]
+        key += [str(v.dtype) for k, v in all_args.items() if k in tuner.arg_names and hasattr(v, "dtype")]
+        key = tuple(key)
+        tuner.nargs = nargs
+        try:
+            configs = list(tuner.prune_configs(kwargs)) if len(tuner.configs) > 1 else list(tuner.configs)
+        except Exception:  # noqa: BLE001 - a perf model that needs a GPU: compile them all
+            configs = list(tuner.configs)
+        finally:
+            tuner.nargs = None
+        rec.keys[key] = len(configs)
+        outer = self._autotune
+        try:
+            for i, cfg in enumerate(configs):
+                self._autotune = (id(tuner), i)
+                tuner.fn.run(*args, **{**kwargs, **cfg.all_kwargs()})
+        finally:
+            self._autotune = outer
+        return None

@@ -1,0 +1,69 @@
+"""``tritonkit check [PATH_OR_MODULE ...]``: find Triton bug classes statically, on a CPU."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+DESCRIPTION = """\
+Capture the Triton launches of every @tritonkit.case (and OpSpec) in the given files, directories or modules,
+compile each distinct launch for the target GPU on this CPU and apply the rules. With no argument, check every
+built-in op over its boundary, sweep and large shapes.
+
+exit codes: 0 no error or warning; 1 at least one error or warning; 2 could not run (usage error, or a file,
+case or kernel that could not be checked and no finding)."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tritonkit check", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("targets", nargs="*", metavar="PATH_OR_MODULE",
+                   help="python files, directories or dotted module names holding @tritonkit.case functions")
+    p.add_argument("--arch", default="sm_90", help="target GPU: sm_80, sm_90 (default) or sm_100")
+    p.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    p.add_argument("--rule", action="append", dest="rules", metavar="ID",
+                   help="apply only this rule (repeatable): grid-limit, int32-offset, store-then-load, recompile, "
+                        "low-precision-accumulation, autotune-cost")
+    p.add_argument("--op", action="append", dest="ops", metavar="NAME",
+                   help="with no PATH: check only this built-in op (repeatable)")
+    p.add_argument("--space", action="append", dest="spaces", choices=("boundary", "sweep", "large"),
+                   help="with no PATH: shape spaces of the built-in ops (default: all three)")
+    p.add_argument("--no-cache", action="store_true", help="compile everything again (ignore the on-disk IR cache)")
+    p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # the checker compiles; the interpreter must not swap kernels for Python functions at import time
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        print("tritonkit check: ignoring TRITON_INTERPRET=1 (the checker compiles kernels, it does not run them)",
+              file=sys.stderr)
+        os.environ["TRITON_INTERPRET"] = "0"
+    try:
+        from .report import render
+        from .runner import Options, run_check
+        from .target import CheckError
+    except Exception as e:  # noqa: BLE001 - a broken Triton/torch install is "could not run"
+        print(f"tritonkit check: could not start: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    opts = Options(arch=args.arch, rules=tuple(args.rules) if args.rules else None,
+                   spaces=tuple(args.spaces) if args.spaces else Options.spaces,
+                   ops=tuple(args.ops) if args.ops else None, disk_cache=not args.no_cache)
+    try:
+        rep = run_check(args.targets, opts)
+    except CheckError as e:
+        print(f"tritonkit check: {e}", file=sys.stderr)
+        return 2
+    text = render(rep, args.format)
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(text + "\n")
+    else:
+        print(text)
+    return rep.exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,474 @@
+"""Integer range analysis over TTIR.
+
+Every integer SSA value gets an interval: program ids from the captured grids, ``tl.arange`` from its bounds,
+constants, integer kernel arguments from the values seen at launch, loaded integers from declared bounds or the
+whole range of their type. Intervals propagate through arithmetic, casts, shape ops, ``select`` and loops (a
+loop-carried integer is extrapolated over the trip count). An i32/i16/i8 ``addi``/``subi``/``muli``/``shli``
+whose exact result leaves its type is an overflow; only the first in a chain is kept (its operands are in range).
+
+A loaded value is any value of its type (``data``); adding to it is not reported, because the index itself is
+what the analysis cannot know, but multiplying it by a stride is: that is the KV-cache bug.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .mlir import Func, Op, elem_type, int_bits, shape_of
+
+
+@dataclasses.dataclass(frozen=True)
+class Iv:
+    lo: int
+    hi: int
+    data: bool = False  # any value of its type: came from memory or a wrapping conversion
+    over: bool = False  # derived from an op that already overflowed
+
+    def hull(self, o: Iv) -> Iv:
+        return Iv(min(self.lo, o.lo), max(self.hi, o.hi), self.data or o.data, self.over or o.over)
+
+    def within(self, o: Iv) -> bool:
+        return o.lo <= self.lo and self.hi <= o.hi
+
+
+@dataclasses.dataclass(frozen=True)
+class Unknown:
+    reason: str
+
+
+Val = Iv | Unknown | None  # None: not an integer (floats, pointers)
+
+
+def type_range(bits: int) -> tuple[int, int]:
+    if bits == 1:
+        return 0, 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+@dataclasses.dataclass
+class Bindings:
+    """What one launch (or the union of several) tells the analysis."""
+
+    grid: tuple[int, int, int] | None
+    args: dict[str, tuple[int, int]]  # integer IR argument -> (min, max) seen
+    loaded: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # pointer arg -> loaded bounds
+
+
+@dataclasses.dataclass
+class Overflow:
+    op: Op
+    iv: Iv
+    operands: list[Val]
+    bits: int
+
+
+_SHAPE_OPS = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout",
+              "tt.cat", "tt.join", "tt.split", "tt.permute", "tt.view", "arith.index_cast", "arith.index_castui",
+              "arith.extsi", "arith.extui", "tt.unsplat", "tt.clampf", "tt.gather", "ttg.local_load"}
+_TRANSPARENT_PTR = {"tt.addptr", "tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans",
+                    "ttg.convert_layout", "tt.advance", "tt.make_tensor_ptr", "tt.bitcast"}
+
+
+def base_arg(f: Func, name: str, depth: int = 0) -> str | None:
+    """The kernel argument a pointer value is derived from (through addptr, shape ops and loop-carried
+    pointers), or None."""
+    while depth < 256:
+        depth += 1
+        if name in f.block_args:
+            blk, k = f.block_args[name]
+            owner = blk.parent
+            if owner is None:
+                return name
+            if owner.name == "scf.for" and k >= 1 and k - 1 < len(owner.operands) - 3:
+                name = owner.operands[3 + k - 1]
+                continue
+            if owner.name == "scf.while" and blk.region == 0 and k < len(owner.operands):
+                name = owner.operands[k]
+                continue
+            return None
+        op = f.defs.get(name)
+        if op is None or op.name not in _TRANSPARENT_PTR or not op.operands:
+            return None
+        name = op.operands[0]
+    return None
+
+
+class RangeAnalysis:
+    def __init__(self, f: Func, b: Bindings):
+        self.f = f
+        self.b = b
+        self.env: dict[str, Val] = {}
+        self.overflows: dict[int, Overflow] = {}  # op.pos -> first-in-chain overflow
+        self.unknown_ops: dict[str, int] = {}
+
+    # -- driver ---------------------------------------------------------------------------------------------
+    def run(self) -> RangeAnalysis:
+        for name, t, _loc in self.f.args:
+            bits = int_bits(t)
+            if bits is None:
+                self.env[name] = None
+            elif bits == 1:
+                self.env[name] = Iv(0, 1)
+            elif name in self.b.args:
+                lo, hi = self.b.args[name]
+                self.env[name] = Iv(lo, hi)
+            else:
+                self.env[name] = Unknown(f"no value was captured for argument `{name}`")
+        self.block(self.f.body.ops)
+        return self
+
+    def get(self, name: str) -> Val:
+        return self.env.get(name, Unknown(f"value %{name} is defined where the analysis did not look"))
+
+    def block(self, ops: list[Op]) -> None:
+        for op in ops:
+            try:
+                self.op(op)
+            except (ZeroDivisionError, ValueError, IndexError, KeyError) as e:
+                self._set(op, Unknown(f"`{op.name}` could not be evaluated ({type(e).__name__})"))
+
+    def _set(self, op: Op, v: Val | list[Val]) -> None:
+        vals = v if isinstance(v, list) else [v] * len(op.results)
+        for r, t, x in zip(op.results, op.types, vals):
+            self.env[r] = x if int_bits(t) is not None else None
+
+    # -- ops ------------------------------------------------------------------------------------------------
+    def op(self, op: Op) -> None:
+        n = op.name
+        if n == "scf.for":
+            return self._for(op)
+        if n == "scf.if":
+            return self._if(op)
+        if n == "scf.while":
+            return self._while(op)
+        if n in ("tt.reduce", "tt.scan"):
+            return self._reduce(op)
+        if op.regions:
+            for region in op.regions:
+                for blk in region:
+                    for a, _t in blk.args:
+                        self.env[a] = Unknown(f"argument of `{n}`")
+                    self.block(blk.ops)
+            self._set(op, Unknown(f"`{n}` is not understood by the range analysis"))
+            return
+        if not op.results:
+            return
+        bits = int_bits(op.types[0])
+        if bits is None:
+            self._set(op, None)
+            return
+        if bits == 1:
+            self._set(op, Iv(0, 1))
+            return
+        self._set(op, self._scalar(op, bits))
+
+    def _scalar(self, op: Op, bits: int) -> Val:
+        n = op.name
+        tlo, thi = type_range(bits)
+        if n == "arith.constant":
+            m = re.search(r"arith\.constant\s+(?:dense<)?\s*(-?\d+|true|false)\b", op.text)
+            if not m:
+                return Unknown("integer constant not read")
+            v = {"true": 1, "false": 0}.get(m.group(1))
+            v = int(m.group(1)) if v is None else v
+            return Iv(v, v)
+        if n in ("tt.get_program_id", "tt.get_num_programs"):
+            m = re.search(r"\b(?:get_program_id|get_num_programs)\s+([xyz])\b", op.text)
+            axis = "xyz".index(m.group(1)) if m else (op.attr_int("axis") or 0)
+            if self.b.grid is None:
+                return Unknown("no launch grid was captured (warmup only)")
+            g = max(int(self.b.grid[axis]), 1)
+            return Iv(0, g - 1) if n == "tt.get_program_id" else Iv(g, g)
+        if n == "tt.make_range":
+            s, e = op.attr_int("start"), op.attr_int("end")
+            return Iv(s, e - 1) if s is not None and e is not None else Unknown("tt.make_range bounds not read")
+        if n == "tt.load":
+            base = base_arg(self.f, op.operands[0]) if op.operands else None
+            if base is not None and base in self.b.loaded:
+                lo, hi = self.b.loaded[base]
+                return Iv(lo, hi)
+            return Iv(tlo, thi, data=True)
+        if n in ("tt.atomic_rmw", "tt.atomic_cas", "arith.fptosi", "arith.fptoui", "tt.histogram", "arith.bitcast",
+                 "tt.bitcast", "tt.elementwise_inline_asm", "tt.extern_elementwise", "tt.ptr_to_int"):
+            return Iv(tlo, thi, data=True)
+        if n == "tt.call":
+            return Unknown(f"result of a non-inlined call ({op.text.split('(')[0].strip()})")
+        ops = [self.get(x) for x in op.operands]
+        ints = [v for v in ops if v is not None]
+        unk = next((v for v in ints if isinstance(v, Unknown)), None)
+        if n in _SHAPE_OPS or n in ("arith.select", "arith.trunci"):
+            vals = ops[1:] if n == "arith.select" else ops
+            vals = [v for v in vals if v is not None]
+            u = next((v for v in vals if isinstance(v, Unknown)), None)
+            if u is not None or not vals:
+                return u or Unknown(f"`{n}` of a non-integer")
+            h = vals[0]
+            for v in vals[1:]:
+                h = h.hull(v)
+            if n == "arith.trunci" and not (tlo <= h.lo and h.hi <= thi):
+                return Iv(tlo, thi, data=True)
+            if n == "arith.extui" and h.lo < 0:
+                return Iv(0, (1 << _src_bits(self.f, op)) - 1, data=True)
+            return h
+        if unk is not None:
+            return unk
+        if len(ints) < 2 and n.startswith("arith.") and n not in ("arith.constant",):
+            return Unknown(f"`{n}` with an operand the analysis does not track")
+        if n in ("arith.addi", "arith.subi", "arith.muli", "arith.shli"):
+            return self._arith(op, ints[0], ints[1], bits)
+        a, b = (ints + [None, None])[:2]
+        fl = dict(data=a.data or b.data, over=a.over or b.over)
+        if n in ("arith.divsi", "arith.divui", "arith.ceildivsi", "arith.floordivsi"):
+            return _div(a, b, fl, slop=0 if n in ("arith.divsi", "arith.divui") else 1)
+        if n in ("arith.remsi", "arith.remui"):
+            m = max(abs(b.lo), abs(b.hi)) - 1
+            if m < 0:
+                return Iv(tlo, thi, data=True)
+            if a.lo >= 0 or n == "arith.remui":
+                return Iv(0, m if a.lo < 0 else min(a.hi, m), **fl)
+            if a.hi <= 0:
+                return Iv(max(a.lo, -m), 0, **fl)
+            return Iv(max(a.lo, -m), min(a.hi, m), **fl)
+        if n in ("arith.maxsi", "arith.maxui"):
+            return Iv(max(a.lo, b.lo), max(a.hi, b.hi), **fl)
+        if n in ("arith.minsi", "arith.minui"):
+            return Iv(min(a.lo, b.lo), min(a.hi, b.hi), **fl)
+        if n == "arith.andi":
+            if a.lo >= 0 and b.lo >= 0:
+                return Iv(0, min(a.hi, b.hi), **fl)
+            if a.lo >= 0 or b.lo >= 0:
+                return Iv(0, a.hi if a.lo >= 0 else b.hi, **fl)
+            return Iv(tlo, thi, data=True)
+        if n in ("arith.ori", "arith.xori"):
+            if a.lo >= 0 and b.lo >= 0:
+                return Iv(0, (1 << max(a.hi, b.hi).bit_length()) - 1, **fl)
+            return Iv(tlo, thi, data=True)
+        if n in ("arith.shrsi", "arith.shrui"):
+            s_lo, s_hi = max(b.lo, 0), min(max(b.hi, 0), bits - 1)
+            if a.lo >= 0:
+                return Iv(a.lo >> s_hi, a.hi >> s_lo, **fl)
+            if n == "arith.shrui":
+                return Iv(0, ((1 << bits) - 1) >> s_lo, data=True)
+            return Iv(min(a.lo >> s_lo, a.lo >> s_hi), max(a.hi >> s_lo, a.hi >> s_hi), **fl)
+        self.unknown_ops[n] = self.unknown_ops.get(n, 0) + 1
+        return Unknown(f"`{n}` is not understood by the range analysis")
+
+    def _arith(self, op: Op, a: Iv, b: Iv, bits: int) -> Iv:
+        n = op.name
+        if n == "arith.addi":
+            lo, hi = a.lo + b.lo, a.hi + b.hi
+        elif n == "arith.subi":
+            lo, hi = a.lo - b.hi, a.hi - b.lo
+        else:
+            if n == "arith.shli":
+                b = Iv(1 << max(min(b.lo, bits - 1), 0), 1 << max(min(b.hi, bits - 1), 0))
+            c = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
+            lo, hi = min(c), max(c)
+        tlo, thi = type_range(bits)
+        data, over = a.data or b.data, a.over or b.over
+        if tlo <= lo and hi <= thi:
+            return Iv(lo, hi, data, over)
+        if n in ("arith.addi", "arith.subi") and data:
+            return Iv(max(lo, tlo), min(hi, thi), True, over)
+        if not over and bits <= 32:
+            prev = self.overflows.get(op.pos)
+            iv = Iv(lo, hi)
+            if prev is not None:
+                iv = iv.hull(prev.iv)
+            self.overflows[op.pos] = Overflow(op, iv, [a, b], bits)
+        return Iv(lo, hi, data, True)
+
+    # -- structured control flow ----------------------------------------------------------------------------
+    def _yield_vals(self, blk_ops: list[Op], term: str = "scf.yield") -> list[Val]:
+        last = blk_ops[-1] if blk_ops else None
+        if last is None or last.name != term:
+            return []
+        vals = [self.get(x) for x in last.operands]
+        return vals[1:] if term == "scf.condition" else vals
+
+    def _for(self, op: Op) -> None:
+        body = op.regions[0][0]
+        lb, ub, st = (self.get(x) for x in op.operands[:3])
+        inits = [self.get(x) for x in op.operands[3:]]
+        trips = None
+        if all(isinstance(v, Iv) for v in (lb, ub, st)) and st.lo > 0:
+            trips = max(0, -(-(ub.hi - lb.lo) // st.lo))
+            iv: Val = Iv(lb.lo, max(lb.lo, ub.hi - 1), over=lb.over or ub.over)
+        else:
+            bad = next((v for v in (lb, ub, st) if isinstance(v, Unknown)), None)
+            iv = bad or Unknown("loop bounds or step not known to be positive")
+        cur = list(inits)
+        names = [a for a, _ in body.args]
+        for attempt in range(2):
+            self.env[names[0]] = iv
+            for a, v in zip(names[1:], cur):
+                self.env[a] = v
+            self.block(body.ops)
+            ys = self._yield_vals(body.ops)
+            if attempt == 1:
+                break
+            widened, changed = [], False
+            for a0, y in zip(cur, ys):
+                if isinstance(a0, Iv) and isinstance(y, Iv) and not y.within(a0):
+                    changed = True
+                    if trips is None:
+                        widened.append(Unknown("integer carried by a loop whose trip count is not bounded"))
+                    else:
+                        d_lo, d_hi = min(0, y.lo - a0.lo), max(0, y.hi - a0.hi)
+                        widened.append(Iv(a0.lo + d_lo * trips, a0.hi + d_hi * trips, a0.data or y.data,
+                                          a0.over or y.over))
+                elif isinstance(a0, Iv) and isinstance(y, Unknown):
+                    changed = True
+                    widened.append(y)
+                else:
+                    widened.append(a0)
+            if not changed:
+                break
+            cur = widened
+        ys = self._yield_vals(body.ops)
+        res: list[Val] = []
+        for k, a in enumerate(cur):
+            y = ys[k] if k < len(ys) else None
+            if isinstance(a, Iv) and isinstance(y, Iv):
+                res.append(a.hull(y))
+            elif isinstance(y, Unknown):
+                res.append(y)
+            else:
+                res.append(a)
+        if op.results:
+            self._set(op, res[: len(op.results)])
+
+    def _if(self, op: Op) -> None:
+        outs: list[list[Val]] = []
+        for region in op.regions:
+            for blk in region:
+                self.block(blk.ops)
+            outs.append(self._yield_vals(region[-1].ops) if region else [])
+        res: list[Val] = []
+        for k in range(len(op.results)):
+            vals = [o[k] for o in outs if k < len(o)]
+            u = next((v for v in vals if isinstance(v, Unknown)), None)
+            ivs = [v for v in vals if isinstance(v, Iv)]
+            if u is not None or not ivs:
+                res.append(u or None)
+            else:
+                h = ivs[0]
+                for v in ivs[1:]:
+                    h = h.hull(v)
+                res.append(h)
+        if op.results:
+            self._set(op, res)
+
+    def _while(self, op: Op) -> None:
+        before = op.regions[0][0]
+        after = op.regions[1][0] if len(op.regions) > 1 else None
+        cur = [self.get(x) for x in op.operands]
+        for attempt in range(2):
+            for (a, _t), v in zip(before.args, cur):
+                self.env[a] = v
+            self.block(before.ops)
+            fwd = self._yield_vals(before.ops, "scf.condition")
+            if after is not None:
+                for (a, _t), v in zip(after.args, fwd):
+                    self.env[a] = v
+                self.block(after.ops)
+                ys = self._yield_vals(after.ops)
+            else:
+                ys = []
+            stable = all(not isinstance(a0, Iv) or (isinstance(y, Iv) and y.within(a0)) for a0, y in zip(cur, ys))
+            if stable or attempt == 1:
+                break
+            cur = [Unknown("integer carried by an scf.while loop") if isinstance(a0, Iv) else a0 for a0 in cur]
+        self._set(op, self._yield_vals(before.ops, "scf.condition")[: len(op.results)] or Unknown("scf.while"))
+
+    def _reduce(self, op: Op) -> None:
+        combine = {o.name for blk in op.regions[0] for o in blk.ops} if op.regions else set()
+        axis = op.attr_int("axis") or 0
+        res: list[Val] = []
+        for k, r in enumerate(op.results):
+            src = self.get(op.operands[k]) if k < len(op.operands) else None
+            if not isinstance(src, Iv):
+                res.append(src)
+                continue
+            shape = shape_of(self.f.types.get(op.operands[k], ""))
+            count = shape[axis] if axis < len(shape) and shape[axis] > 0 else 1
+            if "arith.addi" in combine:
+                lo, hi = src.lo * count, src.hi * count
+                res.append(Iv(min(lo, src.lo), max(hi, src.hi), src.data, src.over) if op.name == "tt.scan"
+                           else Iv(lo, hi, src.data, src.over))
+            elif combine & {"arith.muli", "arith.ori", "arith.xori", "arith.andi", "tt.call"}:
+                res.append(Unknown(f"`{op.name}` with a combine function the analysis does not model"))
+            else:
+                res.append(src)
+        self._set(op, res)
+
+
+def _src_bits(f: Func, op: Op) -> int:
+    return int_bits(f.types.get(op.operands[0], "")) or 32
+
+
+def _tdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _div(a: Iv, b: Iv, fl: dict, slop: int) -> Iv:
+    divisors = [d for d in (b.lo, b.hi, -1 if b.lo <= -1 <= b.hi else None, 1 if b.lo <= 1 <= b.hi else None)
+                if d not in (None, 0)]
+    if not divisors:
+        m = max(abs(a.lo), abs(a.hi))
+        return Iv(-m, m, **fl)
+    c = [_tdiv(x, d) for x in (a.lo, a.hi) for d in divisors]
+    return Iv(min(c) - slop, max(c) + slop, **fl)
+
+
+def offset_slice(f: Func, name: str, limit: int = 4096) -> list[Op]:
+    """Integer ops (in def order, deduplicated) whose values feed ``name``: the backward slice of an offset."""
+    seen: set[str] = set()
+    out: dict[int, Op] = {}
+    stack = [name]
+    while stack and len(seen) < limit:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in f.block_args:
+            blk, k = f.block_args[v]
+            owner = blk.parent
+            if owner is not None and owner.name == "scf.for":
+                if k == 0:
+                    stack += owner.operands[:3]
+                else:
+                    if 3 + k - 1 < len(owner.operands):
+                        stack.append(owner.operands[3 + k - 1])
+                    y = blk.ops[-1] if blk.ops else None
+                    if y is not None and y.name == "scf.yield" and k - 1 < len(y.operands):
+                        stack.append(y.operands[k - 1])
+            continue
+        op = f.defs.get(v)
+        if op is None or op.name == "tt.load":
+            continue
+        if int_bits(f.types.get(v)) is None and op.name not in ("tt.splat", "tt.broadcast"):
+            continue
+        out[op.pos] = op
+        if op.name == "scf.for":
+            k = op.results.index(v)
+            y = op.regions[0][0].ops[-1] if op.regions and op.regions[0][0].ops else None
+            if y is not None and y.name == "scf.yield" and k < len(y.operands):
+                stack.append(y.operands[k])
+            continue
+        if op.name == "scf.if":
+            k = op.results.index(v)
+            for region in op.regions:
+                y = region[-1].ops[-1] if region and region[-1].ops else None
+                if y is not None and y.name == "scf.yield" and k < len(y.operands):
+                    stack.append(y.operands[k])
+            continue
+        stack += [x for x in op.operands if int_bits(f.types.get(x)) is not None]
+    return [out[k] for k in sorted(out)]
+
+
+def is_int32_offset(f: Func, name: str) -> bool:
+    bits = int_bits(f.types.get(name))
+    return bits is not None and bits <= 32 and elem_type(f.types.get(name, "")) != "i1"

@@ -1,0 +1,131 @@
+"""The rules. Each module exposes ``RULE`` (its :class:`RuleInfo`) and ``check(ctx) -> list[Finding]``.
+
+Rule ids are part of the interface (``--rule``, JSON, SARIF, ``docs/rules/<id>.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import os
+from collections.abc import Iterator
+
+import triton
+
+from ..capture import Capture, Launch, Unit
+from ..findings import Finding, Problem
+from ..mlir import Func, Locations, Module, Op
+from ..ranges import Bindings, RangeAnalysis
+
+_TRITON_DIR = os.path.dirname(triton.__file__) + os.sep
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleInfo:
+    id: str
+    severity: str
+    title: str
+    why: str
+
+
+class Context:
+    """What every rule reads: the capture, parsed IR, source locations and the range analysis (cached)."""
+
+    def __init__(self, capture: Capture, arch: str):
+        self.capture = capture
+        self.arch = arch
+        self.problems: list[Problem] = []
+        self._seen_problems: set[tuple[str, str, str]] = set()
+        self._locs: dict[int, Locations] = {}
+        self._union: dict[int, RangeAnalysis] = {}
+
+    # -- problems -------------------------------------------------------------------------------------------
+    def problem(self, kind: str, where: str, message: str, fatal: bool = True) -> None:
+        k = (kind, where, message)
+        if k not in self._seen_problems:
+            self._seen_problems.add(k)
+            self.problems.append(Problem(kind, where, message, fatal))
+
+    def note(self, unit: Unit, op: Op, message: str) -> None:
+        file, line, _ = self.frame(unit, op)
+        self.problem("ir", f"{unit.kernel.name} at {file}:{line}", message, fatal=False)
+
+    # -- IR -------------------------------------------------------------------------------------------------
+    def units(self) -> Iterator[tuple[Unit, Func, Module]]:
+        for info in self.capture.kernels.values():
+            for unit in info.units.values():
+                if unit.compiled.error:
+                    self.problem("compile", f"{info.name} ({info.file}:{info.line})",
+                                 f"failed to compile for {self.arch}: {unit.compiled.error}")
+                    continue
+                parsed = unit.func()
+                if parsed is None:
+                    self.problem("ir", f"{info.name} ({info.file}:{info.line})",
+                                 f"its TTIR could not be read: {unit._parse_error}")
+                    continue
+                yield unit, parsed[0], parsed[1]
+
+    def frame(self, unit: Unit, op: Op | None) -> tuple[str, int, int]:
+        """(file, line, col) of an op in user code; the kernel's def line when the IR has no location."""
+        if op is not None:
+            parsed = unit.func()
+            locs = self._locs.get(id(unit))
+            if locs is None:
+                locs = self._locs[id(unit)] = Locations(parsed[1].aliases)
+            fr = locs.user_frame(op.loc, (_TRITON_DIR,))
+            if fr is not None and fr.file:
+                return fr.file, fr.line, fr.col
+        return unit.kernel.file, unit.kernel.line, 0
+
+    # -- ranges ---------------------------------------------------------------------------------------------
+    def bindings(self, unit: Unit, f: Func, launches: list[Launch]) -> Bindings:
+        """Union of what ``launches`` bind: max grid per axis, (min, max) of each integer argument."""
+        names = [a for a, _t, _l in f.args]
+        if len(names) == len(unit.ir_params):
+            ir_of = dict(zip(unit.ir_params, names))
+        else:
+            ir_of = {p: p for p in unit.ir_params if p in names}
+        grids = [ln.grid for ln in launches if ln.grid]
+        grid = tuple(max(g[k] for g in grids) for k in range(3)) if grids else None
+        args: dict[str, tuple[int, int]] = {}
+        loaded: dict[str, tuple[int, int]] = {}
+        kname = unit.kernel.name
+        for ln in launches:
+            for p, v in ln.int_args.items():
+                if p in ir_of:
+                    lo, hi = args.get(ir_of[p], (v, v))
+                    args[ir_of[p]] = (min(lo, v), max(hi, v))
+            for k, (lo, hi) in ln.loaded_bounds.items():
+                kk, _, p = k.rpartition(".")
+                if (not kk or kk == kname) and p in ir_of:
+                    a = ir_of[p]
+                    plo, phi = loaded.get(a, (lo, hi))
+                    loaded[a] = (min(plo, lo), max(phi, hi))
+        return Bindings(grid, args, loaded)  # type: ignore[arg-type]
+
+    def union_ranges(self, unit: Unit, f: Func) -> RangeAnalysis:
+        ra = self._union.get(id(unit))
+        if ra is None:
+            ra = self._union[id(unit)] = RangeAnalysis(f, self.bindings(unit, f, unit.launches)).run()
+        return ra
+
+
+def source_line(file: str, line: int) -> str:
+    return linecache.getline(file, line).rstrip("\n") if line > 0 else ""
+
+
+def display(name: str) -> str:
+    """A readable name for an SSA value: ``%blk_27`` -> ``blk``; numbered temporaries stay anonymous."""
+    base = name.split("@")[0].split("#")[0]
+    while "_" in base and base.rsplit("_", 1)[1].isdigit():
+        base = base.rsplit("_", 1)[0]
+    return "" if not base or base[0].isdigit() else base
+
+
+def all_rules():
+    from . import autotune_cost, grid_limit, int32_offset, low_precision, recompile, store_then_load
+    mods = (grid_limit, int32_offset, store_then_load, recompile, low_precision, autotune_cost)
+    return {m.RULE.id: m for m in mods}
+
+
+__all__ = ["Context", "Finding", "RuleInfo", "all_rules", "display", "source_line"]

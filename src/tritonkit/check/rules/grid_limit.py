@@ -1,0 +1,40 @@
+"""grid-limit: a launch whose grid[1] or grid[2] exceeds 65535, or grid[0] exceeds 2^31 - 1."""
+
+from __future__ import annotations
+
+from . import Context, Finding, RuleInfo
+
+RULE = RuleInfo(
+    "grid-limit", "error", "launch grid over the CUDA limit",
+    "CUDA caps gridDim.y and gridDim.z at 65535 (gridDim.x at 2^31-1): the launch fails with an invalid-argument "
+    "error, or, where the error is not checked, the kernel silently does not run.")
+
+LIMITS = (2**31 - 1, 65535, 65535)
+
+
+def check(ctx: Context) -> list[Finding]:
+    out = []
+    for info in ctx.capture.kernels.values():
+        worst: dict[int, tuple[int, object, int]] = {}  # dim -> (max value, first launch, number of launches)
+        for ln in info.launches:
+            if not ln.grid:
+                continue
+            for dim, lim in enumerate(LIMITS):
+                v = ln.grid[dim]
+                if v > lim:
+                    mx, first, n = worst.get(dim, (v, ln, 0))
+                    worst[dim] = (max(mx, v), first, n + 1)
+        for dim, (mx, first, n) in sorted(worst.items()):
+            v = first.grid[dim]
+            file, line = first.site or (info.file, info.line)
+            more = f"; {n} launches exceed it, up to {mx:,}" if n > 1 else ""
+            out.append(Finding(
+                RULE.id, RULE.severity, info.name, file, line,
+                f"`{info.name}` is launched with grid[{dim}] = {v:,}, over the CUDA limit of {LIMITS[dim]:,} "
+                f"for grid[{dim}]{more}",
+                first.case,
+                fix=("put the dimension that grows with tokens or sequences in grid[0] and keep grid[1]/grid[2] "
+                     "for model-bounded sizes (heads, splits), or loop over it inside the program"
+                     if dim else "tile more work per program so grid[0] stays below 2^31"),
+                tag=f"grid[{dim}]", count=n))
+    return out

@@ -1,0 +1,279 @@
+"""Run a check: import what the user named, run every case (and OpSpec) with launches captured, apply rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .case import REGISTRY, Case
+from .findings import Finding, Problem
+from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
+
+#: shape keys that change from call to call within one deployment: launches that differ only in these belong to
+#: one sweep, and must not recompile (the recompile rule groups launches by the other keys)
+PER_CALL_KEYS = ("num_tokens", "num_seqs", "batch", "batch_size", "seq_len", "max_seq_len", "max_seqlen",
+                 "context_len", "num_blocks")
+
+SPACES = ("boundary", "sweep", "large")
+
+
+@dataclasses.dataclass
+class Options:
+    arch: str = "sm_90"
+    rules: tuple[str, ...] | None = None
+    spaces: tuple[str, ...] = SPACES
+    ops: tuple[str, ...] | None = None
+    disk_cache: bool = True
+
+
+@dataclasses.dataclass
+class Report:
+    findings: list[Finding]
+    problems: list[Problem]
+    kernels: list[dict[str, Any]]
+    stats: dict[str, Any]
+
+    def exit_code(self) -> int:
+        if any(f.severity in ("error", "warning") for f in self.findings):
+            return 1
+        if any(p.fatal for p in self.problems) or not self.kernels:
+            return 2
+        return 0
+
+
+@dataclasses.dataclass
+class Target:
+    """One thing to run under capture: a case function or an OpSpec."""
+
+    label: str
+    runs: list[tuple[dict[str, Any], str, dict[str, tuple[int, int]], Any]]  # (case dict, sweep group, bounds, thunk)
+
+
+def _user_frame(tb) -> str:
+    frames = traceback.extract_tb(tb)
+    for fr in reversed(frames):
+        if "/triton/" not in fr.filename and "/tritonkit/check/" not in fr.filename:
+            return f"{fr.filename}:{fr.lineno}"
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+
+
+def _exc(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    short = msg[0] if msg else ""
+    return f"{type(e).__name__}: {short}" + (f" (at {_user_frame(e.__traceback__)})" if e.__traceback__ else "")
+
+
+def _package_root(path: Path) -> tuple[Path, str]:
+    parts = [path.stem]
+    d = path.parent
+    while (d / "__init__.py").exists():
+        parts.insert(0, d.name)
+        d = d.parent
+    return d, ".".join(parts)
+
+
+def import_target(spec: str) -> tuple[Any | None, Problem | None]:
+    """Import a file (by path; as part of its package when it is in one) or a dotted module name."""
+    p = Path(spec)
+    try:
+        with interpreter_off():
+            if p.suffix == ".py" or p.exists():
+                if not p.exists():
+                    return None, Problem("import", spec, "no such file")
+                path = p.resolve()
+                root, dotted = _package_root(path)
+                if "." in dotted:
+                    if str(root) not in sys.path:
+                        sys.path.insert(0, str(root))
+                    return importlib.import_module(dotted), None
+                name = f"_tritonkit_user_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+                if name in sys.modules:
+                    return sys.modules[name], None
+                if str(path.parent) not in sys.path:
+                    sys.path.insert(0, str(path.parent))
+                mspec = importlib.util.spec_from_file_location(name, path)
+                mod = importlib.util.module_from_spec(mspec)
+                sys.modules[name] = mod
+                try:
+                    mspec.loader.exec_module(mod)
+                except BaseException:
+                    sys.modules.pop(name, None)
+                    raise
+                return mod, None
+            return importlib.import_module(spec), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - SystemExit from a script counts as a failed import too
+        return None, Problem("import", spec, f"failed to import: {_exc(e)}")
+
+
+def expand_paths(specs: list[str]) -> list[str]:
+    out = []
+    for s in specs:
+        p = Path(s)
+        if p.is_dir():
+            for f in sorted(p.rglob("*.py")):
+                rel = f.relative_to(p).parts
+                if any(x.startswith((".", "__pycache__")) for x in rel) or f.name in ("conftest.py", "setup.py"):
+                    continue
+                out.append(str(f))
+        else:
+            out.append(s)
+    return out
+
+
+def _case_targets(cases: list[Case]) -> list[Target]:
+    out = []
+    for c in cases:
+        runs = []
+        for params in c.expand():
+            runs.append((params, c.name, c.loaded_bounds, lambda c=c, p=params: c.fn(**p)))
+        out.append(Target(f"{c.name} ({c.file}:{c.line})", runs))
+    return out
+
+
+def _meta_fill():
+    try:
+        from ..testing.inputs import MetaFill
+        return MetaFill()
+    except ImportError:  # pragma: no cover - the testing package is part of tritonkit
+        from .meta import MetaFill
+        return MetaFill()
+
+
+def spec_targets(specs: dict[str, Any], spaces: tuple[str, ...]) -> list[Target]:
+    out = []
+    for name, spec in specs.items():
+        runs = []
+        for space in spaces:
+            for shape in spec.shapes(space):
+                for dtype in spec.dtypes:
+                    dt = str(dtype).replace("torch.", "")
+                    case = {"op": name, "space": space, **dict(shape), "dtype": dt}
+                    group = ",".join(f"{k}={v}" for k, v in dict(shape).items() if k not in PER_CALL_KEYS)
+                    runs.append((case, f"{name}[{group},{dt}]", {},
+                                 lambda s=spec, sh=shape, d=dtype: s.call(s.make_inputs(sh, d, _meta_fill()))))
+        out.append(Target(f"op {name}", runs))
+    return out
+
+
+def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
+    n = 0
+    for t in targets:
+        silent = []
+        for case, group, bounds, thunk in t.runs:
+            capture.case, capture.sweep_group, capture.loaded_bounds = case, group, bounds
+            before = capture.n_launches
+            try:
+                thunk()
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - reported by name; the other cases still run
+                problems.append(Problem("case", f"{t.label} {case}", f"raised {_exc(e)}"))
+            else:
+                if capture.n_launches == before:
+                    silent.append(case)
+            n += 1
+        if silent:
+            problems.append(Problem("case", t.label, f"{len(silent)} of {len(t.runs)} runs launched no Triton kernel "
+                                    f"(first: {silent[0]}); a torch.ops call dispatches to its meta implementation: "
+                                    "call the launcher directly", fatal=False))
+    return n
+
+
+def collect(paths: list[str], problems: list[Problem]) -> list[Target]:
+    from ..spec import OpSpec
+    targets: list[Target] = []
+    for spec in expand_paths(paths):
+        start = len(REGISTRY)
+        mod, prob = import_target(spec)
+        if prob is not None:
+            problems.append(prob)
+            continue
+        cases = [c for c in REGISTRY[start:]]
+        known = {id(c) for c in cases}
+        for v in vars(mod).values():
+            c = getattr(v, "__tritonkit_case__", None)
+            if isinstance(c, Case) and id(c) not in known:
+                cases.append(c)
+                known.add(id(c))
+        specs = {v.name: v for v in vars(mod).values() if isinstance(v, OpSpec)}
+        targets += _case_targets(cases) + spec_targets(specs, SPACES)
+        if not cases and not specs:
+            problems.append(Problem("import", spec, "defines no @tritonkit.case and no OpSpec: nothing to run",
+                                    fatal=False))
+    return targets
+
+
+def builtin_targets(ops: tuple[str, ...] | None, spaces: tuple[str, ...], problems: list[Problem]) -> list[Target]:
+    try:
+        with interpreter_off():
+            from .. import ops as ops_pkg
+            names = list(ops or ops_pkg.OP_NAMES)
+            specs = {}
+            for n in names:
+                try:
+                    specs[n] = ops_pkg.get_spec(n)
+                except Exception as e:  # noqa: BLE001
+                    problems.append(Problem("import", f"op {n}", f"its OpSpec failed to load: {_exc(e)}"))
+    except Exception as e:  # noqa: BLE001
+        problems.append(Problem("import", "tritonkit.ops", f"failed to import: {_exc(e)}"))
+        return []
+    return spec_targets(specs, spaces)
+
+
+def run_check(paths: list[str] | None = None, options: Options | None = None) -> Report:
+    """Check the files/modules in ``paths`` (their cases and OpSpecs), or every built-in op when empty."""
+    from . import rules as rules_pkg
+    from .capture import Capture
+
+    opts = options or Options()
+    t0 = time.perf_counter()
+    target = parse_arch(opts.arch)
+    available = rules_pkg.all_rules()
+    selected = opts.rules or tuple(available)
+    unknown = [r for r in selected if r not in available]
+    if unknown:
+        raise CheckError(f"unknown rule {', '.join(unknown)}; rules: {', '.join(available)}")
+    problems: list[Problem] = []
+    compiler = Compiler(target, disk_cache=opts.disk_cache)
+    with interpreter_off():
+        targets = collect(paths, problems) if paths else builtin_targets(opts.ops, opts.spaces, problems)
+    with Capture(compiler) as cap:
+        n_runs = _execute(cap, targets, problems)
+    problems += cap.problems
+    ctx = rules_pkg.Context(cap, arch_name(target))
+    t_capture = time.perf_counter() - t0
+    found: dict[tuple, Finding] = {}
+    for rid in selected:
+        try:
+            for f in available[rid].check(ctx):
+                prev = found.get(f.key())
+                if prev is None:
+                    found[f.key()] = f
+                else:
+                    prev.count += f.count
+        except Exception as e:  # noqa: BLE001 - a rule bug must not hide the other rules' findings
+            problems.append(Problem("rule", rid, f"the rule failed: {_exc(e)}"))
+    problems += ctx.problems
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings = sorted(found.values(), key=lambda f: (order.get(f.severity, 3), f.file, f.line, f.rule))
+    kernels = []
+    for info in cap.kernels.values():
+        kernels.append({"kernel": info.name, "file": info.file, "line": info.line, "launches": len(info.launches),
+                        "compiles": len(info.units), "max_grid": info.max_grid()})
+    if not kernels and not any(p.fatal for p in problems):
+        problems.append(Problem("capture", "check", "no kernel launch was captured: nothing was checked"))
+    stats = {"arch": arch_name(target), "triton": __import__("triton").__version__, "cases": n_runs,
+             "launches": cap.n_launches, "compiles": sum(k["compiles"] for k in kernels),
+             "compiled_now": compiler.n_compiled, "compile_seconds": round(compiler.compile_seconds, 3),
+             "capture_seconds": round(t_capture, 3), "seconds": round(time.perf_counter() - t0, 3),
+             "rules": list(selected)}
+    return Report(findings, problems, kernels, stats)

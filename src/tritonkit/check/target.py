@@ -1,0 +1,251 @@
+"""Compile Triton kernels for a GPU target on a machine without one.
+
+The active Triton driver is replaced by :class:`StubDriver`, whose ``get_current_target()`` names the requested
+GPU; kernels are lowered with Triton's own frontend and TTIR passes (TTGIR only to time autotune configs), never
+to LLVM or ``ptxas``. Compiled IR is cached in memory and on disk by (kernel source hash, specialization,
+options, arch, Triton version).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import inspect
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import triton
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.backends.driver import DriverBase
+from triton.runtime.driver import driver as _driver_config
+
+#: arch name -> (compute capability, shared memory per block in bytes, SM count of the flagship part)
+ARCHS = {"sm_80": (80, 166912, 108), "sm_90": (90, 232448, 132), "sm_100": (100, 232448, 148)}
+
+
+class CheckError(Exception):
+    """A problem the checker reports by name instead of a traceback."""
+
+
+def parse_arch(arch: str) -> GPUTarget:
+    m = re.fullmatch(r"sm_?(\d+)a?", arch.strip().lower())
+    name = f"sm_{m.group(1)}" if m else arch
+    if name not in ARCHS:
+        raise CheckError(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
+    target = GPUTarget("cuda", ARCHS[name][0], 32)
+    try:
+        from triton.compiler.compiler import make_backend
+        make_backend(target).parse_options({})
+    except Exception as e:  # noqa: BLE001 - any failure means this Triton cannot target it
+        raise CheckError(f"the installed Triton {triton.__version__} cannot target {name}: {e}") from None
+    return target
+
+
+def arch_name(target: GPUTarget) -> str:
+    return f"sm_{target.arch}"
+
+
+class _Utils:
+    def __init__(self, cc: int):
+        _, smem, sms = next(v for v in ARCHS.values() if v[0] == cc)
+        self.props = {"max_shared_mem": smem, "multiprocessor_count": sms, "max_num_regs": 65536,
+                      "warpSize": 32, "sm_clock_rate": 1980000, "mem_clock_rate": 2619000, "mem_bus_width": 5120}
+
+    def get_device_properties(self, device=0):
+        return dict(self.props)
+
+
+def _stub_driver_class():
+    def _unsupported(name):
+        def f(self, *a, **k):
+            raise CheckError(f"tritonkit check runs no kernel: the stub driver has no {name}()")
+        return f
+
+    body: dict[str, Any] = {
+        "is_active": classmethod(lambda cls: False),
+        "map_python_to_cpp_type": lambda self, ty: "void*" if str(ty).startswith("*") else "int64_t",
+        "get_current_target": lambda self: self.target,
+        "get_active_torch_device": lambda self: __import__("torch").device("meta"),
+        "get_benchmarker": _unsupported("get_benchmarker"),
+        "get_current_device": lambda self: 0,
+        "set_current_device": lambda self, d: None,
+        "get_current_stream": lambda self, d=None: 0,
+        "get_device_capability": lambda self, d=0: divmod(self.target.arch, 10),
+        "get_device_interface": lambda self: None,
+        "clear_cache": lambda self, *a, **k: None,
+        "get_empty_cache_for_benchmark": _unsupported("get_empty_cache_for_benchmark"),
+    }
+    # abstract methods a newer Triton adds still get an implementation that names itself
+    for name in getattr(DriverBase, "__abstractmethods__", ()):
+        body.setdefault(name, _unsupported(name))
+
+    def __init__(self, target):
+        self.target = target
+        self.backend = target.backend
+        self.utils = _Utils(target.arch)
+
+    body["__init__"] = __init__
+    return type("StubDriver", (DriverBase,), body)
+
+
+StubDriver = _stub_driver_class()
+
+
+@contextlib.contextmanager
+def stub_driver(target: GPUTarget):
+    """Make ``triton.runtime.driver.active`` a stub for ``target`` (restored on exit, even on this GPU-less box
+    where building the default driver would fail)."""
+    prev = getattr(_driver_config, "_active", None)
+    _driver_config.set_active(StubDriver(target))
+    try:
+        yield
+    finally:
+        if hasattr(_driver_config, "_active"):
+            _driver_config._active = prev
+        elif prev is not None:
+            _driver_config.set_active(prev)
+
+
+@contextlib.contextmanager
+def interpreter_off():
+    """The checker compiles: kernels defined (decorated) inside this block are ``JITFunction`` even when
+    ``TRITON_INTERPRET=1`` is set for the rest of the process."""
+    prev_env = os.environ.get("TRITON_INTERPRET")
+    knob = knobs.runtime
+    had, prev = "interpret" in knob.__dict__, knob.__dict__.get("interpret")
+    os.environ["TRITON_INTERPRET"] = "0"
+    knob.__dict__["interpret"] = False
+    try:
+        yield
+    finally:
+        if had:
+            knob.__dict__["interpret"] = prev
+        else:
+            knob.__dict__.pop("interpret", None)
+        if prev_env is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = prev_env
+
+
+@dataclasses.dataclass
+class Compiled:
+    """One specialization of one kernel, lowered to TTIR."""
+
+    key: str
+    ttir: str | None = None
+    error: str | None = None
+    seconds: float = 0.0  # frontend + TTIR passes, measured when it was compiled (cache hits keep it)
+    ttgir_seconds: float | None = None
+    cached: bool = False
+
+
+def _cache_dir() -> Path | None:
+    d = os.environ.get("TRITONKIT_CACHE_DIR")
+    if d == "":
+        return None
+    return Path(d) if d else Path.home() / ".cache" / "tritonkit" / "check"
+
+
+def _short_error(e: BaseException) -> str:
+    msg = str(e).strip() or type(e).__name__
+    lines = [ln for ln in msg.splitlines() if ln.strip()]
+    if len(lines) > 12:
+        lines = lines[:4] + ["..."] + lines[-7:]
+    return f"{type(e).__name__}: " + "\n".join(lines)
+
+
+class Compiler:
+    """Lowers captured launches to TTIR for one target, with an in-memory and an on-disk cache."""
+
+    def __init__(self, target: GPUTarget, disk_cache: bool = True):
+        from triton.compiler.compiler import make_backend
+
+        self.target = target
+        self.backend = make_backend(target)
+        self.memory: dict[str, Compiled] = {}
+        self.disk = _cache_dir() if disk_cache else None
+        self.compile_seconds = 0.0
+        self.n_compiled = 0
+
+    def cache_key(self, kernel, signature, constexprs, attrs, options) -> str:
+        opts = {k: v for k, v in sorted(options.__dict__.items()) if k != "extern_libs"}
+        consts = sorted((str(k), getattr(v, "cache_key", None) or repr(v)) for k, v in constexprs.items())
+        raw = json.dumps([triton.__version__, self.target.arch, kernel.cache_key, repr(sorted(signature.items())),
+                          consts, repr(sorted(attrs.items())), repr(opts)], default=str)
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+    def _load(self, key: str) -> Compiled | None:
+        if self.disk is None:
+            return None
+        path = self.disk / f"{key}.json"
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return Compiled(key, d.get("ttir"), d.get("error"), d.get("seconds", 0.0), d.get("ttgir_seconds"), True)
+
+    def _store(self, c: Compiled) -> None:
+        if self.disk is None:
+            return
+        with contextlib.suppress(OSError):
+            self.disk.mkdir(parents=True, exist_ok=True)
+            tmp = self.disk / f"{c.key}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps({"ttir": c.ttir, "error": c.error, "seconds": c.seconds,
+                                       "ttgir_seconds": c.ttgir_seconds}))
+            tmp.replace(self.disk / f"{c.key}.json")
+
+    def compile(self, kernel, signature, constexprs, attrs, options, want_ttgir: bool = False) -> Compiled:
+        key = self.cache_key(kernel, signature, constexprs, attrs, options)
+        c = self.memory.get(key) or self._load(key)
+        if c is not None and (not want_ttgir or c.ttgir_seconds is not None or c.error):
+            self.memory[key] = c
+            return c
+        c = Compiled(key)
+        t0 = time.perf_counter()
+        try:
+            mod, stages = self._ttir(kernel, signature, constexprs, attrs, options)
+            c.seconds = time.perf_counter() - t0
+            c.ttir = mod.str()
+            if want_ttgir:
+                t1 = time.perf_counter()
+                stages["ttgir"](mod, {})
+                c.ttgir_seconds = time.perf_counter() - t1
+        except Exception as e:  # noqa: BLE001 - reported by name, the rest is still checked
+            c.error = _short_error(e)
+            c.seconds = time.perf_counter() - t0
+        self.compile_seconds += time.perf_counter() - t0
+        self.n_compiled += 1
+        self.memory[key] = c
+        self._store(c)
+        return c
+
+    def _ttir(self, kernel, signature, constexprs, attrs, options):
+        from triton._C.libtriton import ir
+        from triton.compiler.compiler import ASTSource
+
+        src = ASTSource(kernel, signature, constexprs, attrs)
+        ctx = ir.context()
+        ir.load_dialects(ctx)
+        self.backend.load_dialects(ctx)
+        codegen_fns = self.backend.get_codegen_implementation(options)
+        module_map = self.backend.get_module_map()
+        # make_ir gained a target argument in Triton 3.3; accept both
+        if "target" in inspect.signature(src.make_ir).parameters:
+            mod = src.make_ir(self.target, options, codegen_fns, module_map, ctx)
+        else:
+            mod = src.make_ir(options, codegen_fns, module_map, ctx)
+        stages: dict[str, Any] = {}
+        try:
+            self.backend.add_stages(stages, options, src.language)
+        except TypeError:
+            self.backend.add_stages(stages, options)
+        mod = stages["ttir"](mod, {})
+        return mod, stages
+
