@@ -1,0 +1,77 @@
+"""GPU-only properties every op must have: CUDA-graph capture, torch.compile with Inductor, and one compile per
+(dtype, model config) across the whole num_tokens sweep. Run on the H200 through the device tool."""
+
+import importlib
+import inspect
+
+import pytest
+import torch
+
+from tritonkit import ops
+from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
+from tritonkit.testing import Fill
+
+pytestmark = pytest.mark.gpu
+OPS = list(ops.OP_NAMES)
+
+
+def _kernels(name):
+    mod = importlib.import_module(f"tritonkit.ops.{name}.kernel")
+    return {n: k for n, k in inspect.getmembers(mod) if hasattr(k, "device_caches")}
+
+
+def _compiles(name):
+    dev = torch.cuda.current_device()
+    return {n: len(k.device_caches[dev][0]) for n, k in _kernels(name).items()}
+
+
+def _outputs(spec, inputs):
+    return {k: v.clone() for k, v in spec.call(inputs).items()}
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_cuda_graph_capture_matches_eager(name):
+    spec = ops.get_spec(name)
+    shape = spec.sweep_shape(MODELS["llama3-8b"], 37)
+    inputs = spec.make_inputs(shape, torch.bfloat16, Fill("randn", "cuda", seed=1))
+    eager = _outputs(spec, {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()})
+    static = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    snapshot = {k: v.clone() for k, v in static.items() if isinstance(v, torch.Tensor)}
+    spec.call(static)  # warm up (compile) outside the capture
+    for k, v in snapshot.items():
+        static[k].copy_(v)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        captured = spec.call(static)
+    for k, v in snapshot.items():  # in-place ops: restore the inputs the graph will read
+        static[k].copy_(v)
+    g.replay()
+    torch.cuda.synchronize()
+    for k in eager:
+        torch.testing.assert_close(captured[k], eager[k], rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_torch_compile_inductor(name):
+    spec = ops.get_spec(name)
+    shape = spec.sweep_shape(MODELS["llama3-8b"], 33)
+    inputs = spec.make_inputs(shape, torch.bfloat16, Fill("randn", "cuda", seed=2))
+    copy = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    eager = _outputs(spec, copy)
+    compiled = torch.compile(spec.call, fullgraph=True)
+    out = compiled(inputs)
+    for k in eager:
+        torch.testing.assert_close(out[k], eager[k], rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("model", ["llama3-8b", "qwen2-7b"])
+def test_one_compile_across_num_tokens_sweep(name, model):
+    spec = ops.get_spec(name)
+    for k in _kernels(name).values():
+        k.device_caches.clear()
+    for t in NUM_TOKENS_SWEEP[:-2]:  # up to 16384: every size class a specialization could split on
+        inputs = spec.make_inputs(spec.sweep_shape(MODELS[model], t), torch.bfloat16, Fill("randn", "cuda"))
+        spec.call(inputs)
+    counts = _compiles(name)
+    assert counts and max(counts.values()) == 1, f"{name} on {model}: compiles per kernel over the sweep {counts}"
