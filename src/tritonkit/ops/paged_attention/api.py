@@ -1,0 +1,287 @@
+"""paged_attention: varlen attention over a paged KV cache, for decode and prefill (vLLM / flash-attn layout)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from .. import _alloc, _checks
+from .._library import is_compiling
+from . import config
+from .kernel import (
+    _paged_attention_decode_kernel,
+    _paged_attention_merge_kernel,
+    _paged_attention_prefill_kernel,
+)
+
+LOG2E = 1.4426950408889634
+Q_DTYPES = (torch.float16, torch.bfloat16)
+FP8_DTYPE = torch.float8_e4m3fn
+# grid[1] holds KV heads (query heads in the merge): bounded by the model, but not past CUDA's limit
+MAX_GRID_YZ = 65535
+MAX_HEAD_DIM = 256
+
+
+def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_seqlen_q: int, max_seqlen_k: int,
+            scale: float, causal: bool, window_left: int, window_right: int, softcap: float, sinks, k_scale,
+            v_scale) -> None:
+    num_tokens, num_heads, head_dim = q.shape
+    num_seqs = seqused_k.shape[0]
+    if num_tokens == 0 or num_seqs == 0:
+        return
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_heads // num_kv_heads
+    kv_fp8 = k_cache.dtype == FP8_DTYPE
+    d_pad = config.head_dim_pad(head_dim)
+    # flash-attn semantics: causal is the window (left, 0); -1 is an unbounded side
+    limit_right = causal or window_right >= 0
+    win_right = 0 if causal else max(window_right, 0)
+    limit_left = window_left >= 0
+    win_left = max(window_left, 0)
+    use_softcap = softcap > 0
+    qk_scale = scale * LOG2E
+    softcap_in = scale / softcap if use_softcap else 0.0
+    softcap_out = softcap * LOG2E
+    features = dict(LIMIT_LEFT=limit_left, LIMIT_RIGHT=limit_right, SOFTCAP=use_softcap, SINKS=sinks is not None,
+                    KV_FP8=kv_fp8)
+    common = (win_left, win_right, qk_scale, softcap_in, softcap_out,
+              q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+              k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+              v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0))
+
+    dec = config.decode_config(group, head_dim, k_cache.element_size(), num_seqs, num_kv_heads,
+                               config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left),
+                               config.num_sms(q.device))
+    if dec.num_splits > 1:
+        rows = (num_seqs, num_kv_heads, dec.block_m, dec.num_splits)
+        part_acc = torch.empty(rows + (head_dim,), dtype=torch.float32, device=q.device)
+        part_m = torch.empty(rows, dtype=torch.float32, device=q.device)
+        part_l = torch.empty(rows, dtype=torch.float32, device=q.device)
+    else:
+        # unused with one split (the kernel writes out directly); float32 so the signature does not change
+        part_acc = part_m = part_l = torch.empty(1, dtype=torch.float32, device=q.device)
+    _paged_attention_decode_kernel[(num_seqs, num_kv_heads, dec.num_splits)](
+        q, k_cache, v_cache, out, part_acc, part_m, part_l,
+        cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
+        dec.num_splits, *common,
+        GROUP=group, HEAD_DIM=head_dim, HEAD_DIM_PAD=d_pad, BLOCK_M=dec.block_m, BLOCK_N=dec.block_n,
+        BLOCK_SIZE=block_size, MAX_Q=dec.max_q, **features,
+        num_warps=dec.num_warps, num_stages=dec.num_stages,
+    )
+    if dec.num_splits > 1:
+        _paged_attention_merge_kernel[(num_seqs, num_heads)](
+            out, part_acc, part_m, part_l, cu_seqlens_q, sinks, v_scale,
+            dec.num_splits, out.stride(0), out.stride(1),
+            GROUP=group, HEAD_DIM=head_dim, HEAD_DIM_PAD=d_pad, BLOCK_M=dec.block_m, MAX_Q=dec.max_q,
+            MAX_SPLITS=config.MAX_SPLITS, SPLIT_CHUNK=16, SINKS=sinks is not None, KV_FP8=kv_fp8,
+            num_warps=4,
+        )
+    if max_seqlen_q > dec.max_q:
+        pre = config.prefill_config(group, head_dim, k_cache.element_size())
+        # an upper bound on the batch's query tiles from host integers: sum_s ceil(n_s / BQ) <= T // BQ + num_seqs
+        grid = (num_seqs + num_tokens // pre.block_q, num_kv_heads)
+        _paged_attention_prefill_kernel[grid](
+            q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
+            num_seqs, *common,
+            GROUP=group, HEAD_DIM=head_dim, HEAD_DIM_PAD=d_pad, BLOCK_M=pre.block_m, BLOCK_Q=pre.block_q,
+            BLOCK_N=pre.block_n, BLOCK_SIZE=block_size, DECODE_MAX_Q=dec.max_q, **features,
+            num_warps=pre.num_warps, num_stages=pre.num_stages,
+        )
+
+
+def _forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale, causal,
+             window_left, window_right, softcap, sinks, k_scale, v_scale, out=None):
+    if out is None:
+        out = _alloc.empty(q.shape, q.dtype, q.device)
+    _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale,
+            causal, window_left, window_right, softcap, sinks, k_scale, v_scale)
+    return out
+
+
+@torch.library.custom_op("tritonkit::paged_attention", mutates_args=())
+def _paged_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                        seqused_k: torch.Tensor, block_table: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                        softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
+                        sinks: torch.Tensor | None, k_scale: torch.Tensor | None,
+                        v_scale: torch.Tensor | None) -> torch.Tensor:
+    return _forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
+                    softmax_scale, causal, window_left, window_right, softcap, sinks, k_scale, v_scale)
+
+
+@_paged_attention_op.register_fake
+def _(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+      window_left, window_right, softcap, sinks, k_scale, v_scale):
+    return q.new_empty(q.shape)
+
+
+@torch.library.custom_op("tritonkit::paged_attention_out", mutates_args=("out",))
+def _paged_attention_out_op(out: torch.Tensor, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                            cu_seqlens_q: torch.Tensor, seqused_k: torch.Tensor, block_table: torch.Tensor,
+                            max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool,
+                            window_left: int, window_right: int, softcap: float, sinks: torch.Tensor | None,
+                            k_scale: torch.Tensor | None, v_scale: torch.Tensor | None) -> None:
+    _forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+             causal, window_left, window_right, softcap, sinks, k_scale, v_scale, out=out)
+
+
+@_paged_attention_out_op.register_fake
+def _(out, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+      causal, window_left, window_right, softcap, sinks, k_scale, v_scale):
+    return None
+
+
+def _int(name: str, v, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, torch.SymInt)):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v}")
+    return v
+
+
+def _real(name: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{name} must be a float, got {type(v).__name__}")
+    v = float(v)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    return v
+
+
+def _scale_tensor(name: str, s, device: torch.device) -> torch.Tensor:
+    if isinstance(s, torch.Tensor):
+        if s.dtype != torch.float32:
+            raise TypeError(f"{name} must be a float32 tensor (or a float), got {str(s.dtype).replace('torch.', '')}")
+        if s.numel() != 1:
+            raise ValueError(f"{name} must hold one per-tensor scale, got shape {tuple(s.shape)}")
+        return s.reshape(1)
+    v = _real(name, s)
+    if not v > 0:
+        raise ValueError(f"{name} must be > 0, got {v}")
+    # a device fill, not a host-to-device copy: fine under CUDA-graph capture
+    return torch.full((1,), v, dtype=torch.float32, device=device)
+
+
+def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+           causal, window_size, softcap, sinks, out, k_scale, v_scale):
+    _checks.tensor("q", q, dtypes=Q_DTYPES, ndim=3, last_contiguous=True)
+    num_tokens, num_heads, head_dim = q.shape
+    _checks.tensor("k_cache", k_cache, ndim=4, last_contiguous=True)
+    _checks.tensor("v_cache", v_cache, ndim=4, last_contiguous=True)
+    if k_cache.dtype not in (q.dtype, FP8_DTYPE):
+        raise TypeError(f"k_cache must have q's dtype {str(q.dtype).replace('torch.', '')} or float8_e4m3fn, "
+                        f"got {str(k_cache.dtype).replace('torch.', '')}")
+    if v_cache.dtype != k_cache.dtype:
+        raise TypeError(f"v_cache must have k_cache's dtype {str(k_cache.dtype).replace('torch.', '')}, "
+                        f"got {str(v_cache.dtype).replace('torch.', '')}")
+    _checks.shape_equal("v_cache", v_cache, tuple(k_cache.shape), "k_cache's [num_blocks, block_size, "
+                        "num_kv_heads, head_dim]")
+    num_blocks, block_size, num_kv_heads, cache_head_dim = k_cache.shape
+    if cache_head_dim != head_dim:
+        raise ValueError(f"k_cache head_dim {cache_head_dim} must equal q's head_dim {head_dim} "
+                         f"(caches are [num_blocks, block_size, num_kv_heads, head_dim])")
+    if not 1 <= head_dim <= MAX_HEAD_DIM:
+        raise ValueError(f"q's head_dim must be in [1, {MAX_HEAD_DIM}], got {head_dim}")
+    if block_size < 1 or num_kv_heads < 1:
+        raise ValueError(f"k_cache must have block_size >= 1 and num_kv_heads >= 1, got shape {tuple(k_cache.shape)}")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"q's num_heads {num_heads} must be a multiple of k_cache's num_kv_heads {num_kv_heads}")
+    if num_heads > MAX_GRID_YZ:
+        raise ValueError(f"q's num_heads must be at most {MAX_GRID_YZ}, got {num_heads}")
+
+    _checks.tensor("seqused_k", seqused_k, dtypes=(torch.int32,), ndim=1)
+    num_seqs = seqused_k.shape[0]
+    _checks.tensor("cu_seqlens_q", cu_seqlens_q, dtypes=(torch.int32,), ndim=1)
+    if cu_seqlens_q.shape[0] != num_seqs + 1:
+        raise ValueError(f"cu_seqlens_q must have num_seqs + 1 = {num_seqs + 1} entries (num_seqs = "
+                         f"len(seqused_k)), got shape {tuple(cu_seqlens_q.shape)}")
+    _checks.tensor("block_table", block_table, dtypes=(torch.int32,), ndim=2, last_contiguous=True)
+    if block_table.shape[0] != num_seqs:
+        raise ValueError(f"block_table must have num_seqs = {num_seqs} rows (num_seqs = len(seqused_k)), "
+                         f"got shape {tuple(block_table.shape)}")
+    _int("max_seqlen_q", max_seqlen_q, 0)
+    _int("max_seqlen_k", max_seqlen_k, 0)
+    if block_table.shape[1] * block_size < max_seqlen_k:
+        raise ValueError(f"block_table is too narrow for max_seqlen_k {max_seqlen_k}: {block_table.shape[1]} "
+                         f"blocks x block_size {block_size} = {block_table.shape[1] * block_size} keys")
+
+    if softmax_scale is not None and not _real("softmax_scale", softmax_scale) > 0:
+        raise ValueError(f"softmax_scale must be > 0, got {softmax_scale}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
+            or any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)):
+        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
+    if any(w < -1 for w in window_size):
+        raise ValueError(f"window_size sides must be >= 0, or -1 for unbounded, got {tuple(window_size)}")
+    if not _real("softcap", softcap) >= 0:
+        raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
+    if sinks is not None:
+        _checks.tensor("sinks", sinks, dtypes=(torch.float32,), ndim=1)
+        _checks.shape_equal("sinks", sinks, (num_heads,), "one logit per query head")
+    if out is not None:
+        _checks.tensor("out", out, ndim=3, last_contiguous=True)
+        if out.dtype != q.dtype:
+            raise TypeError(f"out must have q's dtype {str(q.dtype).replace('torch.', '')}, "
+                            f"got {str(out.dtype).replace('torch.', '')}")
+        _checks.shape_equal("out", out, (num_tokens, num_heads, head_dim), "q's shape")
+    fp8 = k_cache.dtype == FP8_DTYPE
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if fp8 and s is None:
+            raise ValueError(f"{name} is required with a float8_e4m3fn cache (the cache holds value / scale)")
+        if not fp8 and s is not None:
+            raise ValueError(f"{name} applies only to a float8_e4m3fn cache; k_cache is "
+                             f"{str(k_cache.dtype).replace('torch.', '')}")
+    _checks.same_device(q=q, k_cache=k_cache, v_cache=v_cache, cu_seqlens_q=cu_seqlens_q, seqused_k=seqused_k,
+                        block_table=block_table, sinks=sinks, out=out,
+                        k_scale=k_scale if isinstance(k_scale, torch.Tensor) else None,
+                        v_scale=v_scale if isinstance(v_scale, torch.Tensor) else None)
+
+
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, cu_seqlens_q: torch.Tensor,
+                    seqused_k: torch.Tensor, block_table: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                    softmax_scale: float | None = None, causal: bool = True, window_size=(-1, -1),
+                    softcap: float = 0.0, sinks: torch.Tensor | None = None, out: torch.Tensor | None = None,
+                    k_scale=None, v_scale=None) -> torch.Tensor:
+    """Attention of a varlen batch of queries over a paged KV cache (decode, prefill, chunked prefill, mixed).
+
+    q             ``[T, Hq, D]`` float16/bfloat16: the new tokens of every sequence, concatenated; contiguous in D.
+    k_cache       ``[num_blocks, block_size, Hkv, D]``, q's dtype or float8_e4m3fn; contiguous in D, other strides
+    v_cache       free (views of a joint ``[num_blocks, 2, block_size, Hkv, D]`` cache work). Key ``i`` of
+                  sequence ``s`` lives at ``cache[block_table[s, i // block_size], i % block_size]``.
+    cu_seqlens_q  ``[num_seqs + 1]`` int32: sequence s owns query tokens ``[cu_seqlens_q[s], cu_seqlens_q[s+1])``.
+    seqused_k     ``[num_seqs]`` int32: keys in the cache for each sequence, including its new tokens.
+    block_table   ``[num_seqs, max_blocks]`` int32, with ``max_blocks * block_size >= max_seqlen_k``.
+    max_seqlen_q  at least the longest query of the batch (host int: it picks the path, never read on device).
+    max_seqlen_k  at least the largest seqused_k.
+
+    Query j of a sequence with n queries and L keys sits at position ``L - n + j`` (bottom-right alignment, as
+    flash-attn varlen and vLLM). ``causal`` keeps keys at positions <= the query's; ``window_size=(left, right)``
+    keeps keys in ``[pos - left, pos + right]`` (-1: unbounded; with ``causal`` the right side is 0).
+    ``softcap > 0`` maps each scaled logit s to ``softcap * tanh(s / softcap)``. ``sinks`` ``[Hq]`` float32 adds
+    one logit per head to the softmax denominator, with no value. ``softmax_scale`` defaults to ``D ** -0.5``.
+    ``k_scale``/``v_scale`` (float, or a one-element float32 tensor) are required with an fp8 cache, which holds
+    ``value / scale`` as vLLM's ``reshape_and_cache(kv_cache_dtype="fp8")`` writes it.
+
+    Returns ``out`` ``[T, Hq, D]`` in q's dtype (written in place when given). Query tokens past
+    ``cu_seqlens_q[-1]`` (CUDA-graph padding) are left unwritten; a query row that sees no key is 0. Softmax
+    statistics and both dots accumulate in float32; the probabilities are rounded to q's dtype for the P @ V dot.
+    No tensor data is read on the host: the call is CUDA-graph capturable.
+    """
+    _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+           causal, window_size, softcap, sinks, out, k_scale, v_scale)
+    scale = float(softmax_scale) if softmax_scale is not None else q.shape[-1] ** -0.5
+    left, right = int(window_size[0]), int(window_size[1])
+    softcap = float(softcap)
+    if k_scale is not None:
+        k_scale = _scale_tensor("k_scale", k_scale, q.device)
+        v_scale = _scale_tensor("v_scale", v_scale, q.device)
+    args = (q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale, causal,
+            left, right, softcap, sinks, k_scale, v_scale)
+    if is_compiling():
+        if out is None:
+            return torch.ops.tritonkit.paged_attention(*args)
+        torch.ops.tritonkit.paged_attention_out(out, *args)
+        return out
+    return _forward(*args, out=out)

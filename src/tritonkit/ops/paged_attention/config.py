@@ -1,0 +1,126 @@
+"""Which path runs, tile sizes, warps and the number of KV splits, as pure functions of host integers.
+
+Nothing here reads tensor data: every decision comes from shapes and the per-call integers the caller already
+holds (``max_seqlen_q``, ``max_seqlen_k``, ``num_seqs``), so a call stays valid under CUDA-graph capture.
+
+Paths
+-----
+decode   one program per (sequence, KV head, KV split). Its BLOCK_M rows are the ``DECODE_BLOCK_M // group``
+         query tokens of one sequence times the ``group`` query heads that share the KV head, so each KV byte is
+         read once per split and the scores are one ``[BLOCK_M, D] x [D, BLOCK_N]`` dot. Long contexts are split
+         across programs (flash-decoding); a second kernel merges the splits.
+prefill  one program per (query tile, KV head): BLOCK_M rows = ``BLOCK_M // group`` consecutive query tokens
+         times the group's heads, KV tiles of BLOCK_N keys, tensor-core dots, causal tile skipping.
+
+A sequence belongs to the decode path when its query length is at most ``decode_max_q`` (all its query rows fit
+one decode program), to the prefill path otherwise. Each kernel skips the other's sequences, so a mixed batch is
+two launches (plus the split merge) and no host sync; a batch whose ``max_seqlen_q <= decode_max_q`` launches
+the decode path only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import triton
+
+# Rows of a decode program: the smallest M of a tensor-core dot. Packing more query tokens (speculative decoding)
+# into the same 16 rows is free: decode is memory bound and the rows are there anyway.
+DECODE_BLOCK_M = 16
+# Split-merge cap; the merge kernel's unrolled loop covers this many splits. 64 splits of 8 tiles each cover a
+# 32K context at batch 1, where 8 KV heads x 64 splits = 512 programs ~ 4 per SM on an H200 (132 SMs).
+MAX_SPLITS = 64
+# Programs the decode grid should reach (x SMs): enough resident programs per SM to keep ~64 KB of KV loads in
+# flight each, so HBM stays saturated. Estimate, to be replaced by the H200 sweep in benchmarks/gpu.
+DECODE_PROGRAMS_PER_SM = 4
+# A split is worth its partial write and merge only above this many KV tiles (4 x 64 keys).
+MIN_TILES_PER_SPLIT = 4
+# SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
+DEFAULT_NUM_SMS = 132
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig:
+    block_m: int
+    block_n: int
+    max_q: int  # query tokens of one sequence a decode program holds: block_m // group
+    num_splits: int
+    num_warps: int
+    num_stages: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefillConfig:
+    block_m: int
+    block_q: int  # query tokens per tile: block_m // group
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+def head_dim_pad(head_dim: int) -> int:
+    # a dot's K dimension is at least 16; non-powers of two (80, 96) pad to the next power and mask the tail
+    return max(16, triton.next_power_of_2(head_dim))
+
+
+def decode_max_q(group: int) -> int:
+    """Longest query (tokens per sequence) the decode path takes for this GQA group size."""
+    return max(DECODE_BLOCK_M, triton.next_power_of_2(group)) // group
+
+
+def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
+    # 64 keys x 128 dims x 2 bytes = 16 KB per K and per V tile: with 3 stages ~96 KB in flight per program.
+    # Halve the keys at head_dim 256 so a stage stays 16 KB; fp8 tiles are half the bytes, so twice the keys.
+    n = 64 if head_dim_pad(head_dim) <= 128 else 32
+    return n * 2 if kv_elem_bytes == 1 else n
+
+
+def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, block_n: int, num_sms: int) -> int:
+    """Splits of each sequence's KV range so that num_seqs x num_kv_heads x splits reaches
+    DECODE_PROGRAMS_PER_SM x SMs, with at least MIN_TILES_PER_SPLIT tiles per split and at most MAX_SPLITS."""
+    tiles = triton.cdiv(max(max_keys, 1), block_n)
+    by_work = tiles // MIN_TILES_PER_SPLIT
+    want = triton.cdiv(DECODE_PROGRAMS_PER_SM * num_sms, max(num_seqs * num_kv_heads, 1))
+    return max(1, min(want, by_work, MAX_SPLITS))
+
+
+def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, num_kv_heads: int,
+                  max_keys: int, num_sms: int) -> DecodeConfig:
+    block_m = max(DECODE_BLOCK_M, triton.next_power_of_2(group))
+    block_n = decode_block_n(head_dim, kv_elem_bytes)
+    splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, block_n, num_sms)
+    # 4 warps: a [16, 128] x [128, 64] dot per tile is small; 3 stages keep the paged loads in flight (Hopper).
+    return DecodeConfig(block_m, block_n, block_m // group, splits, num_warps=4, num_stages=3)
+
+
+def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConfig:
+    d = head_dim_pad(head_dim)
+    if d <= 128:
+        # the FlashAttention-2 shape for Hopper: 128 query rows over two warpgroups, 64-key tiles, 3 stages
+        block_m, block_n, warps, stages = 128, 64, 8, 3
+    else:
+        # head_dim 256: a [128, 256] float32 accumulator alone is 128 registers a thread at 8 warps; halve M
+        block_m, block_n, warps, stages = 64, 64, 4, 2
+    block_m = max(block_m, triton.next_power_of_2(group))
+    return PrefillConfig(block_m, block_m // group, block_n, warps, stages)
+
+
+def max_keys_needed(max_seqlen_q: int, max_seqlen_k: int, window_left: int) -> int:
+    """Keys one query tile of a sequence can attend: the window bounds it, not only the context."""
+    if window_left >= 0:
+        return min(max_seqlen_k, window_left + max_seqlen_q)
+    return max_seqlen_k
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_sms(index: int) -> int:
+    import torch
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def num_sms(device) -> int:
+    if getattr(device, "type", None) == "cuda":
+        import torch
+        return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
+    return DEFAULT_NUM_SMS

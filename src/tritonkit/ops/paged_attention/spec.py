@@ -1,0 +1,273 @@
+"""The OpSpec of paged_attention.
+
+Shape keys
+----------
+num_seqs                 sequences in the batch.
+q_len, context           new query tokens and keys already cached before them, per sequence: an int (every
+                         sequence) or a tuple (one per sequence). Sequence s has seqused_k = context + q_len keys.
+num_heads, num_kv_heads  query heads and KV heads; head_dim; block_size (keys per cache page).
+causal, window_left, window_right, softcap, sinks   the features (defaults 1, -1, -1, 0.0, 0).
+kv_dtype                 "auto" (q's dtype) or "fp8" (float8_e4m3fn cache with per-tensor scales).
+joint_kv                 1: k_cache and v_cache are views of one [num_blocks, 2, block_size, Hkv, D] tensor.
+num_blocks               physical cache pages (default: the pages used plus a quarter spare).
+
+Inputs: the block table maps each sequence's pages to a random permutation of the physical pages; spare pages,
+block-table columns past a sequence's last page and cache slots past its last key are NaN, so reading a key the
+kernel must not read poisons the output.
+
+Families (which tensors carry the difficulty):
+randn     q, k, v standard normal.
+near_max  large logits: q scaled so scaled logits have standard deviation 40 (maxima past 88, where float32 exp
+          overflows without the max subtraction); a peaked softmax.
+constant  all-equal logits: every key of a KV head is the same vector, so each row's softmax is uniform over the
+          keys it sees (the denominator across tiles, splits and the sink carries all the information).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...spec import OpSpec, Shape, Work
+from ...tolerance import Tolerance, interpreting
+from .api import paged_attention
+from .reference import paged_attention_reference
+
+LARGE_LOGIT_STD = 40.0
+FP8_MAX = 448.0
+
+
+def _per_seq(v, n: int) -> list[int]:
+    return [int(x) for x in v] if isinstance(v, (tuple, list)) else [int(v)] * n
+
+
+def _lengths(shape: Shape) -> tuple[list[int], list[int]]:
+    n = shape["num_seqs"]
+    q_lens, ctx = _per_seq(shape["q_len"], n), _per_seq(shape["context"], n)
+    if len(q_lens) != n or len(ctx) != n:
+        raise ValueError(f"q_len and context must have num_seqs = {n} entries, got {shape['q_len']}, "
+                         f"{shape['context']}")
+    return q_lens, [c + q for c, q in zip(ctx, q_lens)]
+
+
+def _window(shape: Shape) -> tuple[int, int]:
+    return shape.get("window_left", -1), shape.get("window_right", -1)
+
+
+def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
+    dev = fill.device
+    q_lens, seq_k = _lengths(shape)
+    hq, hkv, d, bs = shape["num_heads"], shape["num_kv_heads"], shape["head_dim"], shape["block_size"]
+    num_seqs, num_tokens = len(q_lens), sum(q_lens)
+    pages = [-(-n // bs) for n in seq_k]
+    used = sum(pages)
+    num_blocks = shape.get("num_blocks", used + max(2, used // 4))
+    width = max(pages + [1]) + 1  # one column more than any sequence needs: it points at a NaN page
+
+    # logical page p of sequence s is logical block first[s] + p; logical block i lives in physical block perm[i];
+    # logical block `used` (a spare) fills the unused columns
+    first = [sum(pages[:s]) for s in range(num_seqs)]
+    logical = [[first[s] + p if p < pages[s] else used for p in range(width)] for s in range(num_seqs)]
+    perm = fill.randperm(num_blocks)
+    block_table = perm[torch.tensor(logical, dtype=torch.int64, device=dev).reshape(num_seqs, width)]
+    block_table = block_table.to(torch.int32)
+    # slots holding a key of some sequence; everything else becomes NaN
+    flat = [block_table[s, torch.arange(seq_k[s], device=dev) // bs].long() * bs
+            + torch.arange(seq_k[s], device=dev) % bs for s in range(num_seqs) if seq_k[s]]
+    valid = torch.zeros(num_blocks * bs, dtype=torch.bool, device=dev)
+    if flat:
+        valid[torch.cat(flat)] = True
+    valid = valid.view(num_blocks, bs, 1, 1)
+
+    cache_shape = (num_blocks, bs, hkv, d)
+    if fill.family == "constant":
+        # one key vector per KV head, repeated at every position: all logits of a row are equal
+        k = fill((1, 1, hkv, d), torch.float32, family="randn").expand(cache_shape)
+    else:
+        k = fill(cache_shape, torch.float32, family="randn")
+    v = fill(cache_shape, torch.float32, family="randn")
+    q = fill((num_tokens, hq, d), torch.float32, family="randn")
+    if fill.family == "near_max":
+        q = q * LARGE_LOGIT_STD
+
+    kv_dtype = dtype
+    scales = {}
+    if shape.get("kv_dtype", "auto") == "fp8":
+        kv_dtype = torch.float8_e4m3fn
+        # per-tensor scales as reshape_and_cache(kv_cache_dtype="fp8") uses them: the cache holds x / scale
+        # |x| <= 4.5 maps below e4m3's 448; the rare larger randn value saturates instead of becoming NaN
+        scales = {name: torch.full((1,), 4.5 / FP8_MAX, dtype=torch.float32, device=dev)
+                  for name in ("k_scale", "v_scale")}
+        k = torch.clamp(k / scales["k_scale"], -FP8_MAX, FP8_MAX)
+        v = torch.clamp(v / scales["v_scale"], -FP8_MAX, FP8_MAX)
+    nan = torch.tensor(float("nan"), device=dev)
+    k = torch.where(valid, k, nan)
+    v = torch.where(valid, v, nan)
+    if shape.get("joint_kv", 0):
+        kv = torch.stack([k, v], dim=1).to(kv_dtype)  # [num_blocks, 2, block_size, Hkv, D]
+        k_cache, v_cache = kv[:, 0], kv[:, 1]
+    else:
+        k_cache, v_cache = k.to(kv_dtype), v.to(kv_dtype)
+
+    cu = [0]
+    for n in q_lens:
+        cu.append(cu[-1] + n)
+    inputs = {
+        "q": q.to(dtype),
+        "k_cache": k_cache,
+        "v_cache": v_cache,
+        "cu_seqlens_q": torch.tensor(cu, dtype=torch.int32, device=dev),
+        "seqused_k": torch.tensor(seq_k, dtype=torch.int32, device=dev),
+        "block_table": block_table,
+        "max_seqlen_q": max(q_lens + [0]),
+        "max_seqlen_k": max(seq_k + [0]),
+        "causal": bool(shape.get("causal", 1)),
+        "window_size": _window(shape),
+        "softcap": float(shape.get("softcap", 0.0)),
+        **scales,
+    }
+    if shape.get("sinks", 0):
+        inputs["sinks"] = 2.0 * fill((hq,), torch.float32, family="randn")
+    return inputs
+
+
+_ARGS = ("cu_seqlens_q", "seqused_k", "block_table", "causal", "window_size", "softcap", "sinks", "k_scale",
+         "v_scale")
+
+
+def call(inputs: dict) -> dict:
+    kw = {k: inputs[k] for k in _ARGS if k in inputs}
+    return {"out": paged_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"],
+                                   max_seqlen_q=inputs["max_seqlen_q"], max_seqlen_k=inputs["max_seqlen_k"], **kw)}
+
+
+def reference(inputs: dict, dtype: torch.dtype) -> dict:
+    kw = {k: inputs[k] for k in _ARGS if k in inputs}
+    return {"out": paged_attention_reference(inputs["q"], inputs["k_cache"], inputs["v_cache"], **kw)}
+
+
+def _visible_keys(shape: Shape) -> tuple[int, int]:
+    """(sum over query rows of the keys each attends, sum over sequences of the keys any row attends)."""
+    q_lens, seq_k = _lengths(shape)
+    left, right = _window(shape)
+    if shape.get("causal", 1):
+        right = 0
+    pairs = union = 0
+    for n, length in zip(q_lens, seq_k):
+        if n == 0:
+            continue
+        qpos = torch.arange(length - n, length, dtype=torch.int64)
+        hi = torch.clamp(qpos + right + 1, max=length) if right >= 0 else torch.full_like(qpos, length)
+        lo = torch.clamp(qpos - left, min=0) if left >= 0 else torch.zeros_like(qpos)
+        pairs += int(torch.clamp(hi - lo, min=0).sum())
+        union += max(0, int(hi.max()) - int(lo.min()))
+    return pairs, union
+
+
+def work(shape: Shape, dtype: torch.dtype) -> Work:
+    q_lens, _ = _lengths(shape)
+    hq, hkv, d = shape["num_heads"], shape["num_kv_heads"], shape["head_dim"]
+    e = torch.finfo(dtype).bits // 8
+    kv_e = 1 if shape.get("kv_dtype", "auto") == "fp8" else e
+    pairs, union = _visible_keys(shape)
+    # KV bytes actually needed (each visible key and value once per KV head) + q read + out written
+    nbytes = 2 * union * hkv * d * kv_e + 2 * sum(q_lens) * hq * d * e
+    # QK^T and PV: 2 flops per multiply-add each, over the (query, key) pairs the masks keep
+    return Work(bytes=nbytes, flops=4 * pairs * d * hq)
+
+
+#: keys per sequence in the sweep, capped so the whole cache stays at 2^20 tokens (4 GB for llama3-8b)
+SWEEP_CONTEXT = 4096
+SWEEP_MAX_CACHE_TOKENS = 1 << 20
+
+
+def sweep_shape(model, num_tokens: int) -> Shape:
+    """Decode: num_tokens sequences of one new token each, over min(4096, 2^20 / num_tokens) keys apiece (the
+    cap keeps a 65536-sequence batch's cache at 2^20 tokens), block_size 16, causal."""
+    keys = max(1, min(SWEEP_CONTEXT, SWEEP_MAX_CACHE_TOKENS // num_tokens))
+    return Shape(num_seqs=num_tokens, q_len=1, context=keys - 1, num_heads=model.num_heads,
+                 num_kv_heads=model.num_kv_heads, head_dim=model.head_dim, block_size=16, causal=1)
+
+
+def _s(**kw) -> Shape:
+    base = dict(num_heads=4, num_kv_heads=2, head_dim=64, block_size=16)
+    base.update(kw)
+    return Shape(base)
+
+
+# Base model: 4 query heads over 2 KV heads, head_dim 64, pages of 16 (decode takes q_len <= 8 at group 2).
+_BOUNDARY = (
+    # decode at page boundaries: 1, bs - 1, bs, bs + 1, 2 bs + 1 keys, and a context of 1
+    _s(num_seqs=6, q_len=1, context=(0, 14, 15, 16, 32, 1)),
+    # one long sequence: 16 tiles of 64 keys -> 4 KV splits and the merge kernel
+    _s(num_seqs=1, q_len=1, context=1030),
+    # speculative decode (q_len 2..8 stays on the decode path) with causal rows inside the group
+    _s(num_seqs=3, q_len=(2, 5, 8), context=(0, 17, 90)),
+    # GQA 7 (28/4 heads), head_dim 80 padded to 128; decode and prefill (18-token query tiles)
+    _s(num_seqs=2, q_len=1, context=(6, 47), num_heads=7, num_kv_heads=1, head_dim=80),
+    _s(num_seqs=2, q_len=(3, 40), context=(0, 5), num_heads=7, num_kv_heads=1, head_dim=80),
+    # MHA (group 1), head_dim 96, block_size 32; group 16 (one token per decode program)
+    _s(num_seqs=2, q_len=(1, 20), context=(40, 12), num_heads=2, num_kv_heads=2, head_dim=96, block_size=32),
+    _s(num_seqs=3, q_len=(1, 2, 1), context=(15, 30, 70), num_heads=16, num_kv_heads=1),
+    # prefill without context (two query tiles), chunked prefill over a context
+    _s(num_seqs=2, q_len=(17, 70), context=0),
+    _s(num_seqs=2, q_len=(33, 9), context=(50, 63), block_size=64),
+    # mixed decode + prefill in one call, with an empty sequence (CUDA-graph padding style)
+    _s(num_seqs=5, q_len=(1, 20, 0, 1, 9), context=(30, 0, 4, 64, 100)),
+    # block_size 1: every key its own page
+    _s(num_seqs=2, q_len=(1, 12), context=(9, 3), block_size=1),
+    # non-causal, sliding windows (causal and two-sided; few keys per row), softcap, sinks, all at once
+    _s(num_seqs=2, q_len=(1, 37), context=(20, 11), causal=0),
+    _s(num_seqs=3, q_len=(1, 40, 3), context=(70, 60, 33), window_left=8),
+    _s(num_seqs=2, q_len=(1, 30), context=(45, 20), causal=0, window_left=5, window_right=3),
+    _s(num_seqs=2, q_len=(1, 25), context=(33, 40), softcap=5.0),
+    _s(num_seqs=2, q_len=(1, 25), context=(300, 40), sinks=1),
+    _s(num_seqs=3, q_len=(1, 26, 4), context=(600, 30, 16), window_left=20, softcap=8.0, sinks=1, joint_kv=1),
+    # head_dim 128 and 256 with the model-like group 4
+    _s(num_seqs=2, q_len=(1, 19), context=(64, 13), num_heads=8, num_kv_heads=2, head_dim=128),
+    _s(num_seqs=2, q_len=(1, 19), context=(31, 13), num_heads=4, num_kv_heads=1, head_dim=256),
+    # fp8 (e4m3) cache with per-tensor scales: decode with splits, and prefill
+    _s(num_seqs=2, q_len=(1, 21), context=(1100, 20), kv_dtype="fp8"),
+)
+
+# KV caches past 2^31 elements (16 x 8 x 128 = 16384 per page): pages of a random permutation land on both sides
+_LARGE_CACHE = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16, num_blocks=(1 << 31) // 16384 + 512)
+_LARGE = (
+    Shape(num_seqs=8, q_len=1, context=8191, **_LARGE_CACHE),
+    Shape(num_seqs=2, q_len=1024, context=1024, **_LARGE_CACHE),
+)
+
+
+def _tolerance() -> dict:
+    # P is rounded to the value dtype before the P @ V tensor-core dot (as in FlashAttention): each weight is off by
+    # up to the unit roundoff u, so an output element is off by up to u * sum(p|v|) / sum(p): an absolute error
+    # where the output cancels towards 0. With the O(1) values of the spec's inputs that is atol = u * |v|
+    # (bf16 u = 2^-8) or 2u (fp16, u = 2^-11, whose rtol is tighter); rtol stays the table's output rounding.
+    # Measured worst case over the boundary shapes and families: bf16 2.0e-3, fp16 3.3e-4 (float64-emulated RNE).
+    fp16 = Tolerance(1e-3, 2.0 ** -10, "P rounded to fp16 for the PV dot: 2u = 2^-10 absolute for |v| ~ 1, "
+                     "plus the table's output rounding")
+    if interpreting():
+        # Triton's interpreter truncates float32 -> bf16: P and out each lose up to a full ulp (2u), one-sided
+        return {torch.bfloat16: Tolerance(1.6e-2, 2.0 ** -7, "interpreter truncation: P to bf16 off by up to 2u "
+                                          "= 2^-7 (|v| ~ 1), out by two bf16 ulps"),
+                torch.float16: fp16}
+    return {torch.bfloat16: Tolerance(8e-3, 2.0 ** -8, "P rounded to bf16 for the PV dot: u = 2^-8 absolute for "
+                                      "|v| ~ 1, plus the table's output rounding"),
+            torch.float16: fp16}
+
+
+SPEC = OpSpec(
+    name="paged_attention",
+    fn=paged_attention,
+    make_inputs=make_inputs,
+    call=call,
+    reference=reference,
+    boundary=_BOUNDARY,
+    sweep_shape=sweep_shape,
+    large=_LARGE,
+    work=work,
+    dtypes=(torch.float16, torch.bfloat16),
+    families=("randn", "near_max", "constant"),
+    tolerance=_tolerance(),
+    description="varlen attention over a paged KV cache (decode, prefill, mixed; GQA, causal, window, softcap, "
+                "sinks, fp8 cache)",
+)
