@@ -1,0 +1,119 @@
+"""rotary_embedding: rotary position embedding of q and k, in place (vLLM's rotary_embedding)."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from .. import _checks
+from .._library import is_compiling
+from .config import rotary_config
+from .kernel import _rotary_embedding_fwd_kernel
+
+
+def _forward(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None, cos_sin_cache: torch.Tensor,
+             is_neox: bool) -> None:
+    num_tokens, num_q_heads, _ = q.shape
+    num_k_heads = 0 if k is None else k.shape[1]
+    if num_tokens == 0 or num_q_heads + num_k_heads == 0:
+        return
+    rot_dim = cos_sin_cache.shape[1]
+    cfg = rotary_config(num_q_heads, num_k_heads, rot_dim, q.element_size())
+    n_blocks = triton.cdiv(num_q_heads, cfg.block_hq) + triton.cdiv(num_k_heads, cfg.block_hk)
+    kk = q if k is None else k  # never touched when k is None: no k programs are launched
+    _rotary_embedding_fwd_kernel[(triton.cdiv(num_tokens, cfg.block_t), n_blocks)](
+        positions, q, kk, cos_sin_cache,
+        num_tokens, num_q_heads, num_k_heads, cos_sin_cache.shape[0],
+        positions.stride(0), q.stride(0), q.stride(1), kk.stride(0), kk.stride(1), cos_sin_cache.stride(0),
+        ROT_HALF=rot_dim // 2, IS_NEOX=is_neox, BLOCK_T=cfg.block_t, BLOCK_HQ=cfg.block_hq, BLOCK_HK=cfg.block_hk,
+        BLOCK_HALF=cfg.block_half, num_warps=cfg.num_warps,
+    )
+
+
+@torch.library.custom_op("tritonkit::rotary_embedding", mutates_args=("q", "k"))
+def _rotary_embedding_op(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None,
+                         cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
+    _forward(positions, q, k, cos_sin_cache, is_neox)
+
+
+@_rotary_embedding_op.register_fake
+def _(positions, q, k, cos_sin_cache, is_neox):
+    return None
+
+
+def _overlaps_itself(t: torch.Tensor) -> bool:
+    """True unless t's elements provably occupy distinct memory (each stride, smallest first, clears the span of
+    the dims inside it). Expanded (stride-0) or overlapping views fail; every ordinary view passes."""
+    span = 1
+    for stride, size in sorted((st, s) for s, st in zip(t.shape, t.stride()) if s > 1):
+        if stride < span:
+            return True
+        span += stride * (size - 1)
+    return False
+
+
+def _check(positions, q, k, cos_sin_cache, is_neox) -> None:
+    _checks.tensor("q", q, dtypes=_checks.FLOAT_DTYPES, ndim=3, last_contiguous=True)
+    num_tokens, _, head_dim = q.shape
+    _checks.tensor("positions", positions, dtypes=_checks.INDEX_DTYPES, ndim=1)
+    if positions.shape[0] != num_tokens:
+        raise ValueError(f"positions must have shape ({num_tokens},) (one per token of q), got "
+                         f"{tuple(positions.shape)}")
+    if k is not None:
+        _checks.tensor("k", k, ndim=3, last_contiguous=True)
+        if k.dtype != q.dtype:
+            raise TypeError(f"k must have q's dtype {q.dtype}, got {k.dtype}")
+        if k.shape[0] != num_tokens or k.shape[2] != head_dim:
+            raise ValueError(f"k must have shape ({num_tokens}, num_kv_heads, {head_dim}) to match q's tokens "
+                             f"and head_dim, got {tuple(k.shape)}")
+    _checks.tensor("cos_sin_cache", cos_sin_cache, ndim=2, last_contiguous=True)
+    if cos_sin_cache.dtype not in (torch.float32, q.dtype):
+        raise TypeError(f"cos_sin_cache must be float32 or q's dtype {q.dtype}, got {cos_sin_cache.dtype}")
+    max_position, rot_dim = cos_sin_cache.shape
+    if rot_dim < 2 or rot_dim % 2 or rot_dim > head_dim:
+        raise ValueError(f"cos_sin_cache must be [max_position, rot_dim] with rot_dim even and 2 <= rot_dim <= "
+                         f"head_dim ({head_dim}), got shape {tuple(cos_sin_cache.shape)}")
+    if max_position == 0:
+        raise ValueError("cos_sin_cache must have at least one row (max_position >= 1), got shape "
+                         f"{tuple(cos_sin_cache.shape)}")
+    if not isinstance(is_neox, bool):
+        raise TypeError(f"is_neox must be a bool, got {type(is_neox).__name__}")
+    _checks.same_device(q=q, k=k, positions=positions, cos_sin_cache=cos_sin_cache)
+    if is_compiling():
+        # Dynamo cannot trace the stride sort below; functionalization already rejects writes to overlapping memory
+        return
+    # q and k are written in place: an element reachable twice would be rotated twice, racing
+    for name, t in (("q", q), ("k", k)):
+        if t is not None and _overlaps_itself(t):
+            raise ValueError(f"{name} must not have overlapping elements (it is written in place), got shape "
+                             f"{tuple(t.shape)} and strides {tuple(t.stride())}")
+    # meta tensors (``tritonkit check``) all report data_ptr 0
+    if k is not None and q.device.type != "meta" and k.numel() and q.numel() and k.data_ptr() == q.data_ptr():
+        raise ValueError("k must not alias q (both are rotated in place)")
+
+
+def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None,
+                     cos_sin_cache: torch.Tensor, *, is_neox: bool = True):
+    """Rotary position embedding, applied in place to the first ``rot_dim`` dims of every head of q and k.
+
+    positions      ``[T]`` int32/int64, the position of each token. Must lie in ``[0, max_position)``: that is
+                   not checked on the host (it would need a device sync). The kernel reads no memory outside the
+                   cache for an out-of-range position; that token's rotated dims become NaN instead.
+    q              ``[T, Hq, D]`` float16/bfloat16/float32; ``k`` ``[T, Hk, D]`` of q's dtype, or None. Any
+                   strides with the last dim contiguous, so q and k may be views into a fused ``[T, (Hq+2Hk)*D]``
+                   qkv projection; they must not overlap.
+    cos_sin_cache  ``[max_position, rot_dim]``: cos in the first ``rot_dim / 2`` columns, sin in the rest. Its dtype
+                   is float32 or q's dtype (vLLM keeps it in the model dtype); it is read as float32 either way.
+                   ``rot_dim`` is even and at most D; dims ``[rot_dim, D)`` are left untouched (partial rotary).
+    is_neox        True: rotate the pairs ``(i, i + rot_dim/2)`` (GPT-NeoX, Llama); False: the interleaved pairs
+                   ``(2i, 2i + 1)`` (GPT-J).
+
+    Each pair becomes ``(x1 cos - x2 sin, x2 cos + x1 sin)`` in float32, rounded once to q's dtype; NaN and inf
+    propagate as in that formula. Returns ``(q, k)``, the same tensors, updated.
+    """
+    _check(positions, q, k, cos_sin_cache, is_neox)
+    if is_compiling():
+        torch.ops.tritonkit.rotary_embedding(positions, q, k, cos_sin_cache, is_neox)
+    else:
+        _forward(positions, q, k, cos_sin_cache, is_neox)
+    return q, k

@@ -1,0 +1,32 @@
+"""Tile shape and warps for rotary_embedding as a pure function of head counts, rot_dim and the element size."""
+
+import dataclasses
+
+import triton
+
+# elements of q rotated per program (8 KB in 16-bit): all 32 heads x 128 dims of a Llama-3-8B token in one program,
+# several tokens per program when a rank holds few heads (8 at Llama-3-70B TP 8 -> 4 tokens). To be confirmed
+# by the bench sweep on the H200.
+TILE = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class RotaryConfig:
+    block_t: int  # tokens per program
+    block_hq: int  # q heads per program
+    block_hk: int  # k heads per program
+    block_half: int  # next_pow2(rot_dim / 2)
+    num_warps: int
+
+
+def rotary_config(num_q_heads: int, num_k_heads: int, rot_dim: int, elem_bytes: int) -> RotaryConfig:
+    block_half = triton.next_power_of_2(max(rot_dim // 2, 1))
+    max_heads = max(TILE // (2 * block_half), 1)
+    block_hq = min(triton.next_power_of_2(max(num_q_heads, 1)), max_heads)
+    # k's heads get their own (smaller) block: a shared one would leave most of a k program's lanes masked
+    block_hk = min(triton.next_power_of_2(max(num_k_heads, 1)), max_heads)
+    block_t = max(TILE // (block_hq * 2 * block_half), 1)
+    # 32 bytes of each half per thread: two 16-byte vector loads in flight each
+    tile_bytes = block_t * block_hq * 2 * block_half * elem_bytes
+    num_warps = min(max(tile_bytes // (2 * 32 * 32), 1), 8)
+    return RotaryConfig(block_t, block_hq, block_hk, block_half, num_warps)

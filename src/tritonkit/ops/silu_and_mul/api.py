@@ -1,0 +1,60 @@
+"""silu_and_mul: the gated activation of SwiGLU MLPs, ``silu(x[..., :d]) * x[..., d:]``."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from .. import _alloc, _checks
+from .._library import is_compiling
+from .config import silu_and_mul_config
+from .kernel import _silu_and_mul_fwd_kernel
+
+
+def _forward(x: torch.Tensor) -> torch.Tensor:
+    d = x.shape[-1] // 2
+    y = _alloc.empty((*x.shape[:-1], d), x.dtype, x.device)
+    if y.numel() == 0:
+        return y
+    x2 = _checks.rows("x", x)
+    y2 = y.view(-1, d)
+    n_rows = x2.shape[0]
+    cfg = silu_and_mul_config(d, x.element_size())
+    grid = (triton.cdiv(n_rows, cfg.block_m), triton.cdiv(d, cfg.block_n))
+    _silu_and_mul_fwd_kernel[grid](
+        x2, y2, n_rows, d, x2.stride(0), y2.stride(0),
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
+    )
+    return y
+
+
+@torch.library.custom_op("tritonkit::silu_and_mul", mutates_args=())
+def _silu_and_mul_op(x: torch.Tensor) -> torch.Tensor:
+    return _forward(x)
+
+
+@_silu_and_mul_op.register_fake
+def _(x):
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+
+
+def _check(x) -> None:
+    _checks.tensor("x", x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
+    if x.shape[-1] % 2:
+        raise ValueError(f"x must have an even last dimension (gate and up halves, [..., 2d]), got shape "
+                         f"{tuple(x.shape)}")
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """SwiGLU's activation: ``y = silu(x[..., :d]) * x[..., d:]`` with ``silu(g) = g / (1 + exp(-g))``.
+
+    x   ``[..., 2d]`` float16/bfloat16/float32, contiguous in the last dimension (leading dims may be strided):
+        the gate projection in the first d columns, the up projection in the last d.
+
+    Returns ``y [..., d]``, x's dtype, contiguous. Computed in float32 with one rounding at the store; NaN and
+    inf propagate elementwise as in ``torch.nn.functional.silu(g) * u`` (``silu(-inf)`` is NaN, ``silu(+inf)`` inf).
+    """
+    _check(x)
+    if is_compiling():
+        return torch.ops.tritonkit.silu_and_mul(x)
+    return _forward(x)
