@@ -111,6 +111,9 @@ class OpSpec:
     dtypes       dtypes the op supports.
     families     data families the op is validated on.
     tolerance    per-dtype overrides of the table in :mod:`tritonkit.tolerance`, each with its reason.
+    error_scale  optional ``(float64 inputs) -> {output: magnitude}``: for outputs that can cancel, the sum of the
+                 magnitudes of the terms behind each element; the harness adds ``compute_eps * magnitude`` to the
+                 tolerance (see :mod:`tritonkit.tolerance`).
     inplace      names of outputs the op writes in place (the harness cannot NaN-poison these; it compares them
                  whole, so an unwritten element still differs from the reference).
     """
@@ -129,6 +132,7 @@ class OpSpec:
     tolerance: Mapping[torch.dtype, Tolerance] = dataclasses.field(default_factory=dict)
     inplace: tuple[str, ...] = ()
     description: str = ""
+    error_scale: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None = None
 
     def tolerance_for(self, dtype: torch.dtype, output: str | None = None) -> Tolerance:
         if dtype in self.tolerance:

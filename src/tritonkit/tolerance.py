@@ -2,6 +2,9 @@
 
 An output element passes when ``|out - ref| <= atol + rtol * |ref|`` with ``ref`` the float64 reference; the error
 reported is the largest ratio ``|out - ref| / (atol + rtol * |ref|)`` over the tensor, so 1.0 is the limit.
+Ops whose outputs can cancel (a rotation of large values to a small one) also declare ``error_scale``: the
+per-element sum of the magnitudes of the terms that make each output. For those, ``compute_eps * scale`` is added
+to the bound: float32 arithmetic errs by a few ulps of the terms, not of the result.
 Where ``ref`` is NaN the output must be NaN; where ``ref`` rounds to +-inf in the output dtype the output must be
 the same infinity. Ops loosen an entry only in their spec, with the reason written beside it.
 """
@@ -18,6 +21,8 @@ class Tolerance:
     rtol: float
     atol: float
     reason: str
+    # float32 math: each output a*b +- c*d rounds three times, each within 2^-24 of the terms: 4 ulps of them
+    compute_eps: float = 2.0 ** -22
 
 
 TOLERANCES: dict[torch.dtype, Tolerance] = {

@@ -28,7 +28,7 @@ def tensor(name: str, t, *, dtypes=None, ndim: int | None = None, min_ndim: int 
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
     if min_ndim is not None and t.dim() < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimension(s), got shape {tuple(t.shape)}")
-    if last_contiguous and t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1:
+    if last_contiguous and t.numel() and t.shape[-1] > 1 and t.stride(-1) != 1:
         raise ValueError(f"{name} must be contiguous in its last dimension, got strides {tuple(t.stride())}")
     return t
 

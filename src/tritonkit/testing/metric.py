@@ -57,13 +57,15 @@ def _expected(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
     return ref
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
-    """Compare ``out`` (any float dtype) with ``ref`` (float64) elementwise under ``tol``."""
+def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, scale: torch.Tensor | None = None) -> Comparison:
+    """Compare ``out`` (any float dtype) with ``ref`` (float64) elementwise under ``tol``; ``scale`` (optional, the
+    magnitude of the terms behind each element) widens the bound by ``tol.compute_eps * scale``."""
     if tuple(out.shape) != tuple(ref.shape):
         raise ValueError(f"output shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
     out_dtype = out.dtype
     o_all = out.reshape(-1)
     r_all = ref.reshape(-1)
+    s_all = None if scale is None else scale.reshape(-1)
     n = o_all.numel()
     error = 0.0
     max_abs = 0.0
@@ -82,7 +84,11 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
         special_bad = (~r_fin) & ~((torch.isnan(r) & torch.isnan(o)) | (o == r))
         o_fin = torch.isfinite(o)
         diff = torch.where(r_fin & o_fin, (o - r).abs(), torch.zeros_like(o))
-        ratio = diff / (tol.atol + tol.rtol * r.abs().where(r_fin, torch.zeros_like(r)))
+        bound = tol.atol + tol.rtol * r.abs().where(r_fin, torch.zeros_like(r))
+        if s_all is not None:
+            sc = s_all[start:start + _CHUNK].to(device=o.device, dtype=torch.float64)
+            bound = bound + tol.compute_eps * sc.where(torch.isfinite(sc), torch.zeros_like(sc))
+        ratio = diff / bound
         ratio = torch.where(r_fin & ~o_fin, torch.full_like(ratio, math.inf), ratio)
         bad = special_bad | (ratio > 1.0)
         nb = int(bad.sum())
