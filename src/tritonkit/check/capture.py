@@ -214,6 +214,10 @@ class Capture:
                 return cap._launch(cap._from_interpreted(fn), args, kwargs, grid, warmup)
 
             self._patch(InterpretedFunction, "run", interp_run)
+            # imported under TRITON_INTERPRET=1, Triton's own jit library (tl.sum, tl.cdiv, ...) is interpreted too
+            for name, mod in list(sys.modules.items()):
+                if name == "triton.language" or name.startswith("triton.language."):
+                    self._swap_interpreted(mod)
         self._stack.enter_context(stub_driver(self.compiler.target))
         self._stack.enter_context(interpreter_off())
         return self
@@ -228,7 +232,7 @@ class Capture:
         self._saved.append((obj, name, obj.__dict__[name]))
         setattr(obj, name, new)
 
-    def _from_interpreted(self, fn) -> JITFunction:
+    def _jit_of(self, fn) -> JITFunction:
         jit = self._converted.get(id(fn))
         if jit is None:
             kw = {k: v for k, v in getattr(fn, "kwargs", {}).items()
@@ -236,10 +240,27 @@ class Capture:
                            "repr", "launch_metadata")}
             jit = JITFunction(fn.fn, **kw)
             self._converted[id(fn)] = jit
+        return jit
+
+    def _swap_interpreted(self, mod) -> None:
+        """Replace the interpreted jit functions a module holds by compiled ones, until the capture ends."""
+        from triton.runtime.interpreter import InterpretedFunction
+        for k, v in list(vars(mod).items()):
+            if isinstance(v, InterpretedFunction):
+                self._patch(mod, k, self._jit_of(v))
+
+    def _from_interpreted(self, fn) -> JITFunction:
+        new = id(fn) not in self._converted
+        jit = self._jit_of(fn)
+        if new:
+            mod = sys.modules.get(getattr(fn.fn, "__module__", ""))
+            if mod is not None:
+                self._swap_interpreted(mod)
             self.problems.append(Problem(
                 "capture", jit.__name__,
-                "defined while TRITON_INTERPRET=1; recompiled from its Python source (jit helpers it calls must be "
-                "defined with the interpreter off: run `tritonkit check` without TRITON_INTERPRET)", fatal=False))
+                "defined while TRITON_INTERPRET=1; compiled from its Python source instead (helpers it imports "
+                "from other modules must be jit functions: run `tritonkit check` without TRITON_INTERPRET)",
+                fatal=False))
         return jit
 
     # -- launches -------------------------------------------------------------------------------------------

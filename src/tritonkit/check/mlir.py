@@ -47,56 +47,62 @@ def _match_close(s: str, i: int) -> int:
     return -1
 
 
+_SPLIT_RE: dict[str, re.Pattern] = {}
+
+
 def split_top(s: str, sep: str) -> list[str]:
     """Split on ``sep`` outside brackets and strings (``->`` is not a bracket)."""
-    out, depth, start, j, n, k = [], 0, 0, 0, len(s), len(sep)
-    while j < n:
-        c = s[j]
-        if c == '"':
-            j += 1
-            while j < n and s[j] != '"':
-                j += 2 if s[j] == "\\" else 1
-        elif c == "-" and j + 1 < n and s[j + 1] == ">":
-            if depth == 0 and sep == "->":
-                out.append(s[start:j])
-                start = j + 2
-            j += 2
+    if sep not in s:
+        return [s]
+    pat = _SPLIT_RE.get(sep)
+    if pat is None:
+        pat = _SPLIT_RE[sep] = re.compile(r'"(?:[^"\\]|\\.)*"|->|[(\[{<)\]}>]|' + re.escape(sep))
+    out, depth, start = [], 0, 0
+    for m in pat.finditer(s):
+        t = m.group()
+        if t[0] == '"':
             continue
-        elif c in _OPEN:
+        if t == "->":
+            if sep == "->" and depth == 0:
+                out.append(s[start:m.start()])
+                start = m.end()
+            continue
+        if len(t) == 1 and t in "([{<":
             depth += 1
-        elif c in _CLOSE:
+        elif len(t) == 1 and t in ")]}>":
             depth -= 1
-        elif depth == 0 and s.startswith(sep, j):
-            out.append(s[start:j])
-            start = j + k
-            j += k
-            continue
-        j += 1
+        elif depth == 0:
+            out.append(s[start:m.start()])
+            start = m.end()
     out.append(s[start:])
     return out
 
 
+_GROUP_RE: dict[tuple[str, ...], re.Pattern] = {}
+
+
 def _remove_groups(s: str, openers: tuple[str, ...]) -> str:
     """Drop every ``loc(...)``-like group (the opener text plus its balanced body) and string literal."""
-    out, j, n = [], 0, len(s)
-    while j < n:
-        c = s[j]
-        if c == '"':
-            k = j + 1
-            while k < n and s[k] != '"':
-                k += 2 if s[k] == "\\" else 1
-            j = k + 1
+    pat = _GROUP_RE.get(openers)
+    if pat is None:
+        pat = _GROUP_RE[openers] = re.compile(r'"(?:[^"\\]|\\.)*"|' + "|".join(re.escape(o) for o in openers))
+    m = pat.search(s)
+    if m is None:
+        return s
+    out, j = [], 0
+    while m is not None:
+        out.append(s[j:m.start()])
+        t = m.group()
+        if t[0] == '"':
             out.append('""')
-            continue
-        hit = next((o for o in openers if s.startswith(o, j)), None)
-        if hit is not None:
-            end = _match_close(s, j + len(hit) - 1)
+            j = m.end()
+        else:
+            end = _match_close(s, m.start() + next(i for i, c in enumerate(t) if c in _OPEN))
             if end < 0:
-                break
+                return "".join(out)
             j = end + 1
-            continue
-        out.append(c)
-        j += 1
+        m = pat.search(s, j)
+    out.append(s[j:])
     return "".join(out)
 
 

@@ -25,7 +25,7 @@ def _kv_write_i32_kernel(
     mask = (offs < ROW) & (slot >= 0)
     k = tl.load(key_ptr + pid_tok.to(tl.int64) * stride_key_tok + offs)
     v = tl.load(value_ptr + pid_tok.to(tl.int64) * stride_value_tok + offs)
-    dst = blk * stride_cache_block + off * stride_cache_slot
+    dst = blk * stride_cache_block + off * stride_cache_slot  # seeded bug: int32-offset
     tl.store(key_cache_ptr + dst + offs, k, mask=mask)
     tl.store(value_cache_ptr + dst + offs, v, mask=mask)
 

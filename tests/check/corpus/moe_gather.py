@@ -17,7 +17,8 @@ import tritonkit
 
 
 @triton.jit
-def _moe_count_specialized_kernel(topk_ids_ptr, counts_ptr, num_tokens, TOP_K: tl.constexpr, BLOCK: tl.constexpr):
+def _moe_count_specialized_kernel(topk_ids_ptr, counts_ptr, num_tokens,  # seeded bug: recompile
+                                  TOP_K: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < num_tokens * TOP_K
     expert = tl.load(topk_ids_ptr + offs, mask=mask, other=0)
@@ -41,7 +42,7 @@ def _moe_gather_i32_kernel(x_ptr, out_ptr, sorted_ids_ptr, num_routed, stride_x,
     for k in range(0, hidden, BLOCK_K):
         offs_k = k + tl.arange(0, BLOCK_K)
         mask = (offs_m[:, None] < num_routed) & (offs_k[None, :] < hidden)
-        x = tl.load(x_ptr + row[:, None] * stride_x + offs_k[None, :], mask=mask)
+        x = tl.load(x_ptr + row[:, None] * stride_x + offs_k[None, :], mask=mask)  # seeded bug: int32-offset
         tl.store(out_ptr + offs_m[:, None] * stride_out + offs_k[None, :], x, mask=mask)
 
 
@@ -76,7 +77,7 @@ def _moe_gemm_body(a_ptr, b_ptr, c_ptr, sorted_ids_ptr, expert_ids_ptr, num_rout
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         a = tl.load(a_ptrs, mask=(offs_m[:, None] < num_routed) & (offs_k[None, :] < K - k * BLOCK_K), other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
-        acc = tl.dot(a, b, acc, out_dtype=ACC_DTYPE)
+        acc = tl.dot(a, b, acc, out_dtype=ACC_DTYPE)  # seeded bug: low-precision-accumulation
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
@@ -105,7 +106,8 @@ def _moe_gemm_kernel(a_ptr, b_ptr, c_ptr, sorted_ids_ptr, expert_ids_ptr, num_ro
     key=["N", "K"],
 )
 @triton.jit(do_not_specialize=["num_routed"])
-def _moe_gemm_autotuned_kernel(a_ptr, b_ptr, c_ptr, sorted_ids_ptr, expert_ids_ptr, num_routed, N, K,
+def _moe_gemm_autotuned_kernel(a_ptr, b_ptr, c_ptr, sorted_ids_ptr, expert_ids_ptr,  # seeded bug: autotune-cost
+                               num_routed, N, K,
                                stride_am, stride_be, stride_bn, stride_cm,
                                TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                BLOCK_K: tl.constexpr):
@@ -127,8 +129,8 @@ def _routing(num_tokens):
 @tritonkit.case(num_tokens=[1, 16, 17, 4096])
 def count_specialized(num_tokens):
     topk_ids, counts, _ = _routing(num_tokens)
-    _moe_count_specialized_kernel[(triton.cdiv(num_tokens * TOP_K, 256),)](topk_ids, counts, num_tokens, TOP_K=TOP_K,
-                                                                         BLOCK=256)
+    grid = (triton.cdiv(num_tokens * TOP_K, 256),)
+    _moe_count_specialized_kernel[grid](topk_ids, counts, num_tokens, TOP_K=TOP_K, BLOCK=256)
 
 
 @tritonkit.case(num_tokens=[1, 16, 17, 4096])
@@ -161,7 +163,8 @@ def _gemm(kernel, num_tokens, n, k, dtype, **blocks):
     b = torch.empty(EXPERTS, n, k, device="meta", dtype=dtype)
     c = torch.empty(sorted_ids.shape[0], n, device="meta", dtype=dtype)
     expert_ids = torch.empty(triton.cdiv(sorted_ids.shape[0], 16), device="meta", dtype=torch.int32)
-    grid = lambda meta: (triton.cdiv(sorted_ids.shape[0], meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"]))  # noqa: E731
+    rows = sorted_ids.shape[0]
+    grid = lambda meta: (triton.cdiv(rows, meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"]))  # noqa: E731
     kernel[grid](a, b, c, sorted_ids, expert_ids, sorted_ids.shape[0], n, k,
                  a.stride(0), b.stride(0), b.stride(1), c.stride(0), TOP_K=TOP_K, **blocks)
 

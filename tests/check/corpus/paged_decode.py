@@ -34,8 +34,8 @@ def _paged_decode_bt32_kernel(
     acc = tl.zeros([GROUP, HEAD_SIZE], tl.float32)
     for j in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
         block = tl.load(block_table_ptr + pid_seq.to(tl.int64) * stride_bt_seq + j)
-        kv = (block * stride_kc_block + offs_n[:, None] * stride_kc_slot + pid_kv * stride_kc_head
-              + offs_d[None, :])
+        kv = (block * stride_kc_block  # seeded bug: int32-offset
+              + offs_n[:, None] * stride_kc_slot + pid_kv * stride_kc_head + offs_d[None, :])
         mask_n = j * BLOCK_SIZE + offs_n < seq_len
         k = tl.load(k_cache_ptr + kv, mask=mask_n[:, None], other=0.0).to(tl.float32)  # [BLOCK_SIZE, HEAD_SIZE]
         v = tl.load(v_cache_ptr + kv, mask=mask_n[:, None], other=0.0).to(tl.float32)
@@ -76,7 +76,8 @@ def _paged_decode_f16sum_kernel(
         mask_n = j * BLOCK_SIZE + offs_n < seq_len
         k = tl.load(k_cache_ptr + kv, mask=mask_n[:, None], other=0.0)
         v = tl.load(v_cache_ptr + kv, mask=mask_n[:, None], other=0.0).to(tl.float32)
-        s = tl.sum(q[:, None, :] * k[None, :, :], axis=2).to(tl.float32) * scale
+        s = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # seeded bug: low-precision-accumulation
+        s = s.to(tl.float32) * scale
         s = tl.where(mask_n[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         p = tl.exp(s - m_new[:, None])

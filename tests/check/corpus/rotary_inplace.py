@@ -32,8 +32,8 @@ def _qk_norm_rope_racy_kernel(
     pos = tl.load(pos_ptr + pid_tok)
     cos = tl.load(cos_sin_ptr + pos * stride_cs + offs_h).to(tl.float32)
     sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + offs_h).to(tl.float32)
-    x1 = tl.load(base + offs_h).to(tl.float32)  # [HALF]
-    x2 = tl.load(base + HALF + offs_h).to(tl.float32)
+    x1 = tl.load(base + offs_h).to(tl.float32)  # seeded bug: store-then-load
+    x2 = tl.load(base + HALF + offs_h).to(tl.float32)  # seeded bug: store-then-load
     tl.store(base + offs_h, (x1 * cos - x2 * sin).to(q_ptr.dtype.element_ty))
     tl.store(base + HALF + offs_h, (x2 * cos + x1 * sin).to(q_ptr.dtype.element_ty))
 
@@ -126,7 +126,8 @@ def qk_norm_rope(num_tokens):
 @tritonkit.case(num_tokens=TOKENS)
 def rope_head_major_grid(num_tokens):
     q, pos, cs = _inputs(num_tokens)
-    _rope_head_major_kernel[(q.shape[1], num_tokens)](q, pos, cs, q.stride(0), q.stride(1), cs.stride(0), HALF=64)
+    grid = (q.shape[1], num_tokens)
+    _rope_head_major_kernel[grid](q, pos, cs, q.stride(0), q.stride(1), cs.stride(0), HALF=64)  # seeded bug: grid-limit
 
 
 @tritonkit.case(num_tokens=TOKENS)

@@ -16,7 +16,8 @@ def check(ctx: Context) -> list[Finding]:
     for rec in ctx.capture.autotuners.values():
         if not rec.keys:
             continue
-        compiles = sum(rec.keys.values())
+        runs = sum(rec.keys.values())
+        compiles = len(rec.units)
         ok = [u for u in rec.units if not u.compiled.error]
         times = [u.compiled.seconds + (u.compiled.ttgir_seconds or 0.0) for u in ok]
         per = sum(times) / len(times) if times else 0.0
@@ -25,9 +26,10 @@ def check(ctx: Context) -> list[Finding]:
         out.append(Finding(
             RULE.id, RULE.severity, rec.name, rec.file, rec.line,
             f"`{rec.name}` is autotuned over {rec.n_configs} configs; the cases hit {len(rec.keys)} distinct keys "
-            f"(key={keys} plus argument dtypes): {compiles} compiles and {compiles} benchmark runs at startup. One "
-            f"config takes {per * 1000:.0f} ms here to TTGIR (frontend + TTIR + TTGIR passes on this CPU; LLVM and "
-            f"ptxas add more on the GPU host): at least {compiles * per:.1f} s before the first result",
+            f"(key={keys} plus argument dtypes): {runs} benchmark runs and {compiles} compiles (one per config and "
+            f"specialization) at startup. One config takes {per * 1000:.0f} ms here to TTGIR (frontend + TTIR + "
+            f"TTGIR passes on this CPU; LLVM and ptxas add more on the GPU host): at least {compiles * per:.1f} s "
+            f"of compiling before the first result, plus the benchmarks",
             case,
             fix="prune configs (`prune_configs_by`), coarsen the key (bucket sizes, e.g. next power of 2), or pick "
                 "the config with a small heuristic; autotune only matmul-like kernels",

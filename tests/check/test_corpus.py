@@ -1,0 +1,122 @@
+"""Every rule finds its seeded bug in the corpus, on the marked line, and is silent on the fixed twin."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tritonkit.check import Options, run_check
+
+CORPUS = Path(__file__).parent / "corpus"
+FILES = ["kv_cache_write.py", "paged_decode.py", "rotary_inplace.py", "moe_gather.py", "elementwise.py"]
+
+# kernel -> the rules that must fire on it (and no other); the twins and the ordinary kernels expect none
+EXPECTED = {
+    "_kv_write_i32_kernel": {"int32-offset"},
+    "_kv_write_kernel": set(),
+    "_paged_decode_bt32_kernel": {"int32-offset"},
+    "_paged_decode_f16sum_kernel": {"low-precision-accumulation"},
+    "_paged_decode_kernel": set(),
+    "_qk_norm_rope_racy_kernel": {"store-then-load"},
+    "_qk_norm_rope_kernel": set(),
+    "_rope_head_major_kernel": {"grid-limit"},
+    "_rope_kernel": set(),
+    "_moe_count_specialized_kernel": {"recompile"},
+    "_moe_count_kernel": set(),
+    "_moe_gather_i32_kernel": {"int32-offset"},
+    "_moe_gather_kernel": set(),
+    "_moe_gemm_f16acc_kernel": {"low-precision-accumulation"},
+    "_moe_gemm_kernel": set(),
+    "_moe_gemm_autotuned_kernel": {"autotune-cost"},
+    "_silu_and_mul_flat_kernel": set(),
+    "_silu_and_mul_2d_kernel": set(),
+    "_rms_norm_rows_kernel": set(),
+}
+
+
+@pytest.fixture(scope="module")
+def report():
+    return run_check([str(CORPUS / f) for f in FILES], Options(disk_cache=False))
+
+
+def _marked_lines():
+    """(file name, line, rule) of every `# seeded bug: <rule>` marker."""
+    out = set()
+    for f in FILES:
+        for i, line in enumerate((CORPUS / f).read_text().splitlines(), 1):
+            m = re.search(r"# seeded bug: ([\w-]+)", line)
+            if m:
+                out.add((f, i, m.group(1)))
+    return out
+
+
+def test_every_case_ran_and_every_kernel_compiled(report):
+    assert not [p for p in report.problems if p.fatal], report.problems
+    launched = {k["kernel"] for k in report.kernels}
+    assert set(EXPECTED) <= launched
+
+
+@pytest.mark.parametrize("kernel", sorted(EXPECTED))
+def test_rules_fire_exactly_on_the_seeded_bug(report, kernel):
+    fired = {f.rule for f in report.findings if f.kernel == kernel}
+    assert fired == EXPECTED[kernel]
+
+
+def test_findings_point_at_the_marked_lines(report):
+    found = {(Path(f.file).name, f.line, f.rule) for f in report.findings}
+    assert found == _marked_lines()
+
+
+def test_exit_code_is_one_with_errors(report):
+    assert report.exit_code() == 1
+
+
+@pytest.mark.parametrize("kernel,operand", [
+    ("_kv_write_i32_kernel", "blk"), ("_paged_decode_bt32_kernel", "block"), ("_moe_gather_i32_kernel", "row")])
+def test_int32_offset_names_the_operand_to_widen(report, kernel, operand):
+    (f,) = [f for f in report.findings if f.kernel == kernel]
+    assert f.severity == "error"
+    assert f"cast `{operand}` to tl.int64" in f.fix
+    assert "int32" in f.message and "2,147,483,647" in f.message
+
+
+def test_grid_limit_names_dimension_value_and_case(report):
+    (f,) = [f for f in report.findings if f.rule == "grid-limit"]
+    assert "grid[1] = 70,000" in f.message and "65,535" in f.message
+    assert f.case == {"num_tokens": 70_000}
+
+
+def test_recompile_names_argument_values_and_fix(report):
+    (f,) = [f for f in report.findings if f.rule == "recompile"]
+    assert f.severity == "warning"
+    assert "`num_tokens`" in f.message and "compiles 3 times" in f.message
+    assert "1 → equal to 1" in f.message and "17 → not divisible by 16" in f.message
+    assert "do_not_specialize=['num_tokens']" in f.fix
+
+
+def test_store_then_load_names_the_store_line(report):
+    fs = [f for f in report.findings if f.rule == "store-then-load"]
+    src = (CORPUS / "rotary_inplace.py").read_text().splitlines()
+    store_line = next(i for i, s in enumerate(src, 1) if "tl.store(base + offs, (x * rstd * w)" in s)
+    assert len(fs) == 2 and all(f"store at line {store_line}" in f.message for f in fs)
+    assert all("tl.debug_barrier()" in f.fix for f in fs)
+
+
+def test_autotune_cost_counts_configs_times_keys(report):
+    (f,) = [f for f in report.findings if f.rule == "autotune-cost"]
+    assert f.severity == "info"
+    assert "4 configs" in f.message and "2 distinct keys" in f.message
+    # every key benchmarks every config; compiles are shared by keys with the same specialization
+    assert "8 benchmark runs and 4 compiles" in f.message
+    assert re.search(r"One config takes \d+ ms", f.message)
+
+
+def test_kernel_summary_counts_launches_compiles_and_grid(report):
+    k = {d["kernel"]: d for d in report.kernels}
+    assert k["_rope_head_major_kernel"]["launches"] == 5
+    assert k["_rope_head_major_kernel"]["max_grid"] == [32, 70_000, 1]
+    # do_not_specialize keeps the whole num_tokens sweep on one compile
+    assert k["_moe_count_kernel"]["compiles"] == 1
+    assert k["_moe_count_specialized_kernel"]["compiles"] == 3
+    # 4 configs; both (N, K) keys are divisible by 16, so they share a specialization
+    assert k["_moe_gemm_autotuned_kernel"]["compiles"] == 4
