@@ -65,7 +65,9 @@ class Unit:
             try:
                 mod = parse_module(self.compiled.ttir)
                 self._func = (mod.entry_func(), mod)
-            except (ParseError, ValueError, IndexError) as e:
+            except ParseError as e:
+                self._parse_error = str(e)
+            except Exception as e:  # noqa: BLE001 - an IR form the reader does not know: reported by name
                 self._parse_error = f"{type(e).__name__}: {e}"
         return self._func
 

@@ -193,6 +193,11 @@ class Func:
     defs: dict[str, Op]
     types: dict[str, str]
     block_args: dict[str, tuple[Block, int]]
+    #: the function's blocks in order: more than one when an early ``return`` left ``cf`` branches
+    blocks: list[Block] = dataclasses.field(default_factory=list)
+
+    def is_arg(self, name: str) -> bool:
+        return name in self.block_args and self.block_args[name][0] is self.body
 
 
 @dataclasses.dataclass(eq=False)
@@ -207,6 +212,23 @@ class Module:
         if not self.funcs:
             raise ParseError("no tt.func in the module")
         return next(iter(self.funcs.values()))
+
+
+def _strip_comment(s: str) -> str:
+    """Drop a trailing ``// ...`` comment (outside string literals)."""
+    if "//" not in s:
+        return s
+    in_str, j, n = False, 0, len(s)
+    while j < n:
+        c = s[j]
+        if c == '"':
+            in_str = not in_str
+        elif c == "\\" and in_str:
+            j += 1
+        elif not in_str and s.startswith("//", j):
+            return s[:j]
+        j += 1
+    return s
 
 
 def _trailing_loc(s: str) -> tuple[str, str | None]:
@@ -334,7 +356,7 @@ class _Parser:
         self.scopes = [{}]
         args = [(self._def(a), t, loc) for a, t, loc in _typed_args(s[open_i + 1:close_i])]
         body = Block([(a, t) for a, t, _ in args], [], None)
-        f = Func(m.group(2), args, body, [], {}, {a: t for a, t, _ in args}, {})
+        f = Func(m.group(2), args, body, [], {}, {a: t for a, t, _ in args}, {}, [body])
         for k, (a, _t, _l) in enumerate(args):
             f.block_args[a] = (body, k)
         if m.group(1) in (None, "public") and self.entry is None:
@@ -345,9 +367,9 @@ class _Parser:
         stack: list[tuple[Op | None, Block]] = [(None, body)]
         i += 1
         while i < len(self.lines) and stack:
-            s = self.lines[i].strip()
+            s = _strip_comment(self.lines[i]).strip()
             i += 1
-            if not s or s.startswith("//"):
+            if not s:
                 continue
             if s.startswith("}"):
                 self._close(f, s, stack)
@@ -364,9 +386,12 @@ class _Parser:
         if m and m.group(1):
             args = [(self._def(a), t) for a, t, _ in _typed_args(m.group(1)[1:-1])]
         if blk.ops or blk.args:
-            # a second block in the same region
+            # a second block in the same region (or in the function: `cf` branches of an early return)
             nb = Block([], [], owner, blk.region)
-            owner.regions[-1].append(nb)
+            if owner is None:
+                f.blocks.append(nb)
+            else:
+                owner.regions[-1].append(nb)
             stack[-1] = (owner, nb)
             blk = nb
         blk.args = args

@@ -79,7 +79,7 @@ def base_arg(f: Func, name: str, depth: int = 0) -> str | None:
             blk, k = f.block_args[name]
             owner = blk.parent
             if owner is None:
-                return name
+                return name if blk is f.body else None
             if owner.name == "scf.for" and k >= 1 and k - 1 < len(owner.operands) - 3:
                 name = owner.operands[3 + k - 1]
                 continue
@@ -115,7 +115,10 @@ class RangeAnalysis:
                 self.env[name] = Iv(lo, hi)
             else:
                 self.env[name] = Unknown(f"no value was captured for argument `{name}`")
-        self.block(self.f.body.ops)
+        for blk in self.f.blocks or [self.f.body]:
+            for a, _t in blk.args if blk is not self.f.body else ():
+                self.env[a] = Unknown("argument of a branch target block")
+            self.block(blk.ops)
         return self
 
     def get(self, name: str) -> Val:
@@ -287,6 +290,56 @@ class RangeAnalysis:
         vals = [self.get(x) for x in last.operands]
         return vals[1:] if term == "scf.condition" else vals
 
+    def _fixpoint(self, run, inits: list[Val], trips: int | None, what: str) -> tuple[list[Val], list[Val]]:
+        """An invariant for a loop's carried values: ``run(values) -> yielded values`` is the body. Tries the
+        initial values, a linear extrapolation over the trip count, a few hull steps and the envelope of the initial
+        values, each checked by one more pass over the body; integers it cannot bound become Unknown. Overflows seen
+        in a rejected attempt are forgotten (the attempt may be wider than what the loop really computes)."""
+
+        def grows(cur, ys):
+            return any(isinstance(a, Iv) and not (isinstance(y, Iv) and y.within(a)) for a, y in zip(cur, ys))
+
+        ys = run(inits)
+        if not grows(inits, ys):
+            return inits, ys
+        first = ys
+        if trips is not None:
+            saved = dict(self.overflows)
+            ext = []
+            for a0, y in zip(inits, first):
+                if isinstance(a0, Iv) and isinstance(y, Iv):
+                    d_lo, d_hi = min(0, y.lo - a0.lo), max(0, y.hi - a0.hi)
+                    ext.append(Iv(a0.lo + d_lo * trips, a0.hi + d_hi * trips, a0.data or y.data, a0.over or y.over))
+                else:
+                    ext.append(a0)
+            ys = run(ext)
+            linear = all(not isinstance(e, Iv) or not isinstance(a0, Iv) or (
+                isinstance(y, Iv) and isinstance(y1, Iv) and y.hi - e.hi <= max(0, y1.hi - a0.hi)
+                and e.lo - y.lo <= max(0, a0.lo - y1.lo)) for e, y, a0, y1 in zip(ext, ys, inits, first))
+            if linear:
+                return [e.hull(y) if isinstance(e, Iv) and isinstance(y, Iv) else e for e, y in zip(ext, ys)], ys
+            self.overflows = saved
+        cur = list(inits)
+        for _ in range(3):
+            cur = [a.hull(y) if isinstance(a, Iv) and isinstance(y, Iv) else a for a, y in zip(cur, ys)]
+            ys = run(cur)
+            if not grows(cur, ys):
+                return cur, ys
+        ivs = [a for a in inits if isinstance(a, Iv)]
+        if ivs:
+            env = ivs[0]
+            for v in ivs[1:]:
+                env = env.hull(v)
+            saved = dict(self.overflows)
+            cand = [env if isinstance(a, Iv) else a for a in inits]
+            ys = run(cand)
+            if not grows(cand, ys):
+                return cand, ys
+            self.overflows = saved
+        cand = [Unknown(f"integer carried by {what} that the analysis could not bound") if isinstance(a, Iv) else a
+                for a in inits]
+        return cand, run(cand)
+
     def _for(self, op: Op) -> None:
         body = op.regions[0][0]
         lb, ub, st = (self.get(x) for x in op.operands[:3])
@@ -298,35 +351,16 @@ class RangeAnalysis:
         else:
             bad = next((v for v in (lb, ub, st) if isinstance(v, Unknown)), None)
             iv = bad or Unknown("loop bounds or step not known to be positive")
-        cur = list(inits)
         names = [a for a, _ in body.args]
-        for attempt in range(2):
+
+        def run(vals):
             self.env[names[0]] = iv
-            for a, v in zip(names[1:], cur):
+            for a, v in zip(names[1:], vals):
                 self.env[a] = v
             self.block(body.ops)
-            ys = self._yield_vals(body.ops)
-            if attempt == 1:
-                break
-            widened, changed = [], False
-            for a0, y in zip(cur, ys):
-                if isinstance(a0, Iv) and isinstance(y, Iv) and not y.within(a0):
-                    changed = True
-                    if trips is None:
-                        widened.append(Unknown("integer carried by a loop whose trip count is not bounded"))
-                    else:
-                        d_lo, d_hi = min(0, y.lo - a0.lo), max(0, y.hi - a0.hi)
-                        widened.append(Iv(a0.lo + d_lo * trips, a0.hi + d_hi * trips, a0.data or y.data,
-                                          a0.over or y.over))
-                elif isinstance(a0, Iv) and isinstance(y, Unknown):
-                    changed = True
-                    widened.append(y)
-                else:
-                    widened.append(a0)
-            if not changed:
-                break
-            cur = widened
-        ys = self._yield_vals(body.ops)
+            return self._yield_vals(body.ops)
+
+        cur, ys = self._fixpoint(run, inits, trips, "a loop")
         res: list[Val] = []
         for k, a in enumerate(cur):
             y = ys[k] if k < len(ys) else None
@@ -363,23 +397,20 @@ class RangeAnalysis:
     def _while(self, op: Op) -> None:
         before = op.regions[0][0]
         after = op.regions[1][0] if len(op.regions) > 1 else None
-        cur = [self.get(x) for x in op.operands]
-        for attempt in range(2):
-            for (a, _t), v in zip(before.args, cur):
+
+        def run(vals):
+            for (a, _t), v in zip(before.args, vals):
                 self.env[a] = v
             self.block(before.ops)
             fwd = self._yield_vals(before.ops, "scf.condition")
-            if after is not None:
-                for (a, _t), v in zip(after.args, fwd):
-                    self.env[a] = v
-                self.block(after.ops)
-                ys = self._yield_vals(after.ops)
-            else:
-                ys = []
-            stable = all(not isinstance(a0, Iv) or (isinstance(y, Iv) and y.within(a0)) for a0, y in zip(cur, ys))
-            if stable or attempt == 1:
-                break
-            cur = [Unknown("integer carried by an scf.while loop") if isinstance(a0, Iv) else a0 for a0 in cur]
+            if after is None:
+                return list(vals)
+            for (a, _t), v in zip(after.args, fwd):
+                self.env[a] = v
+            self.block(after.ops)
+            return self._yield_vals(after.ops)
+
+        self._fixpoint(run, [self.get(x) for x in op.operands], None, "an scf.while loop")
         self._set(op, self._yield_vals(before.ops, "scf.condition")[: len(op.results)] or Unknown("scf.while"))
 
     def _reduce(self, op: Op) -> None:

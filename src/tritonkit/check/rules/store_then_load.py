@@ -33,9 +33,10 @@ def is_barrier(name: str) -> bool:
 
 
 def _contains(outer: Block, inner: Block) -> bool:
+    """``outer`` is ``inner`` or encloses it; the function's own blocks (split by an early return) count as one."""
     b: Block | None = inner
     while b is not None:
-        if b is outer:
+        if b is outer or (b.parent is None and outer.parent is None):
             return True
         b = b.parent.block if b.parent is not None else None
     return False
@@ -81,7 +82,7 @@ def _decompose(f: Func, name: str) -> tuple[str | None, list[str]]:
             blk, k = f.block_args[name]
             owner = blk.parent
             if owner is None:
-                return name, terms
+                return (name if blk is f.body else None), terms
             if owner.name == "scf.for" and k >= 1 and 3 + k - 1 < len(owner.operands):
                 terms.append("<loop-carried pointer>")
                 name = owner.operands[3 + k - 1]
@@ -168,7 +169,11 @@ def check(ctx: Context) -> list[Finding]:
         barriers = [op for op in f.ops if is_barrier(op.name)]
         names = [a for a, _t, _l in f.args]
         ir_of = dict(zip(unit.ir_params, names)) if len(names) == len(unit.ir_params) else {}
-        aliases = {tuple(sorted((ir_of.get(a, a), ir_of.get(b, b)))) for ln in unit.launches for a, b in ln.aliases}
+        alias_launch: dict[tuple, object] = {}
+        for ln in unit.launches:
+            for a, b in ln.aliases:
+                alias_launch.setdefault(tuple(sorted((ir_of.get(a, a), ir_of.get(b, b)))), ln)
+        aliases = set(alias_launch)
         ra = None
         for ld in loads:
             for s in stores:
@@ -190,7 +195,10 @@ def check(ctx: Context) -> list[Finding]:
                        f"stored yet")
                 fix = (f"put tl.debug_barrier() between the store (line {sline}) and this load, or keep the stored "
                        f"values in registers instead of reading them back")
-                case = unit.launches[0].case if unit.launches else {}
+                pair = tuple(sorted(filter(None, (_decompose(f, s.operands[0])[0], _decompose(f, ld.operands[0])[0]))))
+                exposer = alias_launch.get(pair) if "same memory" in why else None
+                exposer = exposer or (unit.launches[0] if unit.launches else None)
+                case = exposer.case if exposer is not None else {}
                 out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, case, fix=fix,
                                    col=col, tag=f"store@{sline}"))
                 break

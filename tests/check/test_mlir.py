@@ -1,0 +1,108 @@
+"""The TTIR reader on printed forms it must survive: generic ops, multi-result values, nested regions whose
+printed names repeat, and call-site locations."""
+
+from tritonkit.check.mlir import Locations, elem_type, int_bits, parse_module, pointee, shape_of, split_top
+
+TTIR = r'''
+#loc = loc("/src/k.py":10:0)
+#loc1 = loc("/src/k.py":12:10)
+#loc2 = loc("/site-packages/triton/language/standard.py":290:10)
+#loc3 = loc("/src/k.py":14:20)
+#loc4 = loc("acc"(#loc3))
+#loc5 = loc(callsite(#loc2 at #loc4))
+#loc6 = loc(fused[#loc1, #loc3])
+module {
+  tt.func public @k(%x_ptr: !tt.ptr<f16> {tt.divisibility = 16 : i32} loc("x_ptr"(#loc)), %n: i32 loc("n"(#loc))) attributes {noinline = false} {
+    %c0_i32 = arith.constant 0 : i32 loc(#loc1)
+    %c1_i32 = arith.constant 1 : i32 loc(#loc1)
+    %cst = arith.constant dense<1> : tensor<16xi32> loc(#loc1)
+    %pid = tt.get_program_id x : i32 loc(#loc1)
+    %r = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32> loc(#loc1)
+    %pair:2 = "tt.split"(%r) : (tensor<16xi32>) -> (tensor<8xi32>, tensor<8xi32>) loc(#loc6)
+    %0 = arith.cmpi slt, %pid, %n : i32 loc(#loc1)
+    %1 = scf.if %0 -> (i32) {
+      %2 = arith.addi %pid, %c1_i32 : i32 loc(#loc1)
+      scf.yield %2 : i32 loc(#loc1)
+    } else {
+      %2 = arith.subi %pid, %c1_i32 : i32 loc(#loc1)
+      scf.yield %2 : i32 loc(#loc1)
+    } loc(#loc1)
+    %3 = scf.while (%j = %c0_i32) : (i32) -> i32 {
+      %4 = arith.cmpi slt, %j, %n : i32 loc(#loc1)
+      scf.condition(%4) %j : i32 loc(#loc1)
+    } do {
+    ^bb0(%j: i32 loc("j")):
+      %4 = arith.addi %j, %c1_i32 : i32 loc(#loc1)
+      scf.yield %4 : i32 loc(#loc1)
+    } loc(#loc1)
+    %acc = "tt.reduce"(%r) <{axis = 0 : i32}> ({
+    ^bb0(%a: i32 loc(callsite(#loc2 at #loc4)), %b: i32 loc(callsite(#loc2 at #loc4))):
+      %5 = arith.addi %a, %b : i32 loc(#loc5)
+      tt.reduce.return %5 : i32 loc(#loc5)
+    }) : (tensor<16xi32>) -> i32 loc(#loc5)
+    %p = tt.addptr %x_ptr, %pair#1 : !tt.ptr<f16>, tensor<8xi32> loc(#loc3)
+    tt.return loc(#loc1)
+  } loc(#loc)
+} loc(#loc)
+'''
+
+
+def test_ops_operands_types_and_regions():
+    mod = parse_module(TTIR)
+    f = mod.entry_func()
+    assert f.name == "k" and [a for a, _t, _l in f.args] == ["x_ptr", "n"]
+    names = [op.name for op in f.ops]
+    assert names[:6] == ["arith.constant"] * 3 + ["tt.get_program_id", "tt.make_range", "tt.split"]
+    split = f.defs["pair#1"]
+    assert split.results == ["pair#0", "pair#1"] and split.types == ["tensor<8xi32>", "tensor<8xi32>"]
+    addptr = next(op for op in f.ops if op.name == "tt.addptr")
+    assert addptr.operands == ["x_ptr", "pair#1"]
+    red = f.defs["acc"]
+    assert red.name == "tt.reduce" and red.types == ["i32"] and red.operands == ["r"]
+    assert [o.name for o in red.regions[0][0].ops] == ["arith.addi", "tt.reduce.return"]
+    iff = f.defs["1"]
+    assert iff.name == "scf.if" and len(iff.regions) == 2 and iff.types == ["i32"] and iff.operands == ["0"]
+
+
+def test_names_reused_in_sibling_regions_stay_distinct():
+    f = parse_module(TTIR).entry_func()
+    then_add = f.defs["1"].regions[0][0].ops[0]
+    else_sub = f.defs["1"].regions[1][0].ops[0]
+    assert then_add.results != else_sub.results
+    assert f.defs[then_add.results[0]] is then_add and f.defs[else_sub.results[0]] is else_sub
+    wh = f.defs["3"]
+    before, after = wh.regions[0][0], wh.regions[1][0]
+    assert before.args[0][0] != after.args[0][0]
+    # the `do` region's add reads the `do` region's %j, not the `before` region's
+    assert wh.regions[1][0].ops[0].operands[0] == after.args[0][0]
+    assert wh.operands == ["c0_i32"] and wh.types == ["i32"]
+
+
+def test_preorder_positions_nest():
+    f = parse_module(TTIR).entry_func()
+    iff = f.defs["1"]
+    inner = [op for blk in iff.regions[0] + iff.regions[1] for op in blk.ops]
+    assert all(iff.pos < op.pos <= iff.end for op in inner)
+    assert list(iff.ancestors()) == [] and list(inner[0].ancestors()) == [iff]
+
+
+def test_locations_resolve_aliases_names_callsites_and_fused():
+    mod = parse_module(TTIR)
+    f = mod.entry_func()
+    locs = Locations(mod.aliases)
+    red = f.defs["acc"]
+    frames = locs.frames(red.loc)
+    assert [(fr.file, fr.line) for fr in frames] == [("/site-packages/triton/language/standard.py", 290),
+                                                     ("/src/k.py", 14)]
+    user = locs.user_frame(red.loc, ("/site-packages/triton/",))
+    assert (user.file, user.line, user.name) == ("/src/k.py", 14, "acc")
+    assert locs.user_frame(f.defs["pair#0"].loc, ()).line == 12
+
+
+def test_type_helpers():
+    assert elem_type("tensor<16x128x!tt.ptr<f16>>") == "!tt.ptr<f16>"
+    assert elem_type("tensor<128xindex>") == "index" and int_bits("tensor<4xindex>") == 64
+    assert shape_of("tensor<16x1xi32, #blocked>") == (16, 1) and shape_of("i32") == ()
+    assert pointee("tensor<16x!tt.ptr<bf16>>") == "tensor<16xbf16>" and pointee("!tt.ptr<i64>") == "i64"
+    assert split_top("a, tensor<1x2xf32, #b>, (c, d) -> e", ",") == ["a", " tensor<1x2xf32, #b>", " (c, d) -> e"]
+    assert split_top("(x) -> (y, z)", "->") == ["(x) ", " (y, z)"]

@@ -1,0 +1,84 @@
+"""The three output formats and the CLI's options and exit codes."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tritonkit.check import Options, run_check
+from tritonkit.check.cli import main as check_main
+from tritonkit.check.report import to_json, to_sarif, to_text
+
+CORPUS = Path(__file__).parent / "corpus"
+FILE = str(CORPUS / "rotary_inplace.py")
+
+
+@pytest.fixture(scope="module")
+def report():
+    return run_check([FILE], Options(disk_cache=False))
+
+
+def test_json_schema(report):
+    d = json.loads(to_json(report))
+    assert d["findings"] and d["kernels"]
+    for f in d["findings"]:
+        assert {"rule", "severity", "kernel", "file", "line", "message", "case"} <= set(f)
+        assert isinstance(f["line"], int) and isinstance(f["case"], dict)
+    for k in d["kernels"]:
+        assert {"kernel", "file", "launches", "compiles", "max_grid"} <= set(k)
+        assert len(k["max_grid"]) == 3
+    assert {f["rule"] for f in d["findings"]} == {"store-then-load", "grid-limit"}
+
+
+def test_sarif_2_1_0(report):
+    d = json.loads(to_sarif(report))
+    assert d["version"] == "2.1.0" and "sarif-2.1.0" in d["$schema"]
+    (run,) = d["runs"]
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == ["grid-limit", "int32-offset", "store-then-load", "recompile",
+                                        "low-precision-accumulation", "autotune-cost"]
+    assert {r["defaultConfiguration"]["level"] for r in rules} == {"error", "warning", "note"}
+    for res in run["results"]:
+        assert rules[res["ruleIndex"]]["id"] == res["ruleId"]
+        assert res["level"] in ("error", "warning", "note") and res["message"]["text"]
+        (loc,) = res["locations"]
+        phys = loc["physicalLocation"]
+        assert phys["artifactLocation"]["uri"].endswith("rotary_inplace.py")
+        assert phys["region"]["startLine"] >= 1
+    assert run["invocations"][0]["executionSuccessful"] is True
+
+
+def test_text_block_has_location_source_rule_why_fix_and_summary(report):
+    text = to_text(report)
+    grid = next(f for f in report.findings if f.rule == "grid-limit")
+    assert f"rotary_inplace.py:{grid.line}: error [grid-limit] in _rope_head_major_kernel" in text
+    assert "_rope_head_major_kernel[grid](q, pos, cs" in text  # the source line
+    assert "why: CUDA caps gridDim.y" in text and "fix: put the dimension" in text
+    assert "case: num_tokens=70000" in text and "docs: docs/rules/grid-limit.md" in text
+    assert text.rstrip().splitlines()[-1].startswith("tritonkit check: 3 errors, 0 warnings, 0 infos in 4 kernels")
+
+
+def test_cli_formats_rule_selection_and_exit_codes(tmp_path, capsys):
+    assert check_main([FILE, "--format", "json", "--rule", "grid-limit"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert {f["rule"] for f in d["findings"]} == {"grid-limit"}
+    # a rule that finds nothing here: exit 0
+    assert check_main([FILE, "--rule", "recompile", "--rule", "int32-offset"]) == 0
+    out = tmp_path / "r.sarif"
+    assert check_main([FILE, "--format", "sarif", "-o", str(out)]) == 1
+    assert json.loads(out.read_text())["version"] == "2.1.0"
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_100"])
+def test_other_archs(arch):
+    rep = run_check([str(CORPUS / "kv_cache_write.py")], Options(arch=arch, disk_cache=False))
+    assert rep.stats["arch"] == arch
+    assert [(f.rule, f.kernel) for f in rep.findings] == [("int32-offset", "_kv_write_i32_kernel")]
+
+
+def test_disk_cache_reuses_compiled_ir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITONKIT_CACHE_DIR", str(tmp_path))
+    first = run_check([str(CORPUS / "kv_cache_write.py")], Options())
+    again = run_check([str(CORPUS / "kv_cache_write.py")], Options())
+    assert first.stats["compiled_now"] == 2 and again.stats["compiled_now"] == 0
+    assert [f.as_json() for f in first.findings] == [f.as_json() for f in again.findings]

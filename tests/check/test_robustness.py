@@ -1,0 +1,121 @@
+"""Failures are reported by name with their reason, and everything else is still checked."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tritonkit.check import Options, run_check
+from tritonkit.check.cli import main as check_main
+
+CORPUS = Path(__file__).parent / "corpus"
+BROKEN = CORPUS / "broken"
+SRC = Path(__file__).parents[2] / "src"
+
+
+@pytest.fixture(scope="module")
+def report():
+    return run_check([str(BROKEN)], Options(disk_cache=False))
+
+
+def _problem(report, kind, text):
+    return [p for p in report.problems if p.kind == kind and text in (p.where + " " + p.message)]
+
+
+def test_import_failure_is_named_with_its_reason(report):
+    (p,) = _problem(report, "import", "import_error.py")
+    assert p.fatal and "ModuleNotFoundError" in p.message and "tritonkit_no_such_module" in p.message
+
+
+def test_compile_failure_is_named_and_the_other_kernel_still_checked(report):
+    (p,) = _problem(report, "compile", "_bad_arange_kernel")
+    assert "power of 2" in p.message and "compile_error.py" in p.where
+    (f,) = [f for f in report.findings if f.kernel == "_per_token_y_kernel"]
+    assert f.rule == "grid-limit" and f.case == {"num_tokens": 100_000}
+
+
+def test_raising_case_is_named_with_its_parameters_and_the_rest_runs(report):
+    (p,) = _problem(report, "case", "ValueError")
+    assert "{'n': -1}" in p.where and "n must be non-negative" in p.message and "case_error.py:19" in p.message
+    assert any(k["kernel"] == "_scale_kernel" and k["launches"] == 1 for k in report.kernels)
+
+
+def test_unknown_ir_constructs_are_notes_naming_the_construct(report):
+    notes = [p for p in report.problems if p.kind == "ir"]
+    assert all(not p.fatal for p in notes)
+    text = " ".join(p.message for p in notes)
+    assert "non-inlined call (tt.call" in text
+    assert "scf.while" in text
+    assert not [f for f in report.findings if f.kernel == "_noinline_offset_kernel"]
+
+
+def test_findings_win_over_problems_in_the_exit_code(report):
+    assert report.exit_code() == 1
+
+
+def test_only_unimportable_file_exits_2(capsys):
+    assert check_main([str(BROKEN / "import_error.py")]) == 2
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+    assert "could not check" in out.out and "import_error.py" in out.out
+
+
+def test_missing_file_and_bad_options_exit_2(capsys):
+    assert check_main(["/nonexistent/cases.py"]) == 2
+    assert check_main([str(CORPUS / "kv_cache_write.py"), "--rule", "no-such-rule"]) == 2
+    assert "unknown rule" in capsys.readouterr().err
+    assert check_main([str(CORPUS / "kv_cache_write.py"), "--arch", "sm_61"]) == 2
+
+
+def test_cli_under_triton_interpret_still_compiles():
+    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "TRITONKIT_CACHE_DIR": ""}
+    r = subprocess.run([sys.executable, "-m", "tritonkit", "check", str(CORPUS / "kv_cache_write.py"),
+                        "--format", "json"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert "ignoring TRITON_INTERPRET=1" in r.stderr
+    d = json.loads(r.stdout)
+    assert [f["kernel"] for f in d["findings"]] == ["_kv_write_i32_kernel"]
+
+
+def test_kernels_defined_while_interpreting_are_compiled(tmp_path, monkeypatch):
+    # a kernel module imported with the interpreter on (what the kernel tests of this suite do), then checked
+    (tmp_path / "interp_kernels.py").write_text(textwrap.dedent("""
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _helper(x, s):
+            return x * s
+
+        @triton.jit
+        def _interp_kernel(x_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+            slot = tl.load(slot_ptr + tl.program_id(0))
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + _helper(slot, stride) + offs, tl.sum(tl.load(x_ptr + offs), axis=0) + offs)
+    """))
+    (tmp_path / "interp_cases.py").write_text(textwrap.dedent("""
+        import torch
+        import tritonkit
+        from interp_kernels import _interp_kernel
+
+        @tritonkit.case(n=[4])
+        def interp(n):
+            x = torch.empty(4096, device="meta", dtype=torch.float32)
+            slot = torch.empty(n, device="meta", dtype=torch.int32)
+            _interp_kernel[(n,)](x, slot, 1024, BLOCK=64)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from triton import knobs
+    monkeypatch.setitem(knobs.runtime.__dict__, "interpret", True)
+    import interp_kernels
+    assert type(interp_kernels._interp_kernel).__name__ == "InterpretedFunction"
+    rep = run_check([str(tmp_path / "interp_cases.py")], Options(disk_cache=False))
+    assert not [p for p in rep.problems if p.fatal], rep.problems
+    assert [(f.rule, f.kernel) for f in rep.findings] == [("int32-offset", "_interp_kernel")]
+    assert any("TRITON_INTERPRET=1" in p.message for p in rep.problems)
+    # restored afterwards: the module still holds its interpreted functions
+    assert type(interp_kernels._helper).__name__ == "InterpretedFunction"

@@ -1,0 +1,292 @@
+"""Rule semantics on small kernels: what each rule must flag and what it must leave alone."""
+
+import textwrap
+
+import pytest
+
+from tritonkit.check import Options, run_check
+
+KERNELS = '''
+import torch
+import triton
+import triton.language as tl
+
+import tritonkit
+
+M = dict(device="meta")
+
+
+@triton.jit
+def _flat_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@tritonkit.case(n=[1024, 2**31 - 4096])
+def flat_fits(n):
+    _flat_kernel[(triton.cdiv(n, 1024),)](torch.empty(n, dtype=torch.int8, **M), n, BLOCK=1024)
+
+
+@triton.jit
+def _flat_big_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@tritonkit.case(n=[1024, 2**31 + 1])
+def flat_overflows(n):
+    _flat_big_kernel[(triton.cdiv(n, 1024),)](torch.empty(n, dtype=torch.int8, **M), n, BLOCK=1024)
+
+
+@triton.jit
+def _mixed_kernel(x_ptr, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + row * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@tritonkit.case(rows_stride=[(100_000, 16), (16, 100_000)])
+def mixed(rows_stride):
+    # the union of the two launches would overflow (100_000 * 100_000); neither launch does
+    rows, stride = rows_stride
+    _mixed_kernel[(rows,)](torch.empty(rows * stride + 64, **M), stride, BLOCK=16)
+
+
+@triton.jit
+def _loop_carried_kernel(x_ptr, stride, iters, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    off = tl.program_id(0) * 0
+    for i in range(0, iters):
+        tl.store(x_ptr + off + offs, tl.zeros([BLOCK], tl.float32))
+        off += stride
+
+
+@tritonkit.case(iters=[1000, 3000])
+def loop_carried(iters):
+    _loop_carried_kernel[(1,)](torch.empty(64, **M), 1_000_000, iters, BLOCK=16)
+
+
+@triton.jit
+def _slot_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    tl.store(cache_ptr + slot * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _slot_declared_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    tl.store(cache_ptr + slot * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+def _slot_args(n):
+    return torch.empty(4096 * 512, **M), torch.empty(n, dtype=torch.int32, **M), 512
+
+
+@tritonkit.case(n=[4])
+def slot_undeclared(n):
+    _slot_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@tritonkit.case(n=[4], loaded_bounds={"_slot_declared_kernel.slot_ptr": (0, 4095)})
+def slot_declared(n):
+    _slot_declared_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@triton.jit
+def _halves_kernel(x_ptr, HALF: tl.constexpr):
+    offs = tl.arange(0, HALF)
+    tl.store(x_ptr + offs, tl.zeros([HALF], tl.float32))
+    y = tl.load(x_ptr + HALF + offs)
+    tl.store(x_ptr + HALF + offs, y * 2)
+
+
+@triton.jit
+def _loop_reload_kernel(x_ptr, iters, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    for i in range(0, iters):
+        y = tl.load(x_ptr + offs)
+        tl.store(x_ptr + offs, y + 1)
+
+
+@triton.jit
+def _loop_reload_barrier_kernel(x_ptr, iters, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    for i in range(0, iters):
+        y = tl.load(x_ptr + offs)
+        tl.store(x_ptr + offs, y + 1)
+        tl.debug_barrier()
+
+
+@triton.jit
+def _per_iteration_rows_kernel(x_ptr, stride, iters, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    for i in range(0, iters):
+        y = tl.load(x_ptr + i * stride + offs)
+        tl.store(x_ptr + i * stride + offs, y + 1)
+
+
+@triton.jit
+def _branches_kernel(x_ptr, flag, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if flag > 0:
+        tl.store(x_ptr + offs, tl.zeros([BLOCK], tl.float32))
+    else:
+        tl.store(x_ptr + BLOCK + offs, tl.load(x_ptr + offs))
+
+
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs) * 2)
+    tl.store(dst_ptr + BLOCK + offs, tl.load(src_ptr + BLOCK + offs) * 2)
+
+
+@tritonkit.case(inplace=[0, 1])
+def memory(inplace):
+    x = torch.empty(64, **M)
+    _halves_kernel[(1,)](x, HALF=32)
+    _loop_reload_kernel[(1,)](x, 8, BLOCK=32)
+    _loop_reload_barrier_kernel[(1,)](x, 8, BLOCK=32)
+    _per_iteration_rows_kernel[(1,)](x, 32, 2, BLOCK=32)
+    _branches_kernel[(1,)](x, inplace, BLOCK=32)
+    _copy_kernel[(1,)](x, x if inplace else torch.empty(64, **M), BLOCK=32)
+
+
+@triton.jit
+def _acc_f16_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float16)
+    for i in range(0, n, BLOCK):
+        acc += tl.load(x_ptr + i + offs)
+    tl.store(y_ptr + offs, acc)
+
+
+@triton.jit
+def _max_f16_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr, tl.max(tl.load(x_ptr + offs), axis=0))
+
+
+@tritonkit.case(n=[4096])
+def precision(n):
+    x = torch.empty(n, dtype=torch.float16, **M)
+    _acc_f16_kernel[(1,)](x, torch.empty(64, dtype=torch.float16, **M), n, BLOCK=64)
+    _max_f16_kernel[(1,)](x, torch.empty(1, dtype=torch.float16, **M), BLOCK=64)
+
+
+@triton.jit
+def _aligned_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+
+@triton.jit
+def _width_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK).to(tl.int64)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@tritonkit.case(start=[0, 1], n=[1000, 2**31 + 1000])
+def specialization(start, n):
+    base = torch.empty(4096, dtype=torch.bfloat16, **M)
+    _aligned_kernel[(1,)](base[start:], BLOCK=64)
+    _width_kernel[(1,)](base, n, BLOCK=64)
+
+
+@triton.jit
+def _grid_kernel(x_ptr):
+    tl.store(x_ptr + tl.program_id(0) * 0, 1.0)
+
+
+@tritonkit.case(grid=[(1, 65_535, 65_535), (2**31, 1, 1), (1, 1, 65_536)])
+def grids(grid):
+    _grid_kernel[grid](torch.empty(1, **M))
+'''
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rules")
+    (d / "rule_cases.py").write_text(textwrap.dedent(KERNELS))
+    rep = run_check([str(d / "rule_cases.py")], Options(disk_cache=False))
+    assert not [p for p in rep.problems if p.fatal], rep.problems
+    return rep
+
+
+def _on(report, kernel, rule=None):
+    return [f for f in report.findings if f.kernel == kernel and (rule is None or f.rule == rule)]
+
+
+def test_elementwise_indexing_silent_while_the_grid_keeps_it_in_int32(report):
+    assert _on(report, "_flat_kernel") == []
+
+
+def test_elementwise_indexing_flagged_once_the_grid_pushes_it_past_int32(report):
+    (f,) = _on(report, "_flat_big_kernel", "int32-offset")
+    assert f.case == {"n": 2**31 + 1}
+    assert "program id" in f.message
+
+
+def test_witness_is_a_real_launch_not_the_union_of_launches(report):
+    assert _on(report, "_mixed_kernel") == []
+
+
+def test_loop_carried_integers_are_extrapolated_over_the_trip_count(report):
+    (f,) = _on(report, "_loop_carried_kernel", "int32-offset")
+    assert f.case == {"iters": 3000}
+
+
+def test_loaded_index_times_stride_is_flagged_unless_bounds_are_declared(report):
+    (f,) = _on(report, "_slot_kernel", "int32-offset")
+    assert "cast `slot` to tl.int64" in f.fix
+    assert _on(report, "_slot_declared_kernel") == []
+
+
+def test_store_then_load_disjoint_halves_are_not_flagged(report):
+    assert _on(report, "_halves_kernel") == []
+
+
+def test_store_then_load_across_loop_iterations(report):
+    (f,) = _on(report, "_loop_reload_kernel", "store-then-load")
+    assert "next iteration of the loop" in f.message
+    assert _on(report, "_loop_reload_barrier_kernel") == []
+    # each iteration works on its own row
+    assert _on(report, "_per_iteration_rows_kernel") == []
+
+
+def test_store_then_load_in_exclusive_branches_is_not_flagged(report):
+    assert _on(report, "_branches_kernel", "store-then-load") == []
+    # a runtime flag alternating between 0 and 1 is a recompile, though
+    (f,) = _on(report, "_branches_kernel", "recompile")
+    assert "`flag`" in f.message
+
+
+def test_store_then_load_through_aliased_arguments(report):
+    fs = _on(report, "_copy_kernel", "store-then-load")
+    assert len(fs) == 1 and fs[0].case == {"inplace": 1}
+    assert "view of the same memory" in fs[0].message
+
+
+def test_loop_accumulator_in_fp16_is_flagged_but_fp16_max_is_not(report):
+    (f,) = _on(report, "_acc_f16_kernel", "low-precision-accumulation")
+    assert "loop accumulates" in f.message and "float16" in f.message
+    assert _on(report, "_max_f16_kernel") == []
+
+
+def test_pointer_alignment_split_suggests_do_not_specialize_on_alignment(report):
+    (f,) = _on(report, "_aligned_kernel", "recompile")
+    assert "`x_ptr`" in f.message and "not 16-byte aligned" in f.message
+    assert "do_not_specialize_on_alignment=['x_ptr']" in f.fix
+
+
+def test_int32_to_int64_argument_split_is_not_a_recompile_finding(report):
+    assert _on(report, "_width_kernel") == []
+
+
+def test_grid_limits_per_dimension(report):
+    fs = {f.tag: f for f in _on(report, "_grid_kernel", "grid-limit")}
+    assert set(fs) == {"grid[0]", "grid[2]"}
+    assert fs["grid[0]"].case == {"grid": (2**31, 1, 1)} and "2,147,483,648" in fs["grid[0]"].message
+    assert fs["grid[2]"].case == {"grid": (1, 1, 65_536)}
