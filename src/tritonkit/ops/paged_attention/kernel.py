@@ -323,7 +323,8 @@ def _paged_attention_prefill_kernel(
     seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
-    t0 = (pid_q - (q_start // BLOCK_Q + seq)) * BLOCK_Q
+    # int64: the token offset meets the q/out strides below
+    t0 = (pid_q - (q_start // BLOCK_Q + seq)).to(tl.int64) * BLOCK_Q
     # short sequences are the decode kernel's
     if (q_len <= DECODE_MAX_Q) | (t0 >= q_len) | (t0 < 0):
         return
@@ -336,8 +337,9 @@ def _paged_attention_prefill_kernel(
     head = pid_kvh * GROUP + offs_m % GROUP
     mask_m = (offs_m < BLOCK_Q * GROUP) & (tok < q_len)
     mask_d = offs_d < HEAD_DIM
-    qpos = ctx + tok
-    q_rows = (q_start + tok).to(tl.int64) * stride_qt + head.to(tl.int64) * stride_qh
+    # positions fit int32 (they are < seqlen_k); the masks compare them with int32 key offsets
+    qpos = (ctx + tok).to(tl.int32)
+    q_rows = (q_start + tok) * stride_qt + head.to(tl.int64) * stride_qh
     q = tl.load(q_ptr + q_rows[:, None] + offs_d[None, :], mask=mask_m[:, None] & mask_d[None, :], other=0.0)
 
     qk_scale_k = qk_scale
@@ -347,8 +349,9 @@ def _paged_attention_prefill_kernel(
         qk_scale_k = qk_scale * k_scale
         softcap_in_k = softcap_in * k_scale
 
-    last = tl.minimum(t0 + BLOCK_Q, q_len) - 1
-    lo, a, b, hi = _key_tiles(ctx + t0, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT,
+    first = t0.to(tl.int32)
+    last = tl.minimum(first + BLOCK_Q, q_len) - 1
+    lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT,
                               LIMIT_RIGHT)
     kvh = pid_kvh.to(tl.int64)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
@@ -362,6 +365,6 @@ def _paged_attention_prefill_kernel(
         BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
 
     o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
-    o_rows = (q_start + tok).to(tl.int64) * stride_ot + head.to(tl.int64) * stride_oh
+    o_rows = (q_start + tok) * stride_ot + head.to(tl.int64) * stride_oh
     tl.store(out_ptr + o_rows[:, None] + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
              mask=mask_m[:, None] & mask_d[None, :])

@@ -65,18 +65,20 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
 
     # logical page p of sequence s is logical block first[s] + p; logical block i lives in physical block perm[i];
     # logical block `used` (a spare) fills the unused columns
-    first = [sum(pages[:s]) for s in range(num_seqs)]
-    logical = [[first[s] + p if p < pages[s] else used for p in range(width)] for s in range(num_seqs)]
+    n_pages = torch.tensor(pages, dtype=torch.int64, device=dev)
+    first = torch.cumsum(n_pages, 0) - n_pages
+    col = torch.arange(width, dtype=torch.int64, device=dev)
+    logical = torch.where(col[None, :] < n_pages[:, None], first[:, None] + col[None, :], used)
     perm = fill.randperm(num_blocks)
-    block_table = perm[torch.tensor(logical, dtype=torch.int64, device=dev).reshape(num_seqs, width)]
-    block_table = block_table.to(torch.int32)
-    # slots holding a key of some sequence; everything else becomes NaN
-    flat = [block_table[s, torch.arange(seq_k[s], device=dev) // bs].long() * bs
-            + torch.arange(seq_k[s], device=dev) % bs for s in range(num_seqs) if seq_k[s]]
-    valid = torch.zeros(num_blocks * bs, dtype=torch.bool, device=dev)
-    if flat:
-        valid[torch.cat(flat)] = True
-    valid = valid.view(num_blocks, bs, 1, 1)
+    block_table = perm[logical].to(torch.int32)  # [num_seqs, width]
+    # slots holding a key of some sequence; everything else becomes NaN (scatter, not boolean indexing, so that
+    # meta tensors work too)
+    pos = torch.arange(width * bs, dtype=torch.int64, device=dev)
+    slot = block_table.long().repeat_interleave(bs, dim=1) * bs + pos % bs  # [num_seqs, width * bs]
+    holds_key = pos[None, :] < torch.tensor(seq_k, dtype=torch.int64, device=dev)[:, None]
+    valid = torch.zeros(num_blocks * bs, dtype=torch.int8, device=dev)
+    valid = valid.scatter_reduce(0, slot.reshape(-1), holds_key.reshape(-1).to(torch.int8), "amax")
+    valid = valid.view(num_blocks, bs, 1, 1).bool()
 
     cache_shape = (num_blocks, bs, hkv, d)
     if fill.family == "constant":
@@ -151,15 +153,18 @@ def _visible_keys(shape: Shape) -> tuple[int, int]:
     left, right = _window(shape)
     if shape.get("causal", 1):
         right = 0
-    pairs = union = 0
-    for n, length in zip(q_lens, seq_k):
-        if n == 0:
-            continue
-        qpos = torch.arange(length - n, length, dtype=torch.int64)
-        hi = torch.clamp(qpos + right + 1, max=length) if right >= 0 else torch.full_like(qpos, length)
-        lo = torch.clamp(qpos - left, min=0) if left >= 0 else torch.zeros_like(qpos)
-        pairs += int(torch.clamp(hi - lo, min=0).sum())
-        union += max(0, int(hi.max()) - int(lo.min()))
+    n = torch.tensor(q_lens, dtype=torch.int64)
+    length = torch.tensor(seq_k, dtype=torch.int64)
+    # one entry per query row: its position L - n + j
+    seq = torch.repeat_interleave(torch.arange(len(q_lens)), n)
+    start = torch.cumsum(n, 0) - n
+    qpos = (length - n)[seq] + torch.arange(int(n.sum())) - start[seq]
+    hi = torch.clamp(qpos + right + 1, max=length[seq]) if right >= 0 else length[seq]
+    lo = torch.clamp(qpos - left, min=0) if left >= 0 else torch.zeros_like(qpos)
+    pairs = int(torch.clamp(hi - lo, min=0).sum())
+    # the rows' ranges are consecutive windows: their union runs from the first row's start to the end
+    first_lo = torch.clamp(length - n - left, min=0) if left >= 0 else torch.zeros_like(length)
+    union = int(torch.where(n > 0, torch.clamp(length - first_lo, min=0), 0).sum())
     return pairs, union
 
 

@@ -1,0 +1,251 @@
+import pytest
+import torch
+from conftest import DEVICE
+
+from tritonkit.ops import get_spec, paged_attention
+from tritonkit.ops.paged_attention import config
+from tritonkit.ops.paged_attention.reference import paged_attention_reference
+from tritonkit.spec import Shape
+from tritonkit.testing import Fill, assert_valid
+
+
+SPEC = get_spec("paged_attention")
+BOUNDARY = SPEC.boundary
+
+
+def _ids(shapes):
+    return [s.id for s in shapes]
+
+
+@pytest.mark.parametrize("shape", BOUNDARY, ids=_ids(BOUNDARY))
+def test_boundary_bf16_randn(shape):
+    assert_valid(SPEC, shape, torch.bfloat16, "randn")
+
+
+@pytest.mark.parametrize("shape", BOUNDARY, ids=_ids(BOUNDARY))
+def test_boundary_fp16_large_logits(shape):
+    assert_valid(SPEC, shape, torch.float16, "near_max")
+
+
+# all-equal logits: the softmax denominator is everything; cover splits, windows, sinks and both paths
+_CONSTANT = [s for s in BOUNDARY if s["num_seqs"] == 1 or s.get("sinks") or s.get("window_left", -1) >= 0
+             or s.get("kv_dtype") == "fp8"]
+
+
+@pytest.mark.parametrize("shape", _CONSTANT, ids=_ids(_CONSTANT))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_boundary_all_equal_logits(shape, dtype):
+    assert_valid(SPEC, shape, dtype, "constant")
+
+
+def test_boundary_covers_both_paths_and_the_split_merge():
+    """The boundary list must keep exercising what the heuristics route: decode with several KV splits, prefill,
+    and batches that mix them."""
+    splits, prefill, mixed = False, False, False
+    for s in BOUNDARY:
+        group = s["num_heads"] // s["num_kv_heads"]
+        q_lens = s["q_len"] if isinstance(s["q_len"], tuple) else (s["q_len"],) * s["num_seqs"]
+        ctx = s["context"] if isinstance(s["context"], tuple) else (s["context"],) * s["num_seqs"]
+        max_q = config.decode_max_q(group)
+        kv_bytes = 1 if s.get("kv_dtype") == "fp8" else 2
+        n = config.num_kv_splits(s["num_seqs"], s["num_kv_heads"], max(c + q for c, q in zip(ctx, q_lens)),
+                                 config.decode_block_n(s["head_dim"], kv_bytes), config.DEFAULT_NUM_SMS)
+        splits |= n > 1 and min(q_lens) <= max_q
+        prefill |= max(q_lens) > max_q
+        mixed |= max(q_lens) > max_q and 0 < min(q_lens) <= max_q
+    assert splits and prefill and mixed
+
+
+def _inputs(shape, dtype=torch.bfloat16, family="randn", seed=0):
+    return SPEC.make_inputs(shape, dtype, Fill(family, DEVICE, seed))
+
+
+def _kwargs(inp):
+    keys = ("cu_seqlens_q", "seqused_k", "block_table", "max_seqlen_q", "max_seqlen_k", "causal", "window_size",
+            "softcap", "sinks", "k_scale", "v_scale")
+    return {k: inp[k] for k in keys if k in inp}
+
+
+MIXED = Shape(num_seqs=3, q_len=(1, 20, 2), context=(40, 5, 17), num_heads=4, num_kv_heads=2, head_dim=64,
+              block_size=16)
+
+
+def test_out_is_written_in_place_and_graph_padding_is_left_alone():
+    inp = _inputs(MIXED)
+    q = inp["q"]
+    # two padding tokens past cu_seqlens_q[-1], as a CUDA-graph batch padded to a captured size has
+    q_pad = torch.cat([q, torch.randn(2, *q.shape[1:], device=DEVICE).to(q.dtype)])
+    out = torch.full_like(q_pad, 7.0)
+    res = paged_attention(q_pad, inp["k_cache"], inp["v_cache"], out=out, **_kwargs(inp))
+    assert res is out
+    ref = SPEC.reference({**inp, "q": q.double(), "k_cache": inp["k_cache"].double(),
+                          "v_cache": inp["v_cache"].double()}, q.dtype)["out"]
+    tol = SPEC.tolerance_for(q.dtype)
+    torch.testing.assert_close(out[:-2].double(), ref, rtol=tol.rtol, atol=tol.atol)
+    assert bool((out[-2:] == 7.0).all())
+
+
+def test_no_host_reads_of_tensor_data(monkeypatch):
+    """The call must be CUDA-graph capturable: no .item()/.tolist()/bool() of a tensor on the host path."""
+    inp = _inputs(MIXED)
+    calls = []
+
+    def forbid(name):
+        orig = getattr(torch.Tensor, name)
+
+        def wrapper(self, *a, **k):
+            import traceback
+            if any("paged_attention/api.py" in f.filename or "paged_attention/config.py" in f.filename
+                   for f in traceback.extract_stack()[-4:-1]):
+                calls.append(name)
+            return orig(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, wrapper)
+
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__"):
+        forbid(name)
+    paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **_kwargs(inp))
+    assert not calls, f"host reads of tensor data: {calls}"
+
+
+def test_torch_compile_aot_eager_matches_eager():
+    inp = _inputs(MIXED)
+    kw = _kwargs(inp)
+    eager = paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **kw)
+
+    def f(q, k, v, out):
+        a = paged_attention(q, k, v, **kw)
+        paged_attention(q, k, v, out=out, **kw)
+        return a
+
+    out = torch.empty_like(inp["q"])
+    got = torch.compile(f, backend="aot_eager", fullgraph=True)(inp["q"], inp["k_cache"], inp["v_cache"], out)
+    torch.testing.assert_close(got, eager, rtol=0, atol=0)
+    torch.testing.assert_close(out, eager, rtol=0, atol=0)
+
+
+def test_float_and_tensor_fp8_scales_agree():
+    inp = _inputs(BOUNDARY[-1])
+    kw = _kwargs(inp)
+    by_tensor = paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **kw)
+    kw["k_scale"], kw["v_scale"] = float(inp["k_scale"]), float(inp["v_scale"])
+    by_float = paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **kw)
+    torch.testing.assert_close(by_float, by_tensor, rtol=0, atol=0)
+
+
+def test_reference_matches_sdpa_on_a_dense_causal_batch():
+    """The oracle itself, against torch SDPA: identity page table, no context (bottom-right == top-left), GQA."""
+    shape = Shape(num_seqs=2, q_len=(16, 16), context=0, num_heads=4, num_kv_heads=2, head_dim=32, block_size=16)
+    inp = SPEC.make_inputs(shape, torch.float32, Fill("randn", "cpu", 3))
+    ref = paged_attention_reference(inp["q"].double(), inp["k_cache"].double(), inp["v_cache"].double(),
+                                    **{k: inp[k] for k in ("cu_seqlens_q", "seqused_k", "block_table")})
+    for s in range(2):
+        pages = inp["block_table"][s, :1].long()
+        k = inp["k_cache"][pages].reshape(16, 2, 32).double().transpose(0, 1).repeat_interleave(2, 0)
+        v = inp["v_cache"][pages].reshape(16, 2, 32).double().transpose(0, 1).repeat_interleave(2, 0)
+        q = inp["q"][16 * s:16 * (s + 1)].double().transpose(0, 1)
+        want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(0, 1)
+        torch.testing.assert_close(ref[16 * s:16 * (s + 1)], want)
+
+
+def test_work_model_counts_the_causal_half():
+    shape = Shape(num_seqs=1, q_len=8, context=0, num_heads=2, num_kv_heads=1, head_dim=16, block_size=16)
+    w = SPEC.work(shape, torch.bfloat16)
+    assert w.flops == 4 * (8 * 9 // 2) * 16 * 2
+    assert w.bytes == 2 * 8 * 1 * 16 * 2 + 2 * 8 * 2 * 16 * 2
+
+
+# --- bad input: a clear error naming the argument, and out untouched ---------------------------------------------
+
+BAD = Shape(num_seqs=2, q_len=(1, 5), context=(20, 3), num_heads=4, num_kv_heads=2, head_dim=32, block_size=16)
+
+
+def _bad_cases():
+    def mod(**changes):
+        return changes
+
+    f32 = torch.float32
+    return {
+        "heads_not_multiple": (lambda i: mod(q=torch.zeros(i["q"].shape[0], 5, 32, dtype=i["q"].dtype)),
+                               ValueError, "num_kv_heads"),
+        "head_dim_mismatch": (lambda i: mod(q=torch.zeros(i["q"].shape[0], 4, 64, dtype=i["q"].dtype)),
+                              ValueError, "head_dim"),
+        "q_dtype": (lambda i: mod(q=i["q"].to(f32)), TypeError, "q must"),
+        "k_cache_dtype": (lambda i: mod(k_cache=i["k_cache"].half()), TypeError, "k_cache"),
+        "v_cache_dtype": (lambda i: mod(v_cache=i["v_cache"].half()), TypeError, "v_cache"),
+        "v_cache_shape": (lambda i: mod(v_cache=i["v_cache"][:-1]), ValueError, "v_cache"),
+        "device": (lambda i: mod(block_table=i["block_table"].to("meta")), ValueError, "block_table"),
+        "cu_seqlens_len": (lambda i: mod(cu_seqlens_q=i["cu_seqlens_q"][:-1]), ValueError, "cu_seqlens_q"),
+        "cu_seqlens_dtype": (lambda i: mod(cu_seqlens_q=i["cu_seqlens_q"].long()), TypeError, "cu_seqlens_q"),
+        "seqused_k_dtype": (lambda i: mod(seqused_k=i["seqused_k"].long()), TypeError, "seqused_k"),
+        "block_table_rows": (lambda i: mod(block_table=i["block_table"][:1]), ValueError, "block_table"),
+        "block_table_narrow": (lambda i: mod(max_seqlen_k=i["block_table"].shape[1] * 16 + 1), ValueError,
+                               "block_table"),
+        "max_seqlen_q_type": (lambda i: mod(max_seqlen_q=5.0), TypeError, "max_seqlen_q"),
+        "softmax_scale": (lambda i: mod(softmax_scale=0.0), ValueError, "softmax_scale"),
+        "window_value": (lambda i: mod(window_size=(-2, 0)), ValueError, "window_size"),
+        "window_type": (lambda i: mod(window_size=4), TypeError, "window_size"),
+        "softcap": (lambda i: mod(softcap=-1.0), ValueError, "softcap"),
+        "sinks_shape": (lambda i: mod(sinks=torch.zeros(3)), ValueError, "sinks"),
+        "sinks_dtype": (lambda i: mod(sinks=torch.zeros(4, dtype=torch.bfloat16)), TypeError, "sinks"),
+        "out_shape": (lambda i: mod(out=torch.full((6, 4, 16), 7.0, dtype=i["q"].dtype)), ValueError, "out"),
+        "out_dtype": (lambda i: mod(out=torch.full((6, 4, 32), 7.0, dtype=torch.float16)), TypeError, "out"),
+        "scale_without_fp8": (lambda i: mod(k_scale=1.0, v_scale=1.0), ValueError, "k_scale"),
+        "fp8_without_scale": (lambda i: mod(k_cache=i["k_cache"].to(torch.float8_e4m3fn),
+                                            v_cache=i["v_cache"].to(torch.float8_e4m3fn)), ValueError, "k_scale"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_cases()))
+def test_bad_input_names_the_argument_and_leaves_out_alone(case):
+    inp = _inputs(BAD)
+    make, exc, needle = _bad_cases()[case]
+    args = {"q": inp["q"], "k_cache": inp["k_cache"], "v_cache": inp["v_cache"], **_kwargs(inp),
+            "out": torch.full_like(inp["q"], 7.0)}
+    for k, v in make(inp).items():
+        args[k] = v.to(DEVICE) if isinstance(v, torch.Tensor) and v.device.type != "meta" else v
+    out = args["out"]
+    before = out.clone()
+    with pytest.raises(exc, match=needle):
+        paged_attention(args.pop("q"), args.pop("k_cache"), args.pop("v_cache"), **args)
+    assert torch.equal(out, before)
+
+
+# --- GPU only ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [
+    Shape(num_seqs=2, q_len=1, context=32767, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16),
+    Shape(num_seqs=1, q_len=1, context=65535, num_heads=28, num_kv_heads=4, head_dim=128, block_size=16,
+          sinks=1, softcap=30.0),
+    Shape(num_seqs=2, q_len=(2048, 1), context=(30720, 32767), num_heads=32, num_kv_heads=8, head_dim=128,
+          block_size=16),
+    Shape(num_seqs=1, q_len=1, context=40000, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16,
+          window_left=4095),
+], ids=lambda s: s.id)
+def test_long_context(shape):
+    assert_valid(SPEC, shape, torch.bfloat16, "randn")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", SPEC.large, ids=lambda s: s.id)
+def test_cache_past_2_31_elements(shape):
+    assert_valid(SPEC, shape, torch.bfloat16, "randn")
+
+
+@pytest.mark.gpu
+def test_one_compile_per_path_across_batch_context_and_tokens():
+    from tritonkit.ops.paged_attention import kernel
+    kernels = [kernel._paged_attention_decode_kernel, kernel._paged_attention_merge_kernel,
+               kernel._paged_attention_prefill_kernel]
+    for k in kernels:
+        k.device_caches.clear()
+    heads = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16)
+    shapes = [Shape(num_seqs=b, q_len=1, context=c, **heads) for b in (1, 3, 16, 64) for c in (1, 15, 700, 5000)]
+    shapes += [Shape(num_seqs=b, q_len=n, context=c, **heads) for b, n, c in
+               ((1, 17, 0), (1, 1000, 0), (2, 4096, 100), (3, (1, 300, 2), (5, 0, 4000)))]
+    for s in shapes:
+        SPEC.call(_inputs(s))
+    dev = torch.cuda.current_device()
+    counts = {k.fn.__name__: len(k.device_caches[dev][0]) for k in kernels}
+    assert all(c == 1 for c in counts.values()), counts
+
