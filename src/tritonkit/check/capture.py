@@ -222,7 +222,27 @@ class Capture:
                     self._swap_interpreted(mod)
         self._stack.enter_context(stub_driver(self.compiler.target))
         self._stack.enter_context(interpreter_off())
+        self._cuda_shims()
         return self
+
+    def _cuda_shims(self) -> None:
+        """Launchers ask torch.cuda about the device (capability, current device, a device context); on a machine
+        without one, answer for the target instead of raising."""
+        import torch
+
+        cuda = torch.cuda
+        if cuda.is_available():
+            return
+        cc = divmod(int(self.compiler.target.arch), 10)
+        sms = {8: 108, 9: 132, 10: 148}.get(cc[0], 132)
+        props = type("DeviceProperties", (), {"major": cc[0], "minor": cc[1], "multi_processor_count": sms,
+                                              "name": f"tritonkit stub sm_{cc[0]}{cc[1]}", "warp_size": 32,
+                                              "total_memory": 141 << 30, "L2_cache_size": 50 << 20})()
+        self._patch(cuda, "get_device_capability", lambda *a, **k: cc)
+        self._patch(cuda, "get_device_properties", lambda *a, **k: props)
+        self._patch(cuda, "current_device", lambda: 0)
+        self._patch(cuda, "set_device", lambda *a, **k: None)
+        self._patch(cuda, "device", lambda *a, **k: contextlib.nullcontext())
 
     def __exit__(self, *exc) -> None:
         for obj, name, old in reversed(self._saved):
@@ -231,7 +251,7 @@ class Capture:
         self._stack.close()
 
     def _patch(self, obj, name, new) -> None:
-        self._saved.append((obj, name, obj.__dict__[name]))
+        self._saved.append((obj, name, vars(obj)[name]))
         setattr(obj, name, new)
 
     def _jit_of(self, fn) -> JITFunction:

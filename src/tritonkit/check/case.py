@@ -8,9 +8,14 @@ product (a scalar counts as a one-element list)::
     def write_kv(num_tokens, use_bias):
         ...
 
-One keyword is reserved: ``loaded_bounds={"block_table_ptr": (0, 65535)}`` declares the range of integers a
-kernel loads through that pointer argument (by parameter name, or ``"kernel_name.param"``). Without it a loaded
-index may be any value of its type, which is what the ``int32-offset`` rule assumes.
+Two keywords are reserved:
+
+- ``loaded_bounds={"block_table_ptr": (0, 65535)}`` declares the range of integers a kernel loads through that
+  pointer argument (by parameter name, or ``"kernel_name.param"``). Without it a loaded index may be any value of
+  its type, which is what the ``int32-offset`` rule assumes.
+- ``sweep=["num_tokens"]`` names the parameters that change from call to call in one deployment: launches that
+  differ only in them must share a compile (the ``recompile`` rule). By default the parameters whose names are
+  per-call sizes (``num_tokens``, ``num_seqs``, ``batch``, ...) if the case has any, else all of them.
 
 This module imports neither Triton nor torch: decorating costs nothing at import time.
 """
@@ -34,6 +39,7 @@ class Case:
     loaded_bounds: dict[str, tuple[int, int]]
     file: str
     line: int
+    sweep: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -63,7 +69,8 @@ def _bounds(lb: Mapping[str, Any] | None) -> dict[str, tuple[int, int]]:
     return out
 
 
-def case(_fn: Callable[..., Any] | None = None, *, loaded_bounds: Mapping[str, Any] | None = None, **params: Any):
+def case(_fn: Callable[..., Any] | None = None, *, loaded_bounds: Mapping[str, Any] | None = None,
+         sweep: list[str] | tuple[str, ...] | None = None, **params: Any):
     """Register a case; usable bare (``@tritonkit.case``) or with parameter lists."""
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -72,7 +79,10 @@ def case(_fn: Callable[..., Any] | None = None, *, loaded_bounds: Mapping[str, A
             line = inspect.getsourcelines(fn)[1]
         except (OSError, TypeError):
             file, line = getattr(getattr(fn, "__code__", None), "co_filename", "<unknown>"), 0
-        c = Case(fn, {k: _as_values(k, v) for k, v in params.items()}, _bounds(loaded_bounds), file, line)
+        if sweep is not None and set(sweep) - set(params):
+            raise ValueError(f"tritonkit.case: sweep names {sorted(set(sweep) - set(params))}, not parameters")
+        c = Case(fn, {k: _as_values(k, v) for k, v in params.items()}, _bounds(loaded_bounds), file, line,
+                 tuple(sweep) if sweep is not None else None)
         REGISTRY.append(c)
         fn.__tritonkit_case__ = c
         return fn

@@ -6,8 +6,11 @@ whole range of their type. Intervals propagate through arithmetic, casts, shape 
 loop-carried integer is extrapolated over the trip count). An i32/i16/i8 ``addi``/``subi``/``muli``/``shli``
 whose exact result leaves its type is an overflow; only the first in a chain is kept (its operands are in range).
 
-A loaded value is any value of its type (``data``); adding to it is not reported, because the index itself is
-what the analysis cannot know, but multiplying it by a stride is: that is the KV-cache bug.
+A loaded value is any value of its type (``data``). Values derived from it carry a ``scale``: how many times a
+loaded value they can be (``slot // 16`` is 1/16 of one, ``(slot // 16) * 16384`` 1024 times one). Adding to a
+data value is not reported, nor is a product that stays within the size of a loaded value (``(q // BLOCK) *
+BLOCK``): the loaded index itself is what the analysis cannot know. A product that scales it past that, with a
+stride or a block size, is reported: that is the KV-cache bug.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ class Iv:
     hi: int
     data: bool = False  # any value of its type: came from memory or a wrapping conversion
     over: bool = False  # derived from an op that already overflowed
+    scale: float = 0.0  # for data values: how many times the magnitude of a loaded value it can reach
 
     def hull(self, o: Iv) -> Iv:
-        return Iv(min(self.lo, o.lo), max(self.hi, o.hi), self.data or o.data, self.over or o.over)
+        return Iv(min(self.lo, o.lo), max(self.hi, o.hi), self.data or o.data, self.over or o.over,
+                  max(self.scale, o.scale))
 
     def within(self, o: Iv) -> bool:
         return o.lo <= self.lo and self.hi <= o.hi
@@ -191,10 +196,10 @@ class RangeAnalysis:
             if base is not None and base in self.b.loaded:
                 lo, hi = self.b.loaded[base]
                 return Iv(lo, hi)
-            return Iv(tlo, thi, data=True)
+            return Iv(tlo, thi, data=True, scale=1.0)
         if n in ("tt.atomic_rmw", "tt.atomic_cas", "arith.fptosi", "arith.fptoui", "tt.histogram", "arith.bitcast",
                  "tt.bitcast", "tt.elementwise_inline_asm", "tt.extern_elementwise", "tt.ptr_to_int"):
-            return Iv(tlo, thi, data=True)
+            return Iv(tlo, thi, data=True, scale=1.0)
         if n == "tt.call":
             return Unknown(f"result of a non-inlined call ({op.text.split('(')[0].strip()})")
         ops = [self.get(x) for x in op.operands]
@@ -210,9 +215,9 @@ class RangeAnalysis:
             for v in vals[1:]:
                 h = h.hull(v)
             if n == "arith.trunci" and not (tlo <= h.lo and h.hi <= thi):
-                return Iv(tlo, thi, data=True)
+                return Iv(tlo, thi, data=True, scale=1.0)
             if n == "arith.extui" and h.lo < 0:
-                return Iv(0, (1 << _src_bits(self.f, op)) - 1, data=True)
+                return Iv(0, (1 << _src_bits(self.f, op)) - 1, data=True, scale=1.0)
             return h
         if unk is not None:
             return unk
@@ -221,13 +226,18 @@ class RangeAnalysis:
         if n in ("arith.addi", "arith.subi", "arith.muli", "arith.shli"):
             return self._arith(op, ints[0], ints[1], bits)
         a, b = (ints + [None, None])[:2]
-        fl = dict(data=a.data or b.data, over=a.over or b.over)
+        fl = dict(data=a.data or b.data, over=a.over or b.over, scale=max(a.scale, b.scale))
         if n in ("arith.divsi", "arith.divui", "arith.ceildivsi", "arith.floordivsi"):
+            if a.data and not b.data:
+                fl["scale"] = a.scale / max(1, min((abs(d) for d in (b.lo, b.hi) if d), default=1)) \
+                    if (b.lo > 0 or b.hi < 0) else a.scale
             return _div(a, b, fl, slop=0 if n in ("arith.divsi", "arith.divui") else 1)
         if n in ("arith.remsi", "arith.remui"):
             m = max(abs(b.lo), abs(b.hi)) - 1
             if m < 0:
-                return Iv(tlo, thi, data=True)
+                return Iv(tlo, thi, data=True, scale=1.0)
+            if not b.data:
+                fl = dict(over=a.over or b.over)
             if a.lo >= 0 or n == "arith.remui":
                 return Iv(0, m if a.lo < 0 else min(a.hi, m), **fl)
             if a.hi <= 0:
@@ -238,21 +248,24 @@ class RangeAnalysis:
         if n in ("arith.minsi", "arith.minui"):
             return Iv(min(a.lo, b.lo), min(a.hi, b.hi), **fl)
         if n == "arith.andi":
+            if (a.lo >= 0 and not a.data) or (b.lo >= 0 and not b.data):
+                fl = dict(over=a.over or b.over)
             if a.lo >= 0 and b.lo >= 0:
                 return Iv(0, min(a.hi, b.hi), **fl)
             if a.lo >= 0 or b.lo >= 0:
                 return Iv(0, a.hi if a.lo >= 0 else b.hi, **fl)
-            return Iv(tlo, thi, data=True)
+            return Iv(tlo, thi, data=True, scale=1.0)
         if n in ("arith.ori", "arith.xori"):
             if a.lo >= 0 and b.lo >= 0:
                 return Iv(0, (1 << max(a.hi, b.hi).bit_length()) - 1, **fl)
-            return Iv(tlo, thi, data=True)
+            return Iv(tlo, thi, data=True, scale=1.0)
         if n in ("arith.shrsi", "arith.shrui"):
             s_lo, s_hi = max(b.lo, 0), min(max(b.hi, 0), bits - 1)
+            fl["scale"] = fl["scale"] / (1 << s_lo)
             if a.lo >= 0:
                 return Iv(a.lo >> s_hi, a.hi >> s_lo, **fl)
             if n == "arith.shrui":
-                return Iv(0, ((1 << bits) - 1) >> s_lo, data=True)
+                return Iv(0, ((1 << bits) - 1) >> s_lo, data=True, scale=1.0)
             return Iv(min(a.lo >> s_lo, a.lo >> s_hi), max(a.hi >> s_lo, a.hi >> s_hi), **fl)
         self.unknown_ops[n] = self.unknown_ops.get(n, 0) + 1
         return Unknown(f"`{n}` is not understood by the range analysis")
@@ -270,17 +283,25 @@ class RangeAnalysis:
             lo, hi = min(c), max(c)
         tlo, thi = type_range(bits)
         data, over = a.data or b.data, a.over or b.over
+        if n in ("arith.addi", "arith.subi"):
+            scale = max(a.scale, b.scale)
+        elif a.data and b.data:
+            scale = float("inf")
+        else:
+            d, other = (a, b) if a.data else (b, a)
+            scale = d.scale * max(abs(other.lo), abs(other.hi)) if data else 0.0
         if tlo <= lo and hi <= thi:
-            return Iv(lo, hi, data, over)
-        if n in ("arith.addi", "arith.subi") and data:
-            return Iv(max(lo, tlo), min(hi, thi), True, over)
+            return Iv(lo, hi, data, over, scale)
+        if data and (n in ("arith.addi", "arith.subi") or scale <= 1):
+            # the loaded index itself is what overflows here, not this arithmetic
+            return Iv(max(lo, tlo), min(hi, thi), True, over, scale)
         if not over and bits <= 32:
             prev = self.overflows.get(op.pos)
             iv = Iv(lo, hi)
             if prev is not None:
                 iv = iv.hull(prev.iv)
             self.overflows[op.pos] = Overflow(op, iv, [a, b], bits)
-        return Iv(lo, hi, data, True)
+        return Iv(lo, hi, data, True, scale)
 
     # -- structured control flow ----------------------------------------------------------------------------
     def _yield_vals(self, blk_ops: list[Op], term: str = "scf.yield") -> list[Val]:
@@ -309,7 +330,8 @@ class RangeAnalysis:
             for a0, y in zip(inits, first):
                 if isinstance(a0, Iv) and isinstance(y, Iv):
                     d_lo, d_hi = min(0, y.lo - a0.lo), max(0, y.hi - a0.hi)
-                    ext.append(Iv(a0.lo + d_lo * trips, a0.hi + d_hi * trips, a0.data or y.data, a0.over or y.over))
+                    ext.append(Iv(a0.lo + d_lo * trips, a0.hi + d_hi * trips, a0.data or y.data, a0.over or y.over,
+                                  max(a0.scale, y.scale) * (trips if y.data else 1)))
                 else:
                     ext.append(a0)
             ys = run(ext)
@@ -347,7 +369,8 @@ class RangeAnalysis:
         trips = None
         if all(isinstance(v, Iv) for v in (lb, ub, st)) and st.lo > 0:
             trips = max(0, -(-(ub.hi - lb.lo) // st.lo))
-            iv: Val = Iv(lb.lo, max(lb.lo, ub.hi - 1), over=lb.over or ub.over)
+            iv: Val = Iv(lb.lo, max(lb.lo, ub.hi - 1), lb.data or ub.data, lb.over or ub.over,
+                         max(lb.scale, ub.scale))
         else:
             bad = next((v for v in (lb, ub, st) if isinstance(v, Unknown)), None)
             iv = bad or Unknown("loop bounds or step not known to be positive")
@@ -402,7 +425,7 @@ class RangeAnalysis:
             for (a, _t), v in zip(before.args, vals):
                 self.env[a] = v
             self.block(before.ops)
-            fwd = self._yield_vals(before.ops, "scf.condition")
+            fwd = self._refine(before.ops, self._yield_vals(before.ops, "scf.condition"))
             if after is None:
                 return list(vals)
             for (a, _t), v in zip(after.args, fwd):
@@ -412,6 +435,33 @@ class RangeAnalysis:
 
         self._fixpoint(run, [self.get(x) for x in op.operands], None, "an scf.while loop")
         self._set(op, self._yield_vals(before.ops, "scf.condition")[: len(op.results)] or Unknown("scf.while"))
+
+    _PRED = ("slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+
+    def _refine(self, before_ops: list[Op], fwd: list[Val]) -> list[Val]:
+        """Values an ``scf.while`` hands to its body satisfy its condition: ``lo < hi`` bounds both."""
+        cond = before_ops[-1] if before_ops else None
+        if cond is None or cond.name != "scf.condition" or not cond.operands:
+            return fwd
+        cmp = self.f.defs.get(cond.operands[0])
+        m = re.search(r"arith\.cmpi\s+(\w+)", cmp.text) if cmp is not None and cmp.name == "arith.cmpi" else None
+        if m is None or m.group(1) not in self._PRED or len(cmp.operands) < 2:
+            return fwd
+        pred = m.group(1)
+        a_name, b_name = cmp.operands[:2]
+        a, b = self.get(a_name), self.get(b_name)
+        if not (isinstance(a, Iv) and isinstance(b, Iv)):
+            return fwd
+        if pred in ("sgt", "sge", "ugt", "uge"):  # a > b  <=>  b < a
+            a_name, b_name, a, b = b_name, a_name, b, a
+        gap = 1 if pred in ("slt", "sgt", "ult", "ugt") else 0
+        new = {a_name: Iv(a.lo, min(a.hi, b.hi - gap), a.data, a.over, a.scale),
+               b_name: Iv(max(b.lo, a.lo + gap), b.hi, b.data, b.over, b.scale)}
+        out = []
+        for name, v in zip(cond.operands[1:], fwd):
+            r = new.get(name)
+            out.append(r if r is not None and isinstance(v, Iv) and r.lo <= r.hi else v)
+        return out
 
     def _reduce(self, op: Op) -> None:
         combine = {o.name for blk in op.regions[0] for o in blk.ops} if op.regions else set()
@@ -426,8 +476,9 @@ class RangeAnalysis:
             count = shape[axis] if axis < len(shape) and shape[axis] > 0 else 1
             if "arith.addi" in combine:
                 lo, hi = src.lo * count, src.hi * count
-                res.append(Iv(min(lo, src.lo), max(hi, src.hi), src.data, src.over) if op.name == "tt.scan"
-                           else Iv(lo, hi, src.data, src.over))
+                sc = src.scale * count
+                res.append(Iv(min(lo, src.lo), max(hi, src.hi), src.data, src.over, sc) if op.name == "tt.scan"
+                           else Iv(lo, hi, src.data, src.over, sc))
             elif combine & {"arith.muli", "arith.ori", "arith.xori", "arith.andi", "tt.call"}:
                 res.append(Unknown(f"`{op.name}` with a combine function the analysis does not model"))
             else:

@@ -129,12 +129,19 @@ def expand_paths(specs: list[str]) -> list[str]:
     return out
 
 
+def _sweep_group(label: str, params: dict[str, Any], sweep: tuple[str, ...] | None) -> str:
+    per_call = set(sweep) if sweep is not None else ({k for k in params if k in PER_CALL_KEYS} or set(params))
+    fixed = ",".join(f"{k}={v}" for k, v in params.items() if k not in per_call)
+    return f"{label}[{fixed}]" if fixed else label
+
+
 def _case_targets(cases: list[Case]) -> list[Target]:
     out = []
     for c in cases:
         runs = []
         for params in c.expand():
-            runs.append((params, c.name, c.loaded_bounds, lambda c=c, p=params: c.fn(**p)))
+            runs.append((params, _sweep_group(c.name, params, c.sweep), c.loaded_bounds,
+                         lambda c=c, p=params: c.fn(**p)))
         out.append(Target(f"{c.name} ({c.file}:{c.line})", runs))
     return out
 
@@ -157,8 +164,8 @@ def spec_targets(specs: dict[str, Any], spaces: tuple[str, ...]) -> list[Target]
                 for dtype in spec.dtypes:
                     dt = str(dtype).replace("torch.", "")
                     case = {"op": name, "space": space, **dict(shape), "dtype": dt}
-                    group = ",".join(f"{k}={v}" for k, v in dict(shape).items() if k not in PER_CALL_KEYS)
-                    runs.append((case, f"{name}[{group},{dt}]", {},
+                    group = _sweep_group(name, {**dict(shape), "dtype": dt}, tuple(k for k in shape if k in PER_CALL_KEYS))
+                    runs.append((case, group, {},
                                  lambda s=spec, sh=shape, d=dtype: s.call(s.make_inputs(sh, d, _meta_fill()))))
         out.append(Target(f"op {name}", runs))
     return out

@@ -32,6 +32,8 @@ def _variant(entry: tuple) -> str:
     t, attr = (tuple(entry) + (None, None))[:2]
     if t == "constexpr":
         return "equal to 1 (compiled as the constant 1)"
+    if attr == 1:  # an annotated integer equal to 1 keeps its type but still gets its own key
+        return "equal to 1"
     if isinstance(t, str) and t.startswith("*"):
         return "16-byte aligned" if attr == "D" else "not 16-byte aligned"
     return "divisible by 16" if attr == "D" else "not divisible by 16"
@@ -72,7 +74,6 @@ def check(ctx: Context) -> list[Finding]:
                 parts.append(f"`{p.name}` ({desc})")
                 if str(specs[0][i][0]).startswith("*"):
                     ptrs.append(p.name)
-            first_spec = specs[0]
             exposer = next(ln for s in specs[1:] for ln in variants[s])
             fixes = []
             ints = [n for n in names if n not in ptrs]
@@ -89,5 +90,4 @@ def check(ctx: Context) -> list[Finding]:
                 fix=" and ".join(fixes) + " if these are per-call values; keep them specialized only when the "
                     "kernel really gets faster",
                 tag=",".join(names)))
-            del first_spec
     return out
