@@ -1,7 +1,8 @@
 """The TTIR reader on printed forms it must survive: generic ops, multi-result values, nested regions whose
 printed names repeat, and call-site locations."""
 
-from tritonkit.check.mlir import Locations, elem_type, int_bits, parse_module, pointee, shape_of, split_top
+from tritonkit.check.locations import Locations
+from tritonkit.check.mlir import elem_type, int_bits, parse_module, pointee, shape_of, split_top
 
 TTIR = r'''
 #loc = loc("/src/k.py":10:0)

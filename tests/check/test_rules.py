@@ -195,6 +195,26 @@ def specialization(start, n):
     _width_kernel[(1,)](base, n, BLOCK=64)
 
 
+@triton.heuristics({"BLOCK": lambda args: triton.next_power_of_2(args["n"])})
+@triton.jit
+def _heuristic_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def _warmup_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+
+
+@tritonkit.case(n=[100, 1000])
+def launch_styles(n):
+    x = torch.empty(1024, **M)
+    _heuristic_kernel[(1,)](x, n)
+    _warmup_kernel.warmup(x, BLOCK=64, grid=(1, 70_000))
+
+
 @triton.jit
 def _grid_kernel(x_ptr):
     tl.store(x_ptr + tl.program_id(0) * 0, 1.0)
@@ -290,3 +310,13 @@ def test_grid_limits_per_dimension(report):
     assert set(fs) == {"grid[0]", "grid[2]"}
     assert fs["grid[0]"].case == {"grid": (2**31, 1, 1)} and "2,147,483,648" in fs["grid[0]"].message
     assert fs["grid[2]"].case == {"grid": (1, 1, 65_536)}
+
+
+def test_heuristics_and_warmup_launches_are_captured(report):
+    k = {d["kernel"]: d for d in report.kernels}
+    # BLOCK from the heuristic: 128 for n=100, 1024 for n=1000
+    assert k["_heuristic_kernel"]["launches"] == 2 and k["_heuristic_kernel"]["compiles"] == 2
+    # warmup compiles without running; its grid is still checked
+    assert k["_warmup_kernel"]["compiles"] == 1
+    (f,) = _on(report, "_warmup_kernel", "grid-limit")
+    assert "grid[1] = 70,000" in f.message

@@ -20,7 +20,7 @@ from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
 from .findings import Problem
-from .target import Compiled, Compiler, interpreter_off, stub_driver
+from .target import CheckError, Compiled, Compiler, interpreter_off, stub_driver
 
 _TRITON_DIR = os.path.dirname(triton.__file__)
 _CHECK_DIR = os.path.dirname(__file__)
@@ -195,6 +195,14 @@ class Capture:
     # -- patching -------------------------------------------------------------------------------------------
     def __enter__(self) -> Capture:
         cap = self
+        try:
+            from triton.runtime.jit import create_function_from_signature  # noqa: F401
+        except ImportError:
+            create_function_from_signature = None
+        if create_function_from_signature is None or not hasattr(JITFunction, "_pack_args"):
+            raise CheckError(f"Triton {triton.__version__} lacks the launch internals the checker uses "
+                             "(runtime.jit.create_function_from_signature, JITFunction._pack_args); "
+                             "(tritonkit check is developed against Triton 3.6)")
 
         def jit_run(kernel, *args, grid=None, warmup=False, **kwargs):
             return cap._launch(kernel, args, kwargs, grid, warmup)

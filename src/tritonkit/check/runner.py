@@ -164,7 +164,8 @@ def spec_targets(specs: dict[str, Any], spaces: tuple[str, ...]) -> list[Target]
                 for dtype in spec.dtypes:
                     dt = str(dtype).replace("torch.", "")
                     case = {"op": name, "space": space, **dict(shape), "dtype": dt}
-                    group = _sweep_group(name, {**dict(shape), "dtype": dt}, tuple(k for k in shape if k in PER_CALL_KEYS))
+                    per_call = tuple(k for k in shape if k in PER_CALL_KEYS)
+                    group = _sweep_group(name, {**dict(shape), "dtype": dt}, per_call)
                     runs.append((case, group, {},
                                  lambda s=spec, sh=shape, d=dtype: s.call(s.make_inputs(sh, d, _meta_fill()))))
         out.append(Target(f"op {name}", runs))

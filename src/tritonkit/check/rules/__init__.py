@@ -14,7 +14,8 @@ import triton
 
 from ..capture import Capture, Launch, Unit
 from ..findings import Finding, Problem
-from ..mlir import Func, Locations, Module, Op
+from ..locations import Locations
+from ..mlir import Func, Module, Op
 from ..ranges import Bindings, RangeAnalysis
 
 _TRITON_DIR = os.path.dirname(triton.__file__) + os.sep
