@@ -5,6 +5,8 @@ import torch
 # No GPU: kernels run under Triton's interpreter. It must be on before any kernel module is imported.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # the interpreter runs one program at a time; torch's intra-op threads only contend on small tensors
+    torch.set_num_threads(1)
 
 import pytest  # noqa: E402
 

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import importlib
 
+from .paged_attention.api import paged_attention
+from .reshape_and_cache.api import reshape_and_cache
 from .rms_norm.api import rms_norm
-try:  # DEV-ONLY: ops still being written
-    from .paged_attention.api import paged_attention
-    from .reshape_and_cache.api import reshape_and_cache
-    from .rotary_embedding.api import rotary_embedding
-    from .silu_and_mul.api import silu_and_mul
-except ImportError:
-    pass
+from .rotary_embedding.api import rotary_embedding
+from .silu_and_mul.api import silu_and_mul
 
 #: Built-in ops in the order the tools report them.
 OP_NAMES = ("rms_norm", "silu_and_mul", "rotary_embedding", "reshape_and_cache", "paged_attention")

@@ -44,6 +44,8 @@ def main(argv: list[str]) -> int:
             return 2
         # must be set before any kernel module is imported: triton.jit reads it at decoration time
         os.environ["TRITON_INTERPRET"] = "1"
+        # the interpreter runs one program at a time; torch's intra-op threads only contend on small tensors
+        torch.set_num_threads(1)
         # the interpreter evaluates with numpy, which warns on the overflow and NaN that the hard families exist for
         warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
         warnings.filterwarnings("ignore", message="Conversion of an array with ndim > 0", category=DeprecationWarning)
