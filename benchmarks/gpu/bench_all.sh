@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The issue-5 benchmark in one device call: the four memory-bound ops (rms_norm with and without residual,
+# silu_and_mul, rotary_embedding, reshape_and_cache), bf16, Llama-3-8B dims, num_tokens 1..65536, providers
+# tritonkit / eager / inductor / vllm (where importable), ceilings measured in the same run.
+#
+#   usage, through the device tool (carry .peers for vLLM's kernels; see shared/peers/vllm-triton-kernels.sh):
+#     TRITONKIT_GIT_SHA=<sha> bash benchmarks/gpu/bench_all.sh          full sweep, ~6-8 min
+#     bash benchmarks/gpu/bench_all.sh quick                            4 points per op, ~2 min: try this first
+#
+# Writes into $OUT (default out/bench_all): bench.json (all numbers + metadata), one PNG per op, log.txt (the
+# whole console output). The summary table is printed last. A hard stop at 560 s keeps it inside one call;
+# past --deadline only tritonkit is timed, and bench.json is rewritten after every op, so a stopped run still
+# returns what it measured.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-out/bench_all}
+mkdir -p "$OUT"
+export PYTHONPATH="src:.peers${PYTHONPATH:+:$PYTHONPATH}"
+# the device machine starts bare: a fresh cache dir per run, so the ceilings are measured on this card now
+export TRITONKIT_CACHE_DIR="${TRITONKIT_CACHE_DIR:-$OUT/.cache}"
+
+OPS="rms_norm rms_norm:residual=0 silu_and_mul rotary_embedding reshape_and_cache"
+TOKENS="1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536"
+DEADLINE=430
+if [ "${1:-}" = "quick" ]; then
+  TOKENS="1 256 4096 16384"
+  DEADLINE=200
+fi
+
+{
+  echo "== $(date -u +%FT%TZ) bench_all ${1:-full}"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu \
+    --format=csv 2>&1 || true
+  python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__,
+"triton", triton.__version__, "cuda", torch.version.cuda)'
+  python3 -c 'import vllm.v1.attention.ops.triton_reshape_and_cache_flash as m; print("vllm kernels:", m.__file__)' \
+    2>&1 | tail -1
+} 2>&1 | tee "$OUT/log.txt"
+
+# shellcheck disable=SC2086
+timeout -k 10 560 python3 -m tritonkit bench $OPS --models llama3-8b --dtype bfloat16 --num-tokens $TOKENS \
+  --providers tritonkit eager inductor vllm --out "$OUT" --deadline "$DEADLINE" 2>&1 | tee -a "$OUT/log.txt"
+rc=${PIPESTATUS[0]}
+rm -rf "$OUT/.cache"
+echo "bench_all: tritonkit bench exited $rc; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
+exit "$rc"

@@ -1,0 +1,208 @@
+"""The card's speed-of-light, measured on it: copy bandwidth, bf16 matmul rate, and the floor of one launch.
+
+Copy bandwidth comes from an SM-driven Triton copy kernel, not ``Tensor.copy_``: a ``copy_`` captured in a CUDA
+graph becomes a memcpy node that runs on the copy engine (2.77 TB/s on an H200 against 4.09 TB/s for a Triton
+copy kernel in the same graph timing), and the ops are SM kernels too. Bytes read plus bytes written.
+
+Copy bandwidth and the matmul rate are cached per GPU name and driver in ``~/.cache/tritonkit/ceilings.json``
+(``$XDG_CACHE_HOME`` or ``$TRITONKIT_CACHE_DIR`` move it). The floor and the empty launch are cheap and are
+measured in every run, so the target formula compares times taken in the same conditions.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+
+import torch
+import triton
+import triton.language as tl
+
+from .stats import Ceilings
+from .timing import L2Flush, time_graph
+
+#: Copy size for the bandwidth ceiling: 1 GiB each way, ~20 L2s, ~0.5 ms a copy on an H200.
+COPY_BYTES = 1 << 30
+#: (BLOCK elements of int32, num_warps) tried for the copy kernel; the best one is the ceiling.
+COPY_CONFIGS = ((2048, 4), (4096, 8), (8192, 8), (16384, 16))
+MATMUL_N = 8192
+#: Launches per floor graph; each reads its own 16 bytes, 256 bytes from the last.
+FLOOR_CALLS = 1024
+
+
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def _vec16_copy_kernel(src_ptr, dst_ptr):
+    # four int32: one 16-byte vector load and store
+    offs = tl.arange(0, 4)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs))
+
+
+@triton.jit
+def _empty_kernel(x_ptr):
+    pass
+
+
+def cache_path() -> pathlib.Path:
+    base = os.environ.get("TRITONKIT_CACHE_DIR")
+    if base:
+        return pathlib.Path(base) / "ceilings.json"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(xdg) / "tritonkit" / "ceilings.json"
+
+
+def driver_version() -> str:
+    """The NVIDIA driver release (580.159.04), from NVML or nvidia-smi; the CUDA driver API version otherwise."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            v = pynvml.nvmlSystemGetDriverVersion()
+            return v.decode() if isinstance(v, bytes) else str(v)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        pass
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        v = torch._C._cuda_getDriverVersion()
+        return f"cuda-driver-api-{v // 1000}.{v % 1000 // 10}"
+    except Exception:
+        return "unknown"
+
+
+def cache_key(gpu: str, driver: str) -> str:
+    return f"{gpu}|{driver}"
+
+
+def load_cached(gpu: str, driver: str, path: pathlib.Path | None = None) -> dict | None:
+    path = path or cache_path()
+    try:
+        return json.loads(path.read_text()).get(cache_key(gpu, driver))
+    except (OSError, ValueError):
+        return None
+
+
+def store_cached(gpu: str, driver: str, entry: dict, path: pathlib.Path | None = None) -> None:
+    path = path or cache_path()
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        data = {}
+    data[cache_key(gpu, driver)] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home only costs a re-measurement next time
+
+
+def measure_copy_gbps(device: torch.device) -> tuple[float, dict]:
+    """Best copy bandwidth over COPY_CONFIGS, bytes read + written, CUDA-graph timing of 8 copies a replay."""
+    n = COPY_BYTES // 4
+    src = torch.randint(-2**31, 2**31 - 1, (n,), dtype=torch.int32, device=device)
+    dst = torch.empty_like(src)
+    per_config = {}
+    for block, warps in COPY_CONFIGS:
+        grid = (triton.cdiv(n, block),)
+
+        def copy(_inp, block=block, warps=warps, grid=grid):
+            _copy_kernel[grid](src, dst, n, BLOCK=block, num_warps=warps)
+
+        t = time_graph(copy, [{}] * 8, device, repeats=10)
+        per_config[f"BLOCK={block},num_warps={warps}"] = 2 * COPY_BYTES / (t.median_us * 1e-6) / 1e9
+    if not torch.equal(src, dst):
+        raise RuntimeError("the copy kernel did not copy: ceiling not trusted")
+    return max(per_config.values()), per_config
+
+
+def measure_matmul_tflops(device: torch.device) -> float:
+    """torch.matmul bf16 MATMUL_N^3 on random data (zeros run faster), median of 20 after 3 warm-ups."""
+    g = torch.Generator(device).manual_seed(0)
+    a = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16, generator=g)
+    b = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16, generator=g)
+    for _ in range(3):
+        c = a @ b
+    torch.cuda.synchronize(device)
+    times = []
+    for _ in range(20):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        c = a @ b
+        e.record()
+        times.append((s, e))
+    torch.cuda.synchronize(device)
+    del a, b, c
+    torch.cuda.empty_cache()
+    t = statistics.median(s.elapsed_time(e) * 1e-3 for s, e in times)
+    return 2 * MATMUL_N ** 3 / t / 1e12
+
+
+def measure_floor_us(device: torch.device) -> tuple[float, float]:
+    """(floor, empty) in microseconds per launch, CUDA-graph timing.
+
+    Floor: FLOOR_CALLS launches, each copying its own 16 bytes (256 bytes apart), the L2 flushed before each
+    replay so every read goes to memory: a launch plus one memory round trip. Empty: launches of an empty kernel.
+    """
+    src = torch.arange(FLOOR_CALLS * 64, dtype=torch.int32, device=device)
+    dst = torch.zeros_like(src)
+    sets = [{"i": i} for i in range(FLOOR_CALLS)]
+
+    def vec(inp):
+        i = inp["i"] * 64
+        _vec16_copy_kernel[(1,)](src[i:], dst[i:], num_warps=1)
+
+    def empty(_inp):
+        _empty_kernel[(1,)](dst, num_warps=1)
+
+    floor = time_graph(vec, sets, device, repeats=20, before_replay=L2Flush(device))
+    if not torch.equal(dst.view(-1, 64)[:, :4], src.view(-1, 64)[:, :4]):
+        raise RuntimeError("the floor kernel did not copy: floor not trusted")
+    empty_t = time_graph(empty, sets, device, repeats=20)
+    return floor.median_us, empty_t.median_us
+
+
+def get_ceilings(device: torch.device, *, remeasure: bool = False, log=print) -> tuple[Ceilings, dict]:
+    """The card's ceilings (copy and matmul from the cache when present) and the details behind them."""
+    gpu = torch.cuda.get_device_name(device)
+    drv = driver_version()
+    cached = None if remeasure else load_cached(gpu, drv)
+    details: dict = {}
+    if cached:
+        copy_gbps, mm, measured_at = cached["copy_gbps"], cached["matmul_tflops"], cached["measured_at"]
+        details = cached.get("details", {})
+        source = f"cache: {cache_path()}"
+        log(f"ceilings from {cache_path()} (measured {measured_at}; --remeasure-ceilings to redo)")
+    else:
+        log("measuring ceilings: Triton copy kernel, bf16 matmul (once per GPU and driver)")
+        copy_gbps, details["copy_configs_gbps"] = measure_copy_gbps(device)
+        torch.cuda.empty_cache()
+        mm = measure_matmul_tflops(device)
+        measured_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        source = "measured"
+        store_cached(gpu, drv, {"copy_gbps": copy_gbps, "matmul_tflops": mm, "measured_at": measured_at,
+                                "details": details})
+    floor, empty = measure_floor_us(device)
+    torch.cuda.empty_cache()  # the 2 GiB of copy buffers
+    return Ceilings(copy_gbps, mm, floor, empty, gpu, drv, measured_at, source), details

@@ -1,0 +1,135 @@
+"""``tritonkit bench [OP[:k=v,...] ...] [--models ...] [--dtype ...] [--num-tokens ...] [--shape k=v,...]
+[--providers ...] [--out DIR] [--no-startup] [--compare A.json B.json]``"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+EPILOG = """\
+examples:
+  tritonkit bench rms_norm --models llama3-8b                 the num_tokens sweep 1..65536 for one model
+  tritonkit bench rms_norm rms_norm:residual=0 silu_and_mul   an OP:k=v,... sets shape keys for that op only
+  tritonkit bench rms_norm --shape num_tokens=4096,hidden=5120  one point (keys set on every sweep point)
+  tritonkit bench --compare old/bench.json new/bench.json     per-point time ratios, no GPU needed
+
+Timing is CUDA-graph replay over input sets that together exceed the L2 (cold), reported beside plain eager
+calls; every provider is checked against the float64 reference first (a wrong one is reported, not timed).
+inductor = torch.compile(reference, dynamic=False), compiled per point; inductor-dynamic compiles once.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    from ..models import DEFAULT_BENCH_MODELS
+    from .providers import ALL_PROVIDERS, DEFAULT_PROVIDERS
+    p = argparse.ArgumentParser(prog="tritonkit bench", epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Decode-to-prefill sweeps of the built-in ops against the card's "
+                                            "measured copy bandwidth and a launch floor.")
+    p.add_argument("ops", nargs="*", metavar="OP[:k=v,...]", help="ops to time (default: every built-in op)")
+    p.add_argument("--models", nargs="+", default=list(DEFAULT_BENCH_MODELS), metavar="MODEL",
+                   help=f"model configs of the sweep (default: {' '.join(DEFAULT_BENCH_MODELS)})")
+    p.add_argument("--dtype", nargs="+", default=["bfloat16"], dest="dtypes", metavar="DTYPE",
+                   help="float16 bfloat16 float32 (default: bfloat16)")
+    p.add_argument("--num-tokens", nargs="+", type=int, metavar="N", help="num_tokens points (default: 1 .. 65536)")
+    p.add_argument("--shape", default="", metavar="k=v,...",
+                   help="shape keys set on every point of every op; with num_tokens, a single point")
+    p.add_argument("--providers", nargs="+", default=list(DEFAULT_PROVIDERS), choices=ALL_PROVIDERS,
+                   metavar="NAME", help=f"from {', '.join(ALL_PROVIDERS)} (default: {' '.join(DEFAULT_PROVIDERS)}; "
+                                        "vllm where importable)")
+    p.add_argument("--out", default="out/bench", metavar="DIR", help="where bench.json and <op>.png go")
+    p.add_argument("--no-startup", action="store_true", help="skip the fresh-process startup measurement")
+    p.add_argument("--no-plot", action="store_true", help="write no PNGs")
+    p.add_argument("--repeats", type=int, metavar="N", help="replays per measurement (default: adaptive, 5..50)")
+    p.add_argument("--deadline", type=float, metavar="SECONDS",
+                   help="after this many seconds only tritonkit is timed (keeps a device run inside its lease)")
+    p.add_argument("--remeasure-ceilings", action="store_true", help="ignore the cached ceilings for this GPU")
+    p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="print per-point ratios B/A and exit")
+    return p
+
+
+def _err(msg: str) -> int:
+    print(f"tritonkit bench: {msg}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if args.compare:
+        from .compare import main_compare
+        return main_compare(*args.compare)
+
+    import torch
+    if not torch.cuda.is_available():
+        return _err("no CUDA GPU found (torch.cuda.is_available() is False). Bench times kernels on a GPU "
+                    "(CUDA graphs, events); on a CPU only --compare A.json B.json works. "
+                    "Use the device tool, or `tritonkit validate` for correctness on a CPU.")
+
+    from ..models import MODELS
+    from ..ops import OP_NAMES, get_spec
+    from . import report
+    from .ceilings import get_ceilings
+    from .runner import BenchConfig, OpTarget, parse_kv, run, sweep_points
+
+    try:
+        shape_kv = parse_kv(args.shape)
+        targets = [OpTarget.parse(t) for t in (args.ops or OP_NAMES)]
+    except ValueError as e:
+        return _err(str(e))
+    if shape_kv:
+        targets = [OpTarget(t.name, tuple({**shape_kv, **dict(t.overrides)}.items())) for t in targets]
+    for m in args.models:
+        if m not in MODELS:
+            return _err(f"unknown model {m!r}; known: {', '.join(MODELS)}")
+    dtypes = []
+    for d in args.dtypes:
+        dt = getattr(torch, d, None)
+        if not isinstance(dt, torch.dtype):
+            return _err(f"unknown dtype {d!r}")
+        dtypes.append(dt)
+    num_tokens = args.num_tokens
+    for t in targets:
+        if t.name not in OP_NAMES:
+            return _err(f"unknown op {t.name!r}; built-in ops: {', '.join(OP_NAMES)}")
+        try:
+            spec = get_spec(t.name)
+        except Exception:
+            continue  # reported by the runner: an op still being written does not stop the others
+        try:
+            sweep_points(spec, args.models[:1], [1], dict(t.overrides))
+        except ValueError as e:
+            return _err(str(e))
+
+    from ..models import NUM_TOKENS_SWEEP
+    cfg = BenchConfig(targets=targets, models=list(args.models), dtypes=dtypes,
+                      num_tokens=list(num_tokens or NUM_TOKENS_SWEEP), providers=list(args.providers),
+                      startup=not args.no_startup, repeats=args.repeats, deadline_s=args.deadline,
+                      device=torch.device("cuda"))
+    out = pathlib.Path(args.out)
+    meta = report.metadata(argv, cfg.device)
+    t0 = time.perf_counter()
+    with report.BarProgress() as progress:
+        ceil, details = get_ceilings(cfg.device, remeasure=args.remeasure_ceilings, log=progress.log)
+        ceil_dict = {**ceil.to_dict(), "details": details}
+        progress.log(report.ceilings_text(ceil_dict))
+
+        def partial(ops, points):
+            report.write_json(out / "bench.json", report.results_dict(meta, ceil_dict, ops, points))
+
+        ops, points = run(cfg, ceil, progress, on_target_done=partial)
+    meta["elapsed_s"] = time.perf_counter() - t0
+    results = report.results_dict(meta, ceil_dict, ops, points)
+    path = report.write_json(out / "bench.json", results)
+    pngs = []
+    if not args.no_plot:
+        from .plot import write_plots
+        pngs = write_plots(results, out)
+    print(report.format_results(results))
+    print(f"\nwrote {path}" + (f" and {', '.join(str(p) for p in pngs)}" if pngs else "")
+          + f" in {meta['elapsed_s']:.0f} s\n")
+    print(report.format_summary(results))
+    bad = any(p["status"] in ("wrong", "error") and p["provider"] == "tritonkit" for p in points)
+    failed_ops = any(o.get("error") for o in ops)
+    return 1 if bad or failed_ops else 0

@@ -1,0 +1,107 @@
+"""``tritonkit inductor OP [--model M] [--shape k=v,...] [--dtype D] [--out DIR] [--dynamic]``
+
+Writes the code Inductor generates for the op's eager reference (``torch.compile(reference)``, as bench's
+``inductor`` provider runs it) and prints the file and the kernels in it. On a GPU that is Triton, worth reading
+before writing a kernel; on a CPU Inductor emits C++ (OpenMP loops), and that is what gets written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import sys
+
+#: ``name = async_compile.triton('name', '''...`` (GPU) / ``name = async_compile.cpp_pybinding([...], '''...`` (CPU)
+_KERNEL_RE = re.compile(r"^(\w+) = async_compile\.(\w+)\(", re.MULTILINE)
+DEFAULT_TOKENS = 4096
+
+
+def kernel_names(code: str) -> list[tuple[str, str]]:
+    """(name, kind) of each kernel a piece of Inductor output code compiles; kind is 'triton', 'cpp_pybinding'..."""
+    return [(m.group(1), m.group(2)) for m in _KERNEL_RE.finditer(code)]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tritonkit inductor", description=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("op", help="a built-in op (rms_norm, silu_and_mul, ...)")
+    p.add_argument("--model", default="llama3-8b", help="model config of the shape (default: llama3-8b)")
+    p.add_argument("--shape", default="", metavar="k=v,...",
+                   help=f"shape keys over the model's sweep point (default num_tokens={DEFAULT_TOKENS})")
+    p.add_argument("--dtype", default="bfloat16", help="default: bfloat16")
+    p.add_argument("--out", default="out/inductor", metavar="DIR", help="where the generated code goes")
+    p.add_argument("--dynamic", action="store_true", help="compile with dynamic=True (default: static shapes)")
+    return p
+
+
+def _err(msg: str) -> int:
+    print(f"tritonkit inductor: {msg}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    import torch
+
+    from ..models import MODELS
+    from ..ops import get_spec
+    from ..testing.inputs import Fill
+    from .runner import parse_kv
+
+    try:
+        spec = get_spec(args.op)
+    except ValueError as e:
+        return _err(str(e))
+    if args.model not in MODELS:
+        return _err(f"unknown model {args.model!r}; known: {', '.join(MODELS)}")
+    dtype = getattr(torch, args.dtype, None)
+    if not isinstance(dtype, torch.dtype):
+        return _err(f"unknown dtype {args.dtype!r}")
+    try:
+        kv = parse_kv(args.shape)
+    except ValueError as e:
+        return _err(str(e))
+    base = spec.sweep_shape(MODELS[args.model], int(kv.pop("num_tokens", DEFAULT_TOKENS)))
+    tokens = base["num_tokens"]
+    unknown = set(kv) - set(base)
+    if unknown:
+        return _err(f"{spec.name} has no shape key(s) {sorted(unknown)}; its keys: {', '.join(base)}")
+    shape = base.replace(**kv, num_tokens=tokens)
+
+    on_gpu = torch.cuda.is_available()
+    device = torch.device("cuda" if on_gpu else "cpu")
+    if not on_gpu:
+        print("tritonkit inductor: no CUDA GPU here, so Inductor emits C++ for the CPU (OpenMP loops), not Triton; "
+              "writing what it produced. Run it on a GPU for the Triton kernel bench's inductor provider times.")
+
+    import torch._inductor.config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    inputs = spec.make_inputs(shape, dtype, Fill("randn", device, 0))
+    ref = spec.reference
+    fn = torch.compile(lambda inp: ref(inp, dtype), dynamic=args.dynamic)
+    # a cache hit could skip code generation; this command exists to see the code
+    with inductor_config.patch(fx_graph_cache=False):
+        _, codes = run_and_get_code(fn, inputs)
+    if not codes:
+        return _err(f"Inductor produced no code for {spec.name} [{shape.id}] (graph break or nothing to compile?)")
+
+    names = [n for c in codes for n in kernel_names(c)]
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{spec.name}_{args.dtype}_{shape.id}").replace(",", "_")
+    path = out / f"inductor_{stem}_{device.type}.py"
+    header = (f"# Inductor output for tritonkit op {spec.name}: torch.compile(reference, dynamic={args.dynamic})\n"
+              f"# shape {shape.id}, dtype {args.dtype}, device {device.type}"
+              f"{' (' + torch.cuda.get_device_name() + ')' if on_gpu else ''}, torch {torch.__version__}\n"
+              f"# command: tritonkit inductor {' '.join(argv)}\n"
+              f"# kernels: {', '.join(f'{n} ({k})' for n, k in names) or 'none'}\n")
+    sep = "\n\n# " + "-" * 100 + " next compiled graph\n\n"
+    path.write_text(header + "\n" + sep.join(codes))
+    print(f"wrote {path}")
+    lang = "Triton" if any(k == "triton" for _, k in names) else "C++" if names else "no"
+    print(f"{len(codes)} compiled graph(s), {len(names)} {lang} kernel(s):")
+    for n, k in names:
+        print(f"  {n}  [{k}]")
+    return 0

@@ -1,0 +1,192 @@
+"""Timing one callable over rotating input sets: CUDA-graph replay and plain eager calls.
+
+Cold L2. ``do_bench_cudagraph`` replays one input set, which then sits in L2 for every replay after the first.
+Here the caller hands in ``sets``, enough distinct input sets that together they touch more than the L2 (see
+``stats.rotation_sets``); all of them go into one graph, so by the time a set comes round again the L2 has turned
+over. Where that would take more than ``stats.MAX_SETS`` sets (decode shapes of a few KB), an ``L2Flush`` runs
+before each replay, outside the timed region, and every set is still read cold once per replay. Each set comes
+from the spec's ``make_inputs``, so an op that writes in place gets a valid input every call.
+
+Graph timing: one graph holds one call per set; a replay is timed with CUDA events and divided by the number of
+calls. That is kernel time with the launch gaps of a graph (about 1 us a kernel on an H200) and no Python.
+Eager timing: the same calls issued from Python back to back, events around the loop: what a user without graphs
+pays, host overhead included when the host is the slower side.
+On a CPU (tests only) there is no graph and eager timing uses the host clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from .stats import Timing, repeats_for, summarize
+
+#: Wall time one measurement aims to fill (repeats adapt to it within [MIN_REPEATS, MAX_REPEATS]).
+BUDGET_S = 0.05
+MIN_REPEATS = 5
+MAX_REPEATS = 50
+#: Most calls in one eager repeat: at small shapes eager time is host-bound, and the host pays per call.
+EAGER_MAX_CALLS = 256
+
+Fn = Callable[[dict], Any]
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _warmup(fn: Fn, sets: Sequence[dict], device: torch.device, calls: int = 2) -> None:
+    """First calls on a side stream, as graph capture wants (lazy allocations and handles made outside it)."""
+    if device.type != "cuda":
+        for inp in sets[:calls]:
+            fn(inp)
+        return
+    s = torch.cuda.Stream(device)
+    s.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(s):
+        for i in range(calls):
+            fn(sets[i % len(sets)])
+    torch.cuda.current_stream(device).wait_stream(s)
+    torch.cuda.synchronize(device)
+
+
+def time_graph(fn: Fn, sets: Sequence[dict], device: torch.device, *, repeats: int | None = None,
+               before_replay: Callable[[], None] | None = None) -> Timing:
+    """Capture one call per set into one CUDA graph; time its replays; per-call median, min and max.
+
+    ``before_replay`` runs before each replay outside the timed region (the floor uses it to flush the L2).
+    Outputs of every call stay alive through the capture, so each call writes its own memory, as rotation
+    intends, instead of the graph pool handing one call's freed output to the next.
+    """
+    if device.type != "cuda":
+        raise RuntimeError("CUDA-graph timing needs a CUDA device")
+    _warmup(fn, sets, device)
+    check_capturable(fn, sets[0])
+    graph = torch.cuda.CUDAGraph()
+    keep = []
+    with torch.cuda.graph(graph):
+        for inp in sets:
+            keep.append(fn(inp))
+    try:
+        n = len(sets)
+        if before_replay:
+            before_replay()
+        graph.replay()
+        torch.cuda.synchronize(device)
+        if repeats is None:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if before_replay:
+                before_replay()
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            repeats = repeats_for(start.elapsed_time(end) * 1e-3, BUDGET_S, MIN_REPEATS, MAX_REPEATS)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(repeats)]
+        for start, end in events:
+            if before_replay:
+                before_replay()
+            start.record()
+            graph.replay()
+            end.record()
+        torch.cuda.synchronize(device)
+        return summarize([s.elapsed_time(e) * 1e-3 / n for s, e in events])
+    finally:
+        del keep
+        del graph
+        gc.collect()
+
+
+class NotCapturable(RuntimeError):
+    """The callable synchronizes with the host (``.item()``, a boolean mask, ``nonzero``): no graph can hold it."""
+
+
+def check_capturable(fn: Fn, inputs: dict) -> None:
+    """One call with PyTorch's sync debug mode set to error: a host sync inside would abort a capture (and can
+    leave the context unusable), so it is found here first and reported as NotCapturable."""
+    prev = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn(inputs)
+    except RuntimeError as e:
+        raise NotCapturable(f"synchronizes with the host, so no CUDA graph: {str(e).splitlines()[0][:200]}") from e
+    finally:
+        torch.cuda.set_sync_debug_mode(prev)
+    torch.cuda.synchronize()
+
+
+class L2Flush:
+    """Writes a buffer of twice the L2 before a replay whose sets together touch too little to turn the L2 over
+    themselves: every set is then read cold once per replay, however few bytes it holds."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self._buf: torch.Tensor | None = None
+
+    def __call__(self) -> None:
+        if self._buf is None:
+            l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
+            self._buf = torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device=self.device)
+        self._buf.fill_(1)
+
+
+def time_eager(fn: Fn, sets: Sequence[dict], device: torch.device, *, repeats: int | None = None) -> Timing:
+    """Plain calls back to back over the sets (at most EAGER_MAX_CALLS a repeat); per-call median, min, max."""
+    use = list(sets[:EAGER_MAX_CALLS])
+    _warmup(fn, use, device)
+
+    def one_repeat() -> float:
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for inp in use:
+                fn(inp)
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) * 1e-3 / len(use)
+        t0 = time.perf_counter()
+        for inp in use:
+            fn(inp)
+        return (time.perf_counter() - t0) / len(use)
+
+    first = one_repeat()
+    if repeats is None:
+        repeats = repeats_for(first * len(use), BUDGET_S, MIN_REPEATS, MAX_REPEATS)
+    return summarize([one_repeat() for _ in range(repeats)])
+
+
+def host_overhead(fn: Fn, inputs: dict, device: torch.device, *, calls: int = 1000, repeats: int = 3) -> Timing:
+    """Wall time of ``calls`` back-to-back calls on one tiny input set, divided by ``calls``.
+
+    With tiny inputs the device finishes each kernel before the host issues the next, so this is what one call
+    costs the host: argument checks, dispatch, launch. Median over ``repeats``.
+    """
+    for _ in range(min(20, calls)):
+        fn(inputs)
+    sync(device)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(inputs)
+        sync(device)
+        samples.append((time.perf_counter() - t0) / calls)
+    return summarize(samples)
+
+
+@contextlib.contextmanager
+def released(device: torch.device):
+    """Give cached device memory back after a block (graph pools, rotation sets)."""
+    try:
+        yield
+    finally:
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()

@@ -1,0 +1,57 @@
+"""bench on a real GPU: small sweeps through every timing path. Run through the device tool:
+``PYTHONPATH=src:.peers python3 -m pytest -q -m gpu tests/bench``."""
+
+import pytest
+import torch
+
+from tritonkit.bench import ceilings as C
+from tritonkit.bench.runner import BenchConfig, OpTarget, run
+from tritonkit.bench.stats import Ceilings
+from tritonkit.bench.timing import NotCapturable, check_capturable, time_graph
+
+pytestmark = pytest.mark.gpu
+
+
+def test_floor_and_empty_launch_are_microseconds():
+    floor, empty = C.measure_floor_us(torch.device("cuda"))
+    assert 0.3 < empty < floor < 20.0
+
+
+def test_copy_ceiling_is_plausible_and_beats_copy_engine():
+    dev = torch.device("cuda")
+    gbps, per_config = C.measure_copy_gbps(dev)
+    assert 300 < gbps < 20000 and gbps == max(per_config.values())
+
+
+def test_host_sync_is_reported_not_captured():
+    x = torch.ones(4, device="cuda")
+    with pytest.raises(NotCapturable):
+        check_capturable(lambda inp: bool(x.sum() > 0), {})
+    with pytest.raises(NotCapturable):
+        time_graph(lambda inp: x[x > 0], [{}], torch.device("cuda"))
+    # the context still works afterwards
+    assert torch.cuda.is_available() and float((x * 2).sum()) == 8.0
+
+
+def test_small_sweep_through_every_path():
+    dev = torch.device("cuda")
+    floor, empty = C.measure_floor_us(dev)
+    ceil = Ceilings(copy_gbps=C.measure_copy_gbps(dev)[0], matmul_tflops=C.measure_matmul_tflops(dev),
+                    floor_us=floor, empty_us=empty)
+    cfg = BenchConfig(targets=[OpTarget.parse("rms_norm"), OpTarget.parse("rms_norm:residual=0")],
+                      models=["llama3-8b"], num_tokens=[1, 4096], providers=["tritonkit", "eager", "inductor"],
+                      startup=True, device=dev)
+    ops, points = run(cfg, ceil)
+    assert {p["status"] for p in points} == {"ok"}, [p["detail"] for p in points if p["status"] != "ok"]
+    for p in points:
+        assert p["graph"]["median_us"] > 0.5 and p["timed_by"] == "graph"
+        assert 0 < p["pct_ceiling"] < 110
+    small = [p for p in points if p["num_tokens"] == 1]
+    assert all(p["l2_flush"] for p in small)
+    for op in ops:
+        # one compile of the kernel per op config over the sweep
+        assert list(op["compiles"]["tritonkit"].values()) == [1], op["compiles"]
+        assert op["startup"]["cold"]["correct"] and op["startup"]["warm"]["correct"]
+        assert op["startup"]["warm"]["first_call_s"] < op["startup"]["cold"]["first_call_s"]
+        (hosts,) = op["host_overhead"].values()
+        assert set(hosts) == {"tritonkit", "eager", "inductor"}

@@ -1,0 +1,134 @@
+import json
+import math
+
+import pytest
+
+from tritonkit.bench import report
+from tritonkit.bench.compare import compare_results, format_compare
+from tritonkit.bench.stats import Ceilings, point_metrics
+
+CEIL = Ceilings(copy_gbps=4000.0, matmul_tflops=800.0, floor_us=2.0, empty_us=1.1, gpu="Fake GPU", driver="1.0")
+TOKENS = (1, 256, 16384)
+
+
+def _point(provider, t, us, status="ok", label="rms_norm", config="hidden=4096,residual=1"):
+    nbytes = 4 * t * 4096 * 2 + 8192
+    p = {"op": "rms_norm", "label": label, "config": config, "model": "llama3-8b", "dtype": "bfloat16",
+         "num_tokens": t, "shape": {"num_tokens": t, "hidden": 4096, "residual": 1}, "provider": provider,
+         "status": status, "detail": "", "bytes": nbytes, "flops": 7 * t * 4096, "sets": 4, "l2_flush": False}
+    if status == "ok":
+        p["graph"] = {"median_us": us, "min_us": us * 0.9, "max_us": us * 1.2, "repeats": 10}
+        p["eager"] = {"median_us": us + 10, "min_us": us + 9, "max_us": us + 12, "repeats": 10}
+        p["timed_by"] = "graph"
+        p.update(point_metrics(nbytes, p["flops"], us * 1e-6, CEIL))
+    else:
+        p["detail"] = "y: 3/4096 elements mismatch"
+        p["check"] = {"error": math.inf, "rel_l2": 0.5, "detail": "y: ..."}
+    return p
+
+
+def _results(scale=1.0, wrong_at=None):
+    # tritonkit at 16384: 536879104 bytes in 140 us -> 3835 GB/s (95.9%); at 1: 3.3 us vs a 2.51 us bound -> miss
+    tk = {1: 3.3, 256: 4.4, 16384: 140.0}
+    ind = {1: 6.0, 256: 7.0, 16384: 165.0}
+    points = []
+    for t in TOKENS:
+        points.append(_point("tritonkit", t, tk[t] * scale))
+        points.append(_point("inductor", t, ind[t], status="wrong" if t == wrong_at else "ok"))
+    ops = [{"op": "rms_norm", "label": "rms_norm", "overrides": {}, "dtype": "bfloat16", "models": ["llama3-8b"],
+            "configs": ["hidden=4096,residual=1"],
+            "providers": {"tritonkit": "tritonkit.ops.rms_norm", "inductor": "torch.compile",
+                          "vllm": "unavailable: vLLM has no Triton kernel for rms_norm"},
+            "compiles": {"tritonkit": {"tritonkit.ops.rms_norm.kernel._rms_norm_fwd_kernel": 1}},
+            "host_overhead": {"num_tokens=1,hidden=4096,residual=1": {
+                "tritonkit": {"median_us": 7.5, "min_us": 7, "max_us": 8, "repeats": 3},
+                "inductor": {"median_us": 21.0, "min_us": 20, "max_us": 22, "repeats": 3}}},
+            "startup": {"shape": {"num_tokens": 16}, "dtype": "bfloat16",
+                        "cold": {"import_s": 2.0, "cuda_init_s": 0.5, "first_call_s": 1.25, "second_call_s": 1e-4,
+                                 "to_first_result_s": 3.75, "correct": True, "check": "ok", "process_s": 4.0},
+                        "warm": {"import_s": 2.0, "cuda_init_s": 0.5, "first_call_s": 0.05, "second_call_s": 1e-4,
+                                 "to_first_result_s": 2.55, "correct": True, "check": "ok", "process_s": 2.8}}}]
+    meta = {"gpu": "Fake GPU", "git_sha": "abc", "command": "tritonkit bench rms_norm"}
+    return report.results_dict(meta, CEIL.to_dict(), ops, points)
+
+
+def test_json_round_trip_keeps_values_and_infinities(tmp_path):
+    res = _results(wrong_at=256)
+    path = report.write_json(tmp_path / "sub" / "bench.json", res)
+    text = path.read_text()
+    json.loads(text)  # standard JSON: no bare Infinity
+    assert "Infinity" not in text
+    back = report.read_json(path)
+    assert back == res
+    bad = [p for p in back["points"] if p["status"] == "wrong"][0]
+    assert bad["check"]["error"] == math.inf
+
+
+def test_read_json_rejects_other_files(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"results": []}))
+    with pytest.raises(ValueError, match="not a tritonkit bench result"):
+        report.read_json(tmp_path / "x.json")
+
+
+def test_summary_rows_pick_16k_percentage_worst_ratio_and_extras():
+    (row,) = report.summary_rows(_results(wrong_at=256))
+    assert row["pct_tk"] == pytest.approx(100 * (4 * 16384 * 4096 * 2 + 8192) / 140e-6 / 1e9 / 4000)
+    assert row["pct_inductor"] == pytest.approx(100 * (4 * 16384 * 4096 * 2 + 8192) / 165e-6 / 1e9 / 4000)
+    # worst ratio at num_tokens=1 (40960 bytes): 3.3 us / (1.25 * (2 us + 40960 B / 4000 GB/s))
+    assert row["worst_at"] == 1
+    assert row["worst_ratio"] == pytest.approx(3.3 / (1.25 * (2 + 40960 / 4000e3)))
+    assert (row["passed"], row["points"]) == (2, 3)
+    assert row["compiles"] == {"tritonkit.ops.rms_norm.kernel._rms_norm_fwd_kernel": 1}
+    assert (row["startup_cold_s"], row["startup_warm_s"]) == (3.75, 2.55)
+    assert (row["host_tk_us"], row["host_inductor_us"]) == (7.5, 21.0)
+    assert row["problems"] == ["inductor@256:wrong"]
+
+
+def test_terminal_report_shows_misses_wrong_providers_and_extras():
+    res = _results(wrong_at=256)
+    text = report.format_results(res)
+    lines = {ln.split()[0]: ln for ln in text.splitlines() if ln and ln.split()[0] in ("1", "256", "16384")}
+    assert "MISS" in lines["1"] and "MISS" not in lines["16384"]
+    assert "WRONG" in lines["256"]
+    assert "inductor at num_tokens=256: wrong" in text
+    assert "vllm: unavailable" in text and "_rms_norm_fwd_kernel x1" in text
+    assert "cold 3.75 s" in text and "warm 2.55 s" in text
+    summary = report.format_summary(res)
+    assert "1.31 @1" in summary
+    assert "2/3" in summary and "3.75/2.55" in summary
+
+
+def test_compare_ratios_per_point_and_geomean():
+    a, b = _results(), _results(scale=0.5)
+    b["points"] = [p for p in b["points"] if p["num_tokens"] != 256]  # B lacks one point
+    res = compare_results(a, b)
+    tk = [r for r in res["rows"] if r["provider"] == "tritonkit"]
+    assert [r["num_tokens"] for r in tk] == [1, 16384]
+    assert all(r["ratio"] == pytest.approx(0.5) for r in tk)
+    assert res["only_a"] == 2 and res["only_b"] == 0
+    assert res["series"][("rms_norm", "bfloat16", "hidden=4096,residual=1", "tritonkit")] == pytest.approx(0.5)
+    assert res["series"][("rms_norm", "bfloat16", "hidden=4096,residual=1", "inductor")] == pytest.approx(1.0)
+    assert "0.500" in format_compare(a, b)
+
+
+def test_compare_skips_points_that_were_not_timed():
+    a, b = _results(), _results(wrong_at=16384)
+    row = [r for r in compare_results(a, b)["rows"] if r["provider"] == "inductor" and r["num_tokens"] == 16384][0]
+    assert row["ratio"] is None and row["b_us"] is None
+
+
+def test_cli_compare_runs_without_a_gpu(tmp_path, capsys):
+    from tritonkit.cli import main
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    report.write_json(a, _results())
+    report.write_json(b, _results(scale=2.0))
+    assert main(["bench", "--compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "2.000" in out and "geomean" in out
+    assert main(["bench", "--compare", str(a), str(tmp_path / "no.json")]) == 2
+    assert "no.json" in capsys.readouterr().err
+
+
+def test_text_table_aligns_columns():
+    out = report.text_table(["a", "bb"], [["x", "1"], ["yyy", "22"]]).splitlines()
+    assert out[0] == "a    bb" and out[2] == "x     1" and out[3] == "yyy  22"

@@ -1,0 +1,157 @@
+"""The sweep on a CPU (kernels under Triton's interpreter): checks, eager timing, records. No graph here."""
+
+import dataclasses
+import sys
+import types
+
+import pytest
+import torch
+import triton
+from conftest import ON_GPU
+
+from tritonkit.bench import providers as P
+from tritonkit.bench.runner import BenchConfig, OpTarget, SweepPoint, parse_kv, run, run_point, sweep_points
+from tritonkit.bench.stats import Ceilings
+from tritonkit.ops.rms_norm.spec import SPEC as RMS
+from tritonkit.spec import Shape
+
+pytestmark = pytest.mark.skipif(ON_GPU, reason="the CPU path of the runner")
+CEIL = Ceilings(copy_gbps=4000.0, matmul_tflops=800.0, floor_us=2.0, empty_us=1.1)
+CPU = torch.device("cpu")
+
+
+def _cfg(**kw):
+    base = dict(targets=[OpTarget.parse("rms_norm:hidden=64")], models=["llama3-8b"], num_tokens=[1, 3],
+                providers=["tritonkit", "eager", "vllm"], startup=False, repeats=2, max_sets=2, host_calls=3,
+                device=CPU)
+    return BenchConfig(**(base | kw))
+
+
+def test_parse_targets_and_shape_overrides():
+    assert parse_kv("num_tokens=16, hidden=4096,kv_cache_dtype=fp8,eps=0.5") == {
+        "num_tokens": 16, "hidden": 4096, "kv_cache_dtype": "fp8", "eps": 0.5}
+    with pytest.raises(ValueError):
+        parse_kv("hidden")
+    t = OpTarget.parse("rms_norm:residual=0")
+    assert t.name == "rms_norm" and t.overrides == (("residual", 0),) and t.label == "rms_norm:residual=0"
+    assert OpTarget.parse("silu_and_mul").label == "silu_and_mul"
+
+
+def test_sweep_points_apply_overrides_and_drop_duplicates():
+    pts = sweep_points(RMS, ["llama3-8b", "mistral-7b", "qwen2-7b"], [1, 16], {"residual": 0})
+    # mistral-7b has llama3-8b's hidden size: its points are the same shapes, named after the first model
+    assert [(p.num_tokens, p.shape["hidden"], p.shape["residual"], p.model, p.config) for p in pts] == [
+        (1, 4096, 0, "llama3-8b", "hidden=4096,residual=0"), (16, 4096, 0, "llama3-8b", "hidden=4096,residual=0"),
+        (1, 3584, 0, "qwen2-7b", "hidden=3584,residual=0"), (16, 3584, 0, "qwen2-7b", "hidden=3584,residual=0")]
+    one = sweep_points(RMS, ["llama3-8b"], [1, 16, 256], {"num_tokens": 7})
+    assert [(p.shape.id, p.num_tokens) for p in one] == [("num_tokens=7,hidden=4096,residual=1", 7)]
+    with pytest.raises(ValueError, match="hiden"):
+        sweep_points(RMS, ["llama3-8b"], [1], {"hiden": 1})
+
+
+def test_sweep_points_follow_ops_that_spend_num_tokens_on_other_keys():
+    # a decode sweep: num_tokens sequences whose context shrinks as the batch grows; one series per model
+    spec = dataclasses.replace(RMS, sweep_shape=lambda m, t: Shape(num_seqs=t, context=min(4096, 65536 // t),
+                                                                   hidden=m.hidden))
+    pts = sweep_points(spec, ["llama3-8b"], [1, 64, 1024], {})
+    assert [(p.num_tokens, p.shape["context"]) for p in pts] == [(1, 4096), (64, 1024), (1024, 64)]
+    assert {p.config for p in pts} == {"hidden=4096"}
+
+
+def test_sweep_on_cpu_checks_times_and_records_every_provider():
+    ops, points = run(_cfg(), CEIL)
+    (op,) = ops
+    assert op["label"] == "rms_norm:hidden=64" and op["providers"]["vllm"].startswith("unavailable")
+    assert [(p["num_tokens"], p["provider"], p["status"]) for p in points] == [
+        (1, "tritonkit", "ok"), (1, "eager", "ok"), (3, "tritonkit", "ok"), (3, "eager", "ok")]
+    for p in points:
+        assert p["graph"] is None and p["timed_by"] == "eager"
+        assert p["eager"]["min_us"] <= p["eager"]["median_us"] <= p["eager"]["max_us"]
+        assert p["bytes"] == RMS.work(Shape(p["shape"]), torch.bfloat16).bytes
+        assert p["gbps"] == pytest.approx(p["bytes"] / (p["eager"]["median_us"] * 1e-6) / 1e9)
+        assert p["check"]["error"] <= 1.0
+    # host overhead at the smallest point only, for every provider that ran
+    assert list(op["host_overhead"]) == ["num_tokens=1,hidden=64,residual=1"]
+    assert set(op["host_overhead"]["num_tokens=1,hidden=64,residual=1"]) == {"tritonkit", "eager"}
+
+
+def test_a_wrong_provider_is_reported_and_not_timed():
+    shape = Shape(num_tokens=3, hidden=64, residual=0)
+    tk = P.make_provider("tritonkit", RMS, torch.float32)
+    off = P.Provider("off", "1% off", lambda inputs: {"y": RMS.call(inputs)["y"] * 1.01})
+    unwritten = P.Provider("half", "writes half of y",
+                           lambda inputs: {"y": torch.cat((RMS.call(inputs)["y"][:1], torch.full((2, 64), 7.0)))})
+    boom = P.Provider("boom", "raises", lambda inputs: 1 / 0)
+    pt = SweepPoint(shape, "llama3-8b", 3, "hidden=64,residual=0")
+    recs, _ = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [tk, off, unwritten, boom], _cfg(), CEIL,
+                        l2=1 << 20, seed=0, skip=lambda name: None, progress=P_Progress(), host_point=False)
+    by = {r["provider"]: r for r in recs}
+    assert by["tritonkit"]["status"] == "ok"
+    for name in ("off", "half", "boom"):
+        assert by[name]["status"] == "wrong", name
+        assert "eager" not in by[name] and "graph" not in by[name] and "gbps" not in by[name]
+    assert "mismatch" in by["off"]["detail"] and "ZeroDivisionError" in by["boom"]["detail"]
+
+
+class P_Progress:
+    def advance(self, text):
+        pass
+
+    def log(self, text):
+        pass
+
+    def start(self, total):
+        pass
+
+
+def test_deadline_skips_all_but_tritonkit():
+    ops, points = run(_cfg(deadline_s=-1.0, num_tokens=[1]), CEIL)
+    assert {p["provider"]: p["status"] for p in points} == {"tritonkit": "ok", "eager": "skipped"}
+
+
+def test_clone_inputs_keeps_views_of_one_storage_together():
+    qkv = torch.randn(3, 10)
+    inputs = {"qkv": qkv, "q": qkv[:, :4].view(3, 2, 2), "k": qkv[:, 4:6], "is_neox": True}
+    c = P.clone_inputs(inputs)
+    c["q"].zero_()
+    assert c["qkv"][:, :4].abs().sum() == 0 and qkv[:, :4].abs().sum() > 0
+    assert torch.equal(c["k"], inputs["k"]) and c["k"].stride() == (10, 1) and c["is_neox"] is True
+
+
+def test_find_kernels_and_compile_counts_read_the_jit_cache():
+    def _k(x_ptr):
+        pass
+
+    kernel = triton.runtime.jit.JITFunction(_k)
+    mod = types.ModuleType("tk_fake_op.kernel")
+    kernel.module = mod.__name__
+    mod._fake_kernel = kernel
+    mod.wrapped = types.SimpleNamespace(fn=kernel)  # what autotune / heuristics wrappers look like
+    user = types.ModuleType("tk_fake_op.api")
+    user._fake_kernel = kernel  # imported into another module: counted once, where it is defined
+    sys.modules.update({mod.__name__: mod, user.__name__: user})
+    try:
+        found = P.find_kernels(("tk_fake_op",))
+        assert list(found.values()) == [kernel] and list(found)[0].startswith("tk_fake_op.kernel.")
+        # two devices' caches: 2 + 1 compiled specializations
+        kernel.device_caches = {0: ({"a": 1, "b": 2}, {}, None, None, None), 1: ({"a": 1}, {}, None, None, None)}
+        assert P.compile_counts({"k": kernel}) == {"k": 3}
+    finally:
+        for name in ("tk_fake_op.kernel", "tk_fake_op.api"):
+            sys.modules.pop(name, None)
+
+
+def test_startup_runs_in_fresh_processes_and_checks_the_first_result():
+    from tritonkit.bench.startup import measure_startup
+    shape = {"num_tokens": 3, "hidden": 64, "residual": 1}
+    res = measure_startup("rms_norm", shape, "float32", device="cpu", timeout=300)
+    assert res["shape"] == shape
+    for kind in ("cold", "warm"):
+        r = res[kind]
+        assert "error" not in r, r
+        assert r["correct"] is True
+        assert r["import_s"] > 0 and r["first_call_s"] > 0
+        assert r["to_first_result_s"] == pytest.approx(r["import_s"] + r["cuda_init_s"] + r["first_call_s"])
+        assert r["process_s"] >= r["to_first_result_s"]
+    bad = measure_startup("no_such_op", shape, "float32", device="cpu", timeout=300)
+    assert "no_such_op" in bad["cold"]["error"]

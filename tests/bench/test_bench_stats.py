@@ -1,0 +1,88 @@
+import math
+
+import pytest
+import torch
+
+from tritonkit.bench import stats
+from tritonkit.bench.stats import Ceilings, point_metrics, rotation_sets, summarize
+from tritonkit.ops.rms_norm.spec import SPEC as RMS
+from tritonkit.spec import Shape
+
+CEIL = Ceilings(copy_gbps=4000.0, matmul_tflops=800.0, floor_us=2.0, empty_us=1.1)
+
+
+def test_summarize_reports_per_call_microseconds():
+    t = summarize([3e-6, 1e-6, 2e-6, 10e-6])
+    assert (t.median_us, t.min_us, t.max_us, t.repeats) == pytest.approx((2.5, 1.0, 10.0, 4))
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_bandwidth_and_percentage_of_ceiling():
+    # 4 GB in 2 ms is 2000 GB/s: half the 4000 GB/s copy ceiling
+    m = point_metrics(4_000_000_000, 0, 2e-3, CEIL)
+    assert m["gbps"] == pytest.approx(2000.0)
+    assert m["pct_ceiling"] == pytest.approx(50.0)
+    assert m["bound"] == "memory"
+
+
+def test_target_formula_is_125_percent_of_floor_plus_bytes_over_ceiling():
+    nbytes = 8_000_000  # 2 us at 4000 GB/s; floor 2 us -> ideal 4 us, target 5 us
+    assert stats.ideal_seconds(nbytes, 0, CEIL) == pytest.approx(4e-6)
+    at = point_metrics(nbytes, 0, 4.99e-6, CEIL)
+    assert at["target_us"] == pytest.approx(5.0) and at["target_ratio"] == pytest.approx(0.998) and at["target_pass"]
+    over = point_metrics(nbytes, 0, 5.1e-6, CEIL)
+    assert not over["target_pass"] and over["target_ratio"] == pytest.approx(1.02)
+    # at decode sizes the floor dominates: 1 KB needs at most 1.25 * (2 + 0.00025) us
+    tiny = point_metrics(1000, 0, 2.4e-6, CEIL)
+    assert tiny["target_pass"] and tiny["target_us"] == pytest.approx(1.25 * (2.0 + 1000 / 4000e9 * 1e6))
+
+
+def test_compute_bound_points_use_the_matmul_ceiling():
+    # 800 TFLOP in 2 s on 1 GB: compute-bound; 400 TFLOP/s is 50% of the matmul ceiling
+    m = point_metrics(1_000_000_000, 800 * 10**12, 2.0, CEIL)
+    assert m["bound"] == "compute"
+    assert m["tflops"] == pytest.approx(400.0) and m["pct_ceiling"] == pytest.approx(50.0)
+    assert stats.ideal_seconds(1_000_000_000, 800 * 10**12, CEIL) == pytest.approx(1.0 + 2e-6)
+
+
+def test_point_metrics_rejects_non_positive_time():
+    with pytest.raises(ValueError):
+        point_metrics(1, 0, 0.0, CEIL)
+
+
+def test_work_model_feeds_the_metrics():
+    # rms_norm with residual, 16384 x 4096 bf16: x and residual read, y and r written, weight read once
+    shape = Shape(num_tokens=16384, hidden=4096, residual=1)
+    w = RMS.work(shape, torch.bfloat16)
+    assert w.bytes == 4 * 16384 * 4096 * 2 + 4096 * 2
+    m = point_metrics(w.bytes, w.flops, w.bytes / 3900e9, CEIL)
+    assert m["pct_ceiling"] == pytest.approx(97.5) and m["target_pass"]
+
+
+def test_rotation_sets_turn_the_l2_over():
+    l2 = 60 * 2**20
+    # a 40 KB decode point would need 3072 sets: capped (the flush covers the rest)
+    assert rotation_sets(40 * 1024, l2) == stats.MAX_SETS
+    assert not stats.cold(40 * 1024, stats.MAX_SETS, l2)
+    # 16 MB a set: ceil(2 * 60 MB / 16 MB) = 8, which together exceed the L2
+    assert rotation_sets(16 * 2**20, l2) == 8 and stats.cold(16 * 2**20, 8, l2)
+    # one set larger than two L2s is enough alone
+    assert rotation_sets(1 << 30, l2) == 1
+    # memory budget: 3 GB sets in an 8 GB budget -> 2
+    assert rotation_sets(100 * 2**20, 10 * l2, mem_per_set=3 << 30, mem_budget=8 << 30) == 2
+    with pytest.raises(ValueError):
+        rotation_sets(0, l2)
+
+
+def test_repeats_and_geomean():
+    assert stats.repeats_for(0.01, 0.05, 5, 50) == 5
+    assert stats.repeats_for(0.0001, 0.05, 5, 50) == 50
+    assert stats.repeats_for(0.002, 0.05, 5, 50) == 25
+    assert stats.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert math.isnan(stats.geomean([]))
+
+
+def test_ceilings_round_trip_ignores_unknown_keys():
+    d = CEIL.to_dict() | {"details": {"x": 1}}
+    assert Ceilings.from_dict(d) == CEIL
