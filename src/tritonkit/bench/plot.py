@@ -23,11 +23,17 @@ def _metric(points: list[dict]) -> str:
     return "tflops" if compute > len(points) / 2 else "gbps"
 
 
+def _pyplot():
+    import matplotlib
+    # files only, on machines without a display
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def build_figure(results: dict, op: str):
     """The matplotlib Figure for ``op`` (every label and config of it in ``results``), or None if no points."""
-    import matplotlib
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     groups = {k: v for k, v in group_points(results["points"]).items()
               if any(p["op"] == op for s in v.values() for p in s.values())}
@@ -85,7 +91,7 @@ def build_figure(results: dict, op: str):
 
 def write_plots(results: dict, out_dir: str | pathlib.Path) -> list[pathlib.Path]:
     """``<out_dir>/<op>.png`` for every op with points; returns the paths written."""
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
