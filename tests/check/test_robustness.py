@@ -80,8 +80,9 @@ def test_cli_under_triton_interpret_still_compiles():
     assert [f["kernel"] for f in d["findings"]] == ["_kv_write_i32_kernel"]
 
 
-def test_kernels_defined_while_interpreting_are_compiled(tmp_path, monkeypatch):
-    # a kernel module imported with the interpreter on (what the kernel tests of this suite do), then checked
+def test_kernels_defined_while_interpreting_are_compiled(tmp_path):
+    # a kernel module imported with the interpreter on (what the kernel tests of this suite do), then checked in
+    # the same process; a fresh process so that no earlier test has run the interpreter already
     (tmp_path / "interp_kernels.py").write_text(textwrap.dedent("""
         import triton
         import triton.language as tl
@@ -107,15 +108,57 @@ def test_kernels_defined_while_interpreting_are_compiled(tmp_path, monkeypatch):
             slot = torch.empty(n, device="meta", dtype=torch.int32)
             _interp_kernel[(n,)](x, slot, 1024, BLOCK=64)
     """))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    from triton import knobs
-    monkeypatch.setitem(knobs.runtime.__dict__, "interpret", True)
-    import interp_kernels
-    assert type(interp_kernels._interp_kernel).__name__ == "InterpretedFunction"
-    rep = run_check([str(tmp_path / "interp_cases.py")], Options(disk_cache=False))
-    assert not [p for p in rep.problems if p.fatal], rep.problems
-    assert [(f.rule, f.kernel) for f in rep.findings] == [("int32-offset", "_interp_kernel")]
-    assert any("TRITON_INTERPRET=1" in p.message for p in rep.problems)
+    (tmp_path / "driver.py").write_text(textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import interp_kernels
+        assert type(interp_kernels._interp_kernel).__name__ == "InterpretedFunction"
+        from tritonkit.check import Options, run_check
+        rep = run_check([{str(tmp_path / "interp_cases.py")!r}], Options(disk_cache=False))
+        print(json.dumps({{"findings": [(f.rule, f.kernel) for f in rep.findings],
+                          "problems": [(p.fatal, p.message) for p in rep.problems],
+                          "restored": type(interp_kernels._helper).__name__}}))
+    """))
+    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "TRITONKIT_CACHE_DIR": ""}
+    r = subprocess.run([sys.executable, str(tmp_path / "driver.py")], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert d["findings"] == [["int32-offset", "_interp_kernel"]]
+    assert not [m for fatal, m in d["problems"] if fatal]
+    assert any("TRITON_INTERPRET=1" in m for _, m in d["problems"])
     # restored afterwards: the module still holds its interpreted functions
-    assert type(interp_kernels._helper).__name__ == "InterpretedFunction"
+    assert d["restored"] == "InterpretedFunction"
+
+
+def test_after_the_interpreter_ran_the_check_runs_in_a_fresh_process(tmp_path):
+    # Triton's interpreter leaves triton.language patched once an interpreted kernel has called a jit helper
+    (tmp_path / "driver.py").write_text(textwrap.dedent(f"""
+        import json
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _sum_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(y_ptr, tl.sum(tl.load(x_ptr + offs), axis=0))
+
+        y = torch.empty(1)
+        _sum_kernel[(1,)](torch.ones(16), y, BLOCK=16)
+        assert y.item() == 16.0
+        from tritonkit.check import Options, run_check
+        from tritonkit.check.runner import interpreter_leaked
+        assert interpreter_leaked()
+        rep = run_check([{str(CORPUS / "kv_cache_write.py")!r}], Options(disk_cache=False))
+        print(json.dumps({{"findings": [(f.rule, f.kernel, f.line) for f in rep.findings],
+                          "problems": [(p.fatal, p.message) for p in rep.problems]}}))
+    """))
+    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "TRITONKIT_CACHE_DIR": ""}
+    r = subprocess.run([sys.executable, str(tmp_path / "driver.py")], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert d["findings"] == [["int32-offset", "_kv_write_i32_kernel", 28]]
+    assert [m for fatal, m in d["problems"] if not fatal and "fresh process" in m]
+    assert not [m for fatal, m in d["problems"] if fatal]

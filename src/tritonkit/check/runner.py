@@ -6,6 +6,9 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 import time
 import traceback
@@ -237,12 +240,47 @@ def builtin_targets(ops: tuple[str, ...] | None, spaces: tuple[str, ...], proble
     return spec_targets(specs, spaces)
 
 
+def interpreter_leaked() -> bool:
+    """True when Triton's interpreter has run in this process and left ``triton.language`` patched (interpreted
+    device-function calls patch it without restoring): nothing compiles correctly in this process any more."""
+    if "triton.runtime.interpreter" not in sys.modules:
+        return False
+    import triton.language as tl
+
+    probes = (vars(tl.core.tensor).get("__add__"), vars(tl.core.dtype).get("to_ir"), getattr(tl.core, "range", None),
+              getattr(tl, "reduce", None))
+    return any(getattr(getattr(p, "__code__", None), "co_filename", "").endswith("interpreter.py") for p in probes)
+
+
+def _run_in_child(paths: list[str] | None, opts: Options) -> Report:
+    env = {**os.environ, "_TRITONKIT_CHECK_CHILD": "1", "TRITON_INTERPRET": "0",
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    arg = json.dumps({"paths": paths or [], "options": dataclasses.asdict(opts), "cwd": os.getcwd()})
+    r = subprocess.run([sys.executable, "-m", "tritonkit.check.runner", arg], capture_output=True, text=True,
+                       env=env)
+    try:
+        d = json.loads(r.stdout)
+    except ValueError:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
+        return Report([], [Problem("capture", "check", "the checker's fresh process failed: " + " | ".join(tail))],
+                      [], {})
+    note = Problem("capture", "check", "Triton's interpreter had run in this process and left triton.language "
+                   "patched; the check ran in a fresh process", fatal=False)
+    def tuples(case):
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in case.items()}
+
+    findings = [Finding(**{**f, "case": tuples(f["case"])}) for f in d["findings"]]
+    return Report(findings, [note] + [Problem(**p) for p in d["problems"]], d["kernels"], d["stats"])
+
+
 def run_check(paths: list[str] | None = None, options: Options | None = None) -> Report:
     """Check the files/modules in ``paths`` (their cases and OpSpecs), or every built-in op when empty."""
     from . import rules as rules_pkg
     from .capture import Capture
 
     opts = options or Options()
+    if os.environ.get("_TRITONKIT_CHECK_CHILD") != "1" and interpreter_leaked():
+        return _run_in_child(paths, opts)
     t0 = time.perf_counter()
     target = parse_arch(opts.arch)
     available = rules_pkg.all_rules()
@@ -285,3 +323,18 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
              "capture_seconds": round(t_capture, 3), "seconds": round(time.perf_counter() - t0, 3),
              "rules": list(selected)}
     return Report(findings, problems, kernels, stats)
+
+
+def _child_main(arg: str) -> int:
+    d = json.loads(arg)
+    o = d["options"]
+    opts = Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in o.items()})
+    rep = run_check(d["paths"] or None, opts)
+    print(json.dumps({"findings": [dataclasses.asdict(f) for f in rep.findings],
+                      "problems": [dataclasses.asdict(p) for p in rep.problems],
+                      "kernels": rep.kernels, "stats": rep.stats}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1]))
