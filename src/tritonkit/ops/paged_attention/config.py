@@ -31,9 +31,11 @@ DECODE_BLOCK_M = 16
 # Split-merge cap; the merge kernel's unrolled loop covers this many splits. 64 splits of 8 tiles each cover a
 # 32K context at batch 1, where 8 KV heads x 64 splits = 512 programs ~ 4 per SM on an H200 (132 SMs).
 MAX_SPLITS = 64
-# Programs the decode grid should reach (x SMs): enough resident programs per SM to keep ~64 KB of KV loads in
-# flight each, so HBM stays saturated. Estimate, to be replaced by the H200 sweep in benchmarks/gpu.
-DECODE_PROGRAMS_PER_SM = 4
+# Decode programs resident per SM (72 KB of shared memory and ~165 registers x 128 threads each at the default
+# tiles: 3 fit an H200 SM). Splits fill at most one such wave: equal splits of one sequence finish together, so a
+# second, partial wave would cost a whole split's time. Estimate from the compiled kernel's resources (sm_90);
+# the H200 sweep in benchmarks/gpu/paged_attention.py times 2, 3, 4 and 6.
+DECODE_PROGRAMS_PER_SM = 3
 # A split is worth its partial write and merge only above this many KV tiles (4 x 64 keys).
 MIN_TILES_PER_SPLIT = 4
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
@@ -77,11 +79,12 @@ def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
 
 
 def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, block_n: int, num_sms: int) -> int:
-    """Splits of each sequence's KV range so that num_seqs x num_kv_heads x splits reaches
-    DECODE_PROGRAMS_PER_SM x SMs, with at least MIN_TILES_PER_SPLIT tiles per split and at most MAX_SPLITS."""
+    """Splits of each sequence's KV range so that num_seqs x num_kv_heads x splits fills (without exceeding) one
+    wave of DECODE_PROGRAMS_PER_SM x SMs programs, with at least MIN_TILES_PER_SPLIT tiles per split and at most
+    MAX_SPLITS. Batches that fill a wave on their own get one split (no merge kernel)."""
     tiles = triton.cdiv(max(max_keys, 1), block_n)
     by_work = tiles // MIN_TILES_PER_SPLIT
-    want = triton.cdiv(DECODE_PROGRAMS_PER_SM * num_sms, max(num_seqs * num_kv_heads, 1))
+    want = DECODE_PROGRAMS_PER_SM * num_sms // max(num_seqs * num_kv_heads, 1)
     return max(1, min(want, by_work, MAX_SPLITS))
 
 
