@@ -15,7 +15,16 @@ prefill  one program per (query tile, KV head): BLOCK_M rows = ``BLOCK_M // grou
 A sequence belongs to the decode path when its query length is at most ``decode_max_q`` (all its query rows fit
 one decode program), to the prefill path otherwise. Each kernel skips the other's sequences, so a mixed batch is
 two launches (plus the split merge) and no host sync; a batch whose ``max_seqlen_q <= decode_max_q`` launches
-the decode path only.
+the decode path only. (The decode launch of a pure-prefill batch is num_seqs x kv_heads x splits programs that
+exit after two loads: a few microseconds, the price of not reading query lengths on the host.)
+
+Grids
+-----
+decode   (num_seqs, num_kv_heads, num_splits); merge (num_seqs, num_heads).
+prefill  (num_seqs + T // BLOCK_Q, num_kv_heads): an upper bound on the query tiles of the batch from host
+         integers; each program finds its sequence by binary search over cu_seqlens_q and exits when it has none.
+The dimension that grows with the batch is grid[0] (valid to 2^31 - 1: 1M tokens is ~33K prefill tiles at
+group 4); grid[1] and grid[2] hold heads and splits (<= 64).
 """
 
 from __future__ import annotations
@@ -28,14 +37,16 @@ import triton
 # Rows of a decode program: the smallest M of a tensor-core dot. Packing more query tokens (speculative decoding)
 # into the same 16 rows is free: decode is memory bound and the rows are there anyway.
 DECODE_BLOCK_M = 16
-# Split-merge cap; the merge kernel's unrolled loop covers this many splits. 64 splits of 8 tiles each cover a
-# 32K context at batch 1, where 8 KV heads x 64 splits = 512 programs ~ 4 per SM on an H200 (132 SMs).
+# Split cap; the merge kernel's unrolled loop covers this many. Batch 1 with 8 KV heads takes 49 (one wave of
+# 3 x 132 programs): a 32K context then gives each program ~10 tiles of 64 keys.
 MAX_SPLITS = 64
 # Decode programs resident per SM (72 KB of shared memory and ~165 registers x 128 threads each at the default
 # tiles: 3 fit an H200 SM). Splits fill at most one such wave: equal splits of one sequence finish together, so a
 # second, partial wave would cost a whole split's time. Estimate from the compiled kernel's resources (sm_90);
 # the H200 sweep in benchmarks/gpu/paged_attention.py times 2, 3, 4 and 6.
 DECODE_PROGRAMS_PER_SM = 3
+# fp8 tiles are widened to bf16 in registers before the dot: ~215 registers a thread, 2 programs per SM.
+DECODE_PROGRAMS_PER_SM_FP8 = 2
 # A split is worth its partial write and merge only above this many KV tiles (4 x 64 keys).
 MIN_TILES_PER_SPLIT = 4
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
@@ -72,19 +83,22 @@ def decode_max_q(group: int) -> int:
 
 
 def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
-    # 64 keys x 128 dims x 2 bytes = 16 KB per K and per V tile: with 3 stages ~96 KB in flight per program.
-    # Halve the keys at head_dim 256 so a stage stays 16 KB; fp8 tiles are half the bytes, so twice the keys.
+    # 64 keys x 128 dims x 2 bytes = 16 KB per K and per V tile; 3 stages keep two tiles of each in flight per
+    # program (64 KB), ~190 KB per SM at 3 programs. Halve the keys at head_dim 256 so a tile stays 16 KB; fp8
+    # tiles are half the bytes, so twice the keys. Estimates pending the H200 tile sweep.
     n = 64 if head_dim_pad(head_dim) <= 128 else 32
     return n * 2 if kv_elem_bytes == 1 else n
 
 
-def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, block_n: int, num_sms: int) -> int:
+def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, block_n: int, num_sms: int,
+                  kv_elem_bytes: int = 2) -> int:
     """Splits of each sequence's KV range so that num_seqs x num_kv_heads x splits fills (without exceeding) one
-    wave of DECODE_PROGRAMS_PER_SM x SMs programs, with at least MIN_TILES_PER_SPLIT tiles per split and at most
-    MAX_SPLITS. Batches that fill a wave on their own get one split (no merge kernel)."""
+    wave of resident decode programs (programs per SM x SMs), with at least MIN_TILES_PER_SPLIT tiles per split
+    and at most MAX_SPLITS. Batches that fill a wave on their own get one split (no merge kernel)."""
     tiles = triton.cdiv(max(max_keys, 1), block_n)
     by_work = tiles // MIN_TILES_PER_SPLIT
-    want = DECODE_PROGRAMS_PER_SM * num_sms // max(num_seqs * num_kv_heads, 1)
+    per_sm = DECODE_PROGRAMS_PER_SM_FP8 if kv_elem_bytes == 1 else DECODE_PROGRAMS_PER_SM
+    want = per_sm * num_sms // max(num_seqs * num_kv_heads, 1)
     return max(1, min(want, by_work, MAX_SPLITS))
 
 
@@ -92,7 +106,7 @@ def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, 
                   max_keys: int, num_sms: int) -> DecodeConfig:
     block_m = max(DECODE_BLOCK_M, triton.next_power_of_2(group))
     block_n = decode_block_n(head_dim, kv_elem_bytes)
-    splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, block_n, num_sms)
+    splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, block_n, num_sms, kv_elem_bytes)
     # 4 warps: a [16, 128] x [128, 64] dot per tile is small; 3 stages keep the paged loads in flight (Hopper).
     return DecodeConfig(block_m, block_n, block_m // group, splits, num_warps=4, num_stages=3)
 
@@ -103,8 +117,9 @@ def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConf
         # the FlashAttention-2 shape for Hopper: 128 query rows over two warpgroups, 64-key tiles, 3 stages
         block_m, block_n, warps, stages = 128, 64, 8, 3
     else:
-        # head_dim 256: a [128, 256] float32 accumulator alone is 128 registers a thread at 8 warps; halve M
-        block_m, block_n, warps, stages = 64, 64, 4, 2
+        # head_dim 256: the [128, 256] float32 accumulator is 128 registers a thread at 8 warps; 32-key tiles keep
+        # the rest under 255 with no spill in the sm_90 build (64 x 64 at 4 warps spills ~370 bytes)
+        block_m, block_n, warps, stages = 128, 32, 8, 2
     block_m = max(block_m, triton.next_power_of_2(group))
     return PrefillConfig(block_m, block_m // group, block_n, warps, stages)
 
