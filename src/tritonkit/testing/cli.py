@@ -101,11 +101,15 @@ def _triton_version() -> str:
 
 def _git_sha() -> str | None:
     import subprocess
+    if os.environ.get("TRITONKIT_GIT_SHA"):
+        return os.environ["TRITONKIT_GIT_SHA"]
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=os.path.dirname(__file__)).stdout.strip() or None
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=os.path.dirname(__file__)).stdout.strip()
     except Exception:
         return None
+    # a copy of the tree without its objects answers "HEAD"
+    return None if sha in ("", "HEAD") else sha
 
 
 def _driver() -> str | None:

@@ -63,33 +63,38 @@ def _reshape_and_cache_kernel(
     SOFT_FP8: tl.constexpr,
 ):
     """BLOCK_T tokens x BLOCK_H kv heads per program: token t's key and value rows go to cache block
-    ``slot[t] // block_size``, row ``slot[t] % block_size``; ``slot < 0`` is padding, neither read nor written.
+    ``slot[t] // block_size``, row ``slot[t] % block_size``; ``slot < 0`` is padding: read with the rest, not written.
     Both tiles are loaded before either is stored, so all loads of a program are in flight together."""
     pid_t = tl.program_id(0).to(tl.int64)
     pid_h = tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)  # [BLOCK_T], int64
     offs_h = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)  # [BLOCK_H]
     offs_d = tl.arange(0, BLOCK_D)  # [BLOCK_D]
-    slot = tl.load(slot_ptr + offs_t, mask=offs_t < num_tokens, other=-1).to(tl.int64)
-    blk = slot // block_size
-    row = slot - blk * block_size
-    mask = ((slot >= 0)[:, None, None] & (offs_h < num_heads)[None, :, None]
-            & (offs_d < HEAD_DIM)[None, None, :])  # [BLOCK_T, BLOCK_H, BLOCK_D]
+    mask_t = offs_t < num_tokens
     t3 = offs_t[:, None, None]
     h3 = offs_h[None, :, None]
     d3 = offs_d[None, None, :]
+    mask_hd = (offs_h < num_heads)[None, :, None] & (offs_d < HEAD_DIM)[None, None, :]
+    # key/value loads do not wait for the slot: a padding token's row is read (it is inside key) and dropped at
+    # the store, so the slot load and the row loads are in flight together instead of one after the other
+    mask_in = mask_t[:, None, None] & mask_hd  # [BLOCK_T, BLOCK_H, BLOCK_D]
     k_ptrs = key_ptr + t3 * stride_k_t + h3 * stride_k_h + d3
     v_ptrs = value_ptr + t3 * stride_v_t + h3 * stride_v_h + d3
+    slot = tl.load(slot_ptr + offs_t, mask=mask_t, other=-1).to(tl.int64)
+    if FP8:
+        k = _load_f32(k_ptrs, mask_in, SOFT_FP8)
+        v = _load_f32(v_ptrs, mask_in, SOFT_FP8)
+    else:
+        # a copy: no conversion, every bit (NaN payloads, subnormals, -0) lands as it was
+        k = tl.load(k_ptrs, mask=mask_in)
+        v = tl.load(v_ptrs, mask=mask_in)
+    blk = slot // block_size
+    row = slot - blk * block_size
+    mask = (slot >= 0)[:, None, None] & mask_hd
     kc_ptrs = key_cache_ptr + (blk * stride_kc_b + row * stride_kc_r)[:, None, None] + h3 * stride_kc_h + d3
     vc_ptrs = value_cache_ptr + (blk * stride_vc_b + row * stride_vc_r)[:, None, None] + h3 * stride_vc_h + d3
     if FP8:
-        k = _load_f32(k_ptrs, mask, SOFT_FP8)
-        v = _load_f32(v_ptrs, mask, SOFT_FP8)
         k = _quantize_e4m3(k, tl.load(k_scale_ptr), SOFT_FP8)
         v = _quantize_e4m3(v, tl.load(v_scale_ptr), SOFT_FP8)
-    else:
-        # a copy: no conversion, every bit (NaN payloads, subnormals, -0) lands as it was
-        k = tl.load(k_ptrs, mask=mask)
-        v = tl.load(v_ptrs, mask=mask)
     tl.store(kc_ptrs, k, mask=mask)
     tl.store(vc_ptrs, v, mask=mask)

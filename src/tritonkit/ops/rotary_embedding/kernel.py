@@ -4,7 +4,7 @@ import triton.language as tl
 
 @triton.jit
 def _rotate_heads(
-    x_ptr, stride_t, stride_h, num_heads, head_start, offs_t, mask_t, cos, sin,
+    x_ptr, stride_t, stride_h, num_heads, head_start, offs_t, mask_t, cs, mask_cs,
     ROT_HALF: tl.constexpr,
     IS_NEOX: tl.constexpr,
     BLOCK_T: tl.constexpr,
@@ -12,18 +12,20 @@ def _rotate_heads(
     BLOCK_HALF: tl.constexpr,
 ):
     """Rotate dims ``[0, 2 * ROT_HALF)`` of heads ``[head_start, head_start + BLOCK_H)`` of the tokens ``offs_t``
-    in place. Every element is loaded before any is stored, so nothing is re-read after a write."""
+    in place, with cos/sin at ``cs`` (``[BLOCK_T, BLOCK_HALF]`` pointers). Every element is loaded before any is
+    stored, so nothing is re-read after a write; q/k are loaded before cos/sin, whose address waits on the
+    position load, so the two round trips overlap."""
     offs_h = head_start.to(tl.int64) + tl.arange(0, BLOCK_H)
     heads = x_ptr + offs_t[:, None, None] * stride_t + offs_h[None, :, None] * stride_h  # [BLOCK_T, BLOCK_H, 1]
     mask_th = mask_t[:, None, None] & (offs_h < num_heads)[None, :, None]
-    cos = cos[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
-    sin = sin[:, None, :]
     if IS_NEOX:
         # first half / second half: two contiguous loads
         offs_j = tl.arange(0, BLOCK_HALF)[None, None, :]
         mask = mask_th & (offs_j < ROT_HALF)
         x1 = tl.load(heads + offs_j, mask=mask, other=0.0).to(tl.float32)  # [BLOCK_T, BLOCK_H, BLOCK_HALF]
         x2 = tl.load(heads + ROT_HALF + offs_j, mask=mask, other=0.0).to(tl.float32)
+        cos = tl.load(cs, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
+        sin = tl.load(cs + ROT_HALF, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]
         tl.store(heads + offs_j, (x1 * cos - x2 * sin).to(x_ptr.dtype.element_ty), mask=mask)
         tl.store(heads + ROT_HALF + offs_j, (x2 * cos + x1 * sin).to(x_ptr.dtype.element_ty), mask=mask)
     else:
@@ -31,6 +33,8 @@ def _rotate_heads(
         offs_d = tl.arange(0, 2 * BLOCK_HALF)[None, None, :]
         mask = mask_th & (offs_d < 2 * ROT_HALF)
         x = tl.load(heads + offs_d, mask=mask, other=0.0).to(tl.float32)  # [BLOCK_T, BLOCK_H, 2 * BLOCK_HALF]
+        cos = tl.load(cs, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
+        sin = tl.load(cs + ROT_HALF, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]
         x1, x2 = tl.split(tl.reshape(x, (BLOCK_T, BLOCK_H, BLOCK_HALF, 2)))
         out = tl.join(x1 * cos - x2 * sin, x2 * cos + x1 * sin)  # [BLOCK_T, BLOCK_H, BLOCK_HALF, 2]
         out = tl.reshape(out, (BLOCK_T, BLOCK_H, 2 * BLOCK_HALF))
@@ -62,12 +66,10 @@ def _rotary_embedding_fwd_kernel(
     offs_j = tl.arange(0, BLOCK_HALF)
     mask_cs = in_range[:, None] & (offs_j < ROT_HALF)[None, :]
     cs = cache_ptr + pos[:, None] * stride_cache + offs_j[None, :]  # [BLOCK_T, BLOCK_HALF]
-    cos = tl.load(cs, mask=mask_cs, other=float("nan")).to(tl.float32)
-    sin = tl.load(cs + ROT_HALF, mask=mask_cs, other=float("nan")).to(tl.float32)
     n_q_blocks = tl.cdiv(num_q_heads, BLOCK_HQ)
     if pid_h < n_q_blocks:
-        _rotate_heads(q_ptr, stride_qt, stride_qh, num_q_heads, pid_h * BLOCK_HQ, offs_t, mask_t, cos, sin,
+        _rotate_heads(q_ptr, stride_qt, stride_qh, num_q_heads, pid_h * BLOCK_HQ, offs_t, mask_t, cs, mask_cs,
                       ROT_HALF, IS_NEOX, BLOCK_T, BLOCK_HQ, BLOCK_HALF)
     else:
         _rotate_heads(k_ptr, stride_kt, stride_kh, num_k_heads, (pid_h - n_q_blocks) * BLOCK_HK, offs_t, mask_t,
-                      cos, sin, ROT_HALF, IS_NEOX, BLOCK_T, BLOCK_HK, BLOCK_HALF)
+                      cs, mask_cs, ROT_HALF, IS_NEOX, BLOCK_T, BLOCK_HK, BLOCK_HALF)
