@@ -21,10 +21,11 @@ export TRITONKIT_CACHE_DIR="${TRITONKIT_CACHE_DIR:-$OUT/.cache}"
 
 OPS="rms_norm rms_norm:residual=0 silu_and_mul rotary_embedding reshape_and_cache"
 TOKENS="1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536"
-DEADLINE=430
+DEADLINE=${BENCH_DEADLINE:-430}
+LIMIT=${BENCH_LIMIT:-560}
 if [ "${1:-}" = "quick" ]; then
   TOKENS="1 256 4096 16384"
-  DEADLINE=200
+  DEADLINE=${BENCH_DEADLINE:-200}
 fi
 
 {
@@ -38,7 +39,7 @@ fi
 } 2>&1 | tee "$OUT/log.txt"
 
 # shellcheck disable=SC2086
-timeout -k 10 560 python3 -m tritonkit bench $OPS --models llama3-8b --dtype bfloat16 --num-tokens $TOKENS \
+timeout -k 10 "$LIMIT" python3 -m tritonkit bench $OPS --models llama3-8b --dtype bfloat16 --num-tokens $TOKENS \
   --providers tritonkit eager inductor vllm --out "$OUT" --deadline "$DEADLINE" 2>&1 | tee -a "$OUT/log.txt"
 rc=${PIPESTATUS[0]}
 rm -rf "$OUT/.cache"

@@ -60,7 +60,7 @@ def main():
             old = ro_cfg.TILE
             ro_cfg.TILE = tile
             try:
-                c = ro_cfg.rotary_config(hq, hk, rot, e)
+                c = ro_cfg.rotary_config.__wrapped__(hq, hk, rot, e)
             finally:
                 ro_cfg.TILE = old
             return dataclasses.replace(c, num_warps=warps or c.num_warps)
@@ -74,7 +74,7 @@ def main():
             old = (rc_cfg.TILE_BYTES, rc_cfg.MAX_BLOCK_T)
             rc_cfg.TILE_BYTES, rc_cfg.MAX_BLOCK_T = tile, max_t
             try:
-                c = rc_cfg.reshape_and_cache_config(h, d, e)
+                c = rc_cfg.reshape_and_cache_config.__wrapped__(h, d, e)
             finally:
                 rc_cfg.TILE_BYTES, rc_cfg.MAX_BLOCK_T = old
             return dataclasses.replace(c, num_warps=warps or c.num_warps)

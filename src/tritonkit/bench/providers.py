@@ -93,7 +93,8 @@ def _vllm_reshape_and_cache(spec: OpSpec, dtype: torch.dtype) -> Provider:
         kernel = mod.triton_reshape_and_cache_flash
     except Exception as e:  # ImportError, or a stand-in module vLLM's file does not agree with
         raise Unavailable(f"vLLM not importable ({type(e).__name__}: {e})") from None
-    outs = tuple(spec.inplace) or ("key_cache", "value_cache")
+    # the spec's own view of what a call produced (caches and the guard regions around them)
+    outputs = importlib.import_module(spec.call.__module__).outputs
     scales: dict[torch.device, torch.Tensor] = {}
 
     def fn(inputs: dict) -> dict:
@@ -106,7 +107,7 @@ def _vllm_reshape_and_cache(spec: OpSpec, dtype: torch.dtype) -> Provider:
         kernel(key, inputs["value"], inputs["key_cache"], inputs["value_cache"], inputs["slot_mapping"],
                inputs.get("kv_cache_dtype", "auto"),
                one if k_scale is None else k_scale, one if v_scale is None else v_scale)
-        return {name: inputs[name] for name in outs}
+        return outputs(inputs)
 
     return Provider("vllm", f"{mod_name}.triton_reshape_and_cache_flash", fn, (mod_name,))
 

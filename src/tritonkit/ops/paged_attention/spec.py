@@ -76,8 +76,9 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
     pos = torch.arange(width * bs, dtype=torch.int64, device=dev)
     slot = block_table.long().repeat_interleave(bs, dim=1) * bs + pos % bs  # [num_seqs, width * bs]
     holds_key = pos[None, :] < torch.tensor(seq_k, dtype=torch.int64, device=dev)[:, None]
-    valid = torch.zeros(num_blocks * bs, dtype=torch.int8, device=dev)
-    valid = valid.scatter_reduce(0, slot.reshape(-1), holds_key.reshape(-1).to(torch.int8), "amax")
+    # int32, not int8: PyTorch's int8 scatter_reduce kernel reads past its allocation (compute-sanitizer memcheck)
+    valid = torch.zeros(num_blocks * bs, dtype=torch.int32, device=dev)
+    valid = valid.scatter_reduce(0, slot.reshape(-1), holds_key.reshape(-1).to(torch.int32), "amax")
     valid = valid.view(num_blocks, bs, 1, 1).bool()
 
     cache_shape = (num_blocks, bs, hkv, d)

@@ -1,6 +1,7 @@
 """Block size and warps for rms_norm as a pure function of the row width."""
 
 import dataclasses
+import functools
 
 import triton
 
@@ -17,6 +18,8 @@ class RmsNormConfig:
     num_warps: int
 
 
+# pure in its arguments, and on every call's host path: computed once per model config
+@functools.lru_cache(maxsize=256)
 def rms_norm_config(hidden: int, elem_bytes: int) -> RmsNormConfig:
     single = hidden <= MAX_SINGLE_PASS
     block = triton.next_power_of_2(hidden) if single else STREAM_BLOCK
