@@ -216,6 +216,29 @@ def launch_styles(n):
 
 
 @triton.jit
+def _sweep_default_kernel(x_ptr, n, heads, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n * heads), mask=offs < n * heads)
+
+
+@triton.jit
+def _sweep_named_kernel(x_ptr, n, heads, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n * heads), mask=offs < n * heads)
+
+
+@tritonkit.case(num_tokens=[16, 17], heads=[16, 17])
+def sweep_default(num_tokens, heads):
+    # num_tokens is a per-call size, heads a model constant: only num_tokens may not split the compile
+    _sweep_default_kernel[(1,)](torch.empty(1024, **M), num_tokens, heads, BLOCK=64)
+
+
+@tritonkit.case(num_tokens=[16, 17], heads=[16, 17], sweep=["heads"])
+def sweep_named(num_tokens, heads):
+    _sweep_named_kernel[(1,)](torch.empty(1024, **M), num_tokens, heads, BLOCK=64)
+
+
+@triton.jit
 def _grid_kernel(x_ptr):
     tl.store(x_ptr + tl.program_id(0) * 0, 1.0)
 
@@ -320,3 +343,17 @@ def test_heuristics_and_warmup_launches_are_captured(report):
     assert k["_warmup_kernel"]["compiles"] == 1
     (f,) = _on(report, "_warmup_kernel", "grid-limit")
     assert "grid[1] = 70,000" in f.message
+
+
+def test_recompile_compares_launches_within_a_sweep_of_per_call_sizes(report):
+    (f,) = _on(report, "_sweep_default_kernel", "recompile")
+    assert "`n`" in f.message and "`heads`" not in f.message
+    (g,) = _on(report, "_sweep_named_kernel", "recompile")
+    assert "`heads`" in g.message and "`n`" not in g.message
+
+
+def test_case_rejects_a_sweep_that_names_no_parameter():
+    import tritonkit
+
+    with pytest.raises(ValueError, match="sweep names"):
+        tritonkit.case(num_tokens=[1, 2], sweep=["num_seqs"])(lambda num_tokens: None)

@@ -36,11 +36,20 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    # the checker compiles; the interpreter must not swap kernels for Python functions at import time
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    # the checker compiles: with the interpreter on, Triton would import its jit library as Python functions
+    prev = os.environ.get("TRITON_INTERPRET")
+    if prev not in (None, "", "0"):
         print("tritonkit check: ignoring TRITON_INTERPRET=1 (the checker compiles kernels, it does not run them)",
               file=sys.stderr)
         os.environ["TRITON_INTERPRET"] = "0"
+    try:
+        return _main(args)
+    finally:
+        if prev is not None:
+            os.environ["TRITON_INTERPRET"] = prev
+
+
+def _main(args) -> int:
     try:
         from .report import render
         from .runner import Options, run_check

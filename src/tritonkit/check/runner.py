@@ -279,8 +279,6 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     from .capture import Capture
 
     opts = options or Options()
-    if os.environ.get("_TRITONKIT_CHECK_CHILD") != "1" and interpreter_leaked():
-        return _run_in_child(paths, opts)
     t0 = time.perf_counter()
     target = parse_arch(opts.arch)
     available = rules_pkg.all_rules()
@@ -288,6 +286,8 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     unknown = [r for r in selected if r not in available]
     if unknown:
         raise CheckError(f"unknown rule {', '.join(unknown)}; rules: {', '.join(available)}")
+    if os.environ.get("_TRITONKIT_CHECK_CHILD") != "1" and interpreter_leaked():
+        return _run_in_child(paths, opts)
     problems: list[Problem] = []
     compiler = Compiler(target, disk_cache=opts.disk_cache)
     with interpreter_off():
