@@ -107,3 +107,32 @@ def test_type_helpers():
     assert pointee("tensor<16x!tt.ptr<bf16>>") == "tensor<16xbf16>" and pointee("!tt.ptr<i64>") == "i64"
     assert split_top("a, tensor<1x2xf32, #b>, (c, d) -> e", ",") == ["a", " tensor<1x2xf32, #b>", " (c, d) -> e"]
     assert split_top("(x) -> (y, z)", "->") == ["(x) ", " (y, z)"]
+
+
+ALT_FORMS = r'''
+module {
+  tt.func public @k(%arg0: !tt.ptr<f32>, %arg1: i32) {
+    %0 = tt.get_program_id {axis = 1 : i32} : i32
+    %1 = arith.muli %0, %arg1 : i32
+    %2 = tt.addptr %arg0, %1 : !tt.ptr<f32>, i32
+    tt.store %2, %cst : !tt.ptr<f32>
+    ttg.barrier local|global
+    %3 = tt.load %2 : !tt.ptr<f32>
+    tt.return
+  }
+}
+'''
+
+
+def test_printed_forms_of_other_triton_releases():
+    from tritonkit.check.ranges import Bindings, RangeAnalysis
+    from tritonkit.check.rules.store_then_load import is_barrier
+
+    f = parse_module(ALT_FORMS).entry_func()
+    # program id written with an axis attribute, arguments without names or locations
+    ra = RangeAnalysis(f, Bindings((1, 70_000, 1), {"arg1": (65_536, 65_536)})).run()
+    (ov,) = ra.overflows.values()
+    assert ov.op.name == "arith.muli" and ov.iv.hi == 69_999 * 65_536
+    assert is_barrier("gpu.barrier") and is_barrier("ttg.barrier") and is_barrier("tt.debug_barrier")
+    assert not is_barrier("ttng.wait_barrier") and not is_barrier("ttng.init_barrier")
+    assert [op.name for op in f.ops if is_barrier(op.name)] == ["ttg.barrier"]

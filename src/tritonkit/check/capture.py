@@ -23,6 +23,7 @@ from .findings import Problem
 from .target import CheckError, Compiled, Compiler, interpreter_off, stub_driver
 
 _TRITON_DIR = os.path.dirname(triton.__file__)
+_MISSING = object()
 _CHECK_DIR = os.path.dirname(__file__)
 
 
@@ -194,7 +195,6 @@ class Capture:
 
     # -- patching -------------------------------------------------------------------------------------------
     def __enter__(self) -> Capture:
-        cap = self
         try:
             from triton.runtime.jit import create_function_from_signature  # noqa: F401
         except ImportError:
@@ -202,7 +202,16 @@ class Capture:
         if create_function_from_signature is None or not hasattr(JITFunction, "_pack_args"):
             raise CheckError(f"Triton {triton.__version__} lacks the launch internals the checker uses "
                              "(runtime.jit.create_function_from_signature, JITFunction._pack_args); "
-                             "(tritonkit check is developed against Triton 3.6)")
+                             "tritonkit check is developed against Triton 3.6")
+        try:
+            self._install()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _install(self) -> None:
+        cap = self
 
         def jit_run(kernel, *args, grid=None, warmup=False, **kwargs):
             return cap._launch(kernel, args, kwargs, grid, warmup)
@@ -231,7 +240,6 @@ class Capture:
         self._stack.enter_context(stub_driver(self.compiler.target))
         self._stack.enter_context(interpreter_off())
         self._cuda_shims()
-        return self
 
     def _cuda_shims(self) -> None:
         """Launchers ask torch.cuda about the device (capability, current device, a device context); on a machine
@@ -254,12 +262,15 @@ class Capture:
 
     def __exit__(self, *exc) -> None:
         for obj, name, old in reversed(self._saved):
-            setattr(obj, name, old)
+            if old is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, old)
         self._saved.clear()
         self._stack.close()
 
     def _patch(self, obj, name, new) -> None:
-        self._saved.append((obj, name, vars(obj)[name]))
+        self._saved.append((obj, name, vars(obj).get(name, _MISSING)))
         setattr(obj, name, new)
 
     def _jit_of(self, fn) -> JITFunction:

@@ -105,7 +105,6 @@ class RangeAnalysis:
         self.b = b
         self.env: dict[str, Val] = {}
         self.overflows: dict[int, Overflow] = {}  # op.pos -> first-in-chain overflow
-        self.unknown_ops: dict[str, int] = {}
 
     # -- driver ---------------------------------------------------------------------------------------------
     def run(self) -> RangeAnalysis:
@@ -267,7 +266,6 @@ class RangeAnalysis:
             if n == "arith.shrui":
                 return Iv(0, ((1 << bits) - 1) >> s_lo, data=True, scale=1.0)
             return Iv(min(a.lo >> s_lo, a.lo >> s_hi), max(a.hi >> s_lo, a.hi >> s_hi), **fl)
-        self.unknown_ops[n] = self.unknown_ops.get(n, 0) + 1
         return Unknown(f"`{n}` is not understood by the range analysis")
 
     def _arith(self, op: Op, a: Iv, b: Iv, bits: int) -> Iv:
