@@ -304,7 +304,7 @@ def validate_million_tokens() -> dict:
     output of a sample of sequences is compared with the float64 reference of those sequences alone."""
     from tritonkit.ops import get_spec, paged_attention
     from tritonkit.ops.paged_attention.reference import paged_attention_reference
-    from tritonkit.testing.compare import compare
+    from tritonkit.testing import compare
     spec = get_spec("paged_attention")
     b = Batch("1M tokens", [256] * 4096, [0] * 4096)
     t = time.perf_counter()

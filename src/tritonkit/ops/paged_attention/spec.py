@@ -57,7 +57,7 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
     dev = fill.device
     q_lens, seq_k = _lengths(shape)
     hq, hkv, d, bs = shape["num_heads"], shape["num_kv_heads"], shape["head_dim"], shape["block_size"]
-    num_seqs, num_tokens = len(q_lens), sum(q_lens)
+    num_tokens = sum(q_lens)
     pages = [-(-n // bs) for n in seq_k]
     used = sum(pages)
     num_blocks = shape.get("num_blocks", used + max(2, used // 4))

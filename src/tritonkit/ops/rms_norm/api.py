@@ -4,7 +4,6 @@ residual add."""
 from __future__ import annotations
 
 import torch
-import triton
 
 from .. import _alloc, _checks
 from .._library import is_compiling
