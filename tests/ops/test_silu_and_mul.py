@@ -2,6 +2,7 @@ import importlib
 
 import pytest
 import torch
+from compile_keys import Recorder, specialization_keys
 from conftest import DEVICE
 
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
@@ -128,50 +129,24 @@ def test_torch_compile_aot_eager():
         torch.testing.assert_close(f(x), silu_and_mul(x) + 1)
 
 
-class _Recorder:
-    """Stands in for a jit kernel: records each launch's arguments without running it."""
-
-    def __init__(self):
-        self.launches = []
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.launches.append((grid, args, kwargs))
-
-
-def _specialization_keys(kernel, launches) -> set:
-    """The keys Triton would compile under for these launches on an sm_90 GPU (what the JIT cache is keyed by);
-    computed without a GPU, so it also holds for the interpreter, where nothing is compiled."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.runtime.jit import JITFunction, create_function_from_signature
-    if not isinstance(kernel, JITFunction):  # the interpreter's wrapper keeps the decorator's arguments
-        kernel = JITFunction(kernel.fn, do_not_specialize=kernel.kwargs.get("do_not_specialize"))
-    binder = create_function_from_signature(kernel.signature, kernel.params, make_backend(GPUTarget("cuda", 90, 32)))
-    keys = set()
-    for _, args, kwargs in launches:
-        _, specialization, options = binder(*args, **kwargs)
-        keys.add((repr(specialization), repr(options)))
-    return keys
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
 def test_one_compile_across_num_tokens(monkeypatch, dtype):
     kernel = api._silu_and_mul_fwd_kernel
     for model in MODELS.values():
-        rec = _Recorder()
+        rec = Recorder()
         monkeypatch.setattr(api, "_silu_and_mul_fwd_kernel", rec)
         for t in NUM_TOKENS_SWEEP:
             SPEC.call(SPEC.make_inputs(SPEC.sweep_shape(model, t), dtype, MetaFill()))
         assert len(rec.launches) == len(NUM_TOKENS_SWEEP)
         # grid[0] grows with the tokens; grid[1] (column blocks) is fixed by the model
         assert len({g[1] for g, _, _ in rec.launches}) == 1 and rec.launches[-1][0][1] <= 65535
-        keys = _specialization_keys(kernel, rec.launches)
+        keys = specialization_keys(kernel, rec.launches)
         assert len(keys) == 1, f"{model.name}: {len(keys)} compiles over num_tokens {NUM_TOKENS_SWEEP}"
 
 
 def test_specialization_key_check_can_fail():
     # the same launches through a kernel that specializes n_rows give several keys: the test above can fail
-    rec = _Recorder()
+    rec = Recorder()
     api_kernel = api._silu_and_mul_fwd_kernel
     try:
         api._silu_and_mul_fwd_kernel = rec
@@ -180,4 +155,4 @@ def test_specialization_key_check_can_fail():
     finally:
         api._silu_and_mul_fwd_kernel = api_kernel
     from triton.runtime.jit import JITFunction
-    assert len(_specialization_keys(JITFunction(api_kernel.fn), rec.launches)) > 1
+    assert len(specialization_keys(JITFunction(api_kernel.fn), rec.launches)) > 1
