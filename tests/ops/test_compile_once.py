@@ -1,34 +1,51 @@
-"""One compile per (dtype, model config) over the whole num_tokens sweep, for the ops whose own test files do not
-already check it (rotary_embedding and silu_and_mul do): launches recorded on meta tensors, keys computed as
-Triton would for sm_90."""
+"""One compile per (dtype, model config) over the whole num_tokens sweep, for every memory-bound op: launches are
+recorded on meta tensors and their JIT cache keys computed as Triton would for sm_90 (no GPU needed; the GPU-side
+count is in test_gpu.py)."""
 
 import importlib
 
 import pytest
 import torch
 from compile_keys import Recorder, specialization_keys
+from triton.runtime.jit import JITFunction
 
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
 from tritonkit.ops import get_spec
 from tritonkit.testing import MetaFill
 
-OPS = {"rms_norm": "_rms_norm_fwd_kernel", "reshape_and_cache": "_reshape_and_cache_kernel"}
+OPS = {"rms_norm": "_rms_norm_fwd_kernel", "silu_and_mul": "_silu_and_mul_fwd_kernel",
+       "rotary_embedding": "_rotary_embedding_fwd_kernel", "reshape_and_cache": "_reshape_and_cache_kernel"}
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("name", OPS)
-def test_one_compile_across_num_tokens(monkeypatch, name, dtype):
+def _record(monkeypatch, name, model, dtype, tokens):
     api = importlib.import_module(f"tritonkit.ops.{name}.api")
     kernel = getattr(api, OPS[name])
     spec = get_spec(name)
+    rec = Recorder()
+    monkeypatch.setattr(api, OPS[name], rec)
+    for t in tokens:
+        spec.call(spec.make_inputs(spec.sweep_shape(model, t), dtype, MetaFill()))
+    monkeypatch.setattr(api, OPS[name], kernel)
+    assert len(rec.launches) == len(tokens)
+    return kernel, rec.launches
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("name", OPS)
+def test_one_compile_across_num_tokens(monkeypatch, name, dtype):
     for model in MODELS.values():
-        rec = Recorder()
-        monkeypatch.setattr(api, OPS[name], rec)
-        for t in NUM_TOKENS_SWEEP:
-            spec.call(spec.make_inputs(spec.sweep_shape(model, t), dtype, MetaFill()))
-        assert len(rec.launches) == len(NUM_TOKENS_SWEEP)
-        # the grid grows on grid[0] only; grid[1], where used, is fixed by the model
-        grids = [tuple(g) + (1, 1) for g, _, _ in rec.launches]
+        kernel, launches = _record(monkeypatch, name, model, dtype, NUM_TOKENS_SWEEP)
+        # the grid grows on grid[0] only; grid[1], where used, is fixed by the model and within CUDA's limit
+        grids = [tuple(g) + (1, 1) for g, _, _ in launches]
         assert len({g[1:3] for g in grids}) == 1 and max(g[1] for g in grids) <= 65535
-        keys = specialization_keys(kernel, rec.launches)
+        keys = specialization_keys(kernel, launches)
         assert len(keys) == 1, f"{name} on {model.name}: {len(keys)} compiles over num_tokens {NUM_TOKENS_SWEEP}"
+
+
+# rms_norm is left out: it passes no per-call integer at all (the row count lives only in its grid)
+@pytest.mark.parametrize("name", [n for n in OPS if n != "rms_norm"])
+def test_the_check_fails_without_do_not_specialize(monkeypatch, name):
+    # the same launches through the kernel minus its do_not_specialize split into several keys (1, 16, 17 tokens
+    # land in different specialization classes): the test above can fail
+    kernel, launches = _record(monkeypatch, name, MODELS["llama3-8b"], torch.float16, (1, 16, 17))
+    assert len(specialization_keys(JITFunction(kernel.fn), launches)) > 1

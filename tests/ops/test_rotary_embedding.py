@@ -3,14 +3,12 @@ import math
 
 import pytest
 import torch
-from compile_keys import Recorder, specialization_keys
 from conftest import DEVICE
 
-from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
 from tritonkit.ops import get_spec, rotary_embedding
 from tritonkit.ops.rotary_embedding.reference import rotary_embedding_reference
 from tritonkit.ops.rotary_embedding.spec import _cos_sin_cache
-from tritonkit.testing import Fill, MetaFill, assert_valid, compare, tolerance_for
+from tritonkit.testing import Fill, assert_valid, compare, tolerance_for
 
 SPEC = get_spec("rotary_embedding")
 api = importlib.import_module("tritonkit.ops.rotary_embedding.api")
@@ -272,30 +270,3 @@ def test_torch_compile_records_one_custom_op_and_mutates_views():
     assert "tritonkit.rotary_embedding" in targets
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
-def test_one_compile_across_num_tokens(monkeypatch, dtype):
-    kernel = api._rotary_embedding_fwd_kernel
-    for model in MODELS.values():
-        rec = Recorder()
-        monkeypatch.setattr(api, "_rotary_embedding_fwd_kernel", rec)
-        for t in NUM_TOKENS_SWEEP:
-            SPEC.call(SPEC.make_inputs(SPEC.sweep_shape(model, t), dtype, MetaFill()))
-        assert len(rec.launches) == len(NUM_TOKENS_SWEEP)
-        # grid[0] grows with the tokens; grid[1] (head blocks of q and k) is fixed by the model
-        assert len({g[1] for g, _, _ in rec.launches}) == 1 and rec.launches[-1][0][1] <= 65535
-        keys = specialization_keys(kernel, rec.launches)
-        assert len(keys) == 1, f"{model.name}: {len(keys)} compiles over num_tokens {NUM_TOKENS_SWEEP}"
-
-
-def test_specialization_key_check_can_fail():
-    # the same launches through a kernel that specializes num_tokens give several keys: the test above can fail
-    rec = Recorder()
-    kernel = api._rotary_embedding_fwd_kernel
-    try:
-        api._rotary_embedding_fwd_kernel = rec
-        for t in (1, 16, 17):
-            SPEC.call(SPEC.make_inputs(SPEC.sweep_shape(MODELS["llama3-8b"], t), torch.float16, MetaFill()))
-    finally:
-        api._rotary_embedding_fwd_kernel = kernel
-    from triton.runtime.jit import JITFunction
-    assert len(specialization_keys(JITFunction(kernel.fn), rec.launches)) > 1
