@@ -9,27 +9,25 @@ import dataclasses
 import itertools
 import json
 import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
-from quick_speed import copy_bandwidth, graph_time_us  # noqa: E402
-
-from tritonkit import ops  # noqa: E402
-from tritonkit.models import MODELS  # noqa: E402
-from tritonkit.testing import Fill, validate_case  # noqa: E402
-from tritonkit.ops.reshape_and_cache import api as rc_api, config as rc_cfg  # noqa: E402
-from tritonkit.ops.rotary_embedding import api as ro_api, config as ro_cfg  # noqa: E402
+from tritonkit import ops
+from tritonkit.bench.ceilings import measure_copy_gbps
+from tritonkit.bench.stats import rotation_sets
+from tritonkit.bench.timing import time_graph
+from tritonkit.models import MODELS
+from tritonkit.ops.reshape_and_cache import api as rc_api, config as rc_cfg
+from tritonkit.ops.rotary_embedding import api as ro_api, config as ro_cfg
+from tritonkit.testing import Fill, validate_case
 
 
 def time_op(name, shape):
     spec = ops.get_spec(name)
     w = spec.work(shape, torch.bfloat16)
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    n_sets = max(2, min(64, (3 * l2) // max(w.bytes, 1) + 1))
+    n_sets = rotation_sets(w.bytes, torch.cuda.get_device_properties(0).L2_cache_size, max_sets=64)
     sets = [spec.make_inputs(shape, torch.bfloat16, Fill("randn", "cuda", seed=i)) for i in range(n_sets)]
-    us = graph_time_us([lambda i=i: spec.call(i) for i in sets])
+    us = time_graph(spec.call, sets, torch.device("cuda")).median_us
     return us, w.bytes / us / 1e3
 
 
@@ -50,7 +48,7 @@ def sweep(name, api_mod, fn_name, base_fn, variants, models, tokens, ceiling, ro
 
 
 def main():
-    ceiling = copy_bandwidth()
+    ceiling, _ = measure_copy_gbps(torch.device("cuda"))
     print(f"copy ceiling {ceiling:.0f} GB/s")
     rows = []
 
