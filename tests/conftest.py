@@ -17,7 +17,7 @@ DEVICE = torch.device("cuda" if ON_GPU else "cpu")
 def pytest_collection_modifyitems(config, items):
     if ON_GPU:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run through the device tool)")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

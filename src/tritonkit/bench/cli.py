@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     if not torch.cuda.is_available():
         return _err("no CUDA GPU found (torch.cuda.is_available() is False). Bench times kernels on a GPU "
                     "(CUDA graphs, events); on a CPU only --compare A.json B.json works. "
-                    "Use the device tool, or `tritonkit validate` for correctness on a CPU.")
+                    "Run it on a machine with a CUDA GPU; `tritonkit validate` checks correctness on a CPU.")
 
     from ..models import MODELS
     from ..ops import OP_NAMES, get_spec

@@ -339,7 +339,7 @@ def format_summary(results: dict, tokens: int = SUMMARY_TOKENS) -> str:
 # ------------------------------------------------------------------------------------------------- progress
 
 class BarProgress:
-    """rich progress bar on a terminal; one plain line per step otherwise (logs, the device tool)."""
+    """rich progress bar on a terminal; one plain line per step otherwise (logs, CI, remote runs)."""
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stderr
