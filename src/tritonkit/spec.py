@@ -134,7 +134,7 @@ class OpSpec:
     description: str = ""
     error_scale: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None = None
 
-    def tolerance_for(self, dtype: torch.dtype, output: str | None = None) -> Tolerance:
+    def tolerance_for(self, dtype: torch.dtype) -> Tolerance:
         if dtype in self.tolerance:
             return self.tolerance[dtype]
         return tolerance_for(dtype)

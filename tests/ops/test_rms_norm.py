@@ -116,3 +116,13 @@ def test_custom_op_fake_tensor_shapes():
     torch.library.opcheck(torch.ops.tritonkit.rms_norm.default,
                           (torch.randn(3, 32, device=DEVICE), torch.randn(32, device=DEVICE), 1e-6),
                           test_utils=("test_schema", "test_faketensor"))
+
+
+def test_nonfinite_row_is_all_nan_and_other_rows_unaffected():
+    x = torch.randn(3, 64, device=DEVICE)
+    x[0, 5] = float("inf")
+    x[1, 7] = float("nan")
+    y = rms_norm(x, torch.ones(64, device=DEVICE))
+    assert torch.isnan(y[0]).all() and torch.isnan(y[1]).all()
+    ref = x[2].double() * torch.rsqrt(x[2].double().square().mean() + 1e-6)
+    torch.testing.assert_close(y[2].double(), ref, rtol=1e-5, atol=1e-6)

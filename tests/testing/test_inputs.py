@@ -43,9 +43,12 @@ def test_cancellation_large_mean_small_spread():
     assert (x.mean(-1).abs() > 999).all() and (x.std(-1) < 0.02).all()
 
 
-def test_nonfinite_has_nan_and_infs():
-    x = Fill("nonfinite", "cpu")((16, 64), torch.float32)
-    assert torch.isnan(x).any() and torch.isposinf(x).any() and torch.isneginf(x).any()
+@pytest.mark.parametrize("width", [2, 3, 64])
+def test_nonfinite_has_nan_and_infs_in_every_row(width):
+    x = Fill("nonfinite", "cpu")((16, width), torch.float32)
+    assert torch.isnan(x).sum(-1).eq(1).all() and torch.isposinf(x).sum(-1).eq(1).all()
+    if width >= 3:
+        assert torch.isneginf(x).sum(-1).eq(1).all()
 
 
 def test_meta_fill_allocates_only():

@@ -58,3 +58,16 @@ def test_cli_rejects_unknown_op_and_family():
     p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--families", "zzz"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "unknown family" in p.stderr
+
+
+def test_output_in_the_wrong_dtype_fails():
+    # a kernel that forgot its final cast: values right, dtype wrong
+    upcast = dataclasses.replace(SPEC, call=lambda i: {"y": SPEC.call(i)["y"].float()})
+    r = validate_case(upcast, SHAPE, torch.float16, "randn", device=DEVICE)
+    assert not r.passed and "expected float16" in r.detail
+
+
+def test_cli_fails_when_the_options_select_nothing():
+    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--families", "nonfinite"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "select no case" in p.stderr and "families" in p.stderr

@@ -28,6 +28,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
 def _dtype(name: str) -> torch.dtype:
     d = getattr(torch, name, None)
     if not isinstance(d, torch.dtype):
@@ -66,6 +70,11 @@ def main(argv: list[str]) -> int:
             return 2
     dtypes = [_dtype(d) for d in args.dtypes] if args.dtypes else None
     cases = [(s, c) for s in specs for c in v.iter_cases(s, args.shapes, dtypes, args.families)]
+    if not cases:
+        supported = "; ".join(f"{s.name}: dtypes {', '.join(_name(d) for d in s.dtypes)}, families "
+                              f"{', '.join(s.families)}" for s in specs)
+        print(f"tritonkit validate: the options select no case ({supported})", file=sys.stderr)
+        return 2
     device = v.default_device()
     where = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
     print(f"tritonkit validate: {len(cases)} cases, {', '.join(names)}, shapes={args.shapes}, on {where}")

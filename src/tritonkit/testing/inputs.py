@@ -92,9 +92,10 @@ class Fill:
         x = self._randn(size)
         if x.numel():
             n = size[-1]
-            for i, v in enumerate((float("nan"), float("inf"), float("-inf"))[: n]):
-                col = torch.randint(0, n, size[:-1] + (1,), device=self.device, generator=self.generator)
-                x.scatter_(-1, col, torch.full(size[:-1] + (1,), v, device=self.device))
+            specials = torch.tensor([float("nan"), float("inf"), float("-inf")][:n], device=self.device)
+            # three distinct columns per row: the first k of a random permutation of the row's columns
+            cols = torch.rand(size, device=self.device, generator=self.generator).argsort(dim=-1)[..., :len(specials)]
+            x.scatter_(-1, cols, specials.expand(*size[:-1], len(specials)).contiguous())
         return x
 
     def randint(self, low: int, high: int, size: Sequence[int], dtype: torch.dtype = torch.int64) -> torch.Tensor:

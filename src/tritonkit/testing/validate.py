@@ -87,6 +87,12 @@ def validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str = 
         del ref_inputs
         if set(outs) != set(refs):
             raise AssertionError(f"op returned outputs {sorted(outs)}, reference {sorted(refs)}")
+        for name, t in outs.items():
+            # an op allocates its outputs in the case's dtype on the inputs' device (x's dtype, q's dtype):
+            # a kernel that skipped its final cast would otherwise pass, and hide overflow to inf as well
+            if name not in spec.inplace and (t.dtype != dtype or t.device.type != device.type):
+                raise AssertionError(f"output {name} is {_dtype_name(t.dtype)} on {t.device.type}, expected "
+                                     f"{_dtype_name(dtype)} on {device.type}")
         worst: tuple[str, Comparison] | None = None
         for name in outs:
             c = compare(outs[name], refs[name], tol, scales.get(name))

@@ -185,14 +185,17 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
         raise ValueError(f"q's head_dim must be in [1, {MAX_HEAD_DIM}], got {head_dim}")
     if block_size < 1 or num_kv_heads < 1:
         raise ValueError(f"k_cache must have block_size >= 1 and num_kv_heads >= 1, got shape {tuple(k_cache.shape)}")
+    if num_heads < 1:
+        raise ValueError(f"q must have at least one head, got shape {tuple(q.shape)}")
     if num_heads % num_kv_heads:
         raise ValueError(f"q's num_heads {num_heads} must be a multiple of k_cache's num_kv_heads {num_kv_heads}")
     if num_heads > MAX_GRID_YZ:
         raise ValueError(f"q's num_heads must be at most {MAX_GRID_YZ}, got {num_heads}")
 
-    _checks.tensor("seqused_k", seqused_k, dtypes=(torch.int32,), ndim=1)
+    # the kernels index these with stride 1: a strided view would read the wrong sequences
+    _checks.tensor("seqused_k", seqused_k, dtypes=(torch.int32,), ndim=1, last_contiguous=True)
     num_seqs = seqused_k.shape[0]
-    _checks.tensor("cu_seqlens_q", cu_seqlens_q, dtypes=(torch.int32,), ndim=1)
+    _checks.tensor("cu_seqlens_q", cu_seqlens_q, dtypes=(torch.int32,), ndim=1, last_contiguous=True)
     if cu_seqlens_q.shape[0] != num_seqs + 1:
         raise ValueError(f"cu_seqlens_q must have num_seqs + 1 = {num_seqs + 1} entries (num_seqs = "
                          f"len(seqused_k)), got shape {tuple(cu_seqlens_q.shape)}")
@@ -218,7 +221,7 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
     if not _real("softcap", softcap) >= 0:
         raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
     if sinks is not None:
-        _checks.tensor("sinks", sinks, dtypes=(torch.float32,), ndim=1)
+        _checks.tensor("sinks", sinks, dtypes=(torch.float32,), ndim=1, last_contiguous=True)
         _checks.shape_equal("sinks", sinks, (num_heads,), "one logit per query head")
     if out is not None:
         _checks.tensor("out", out, ndim=3, last_contiguous=True)

@@ -148,8 +148,9 @@ def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.T
                   ``num_blocks * block_size`` (not checked: slots are never read on the host).
     kv_cache_dtype  "auto" copies the rows bit for bit. "fp8" stores ``x / scale``: one correctly rounded float32
                   division, saturated to +-448 (inf too; NaN stays NaN), rounded to nearest-even e4m3fn.
-    k_scale, v_scale  float32 tensors of one element (required for fp8, ignored for "auto"), read on the device so
-                  the call never syncs and can be captured in a CUDA graph.
+    k_scale, v_scale  float32 tensors of one element, read on the device so the call never syncs and can be
+                  captured in a CUDA graph. Required for fp8; "auto" accepts them (vLLM passes them) without using
+                  them, but they must still be such tensors.
 
     Returns None. Arguments are checked before anything is written; a rejected call leaves the caches untouched.
     """

@@ -8,7 +8,8 @@ import triton
 
 # Bytes of key (and as many of value) one program copies: 4 tokens of 8 kv heads x 128 in bf16. Enough per program
 # that 4096 tokens make one wave of ~1024 programs (8 per SM on 132 SMs), each thread with several 16-byte loads in
-# flight; the lead's H200 sweep is to confirm or move it.
+# flight. H200 sweep of 8-32 KB x 4-16 tokens x 4/8 warps: every variant within ~3%
+# (benchmarks/results/h200/tune_memops.json), so this stays.
 TILE_BYTES = 8192
 # More tokens per program only shrinks the grid: at 1 kv head x 128 (a TP-8 70B rank) 4 tokens are already 1 KB.
 MAX_BLOCK_T = 4

@@ -188,7 +188,8 @@ SPEC = OpSpec(
     work=work,
     families=("randn", "near_max", "tiny", "outlier", "nonfinite"),
     tolerance={torch.float16: EXACT, torch.bfloat16: EXACT, torch.float32: EXACT},
-    inplace=("key_cache", "value_cache"),
+    # the guard regions are views of the caches' allocation (the caches' dtype), compared whole like the caches
+    inplace=("key_cache", "value_cache", "guard0", "guard1", "guard2", "guard3"),
     description="write key/value rows into a paged KV cache at slot_mapping (vLLM's reshape_and_cache_flash), "
                 "optionally quantized to fp8 e4m3 with per-tensor scales",
 )

@@ -101,7 +101,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, residu
 
     Without ``residual`` returns ``y`` (x's shape and dtype, contiguous). With it returns ``(y, r)`` where
     ``r = x + residual`` rounded to x's dtype and ``y = rms_norm(r)``. Inputs are never modified. Mean of squares
-    and rsqrt in float32, so float16 inputs near 65504 stay finite; one rounding at the store.
+    and rsqrt in float32, so float16 inputs near 65504 stay finite; one rounding at the store. A row holding
+    NaN or +-inf comes out all NaN (eager PyTorch gives 0 for the finite elements of a row with an inf).
     """
     _check(x, weight, eps, residual)
     eps = float(eps)

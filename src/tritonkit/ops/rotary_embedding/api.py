@@ -88,8 +88,32 @@ def _check(positions, q, k, cos_sin_cache, is_neox) -> None:
             raise ValueError(f"{name} must not have overlapping elements (it is written in place), got shape "
                              f"{tuple(t.shape)} and strides {tuple(t.stride())}")
     # meta tensors (``tritonkit check``) all report data_ptr 0
-    if k is not None and q.device.type != "meta" and k.numel() and q.numel() and k.data_ptr() == q.data_ptr():
-        raise ValueError("k must not alias q (both are rotated in place)")
+    if k is not None and q.device.type != "meta" and k.numel() and q.numel() and _may_overlap(q, k):
+        raise ValueError("k must not overlap q (both are rotated in place), got q with strides "
+                         f"{tuple(q.stride())} and k with strides {tuple(k.stride())} sharing memory")
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """[first, last + 1) element offsets from the storage's data pointer that ``t`` can touch."""
+    lo = t.data_ptr() // t.element_size()
+    return lo, lo + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1
+
+
+def _may_overlap(q: torch.Tensor, k: torch.Tensor) -> bool:
+    """Whether some element of k may also be an element of q. Exact for the layout that matters: q and k as views
+    of one fused [T, (Hq + 2 Hk) * D] row (same token stride, each token's heads inside one row), where the spans
+    interleave but the per-token pieces do not; otherwise by whole spans (conservative)."""
+    (q_lo, q_hi), (k_lo, k_hi) = _span(q), _span(k)
+    if q_hi <= k_lo or k_hi <= q_lo:
+        return False
+    row = q.stride(0)
+    q_w = q_hi - q_lo - (q.shape[0] - 1) * row  # one token's footprint
+    k_w = k_hi - k_lo - (k.shape[0] - 1) * row
+    if k.stride(0) != row or row <= 0 or q_w > row or k_w > row:
+        return True
+    # per-token pieces on a circle of one row: disjoint arcs never share an element
+    d = (k_lo - q_lo) % row
+    return d < q_w or row - d < k_w
 
 
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None,

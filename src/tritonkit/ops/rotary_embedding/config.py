@@ -6,8 +6,8 @@ import functools
 import triton
 
 # elements of q rotated per program (8 KB in 16-bit): all 32 heads x 128 dims of a Llama-3-8B token in one program,
-# several tokens per program when a rank holds few heads (8 at Llama-3-70B TP 8 -> 4 tokens). To be confirmed
-# by the bench sweep on the H200.
+# several tokens per program when a rank holds few heads (8 at Llama-3-70B TP 8 -> 4 tokens). H200 sweep of TILE
+# 2048..16384 x 2/4/8 warps: every variant within ~3% (benchmarks/results/h200/tune_memops.json), so this stays.
 TILE = 4096
 
 
