@@ -10,6 +10,7 @@ from compile_keys import Recorder, specialization_keys
 from triton.runtime.jit import JITFunction
 
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
+from tritonkit.spec import Shape
 from tritonkit.ops import get_spec
 from tritonkit.testing import MetaFill
 
@@ -49,3 +50,25 @@ def test_the_check_fails_without_do_not_specialize(monkeypatch, name):
     # land in different specialization classes): the test above can fail
     kernel, launches = _record(monkeypatch, name, MODELS["llama3-8b"], torch.float16, (1, 16, 17))
     assert len(specialization_keys(JITFunction(kernel.fn), launches)) > 1
+
+
+def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(monkeypatch):
+    # decode batches, context lengths, prefill lengths and a mixed batch: at most one key per kernel (path)
+    api = importlib.import_module("tritonkit.ops.paged_attention.api")
+    spec = get_spec("paged_attention")
+    names = ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel", "_paged_attention_prefill_kernel")
+    kernels = {n: getattr(api, n) for n in names}
+    recs = {n: Recorder() for n in names}
+    for n in names:
+        monkeypatch.setattr(api, n, recs[n])
+    heads = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16, causal=1)
+    shapes = [spec.sweep_shape(MODELS["llama3-8b"], t) for t in (1, 2, 16, 17, 256)]
+    shapes += [Shape(num_seqs=b, q_len=1, context=c, **heads) for b in (1, 3) for c in (0, 100, 4095, 32767)]
+    shapes += [Shape(num_seqs=1, q_len=t, context=0, **heads) for t in (1024, 4097)]
+    shapes += [Shape(num_seqs=3, q_len=(1, 700, 1), context=(5000, 2000, 17), **heads)]
+    for shape in shapes:
+        spec.call(spec.make_inputs(shape, torch.bfloat16, MetaFill()))
+    for n in names:
+        assert recs[n].launches, f"{n} never launched"
+        keys = specialization_keys(kernels[n], recs[n].launches)
+        assert len(keys) == 1, f"{n}: {len(keys)} compiles over {len(recs[n].launches)} launches"

@@ -14,8 +14,12 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INDEX_DTYPES = (torch.int32, torch.int64)
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
 def _names(dtypes: Iterable[torch.dtype]) -> str:
-    return "/".join(str(d).replace("torch.", "") for d in dtypes)
+    return "/".join(dtype_name(d) for d in dtypes)
 
 
 def tensor(name: str, t, *, dtypes=None, ndim: int | None = None, min_ndim: int | None = None,
@@ -23,7 +27,7 @@ def tensor(name: str, t, *, dtypes=None, ndim: int | None = None, min_ndim: int 
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if dtypes is not None and t.dtype not in dtypes:
-        raise TypeError(f"{name} must have dtype {_names(dtypes)}, got {str(t.dtype).replace('torch.', '')}")
+        raise TypeError(f"{name} must have dtype {_names(dtypes)}, got {dtype_name(t.dtype)}")
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
     if min_ndim is not None and t.dim() < min_ndim:

@@ -152,7 +152,7 @@ def _real(name: str, v) -> float:
 def _scale_tensor(name: str, s, device: torch.device) -> torch.Tensor:
     if isinstance(s, torch.Tensor):
         if s.dtype != torch.float32:
-            raise TypeError(f"{name} must be a float32 tensor (or a float), got {str(s.dtype).replace('torch.', '')}")
+            raise TypeError(f"{name} must be a float32 tensor (or a float), got {_checks.dtype_name(s.dtype)}")
         if s.numel() != 1:
             raise ValueError(f"{name} must hold one per-tensor scale, got shape {tuple(s.shape)}")
         return s.reshape(1)
@@ -170,11 +170,11 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
     _checks.tensor("k_cache", k_cache, ndim=4, last_contiguous=True)
     _checks.tensor("v_cache", v_cache, ndim=4, last_contiguous=True)
     if k_cache.dtype not in (q.dtype, FP8_DTYPE):
-        raise TypeError(f"k_cache must have q's dtype {str(q.dtype).replace('torch.', '')} or float8_e4m3fn, "
-                        f"got {str(k_cache.dtype).replace('torch.', '')}")
+        raise TypeError(f"k_cache must have q's dtype {_checks.dtype_name(q.dtype)} or float8_e4m3fn, "
+                        f"got {_checks.dtype_name(k_cache.dtype)}")
     if v_cache.dtype != k_cache.dtype:
-        raise TypeError(f"v_cache must have k_cache's dtype {str(k_cache.dtype).replace('torch.', '')}, "
-                        f"got {str(v_cache.dtype).replace('torch.', '')}")
+        raise TypeError(f"v_cache must have k_cache's dtype {_checks.dtype_name(k_cache.dtype)}, "
+                        f"got {_checks.dtype_name(v_cache.dtype)}")
     _checks.shape_equal("v_cache", v_cache, tuple(k_cache.shape), "k_cache's [num_blocks, block_size, "
                         "num_kv_heads, head_dim]")
     num_blocks, block_size, num_kv_heads, cache_head_dim = k_cache.shape
@@ -226,8 +226,8 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
     if out is not None:
         _checks.tensor("out", out, ndim=3, last_contiguous=True)
         if out.dtype != q.dtype:
-            raise TypeError(f"out must have q's dtype {str(q.dtype).replace('torch.', '')}, "
-                            f"got {str(out.dtype).replace('torch.', '')}")
+            raise TypeError(f"out must have q's dtype {_checks.dtype_name(q.dtype)}, "
+                            f"got {_checks.dtype_name(out.dtype)}")
         _checks.shape_equal("out", out, (num_tokens, num_heads, head_dim), "q's shape")
     fp8 = k_cache.dtype == FP8_DTYPE
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
@@ -235,7 +235,7 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
             raise ValueError(f"{name} is required with a float8_e4m3fn cache (the cache holds value / scale)")
         if not fp8 and s is not None:
             raise ValueError(f"{name} applies only to a float8_e4m3fn cache; k_cache is "
-                             f"{str(k_cache.dtype).replace('torch.', '')}")
+                             f"{_checks.dtype_name(k_cache.dtype)}")
     _checks.same_device(q=q, k_cache=k_cache, v_cache=v_cache, cu_seqlens_q=cu_seqlens_q, seqused_k=seqused_k,
                         block_table=block_table, sinks=sinks, out=out,
                         k_scale=k_scale if isinstance(k_scale, torch.Tensor) else None,

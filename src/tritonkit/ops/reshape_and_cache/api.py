@@ -84,7 +84,7 @@ def _check_scale(name: str, s) -> None:
         raise TypeError(f"{name} must be a float32 tensor of one element (the per-tensor fp8 scale, read on the "
                         f"device), got {type(s).__name__}; wrap a float as torch.tensor([s], device=...)")
     if s.dtype != torch.float32:
-        raise TypeError(f"{name} must have dtype float32, got {str(s.dtype).replace('torch.', '')}")
+        raise TypeError(f"{name} must have dtype float32, got {_checks.dtype_name(s.dtype)}")
     if s.numel() != 1:
         raise ValueError(f"{name} must have exactly one element (a per-tensor scale), got shape {tuple(s.shape)}")
 
@@ -93,8 +93,8 @@ def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_s
     _checks.tensor("key", key, dtypes=_checks.FLOAT_DTYPES, ndim=3, last_contiguous=True)
     _checks.tensor("value", value, ndim=3, last_contiguous=True)
     if value.dtype != key.dtype:
-        raise TypeError(f"value must have key's dtype {str(key.dtype).replace('torch.', '')}, "
-                        f"got {str(value.dtype).replace('torch.', '')}")
+        raise TypeError(f"value must have key's dtype {_checks.dtype_name(key.dtype)}, "
+                        f"got {_checks.dtype_name(value.dtype)}")
     _checks.shape_equal("value", value, tuple(key.shape), "key's shape [num_tokens, num_kv_heads, head_dim]")
     num_tokens, num_heads, head_dim = key.shape
     if num_heads == 0 or head_dim == 0:
@@ -107,17 +107,17 @@ def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_s
     for name, cache in (("key_cache", key_cache), ("value_cache", value_cache)):
         _checks.tensor(name, cache, ndim=4, last_contiguous=True)
         if cache.dtype not in cache_dtypes:
-            want = "float8_e4m3fn (or uint8 holding e4m3 bytes)" if fp8 else f"key's dtype {key.dtype}"
-            raise TypeError(f"{name} must have dtype {want.replace('torch.', '')} for kv_cache_dtype="
-                            f"{kv_cache_dtype!r}, got {str(cache.dtype).replace('torch.', '')}")
+            want = "float8_e4m3fn (or uint8 holding e4m3 bytes)" if fp8 else f"key's dtype {_checks.dtype_name(key.dtype)}"
+            raise TypeError(f"{name} must have dtype {want} for kv_cache_dtype="
+                            f"{kv_cache_dtype!r}, got {_checks.dtype_name(cache.dtype)}")
         if tuple(cache.shape[2:]) != (num_heads, head_dim):
             raise ValueError(f"{name} must have shape [num_blocks, block_size, {num_heads}, {head_dim}] "
                              f"(num_kv_heads and head_dim of key), got {tuple(cache.shape)}")
         if cache.shape[1] == 0:
             raise ValueError(f"{name} must have a block_size (dim 1) of at least 1, got shape {tuple(cache.shape)}")
     if value_cache.dtype != key_cache.dtype:
-        raise TypeError(f"value_cache must have key_cache's dtype {str(key_cache.dtype).replace('torch.', '')}, "
-                        f"got {str(value_cache.dtype).replace('torch.', '')}")
+        raise TypeError(f"value_cache must have key_cache's dtype {_checks.dtype_name(key_cache.dtype)}, "
+                        f"got {_checks.dtype_name(value_cache.dtype)}")
     _checks.shape_equal("value_cache", value_cache, tuple(key_cache.shape), "key_cache's shape")
     _checks.tensor("slot_mapping", slot_mapping, dtypes=_checks.INDEX_DTYPES, ndim=1, last_contiguous=True)
     _checks.shape_equal("slot_mapping", slot_mapping, (num_tokens,), "one slot per token of key")
