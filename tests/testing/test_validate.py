@@ -71,3 +71,12 @@ def test_cli_fails_when_the_options_select_nothing():
     p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--families", "nonfinite"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "select no case" in p.stderr and "families" in p.stderr
+
+
+def test_cli_refuses_gpu_sized_spaces_without_a_gpu():
+    if torch.cuda.is_available():
+        return
+    for space in ("large", "sweep"):
+        p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "--shapes", space], capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 2 and f"--shapes {space}" in p.stderr

@@ -46,6 +46,10 @@ def main(argv: list[str]) -> int:
         if args.shapes == "large":
             print("tritonkit validate: --shapes large needs a CUDA GPU (tensors past 2^31 elements)", file=sys.stderr)
             return 2
+        if args.shapes == "sweep":
+            print("tritonkit validate: --shapes sweep is GPU-sized (num_tokens up to 65536 for every model: hours "
+                  "under Triton's interpreter); on a CPU validate the boundary shapes", file=sys.stderr)
+            return 2
         # must be set before any kernel module is imported: triton.jit reads it at decoration time
         os.environ["TRITON_INTERPRET"] = "1"
         # the interpreter runs one program at a time; torch's intra-op threads only contend on small tensors
