@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 
+from ._alloc import poison_outputs
 from .paged_attention.api import paged_attention
 from .reshape_and_cache.api import reshape_and_cache
 from .rms_norm.api import rms_norm
@@ -16,7 +17,7 @@ from .silu_and_mul.api import silu_and_mul
 #: Built-in ops in the order the tools report them.
 OP_NAMES = ("rms_norm", "silu_and_mul", "rotary_embedding", "reshape_and_cache", "paged_attention")
 
-__all__ = ["OP_NAMES", "get_spec", "specs", "paged_attention", "reshape_and_cache", "rms_norm",
+__all__ = ["OP_NAMES", "get_spec", "poison_outputs", "specs", "paged_attention", "reshape_and_cache", "rms_norm",
            "rotary_embedding", "silu_and_mul"]
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from ..ops._alloc import poison_outputs
+from ..ops import poison_outputs
 from ..spec import OpSpec, Shape
 from .metric import Comparison, compare
 from .inputs import Fill
