@@ -49,8 +49,7 @@ def test_boundary_covers_both_paths_and_the_split_merge():
         max_q = config.decode_max_q(group)
         kv_bytes = 1 if s.get("kv_dtype") == "fp8" else 2
         n = config.num_kv_splits(s["num_seqs"], s["num_kv_heads"], max(c + q for c, q in zip(ctx, q_lens)),
-                                 config.decode_block_n(s["head_dim"], kv_bytes), config.DEFAULT_NUM_SMS,
-                                 kv_bytes)
+                                 config.DEFAULT_NUM_SMS, kv_bytes)
         splits |= n > 1 and min(q_lens) <= max_q
         prefill |= max(q_lens) > max_q
         mixed |= max(q_lens) > max_q and 0 < min(q_lens) <= max_q

@@ -75,7 +75,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
             out, part_acc, part_m, part_l, cu_seqlens_q, sinks, v_scale,
             dec.num_splits, out.stride(0), out.stride(1),
             GROUP=group, HEAD_DIM=head_dim, HEAD_DIM_PAD=d_pad, BLOCK_M=dec.block_m, MAX_Q=dec.max_q,
-            MAX_SPLITS=config.MAX_SPLITS, SPLIT_CHUNK=16, SINKS=sinks is not None, KV_FP8=kv_fp8,
+            MAX_SPLITS=config.MAX_SPLITS, SINKS=sinks is not None, KV_FP8=kv_fp8,
             num_warps=4,
         )
     if max_seqlen_q > dec.max_q:

@@ -37,8 +37,8 @@ import triton
 # Rows of a decode program: the smallest M of a tensor-core dot. Packing more query tokens (speculative decoding)
 # into the same 16 rows is free: decode is memory bound and the rows are there anyway.
 DECODE_BLOCK_M = 16
-# Split cap; the merge kernel's unrolled loop covers this many. Batch 1 with 8 KV heads takes 49 (one wave of
-# 3 x 132 programs): a 32K context then gives each program ~10 tiles of 64 keys.
+# Split cap; the merge kernel loads this many splits of a row at once ([64, head_dim] float32). Batch 1 with 8 KV heads takes 49 (one wave of
+# 3 x 132 programs): a 32K context then gives each program ~21 tiles of 32 keys.
 MAX_SPLITS = 64
 # Decode programs resident per SM (72 KB of shared memory and ~165 registers x 128 threads each at the default
 # tiles: 3 fit an H200 SM). Splits fill at most one such wave: equal splits of one sequence finish together, so a
@@ -47,8 +47,8 @@ MAX_SPLITS = 64
 DECODE_PROGRAMS_PER_SM = 3
 # fp8 tiles are widened to bf16 in registers before the dot: ~215 registers a thread, 2 programs per SM.
 DECODE_PROGRAMS_PER_SM_FP8 = 2
-# A split is worth its partial write and merge only above this many KV tiles (4 x 64 keys).
-MIN_TILES_PER_SPLIT = 4
+# A split is worth its partial write and merge only above this many keys.
+MIN_KEYS_PER_SPLIT = 256
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
 DEFAULT_NUM_SMS = 132
 
@@ -83,20 +83,19 @@ def decode_max_q(group: int) -> int:
 
 
 def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
-    # 64 keys x 128 dims x 2 bytes = 16 KB per K and per V tile; 3 stages keep two tiles of each in flight per
-    # program (64 KB), ~190 KB per SM at 3 programs. Halve the keys at head_dim 256 so a tile stays 16 KB; fp8
-    # tiles are half the bytes, so twice the keys. Estimates pending the H200 tile sweep.
-    n = 64 if head_dim_pad(head_dim) <= 128 else 32
+    # 32 keys x 128 dims x 2 bytes = 8 KB per K and per V tile. H200 sweep (bf16, 32/8 heads, d 128, block 16;
+    # benchmarks/results/h200/explore/exp1.json): 32-key tiles beat 64 at every batch, most at
+    # batch 64 x 4K (251 vs 317 us) and batch 4 x 4K (28.7 vs 32.8 us); 128-key tiles lose at batch 64.
+    # head_dim 256 keeps 32 keys (16 KB tiles); fp8 tiles are half the bytes, so twice the keys.
+    n = 32
     return n * 2 if kv_elem_bytes == 1 else n
 
 
-def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, block_n: int, num_sms: int,
-                  kv_elem_bytes: int = 2) -> int:
+def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int, kv_elem_bytes: int = 2) -> int:
     """Splits of each sequence's KV range so that num_seqs x num_kv_heads x splits fills (without exceeding) one
-    wave of resident decode programs (programs per SM x SMs), with at least MIN_TILES_PER_SPLIT tiles per split
+    wave of resident decode programs (programs per SM x SMs), with at least MIN_KEYS_PER_SPLIT keys per split
     and at most MAX_SPLITS. Batches that fill a wave on their own get one split (no merge kernel)."""
-    tiles = triton.cdiv(max(max_keys, 1), block_n)
-    by_work = tiles // MIN_TILES_PER_SPLIT
+    by_work = max(max_keys, 1) // MIN_KEYS_PER_SPLIT
     per_sm = DECODE_PROGRAMS_PER_SM_FP8 if kv_elem_bytes == 1 else DECODE_PROGRAMS_PER_SM
     want = per_sm * num_sms // max(num_seqs * num_kv_heads, 1)
     return max(1, min(want, by_work, MAX_SPLITS))
@@ -106,16 +105,19 @@ def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, 
                   max_keys: int, num_sms: int) -> DecodeConfig:
     block_m = max(DECODE_BLOCK_M, triton.next_power_of_2(group))
     block_n = decode_block_n(head_dim, kv_elem_bytes)
-    splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, block_n, num_sms, kv_elem_bytes)
-    # 4 warps: a [16, 128] x [128, 64] dot per tile is small; 3 stages keep the paged loads in flight (Hopper).
+    splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes)
+    # 4 warps: a [16, 128] x [128, 32] dot per tile is small; 3 stages keep the paged loads in flight (Hopper).
     return DecodeConfig(block_m, block_n, block_m // group, splits, num_warps=4, num_stages=3)
 
 
 def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConfig:
     d = head_dim_pad(head_dim)
     if d <= 128:
-        # the FlashAttention-2 shape for Hopper: 128 query rows over two warpgroups, 64-key tiles, 3 stages
-        block_m, block_n, warps, stages = 128, 64, 8, 3
+        # 256 query rows over four warpgroups, 64-key tiles, 3 stages. H200 sweep (bf16, 32/8 heads, d 128,
+        # block 16; benchmarks/results/h200/explore/exp2.json), causal TFLOP/s at 8K / 16K / 2K-over-16K:
+        # 256x64 3 stages 16 warps 450 / 467 / 454; 128x128 3/8: 384 / 406 / 393; 128x64 3/8 (FA2's) 355 / 368 /
+        # 352; 256x64 with 2 stages 386; 256x128 does not fit the registers (44).
+        block_m, block_n, warps, stages = 256, 64, 16, 3
     else:
         # head_dim 256: the [128, 256] float32 accumulator is 128 registers a thread at 8 warps; 32-key tiles keep
         # the rest under 255 with no spill in the sm_90 build (64 x 64 at 4 warps spills ~370 bytes)

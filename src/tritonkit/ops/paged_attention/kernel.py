@@ -259,44 +259,56 @@ def _paged_attention_decode_kernel(
                  mask=mask_m[:, None] & mask_d[None, :])
 
 
+@triton.jit
+def _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d, mask_d,
+               HEAD_DIM: tl.constexpr):
+    """Merged (unnormalized acc, max, sum) of one query row's splits: every split's m, l and acc loaded at once."""
+    mask_s = offs_s < num_splits
+    m_s = tl.load(part_m_ptr + row + offs_s, mask=mask_s, other=float("-inf"))  # [MAX_SPLITS]
+    l_s = tl.load(part_l_ptr + row + offs_s, mask=mask_s, other=0.0)
+    part = tl.load(part_acc_ptr + (row + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+                   mask=mask_s[:, None] & mask_d[None, :], other=0.0)  # [MAX_SPLITS, HEAD_DIM_PAD]
+    m_max = tl.max(m_s, 0)
+    m_use = tl.where(m_max == float("-inf"), 0.0, m_max)
+    w = tl.math.exp2(m_s - m_use)
+    return tl.sum(part * w[:, None], 0), m_max, tl.sum(l_s * w, 0)
+
+
 @triton.jit(do_not_specialize=["num_splits"])
 def _paged_attention_merge_kernel(
     out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, cu_seqlens_q_ptr, sinks_ptr, v_scale_ptr,
     num_splits, stride_ot, stride_oh,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-    MAX_Q: tl.constexpr, MAX_SPLITS: tl.constexpr, SPLIT_CHUNK: tl.constexpr,
-    SINKS: tl.constexpr, KV_FP8: tl.constexpr,
+    MAX_Q: tl.constexpr, MAX_SPLITS: tl.constexpr, SINKS: tl.constexpr, KV_FP8: tl.constexpr,
 ):
     """Merges the decode kernel's splits: program (sequence, query head) rescales each split's partial sum by
-    exp2(m_split - m_max) and divides by the rescaled sum of l (plus the head's sink)."""
+    exp2(m_split - m_max) and divides by the rescaled sum of l (plus the head's sink).
+
+    The first query row's partials are loaded together with cu_seqlens_q, not after it: the partial buffers hold
+    every (sequence, row) slot, so the read is in bounds whatever the sequence is, and a sequence that is not the
+    decode kernel's (its rows hold garbage) is dropped at the store. One memory round trip instead of three."""
     pid_seq = tl.program_id(0)
     pid_head = tl.program_id(1)
+    kvh = pid_head // GROUP
+    num_kv_heads = tl.num_programs(1) // GROUP
+    offs_s = tl.arange(0, MAX_SPLITS)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    mask_d = offs_d < HEAD_DIM
+    row0 = ((pid_seq.to(tl.int64) * num_kv_heads + kvh) * BLOCK_M + pid_head % GROUP) * num_splits
+    acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d, mask_d,
+                                   HEAD_DIM)
     q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
     q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
     if (q_len <= 0) | (q_len > MAX_Q):
         return
-    kvh = pid_head // GROUP
-    num_kv_heads = tl.num_programs(1) // GROUP
-    offs_s = tl.arange(0, MAX_SPLITS)
-    offs_c = tl.arange(0, SPLIT_CHUNK)
-    offs_d = tl.arange(0, HEAD_DIM_PAD)
-    mask_d = offs_d < HEAD_DIM
-    for t in range(0, q_len):
-        m_row = t * GROUP + pid_head % GROUP
-        row = ((pid_seq.to(tl.int64) * num_kv_heads + kvh) * BLOCK_M + m_row) * num_splits
-        m_s = tl.load(part_m_ptr + row + offs_s, mask=offs_s < num_splits, other=float("-inf"))
-        l_s = tl.load(part_l_ptr + row + offs_s, mask=offs_s < num_splits, other=0.0)
-        m_max = tl.max(m_s, 0)
-        m_use = tl.where(m_max == float("-inf"), 0.0, m_max)
-        l_tot = tl.sum(l_s * tl.math.exp2(m_s - m_use), 0)
-        acc = tl.zeros([HEAD_DIM_PAD], dtype=tl.float32)
-        for c in tl.static_range(MAX_SPLITS // SPLIT_CHUNK):
-            split = c * SPLIT_CHUNK + offs_c
-            mask_c = split < num_splits
-            w = tl.math.exp2(tl.load(part_m_ptr + row + split, mask=mask_c, other=float("-inf")) - m_use)
-            part = tl.load(part_acc_ptr + (row + split)[:, None] * HEAD_DIM + offs_d[None, :],
-                           mask=mask_c[:, None] & mask_d[None, :], other=0.0)  # [SPLIT_CHUNK, HEAD_DIM_PAD]
-            acc += tl.sum(part * w[:, None], 0)
+    o = acc * _out_scale(m_max, l_tot, sinks_ptr, pid_head, v_scale_ptr, SINKS, KV_FP8)
+    o_row = q_start.to(tl.int64) * stride_ot + pid_head.to(tl.int64) * stride_oh
+    tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
+    # more query tokens per sequence (speculative decoding): rows t * GROUP + head % GROUP
+    for t in range(1, q_len):
+        row = row0 + t * GROUP * num_splits
+        acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d,
+                                       mask_d, HEAD_DIM)
         o = acc * _out_scale(m_max, l_tot, sinks_ptr, pid_head, v_scale_ptr, SINKS, KV_FP8)
         o_row = (q_start + t).to(tl.int64) * stride_ot + pid_head.to(tl.int64) * stride_oh
         tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)

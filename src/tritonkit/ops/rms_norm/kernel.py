@@ -26,6 +26,9 @@ def _rms_norm_fwd_kernel(
         offs = tl.arange(0, BLOCK)
         mask = offs < hidden
         x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)  # [BLOCK]
+        # the weight is loaded with x, not after the reduction: past the branch below the compiler would not hoist
+        # it, and a second memory round trip is most of a decode-sized call's time
+        w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         if HAS_RESIDUAL:
             r = (x + tl.load(res_row + offs, mask=mask, other=0.0).to(tl.float32)).to(r_ptr.dtype.element_ty)
             tl.store(r_row + offs, r, mask=mask)
@@ -36,7 +39,6 @@ def _rms_norm_fwd_kernel(
             inv = 1.0 / tl.max(tl.abs(x), axis=0)
             xs = x * inv
             rstd = tl.rsqrt(tl.sum(xs * xs, axis=0) / hidden + eps * inv * inv) * inv
-        w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         tl.store(y_row + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
     else:
         if HAS_RESIDUAL:

@@ -29,7 +29,9 @@ def rotary_config(num_q_heads: int, num_k_heads: int, rot_dim: int, elem_bytes: 
     # k's heads get their own (smaller) block: a shared one would leave most of a k program's lanes masked
     block_hk = min(triton.next_power_of_2(max(num_k_heads, 1)), max_heads)
     block_t = max(TILE // (block_hq * 2 * block_half), 1)
-    # 32 bytes of each half per thread: two 16-byte vector loads in flight each
+    # 16 bytes of each half per thread, one vector load each. H200, Llama-3-8B dims
+    # (benchmarks/results/h200/explore/exp2.json): twice the warps of two vectors a thread take 2.13 against
+    # 2.54 us at 1 token, 3.77 against 4.09 at 256, 94.9 against 96.2 at 16K.
     tile_bytes = block_t * block_hq * 2 * block_half * elem_bytes
-    num_warps = min(max(tile_bytes // (2 * 32 * 32), 1), 8)
+    num_warps = min(max(tile_bytes // (2 * 32 * 16), 1), 8)
     return RotaryConfig(block_t, block_hq, block_hk, block_half, num_warps)

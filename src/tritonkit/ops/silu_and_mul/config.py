@@ -5,10 +5,9 @@ import functools
 
 import triton
 
-# 4 KB of each input half per program: 128 threads x two 16-byte vectors, and with up to 16 programs resident per
-# SM that is ~128 KB of loads in flight per SM, well past what HBM latency x bandwidth asks for (~40 KB on H200).
-# H200, bf16, d 14336: 96% of copy bandwidth at 4K tokens, 100% at 16K (benchmarks/results/h200/bench/); at 1-16
-# tokens Inductor's kernel is ~0.4 us faster (2.2 vs 1.8 us): smaller tiles for decode are untested.
+# 4 KB of each input half per program: 256 threads x one 16-byte vector each, and with up to 8 programs resident per
+# SM that is ~64 KB of loads in flight per SM, past what HBM latency x bandwidth asks for (~40 KB on H200).
+# H200, bf16, d 14336: 100% of copy bandwidth at 16K tokens (benchmarks/results/h200/bench/).
 TILE_BYTES = 4096
 # grid[1] (column blocks) must stay within CUDA's 65535
 MAX_GRID_1 = 65535
@@ -31,6 +30,8 @@ def silu_and_mul_config(d: int, elem_bytes: int) -> SiluAndMulConfig:
     if triton.cdiv(d, block_n) > MAX_GRID_1:
         block_n = triton.next_power_of_2(triton.cdiv(d, MAX_GRID_1))
         block_m = 1
-    # 32 bytes of each half per thread: two 16-byte vector loads in flight each
-    num_warps = min(max(block_m * block_n * elem_bytes // (32 * 32), 1), 8)
+    # 16 bytes of each half per thread (one vector load each). H200 sweep at d 14336
+    # (benchmarks/results/h200/explore/exp1.json): at 1-16 tokens one vector a thread takes 1.86 us against
+    # 2.31 us for two, at any tile size (1-8 KB); at 16K tokens the two are within 0.5%.
+    num_warps = min(max(block_m * block_n * elem_bytes // (32 * 16), 1), 8)
     return SiluAndMulConfig(block_m, block_n, num_warps)
