@@ -23,6 +23,21 @@ def test_copy_ceiling_is_plausible_and_beats_copy_engine():
     assert 300 < gbps < 20000 and gbps == max(per_config.values())
 
 
+def test_size_matched_copy_is_timed_like_an_op_point():
+    dev = torch.device("cuda")
+    l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+    ceil, _ = C.measure_copy_gbps(dev)
+    small = C.time_size_matched_copy(40960, l2, dev, max_sets=2048, mem_budget=16 << 30)
+    mid = C.time_size_matched_copy(33562624, l2, dev, max_sets=2048, mem_budget=16 << 30)
+    big = C.time_size_matched_copy(1 << 30, l2, dev, max_sets=2048, mem_budget=16 << 30)
+    # decode size: 2048 sets are too few to turn the L2 over, so it is flushed; microseconds, far under the ceiling
+    assert small["l2_flush"] and small["sets"] == 2048 and small["bytes"] == 40960 and 0.5 < small["us"] < 20
+    assert not mid["l2_flush"] and mid["sets"] * mid["bytes"] >= 2 * l2
+    # a copy of the op's size itself stays under the large-buffer ceiling, closer to it as the size grows
+    assert small["gbps"] < mid["gbps"] < big["gbps"] < 1.05 * ceil
+    assert big["gbps"] > 0.9 * ceil
+
+
 def test_host_sync_is_reported_not_captured():
     x = torch.ones(4, device="cuda")
     with pytest.raises(NotCapturable):
@@ -46,6 +61,7 @@ def test_small_sweep_through_every_path():
     for p in points:
         assert p["graph"]["median_us"] > 0.5 and p["timed_by"] == "graph"
         assert 0 < p["pct_ceiling"] < 110
+        assert p["copy_same_bytes_us"] > 0.5 and 0 < p["pct_of_copy_same_bytes"] < 200
     small = [p for p in points if p["num_tokens"] == 1]
     assert all(p["l2_flush"] for p in small)
     for op in ops:

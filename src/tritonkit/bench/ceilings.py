@@ -7,6 +7,10 @@ copy kernel in the same graph timing), and the ops are SM kernels too. Bytes rea
 Copy bandwidth and the matmul rate are cached per GPU name and driver in ``~/.cache/tritonkit/ceilings.json``
 (``$XDG_CACHE_HOME`` or ``$TRITONKIT_CACHE_DIR`` move it). The floor and the empty launch are cheap and are
 measured in every run, so the target formula compares times taken in the same conditions.
+
+``time_size_matched_copy`` is the per-point reference of the sweep: the same kind of copy kernel moving the bytes
+of one op point, timed like the op (rotation sets, L2 flush, CUDA graph). The ceiling is what a copy reaches on a
+large buffer; this is what a copy reaches at the op's size, ramp-up and tail included.
 """
 
 from __future__ import annotations
@@ -23,13 +27,19 @@ import torch
 import triton
 import triton.language as tl
 
-from .stats import Ceilings
+from .stats import COPY_VEC_BYTES, Ceilings, cold, copy_vectors, rotation_sets
 from .timing import L2Flush, time_graph
 
 #: Copy size for the bandwidth ceiling: 1 GiB each way, ~20 L2s, ~0.5 ms a copy on an H200.
 COPY_BYTES = 1 << 30
 #: (BLOCK elements of int32, num_warps) tried for the copy kernel; the best one is the ceiling.
 COPY_CONFIGS = ((2048, 4), (4096, 8), (8192, 8), (16384, 16))
+#: The size-matched copy's one config (one graph timing a point, not one per config): BLOCK 2048 int32, 4 warps is
+#: within 1.2% of the best config on 1 GiB on an H200 (4093 vs 4142 GB/s, ceilings details in
+#: benchmarks/results/h200/bench/bench.json) and the smallest block of COPY_CONFIGS, so mid sizes get the most
+#: programs (2048 at 33.6 MB moved, 15 a SM) where a 16384 block would leave 256 for 132 SMs.
+SIZED_COPY_BLOCK = 2048
+SIZED_COPY_WARPS = 4
 MATMUL_N = 8192
 #: Launches per floor graph; each reads its own 16 bytes, 256 bytes from the last.
 FLOOR_CALLS = 1024
@@ -40,6 +50,16 @@ def _copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit(do_not_specialize=["n_vec"])
+def _copy_vec_kernel(src_ptr, dst_ptr, n_vec, BLOCK: tl.constexpr):
+    # the length in whole 16-byte vectors: the mask is then constant over each four int32, so loads and stores
+    # stay 16 bytes wide at every size, and the sweep compiles this once
+    pid = tl.program_id(0).to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)  # [BLOCK]
+    mask = offs < n_vec.to(tl.int64) * 4
     tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
 
 
@@ -135,6 +155,35 @@ def measure_copy_gbps(device: torch.device) -> tuple[float, dict]:
     if not torch.equal(src, dst):
         raise RuntimeError("the copy kernel did not copy: ceiling not trusted")
     return max(per_config.values()), per_config
+
+
+def time_size_matched_copy(work_bytes: int, l2_bytes: int, device: torch.device, *, max_sets: int,
+                           mem_budget: int, repeats: int | None = None) -> dict:
+    """Time a Triton copy of N bytes read and N written, 2N = ``work_bytes`` in whole 16-byte vectors, the way an op
+    point is timed: rotation sets from ``rotation_sets`` over the copy's own buffers, an L2 flush before each
+    replay when they are too few to be ``cold``, CUDA-graph replay through ``time_graph``.
+
+    Returns ``{us, gbps, bytes (read + written), sets, l2_flush, config, timing}``.
+    """
+    n_vec = copy_vectors(work_bytes)
+    n = n_vec * (COPY_VEC_BYTES // 4)
+    moved = 2 * n_vec * COPY_VEC_BYTES
+    n_sets = rotation_sets(moved, l2_bytes, max_sets=max_sets, mem_per_set=moved, mem_budget=mem_budget)
+    flush = None if cold(moved, n_sets, l2_bytes) else L2Flush(device)
+    g = torch.Generator(device).manual_seed(0)
+    sets = [{"src": torch.randint(-2**31, 2**31 - 1, (n,), dtype=torch.int32, device=device, generator=g),
+             "dst": torch.empty(n, dtype=torch.int32, device=device)} for _ in range(n_sets)]
+    grid = (triton.cdiv(n, SIZED_COPY_BLOCK),)
+
+    def copy(inp):
+        _copy_vec_kernel[grid](inp["src"], inp["dst"], n_vec, BLOCK=SIZED_COPY_BLOCK, num_warps=SIZED_COPY_WARPS)
+
+    t = time_graph(copy, sets, device, repeats=repeats, before_replay=flush)
+    if not (torch.equal(sets[0]["src"], sets[0]["dst"]) and torch.equal(sets[-1]["src"], sets[-1]["dst"])):
+        raise RuntimeError("the size-matched copy kernel did not copy: reference not trusted")
+    return {"us": t.median_us, "gbps": moved / (t.median_us * 1e-6) / 1e9, "bytes": moved, "sets": n_sets,
+            "l2_flush": flush is not None, "config": f"BLOCK={SIZED_COPY_BLOCK},num_warps={SIZED_COPY_WARPS}",
+            "timing": t.to_dict()}
 
 
 def measure_matmul_tflops(device: torch.device) -> float:

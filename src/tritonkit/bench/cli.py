@@ -1,5 +1,10 @@
 """``tritonkit bench [OP[:k=v,...] ...] [--models ...] [--dtype ...] [--num-tokens ...] [--shape k=v,...]
-[--providers ...] [--out DIR] [--no-startup] [--compare A.json B.json]``"""
+[--providers ...] [--out DIR] [--no-startup] [--no-copy-ref] [--compare A.json B.json]``
+
+Beside each point's providers it times a size-matched copy reference (a Triton copy kernel moving the point's bytes,
+timed the same way): the "copy us" and "%copy@size" columns and the red dashed curve of the plots. The targets
+stay defined against the large-buffer copy ceiling. ``--no-copy-ref`` skips it.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,9 @@ examples:
 Timing is CUDA-graph replay over input sets that together exceed the L2 (cold), reported beside plain eager
 calls; every provider is checked against the float64 reference first (a wrong one is reported, not timed).
 inductor = torch.compile(reference, dynamic=False), compiled per point; inductor-dynamic compiles once.
+copy us / %copy@size: a Triton copy kernel reading and writing the point's bytes (N + N), timed the same way, once
+per point; %copy@size = copy us / tritonkit us. At mid sizes a copy itself stays well under the ceiling, so this
+separates a slow kernel from a point no kernel can bring to the ceiling. The targets do not use it.
 """
 
 
@@ -42,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where bench.json and <op>.png go")
     p.add_argument("--no-startup", action="store_true", help="skip the fresh-process startup measurement")
     p.add_argument("--no-plot", action="store_true", help="write no PNGs")
+    p.add_argument("--no-copy-ref", action="store_true",
+                   help="skip the size-matched copy reference (one more CUDA-graph timing per point)")
     p.add_argument("--repeats", type=int, metavar="N", help="replays per measurement (default: adaptive, 5..50)")
     p.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="after this many seconds only tritonkit is timed (keeps a device run inside its lease)")
@@ -106,9 +116,14 @@ def main(argv: list[str]) -> int:
     cfg = BenchConfig(targets=targets, models=list(args.models), dtypes=dtypes,
                       num_tokens=list(num_tokens or NUM_TOKENS_SWEEP), providers=list(args.providers),
                       startup=not args.no_startup, repeats=args.repeats, deadline_s=args.deadline,
-                      device=torch.device("cuda"))
+                      copy_ref=not args.no_copy_ref, device=torch.device("cuda"))
     out = pathlib.Path(args.out)
     meta = report.metadata(argv, cfg.device)
+    if cfg.copy_ref:
+        from .ceilings import SIZED_COPY_BLOCK, SIZED_COPY_WARPS
+        meta["copy_ref"] = (f"per point: Triton copy kernel (BLOCK={SIZED_COPY_BLOCK} int32, num_warps="
+                            f"{SIZED_COPY_WARPS}) reading and writing bytes/2 each in whole 16-byte vectors, own "
+                            "rotation sets or L2 flush by the same rule, CUDA-graph timing")
     t0 = time.perf_counter()
     with report.BarProgress() as progress:
         ceil, details = get_ceilings(cfg.device, remeasure=args.remeasure_ceilings, log=progress.log)

@@ -3,6 +3,8 @@
 Memory-bound series plot GB/s against the copy ceiling; compute-bound ones TFLOP/s against the matmul ceiling.
 The dashed curve is the throughput the target demands at each point: bytes / (1.25 x (floor + bytes / ceiling)),
 low at decode sizes, where launch latency dominates, and approaching 80% of the ceiling at prefill sizes.
+The red dashed curve (memory-bound panels, where the run measured it) is a Triton copy kernel moving each point's
+bytes, timed the same way: what a copy reaches at that size, ramp-up and tail included.
 One panel per op config (label, dtype, shape without num_tokens).
 """
 
@@ -73,6 +75,16 @@ def build_figure(results: dict, op: str):
             if need:
                 ax.plot([x for x, _ in need], [y for _, y in need], "k--", linewidth=1,
                         label=f"target: {TARGET_FACTOR}x(floor + bytes/ceiling)")
+        if metric == "gbps":
+            copy = []
+            for t in sorted(series):
+                gbps = next((q["copy_same_bytes_gbps"] for q in series[t].values() if "copy_same_bytes_gbps" in q),
+                            None)
+                if gbps is not None:
+                    copy.append((t, gbps * scale))
+            if copy:
+                ax.plot([x for x, _ in copy], [y for _, y in copy], color="C3", linestyle="--", linewidth=1.2,
+                        label="copy kernel, same bytes (timed the same way)")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("num_tokens")
         ax.set_ylabel(unit)

@@ -12,10 +12,16 @@ The JSON (``SCHEMA`` 1)::
      "points": [{op, label, config, model, dtype, num_tokens, shape, provider, status (ok|wrong|error|skipped),
                  detail, bytes, flops, sets, l2_flush, check: {error, rel_l2, detail},
                  graph: {median_us, min_us, max_us, repeats} | null, graph_error?, eager: {...}, timed_by,
-                 gbps, tflops, bound, pct_ceiling, ideal_us, target_us, target_ratio, target_pass, eager_gbps}]}
+                 gbps, tflops, bound, pct_ceiling, ideal_us, target_us, target_ratio, target_pass, eager_gbps,
+                 copy_same_bytes_us?, copy_same_bytes_gbps?, pct_of_copy_same_bytes?,
+                 copy_same_bytes?: {bytes, sets, l2_flush, config, timing}, copy_same_bytes_error?}]}
 
 Times are microseconds; a timing is per call. ``graph`` is CUDA-graph replay over the rotation sets (the number
-the targets use); ``eager`` is plain Python calls.
+the targets use); ``eager`` is plain Python calls. ``copy_same_bytes_*`` is the point's size-matched copy reference,
+measured once per point and repeated in each provider's record: a Triton copy kernel reading and writing half of
+``bytes`` each (whole 16-byte vectors), timed the same way (its own rotation sets or L2 flush, CUDA graph);
+``pct_of_copy_same_bytes`` = copy time / the provider's time x 100. Runs with ``--no-copy-ref``, runs on a CPU and
+files written before it existed have none of these fields; nothing else depends on them.
 """
 
 from __future__ import annotations
@@ -184,11 +190,25 @@ def group_points(points: Iterable[dict]) -> dict[tuple, dict[int, dict[str, dict
     return out
 
 
+def _copy_us(by: dict[str, dict]) -> float | None:
+    """The point's size-matched copy time, from whichever provider record carries it."""
+    return next((p["copy_same_bytes_us"] for p in by.values() if "copy_same_bytes_us" in p), None)
+
+
+def has_copy_ref(series: dict[int, dict[str, dict]]) -> bool:
+    return any(_copy_us(by) is not None for by in series.values())
+
+
 def point_table(series: dict[int, dict[str, dict]], providers: Sequence[str]) -> str:
+    """One row per num_tokens. The size-matched copy columns ("copy us", "%copy@size" for tritonkit) come last and
+    only where the series has them, so a run without them prints the table it always did."""
     head = ["num_tokens", "bytes"] + [f"{pr} us" for pr in providers]
     head += ["tk GB/s", "%ceil", "t/target", "tk eager us"]
     if "inductor" in providers:
         head.append("inductor/tk")
+    copy_cols = has_copy_ref(series)
+    if copy_cols:
+        head += ["copy us", "%copy@size"]
     rows = []
     for t in sorted(series):
         by = series[t]
@@ -202,6 +222,8 @@ def point_table(series: dict[int, dict[str, dict]], providers: Sequence[str]) ->
         if "inductor" in providers:
             a, b = _time(by.get("inductor")), _time(tk)
             row.append(f"{a / b:.2f}x" if a and b else "-")
+        if copy_cols:
+            row += [fmt_us(_copy_us(by)), fmt(tk.get("pct_of_copy_same_bytes"), ".1f") if tk else "-"]
         rows.append(row)
     return text_table(head, rows)
 
@@ -246,6 +268,13 @@ def format_results(results: dict) -> str:
             out.append(f"{head} [{config}]   (us: CUDA graph, cold L2; t/target = time / {TARGET_FACTOR}x(floor + "
                        f"bytes/copy))")
             out.append(point_table(series, provs))
+            if has_copy_ref(series):
+                out.append("  copy us: a Triton copy of the point's bytes, timed the same way; "
+                           "%copy@size = copy us / tritonkit us (evidence, not a target)")
+            copy_errs = {p["copy_same_bytes_error"] for s in series.values() for p in s.values()
+                         if p.get("copy_same_bytes_error")}
+            for why in sorted(copy_errs)[:3]:
+                out.append(f"  copy reference failed: {why[:200]}")
             nograph = {p["provider"]: p["graph_error"] for s in series.values() for p in s.values()
                        if p["status"] == "ok" and p.get("graph_error")}
             for prov, why in nograph.items():

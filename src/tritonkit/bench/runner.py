@@ -1,9 +1,10 @@
 """The sweep: for each op (with shape overrides), dtype and sweep point, check and time every provider.
 
-Per point: one correctness input set and its float64 reference; then the rotation sets (enough to turn the L2
-over, shared by all providers); then for each provider a check, eager timing and CUDA-graph timing. Per op: the
-compiles each kernel needed over the sweep, the host overhead of one call at the smallest point, and startup in
-fresh processes. Results are plain dicts (see ``report``) so they go to JSON as they are.
+Per point: a size-matched copy reference (a Triton copy moving the point's bytes, timed like the op, once per
+point; ``--no-copy-ref`` skips it); one correctness input set and its float64 reference; then the rotation sets
+(enough to turn the L2 over, shared by all providers); then for each provider a check, eager timing and CUDA-graph
+timing. Per op: the compiles each kernel needed over the sweep, the host overhead of one call at the smallest
+point, and startup in fresh processes. Results are plain dicts (see ``report``) so they go to JSON as they are.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..models import DEFAULT_BENCH_MODELS, MODELS, NUM_TOKENS_SWEEP
 from ..spec import OpSpec, Shape
 from ..testing.inputs import Fill
 from . import providers as P
-from .stats import MAX_SETS, Ceilings, cold, point_metrics, rotation_sets
+from .stats import MAX_SETS, Ceilings, cold, copy_ref_fields, pct_of_copy, point_metrics, rotation_sets
 from .timing import L2Flush, NotCapturable, host_overhead, time_eager, time_graph
 
 #: num_tokens of the startup measurement: a small prefill, compiled the same as every other point.
@@ -124,6 +125,7 @@ class BenchConfig:
     deadline_s: float | None = None  # past it, only tritonkit is timed
     max_sets: int = MAX_SETS
     host_calls: int = 1000  # calls per repeat of the host-overhead measurement
+    copy_ref: bool = True  # time a copy of each point's bytes beside the providers (CUDA only)
     device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cuda"))
 
 
@@ -161,9 +163,29 @@ def _progress_text(target: OpTarget, rec: dict) -> str:
         text += f" {t['median_us']:.1f} us ({rec['timed_by']})"
         if "pct_ceiling" in rec:
             text += f" {rec['pct_ceiling']:.1f}% t/target {rec['target_ratio']:.2f}"
+        if "pct_of_copy_same_bytes" in rec:
+            text += f" {rec['pct_of_copy_same_bytes']:.1f}% of copy@size"
     elif rec["status"] in ("wrong", "error"):
         text += f" ({rec['detail'][:120]})"
     return text
+
+
+def size_matched_copy(cfg: BenchConfig, work_bytes: int, l2: int) -> dict | None:
+    """The point's copy reference (``ceilings.time_size_matched_copy``), ``{"error": ...}`` if it failed, or None
+    where it is off or there is no CUDA graph (a CPU)."""
+    if not cfg.copy_ref or cfg.device.type != "cuda":
+        return None
+    from .ceilings import time_size_matched_copy
+    try:
+        return time_size_matched_copy(max(work_bytes, 1), l2, cfg.device, max_sets=cfg.max_sets,
+                                      mem_budget=SETS_MEM_BUDGET, repeats=cfg.repeats)
+    except Exception as e:  # out of memory at the largest points: the providers are still timed
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize(cfg.device)
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+    finally:
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype, provs: list[P.Provider],
@@ -176,6 +198,10 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
     work = spec.work(shape, dtype)
     records = {p.name: _point_record(target, spec, pt, dtype, p.name, work.bytes, work.flops) for p in provs}
     hosts: dict = {}
+    # first, while no op input is allocated; one timing for the point, shared by every provider's record
+    copy_ref = copy_ref_fields(size_matched_copy(cfg, work.bytes, l2)) if provs else {}
+    for rec in records.values():
+        rec.update(copy_ref)
     try:
         check_inputs = spec.make_inputs(shape, dtype, Fill("randn", dev, seed + 1_000_003))
         ref_inputs = P.upcast(check_inputs)
@@ -224,6 +250,8 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
             if ceil is not None:
                 rec.update(point_metrics(work.bytes, work.flops, (graph or eager).median_us * 1e-6, ceil))
                 rec["eager_gbps"] = work.bytes / (eager.median_us * 1e-6) / 1e9
+            if "copy_same_bytes_us" in rec:
+                rec["pct_of_copy_same_bytes"] = pct_of_copy(rec["copy_same_bytes_us"], (graph or eager).median_us)
             if host_point:
                 hosts[p.name] = host_overhead(p, sets[0], dev, calls=cfg.host_calls).to_dict()
             rec["status"] = "ok"

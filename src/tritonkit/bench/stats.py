@@ -137,6 +137,39 @@ def cold(bytes_per_set: int, n_sets: int, l2_bytes: int, factor: float = L2_FACT
     return bytes_per_set * n_sets >= factor * l2_bytes
 
 
+#: The size-matched copy reference moves whole vectors of this many bytes (one 16-byte load and store per thread).
+COPY_VEC_BYTES = 16
+
+
+def copy_vectors(work_bytes: int) -> int:
+    """16-byte vectors the size-matched copy reads (and then writes) for an op point of ``work_bytes``.
+
+    The copy reads N and writes N bytes with 2N = ``work_bytes``; N is rounded to the nearest whole vector, at
+    least one. Elements of int32: four per vector.
+    """
+    if work_bytes < 0:
+        raise ValueError(f"work_bytes must be non-negative, got {work_bytes}")
+    return max(1, (work_bytes + COPY_VEC_BYTES) // (2 * COPY_VEC_BYTES))
+
+
+def copy_ref_fields(copy: dict | None) -> dict:
+    """The point-record fields of a size-matched copy measurement (``ceilings.time_size_matched_copy``'s dict, or
+    ``{"error": ...}``); nothing when it was not measured."""
+    if not copy:
+        return {}
+    if "error" in copy:
+        return {"copy_same_bytes_error": copy["error"]}
+    return {"copy_same_bytes_us": copy["us"], "copy_same_bytes_gbps": copy["gbps"],
+            "copy_same_bytes": {k: v for k, v in copy.items() if k not in ("us", "gbps")}}
+
+
+def pct_of_copy(copy_us: float, provider_us: float) -> float:
+    """How close a provider comes to a copy of its own bytes: copy time over provider time, in percent."""
+    if not provider_us > 0:
+        raise ValueError(f"provider time must be positive, got {provider_us!r}")
+    return 100.0 * copy_us / provider_us
+
+
 def geomean(xs: Sequence[float]) -> float:
     xs = [x for x in xs if x > 0 and math.isfinite(x)]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
