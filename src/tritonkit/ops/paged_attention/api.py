@@ -8,6 +8,7 @@ import numbers
 import torch
 
 from .. import _alloc, _checks
+from .._launch import launch
 from .._library import is_compiling
 from . import config
 from .kernel import (
@@ -22,6 +23,17 @@ FP8_DTYPE = torch.float8_e4m3fn
 # grid[1] holds KV heads (query heads in the merge): bounded by the model, but not past CUDA's limit
 MAX_GRID_YZ = 65535
 MAX_HEAD_DIM = 256
+
+# one float32 element per device, for the partial buffers a one-split decode never touches: allocated once, not
+# per call (an allocation is a few µs of host time); float32 so the kernel's signature does not change
+_UNUSED_PARTIALS: dict[torch.device, torch.Tensor] = {}
+
+
+def _unused_partials(device: torch.device) -> torch.Tensor:
+    t = _UNUSED_PARTIALS.get(device)
+    if t is None:
+        t = _UNUSED_PARTIALS[device] = torch.empty(1, dtype=torch.float32, device=device)
+    return t
 
 
 def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_seqlen_q: int, max_seqlen_k: int,
@@ -60,34 +72,38 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
         part_m = torch.empty(rows, dtype=torch.float32, device=q.device)
         part_l = torch.empty(rows, dtype=torch.float32, device=q.device)
     else:
-        # unused with one split (the kernel writes out directly); float32 so the signature does not change
-        part_acc = part_m = part_l = torch.empty(1, dtype=torch.float32, device=q.device)
-    _paged_attention_decode_kernel[(num_seqs, num_kv_heads, dec.num_splits)](
-        q, k_cache, v_cache, out, part_acc, part_m, part_l,
-        cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-        dec.num_splits, *common,
-        GROUP=group, HEAD_DIM=head_dim, HEAD_DIM_PAD=d_pad, BLOCK_M=dec.block_m, BLOCK_N=dec.block_n,
-        BLOCK_SIZE=block_size, MAX_Q=dec.max_q, **features,
-        num_warps=dec.num_warps, num_stages=dec.num_stages,
+        # unused with one split (the kernel writes out directly)
+        part_acc = part_m = part_l = _unused_partials(q.device)
+    launch(
+        _paged_attention_decode_kernel, (num_seqs, num_kv_heads, dec.num_splits),
+        (q, k_cache, v_cache, out, part_acc, part_m, part_l,
+         cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
+         dec.num_splits, *common),
+        {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "BLOCK_N": dec.block_n,
+         "BLOCK_SIZE": block_size, "MAX_Q": dec.max_q, **features},
+        dec.num_warps, dec.num_stages,
     )
     if dec.num_splits > 1:
-        _paged_attention_merge_kernel[(num_seqs, num_heads)](
-            out, part_acc, part_m, part_l, cu_seqlens_q, sinks, v_scale,
-            dec.num_splits, out.stride(0), out.stride(1),
-            GROUP=group, HEAD_DIM=head_dim, HEAD_DIM_PAD=d_pad, BLOCK_M=dec.block_m, MAX_Q=dec.max_q,
-            MAX_SPLITS=config.MAX_SPLITS, SINKS=sinks is not None, KV_FP8=kv_fp8,
-            num_warps=4,
+        launch(
+            _paged_attention_merge_kernel, (num_seqs, num_heads),
+            (out, part_acc, part_m, part_l, cu_seqlens_q, sinks, v_scale,
+             dec.num_splits, out.stride(0), out.stride(1)),
+            {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "MAX_Q": dec.max_q,
+             "MAX_SPLITS": config.MAX_SPLITS, "SINKS": sinks is not None, "KV_FP8": kv_fp8},
+            4,
         )
     if max_seqlen_q > dec.max_q:
         pre = config.prefill_config(group, head_dim, k_cache.element_size())
         # an upper bound on the batch's query tiles from host integers: sum_s ceil(n_s / BQ) <= T // BQ + num_seqs
         grid = (num_seqs + num_tokens // pre.block_q, num_kv_heads)
-        _paged_attention_prefill_kernel[grid](
-            q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-            num_seqs, *common,
-            GROUP=group, HEAD_DIM=head_dim, HEAD_DIM_PAD=d_pad, BLOCK_M=pre.block_m, BLOCK_Q=pre.block_q,
-            BLOCK_N=pre.block_n, BLOCK_SIZE=block_size, DECODE_MAX_Q=dec.max_q, **features,
-            num_warps=pre.num_warps, num_stages=pre.num_stages,
+        launch(
+            _paged_attention_prefill_kernel, grid,
+            (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
+             num_seqs, *common),
+            {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m,
+             "BLOCK_Q": pre.block_q, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, "DECODE_MAX_Q": dec.max_q,
+             **features},
+            pre.num_warps, pre.num_stages,
         )
 
 

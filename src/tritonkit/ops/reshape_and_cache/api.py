@@ -8,6 +8,7 @@ import torch
 import triton
 
 from .. import _checks
+from .._launch import launch
 from .._library import is_compiling
 from .config import reshape_and_cache_config
 from .kernel import _reshape_and_cache_kernel
@@ -54,16 +55,17 @@ def _forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, va
         key_cache, value_cache = key_cache.view(view), value_cache.view(view)
     cfg = reshape_and_cache_config(num_heads, head_dim, key.element_size())
     grid = (triton.cdiv(num_tokens, cfg.block_t), triton.cdiv(num_heads, cfg.block_h))
-    _reshape_and_cache_kernel[grid](
-        key, value, key_cache, value_cache, slot_mapping,
-        k_scale if fp8 else slot_mapping, v_scale if fp8 else slot_mapping,
-        num_tokens, num_heads, key_cache.shape[1],
-        key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-        key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
-        value_cache.stride(0), value_cache.stride(1), value_cache.stride(2),
-        HEAD_DIM=head_dim, BLOCK_T=cfg.block_t, BLOCK_H=cfg.block_h, BLOCK_D=cfg.block_d,
-        FP8=fp8, SOFT_FP8=soft_fp8,
-        num_warps=cfg.num_warps,
+    launch(
+        _reshape_and_cache_kernel, grid,
+        (key, value, key_cache, value_cache, slot_mapping,
+         k_scale if fp8 else slot_mapping, v_scale if fp8 else slot_mapping,
+         num_tokens, num_heads, key_cache.shape[1],
+         key.stride(0), key.stride(1), value.stride(0), value.stride(1),
+         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
+         value_cache.stride(0), value_cache.stride(1), value_cache.stride(2)),
+        {"HEAD_DIM": head_dim, "BLOCK_T": cfg.block_t, "BLOCK_H": cfg.block_h, "BLOCK_D": cfg.block_d,
+         "FP8": fp8, "SOFT_FP8": soft_fp8},
+        cfg.num_warps,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from .. import _alloc, _checks
+from .._launch import launch
 from .._library import is_compiling
 from .config import rms_norm_config
 from .kernel import _rms_norm_fwd_kernel
@@ -32,11 +33,12 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.T
     has_res = residual is not None
     if has_res:
         residual, stride_res = _rows(residual)
-    _rms_norm_fwd_kernel[(n_rows,)](
-        x, residual if has_res else x, weight, y, r if has_res else y,
-        stride_x, stride_res if has_res else 0, hidden, hidden if has_res else 0,
-        hidden, eps,
-        HAS_RESIDUAL=has_res, BLOCK=cfg.block, SINGLE_PASS=cfg.single_pass, num_warps=cfg.num_warps,
+    launch(
+        _rms_norm_fwd_kernel, (n_rows,),
+        (x, residual if has_res else x, weight, y, r if has_res else y,
+         stride_x, stride_res if has_res else 0, hidden, hidden if has_res else 0,
+         hidden, eps),
+        {"HAS_RESIDUAL": has_res, "BLOCK": cfg.block, "SINGLE_PASS": cfg.single_pass}, cfg.num_warps,
     )
 
 

@@ -6,6 +6,7 @@ import torch
 import triton
 
 from .. import _checks
+from .._launch import launch
 from .._library import is_compiling
 from .config import rotary_config
 from .kernel import _rotary_embedding_fwd_kernel
@@ -21,12 +22,14 @@ def _forward(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None, c
     cfg = rotary_config(num_q_heads, num_k_heads, rot_dim, q.element_size())
     n_blocks = triton.cdiv(num_q_heads, cfg.block_hq) + triton.cdiv(num_k_heads, cfg.block_hk)
     kk = q if k is None else k  # never touched when k is None: no k programs are launched
-    _rotary_embedding_fwd_kernel[(triton.cdiv(num_tokens, cfg.block_t), n_blocks)](
-        positions, q, kk, cos_sin_cache,
-        num_tokens, num_q_heads, num_k_heads, cos_sin_cache.shape[0],
-        positions.stride(0), q.stride(0), q.stride(1), kk.stride(0), kk.stride(1), cos_sin_cache.stride(0),
-        ROT_HALF=rot_dim // 2, IS_NEOX=is_neox, BLOCK_T=cfg.block_t, BLOCK_HQ=cfg.block_hq, BLOCK_HK=cfg.block_hk,
-        BLOCK_HALF=cfg.block_half, num_warps=cfg.num_warps,
+    launch(
+        _rotary_embedding_fwd_kernel, (triton.cdiv(num_tokens, cfg.block_t), n_blocks),
+        (positions, q, kk, cos_sin_cache,
+         num_tokens, num_q_heads, num_k_heads, cos_sin_cache.shape[0],
+         positions.stride(0), q.stride(0), q.stride(1), kk.stride(0), kk.stride(1), cos_sin_cache.stride(0)),
+        {"ROT_HALF": rot_dim // 2, "IS_NEOX": is_neox, "BLOCK_T": cfg.block_t, "BLOCK_HQ": cfg.block_hq,
+         "BLOCK_HK": cfg.block_hk, "BLOCK_HALF": cfg.block_half},
+        cfg.num_warps,
     )
 
 

@@ -1,0 +1,126 @@
+"""Host time per eager op call, with the cached launcher (``tritonkit.ops._launch``) on and off.
+
+CUDA only. Run from the repository root on the GPU machine:
+
+    PYTHONPATH=src python benchmarks/gpu/host_overhead.py [--inductor] [--dtype bfloat16] [--calls 1000]
+
+For each op, one decode-sized input (Llama-3-8B dims, one token; paged_attention over 256 keys so the kernel
+stays shorter than the host's work) timed as ``calls`` back-to-back calls, median of 3 repeats, one sync at the
+end (``tritonkit.bench.timing.host_overhead``). Before timing, one call per path on copies of the same inputs:
+outputs must match bit for bit, and the fast call must not have gone through ``JITFunction.run``.
+``--inductor`` adds ``torch.compile(reference)`` (static shapes) timed the same way, for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+import triton
+import triton.runtime.jit as triton_jit
+
+from tritonkit.bench.providers import clone_inputs, make_provider
+from tritonkit.bench.timing import host_overhead
+from tritonkit.models import MODELS
+from tritonkit.ops import _launch, get_spec
+from tritonkit.testing import Fill
+
+MODEL = MODELS["llama3-8b"]
+
+
+def cases():
+    """``(label, op name, shape)``: one token of each op."""
+    rms = get_spec("rms_norm").sweep_shape(MODEL, 1)
+    out = [("rms_norm", "rms_norm", rms.replace(residual=0)),
+           ("rms_norm+residual", "rms_norm", rms.replace(residual=1))]
+    out += [(n, n, get_spec(n).sweep_shape(MODEL, 1))
+            for n in ("silu_and_mul", "rotary_embedding", "reshape_and_cache")]
+    decode = get_spec("paged_attention").sweep_shape(MODEL, 1)
+    out.append(("paged_attention", "paged_attention", decode.replace(context=255)))
+    return out
+
+
+class _RunCounter:
+    """Counts ``JITFunction.run`` calls by the cache-key helper only it calls (patching ``run`` itself would turn the
+    fast path off)."""
+
+    def __init__(self):
+        self.n = 0
+        self._real = triton_jit.compute_cache_key
+
+    def __enter__(self):
+        def counted(*a):
+            self.n += 1
+            return self._real(*a)
+        triton_jit.compute_cache_key = counted
+        return self
+
+    def __exit__(self, *exc):
+        triton_jit.compute_cache_key = self._real
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8)
+
+
+def check_same(spec, inputs: dict) -> str:
+    """One call on the normal path and one on the fast path, on copies of ``inputs``: '' if bit-identical and the
+    fast call skipped JITFunction.run, else what differed."""
+    _launch.set_enabled(True)
+    spec.call(clone_inputs(inputs))  # the launcher keeps this specialization's kernel
+    _launch.set_enabled(False)
+    normal = spec.call(clone_inputs(inputs))
+    _launch.set_enabled(True)
+    with _RunCounter() as runs:
+        fast = spec.call(clone_inputs(inputs))
+    torch.cuda.synchronize()
+    problems = [f"{k} differs" for k in normal if not torch.equal(_bits(normal[k]), _bits(fast[k]))]
+    if runs.n:
+        problems.append(f"fast call went through JITFunction.run {runs.n}x")
+    return "; ".join(problems)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--inductor", action="store_true", help="also time torch.compile(reference)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("host_overhead.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    dtype = getattr(torch, args.dtype)
+    device = torch.device("cuda")
+    ok, why = _launch.available()
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  "
+          f"fast launch: {why}")
+
+    rows, failed = [], False
+    for label, name, shape in cases():
+        spec = get_spec(name)
+        inputs = spec.make_inputs(shape, dtype, Fill("randn", device))
+        same = check_same(spec, inputs)
+        failed |= bool(same)
+        times = {}
+        for mode, flag in (("normal", False), ("fast", True)):
+            _launch.set_enabled(flag)
+            times[mode] = host_overhead(spec.call, inputs, device, calls=args.calls).median_us
+        _launch.set_enabled(True)
+        if args.inductor:
+            prov = make_provider("inductor", spec, dtype)
+            prov.begin_shape(shape)
+            times["inductor"] = host_overhead(prov, inputs, device, calls=args.calls).median_us
+        rows.append((label, times, same or "bit-identical"))
+
+    cols = ["normal", "fast"] + (["inductor"] if args.inductor else [])
+    print(f"\nhost us per eager call ({args.dtype}, {args.calls} calls, median of 3)")
+    print(f"{'op':<20}" + "".join(f"{c:>10}" for c in cols) + f"{'saved':>9}  outputs")
+    for label, times, same in rows:
+        saved = 1 - times["fast"] / times["normal"]
+        print(f"{label:<20}" + "".join(f"{times[c]:>10.1f}" for c in cols) + f"{saved:>8.0%}  {same}")
+    return 1 if failed or not ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

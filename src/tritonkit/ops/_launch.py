@@ -1,0 +1,293 @@
+"""Eager launches that skip ``JITFunction.run`` once a specialization has been launched.
+
+``kernel[grid](*args, **constexprs)`` costs tens of µs of host time per call in Triton 3.6: the binder, one
+``native_specialize_impl`` per argument, the cache-key string, launch metadata. :func:`launch` sends the first call
+for a key through that path and keeps the ``CompiledKernel`` it returns; later calls with the same key call that
+kernel's launcher exactly as ``JITFunction.run`` would (grid, current stream, function, packed metadata, no launch
+metadata or hooks, every bound argument constexprs included). Triton 3.6 hands the launcher its launch-hook chains
+and a metadata dict even when no hook is registered; with the chains empty nothing reads them, so None goes
+instead.
+
+The key is everything Triton specializes a launch on, so a kernel compiled for other specializations never runs:
+
+- each non-constexpr argument as ``native_specialize_impl`` reports it with the parameter's own flags (what the
+  kernel's binder calls): a tensor's dtype and 16-byte alignment, an int's ==1 / %16 / i32-i64-u64 class (only the
+  class where the parameter is in ``do_not_specialize``), None, float, bool;
+- each constexpr's type and value (Triton keys on their ``str``: ``True``, ``1`` and ``1.0`` differ);
+- num_warps, num_stages, the debug and instrumentation options ``run`` adds, and the current device (Triton keeps
+  one cache per device).
+
+A hit also needs Triton's own cache to still hold that kernel under the key it compiled it for (a cleared
+``device_caches`` recompiles, as it would without us) and the kernel's globals unchanged. Everything else takes
+the normal path: interpreter kernels (not a ``JITFunction``), non-CUDA tensors, argument types not listed above,
+a launch hook (a callable in ``knobs.runtime.launch_enter_hook``/``launch_exit_hook``'s chain, or in its place:
+profilers), a patched ``JITFunction.run`` (``tritonkit check`` captures launches that way), pre-run hooks,
+``TRITONKIT_FAST_LAUNCH=0`` (read at import; :func:`set_enabled` switches at run time), and a Triton whose
+internals differ from the 3.6 ones copied here (checked once: attributes at import, ``JITFunction.run``'s source
+at the first launch).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+import types
+
+import torch
+from triton import knobs
+from triton.language.core import constexpr as _constexpr
+
+ENV_VAR = "TRITONKIT_FAST_LAUNCH"
+
+#: sha256 prefixes of the stripped source of ``JITFunction.run`` and ``CompiledKernel.launch_metadata`` whose
+#: launch convention this module copies (Triton 3.6.0)
+_KNOWN_SOURCES = {("b23b098b1d164489", "33ec15102e4d48a6")}
+
+_MISSING = object()
+_TENSOR_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
+# what native_specialize_impl handles besides tensors; anything else takes the normal path
+_SCALAR_TYPES = frozenset((int, float, bool, type(None)))
+_CONSTEXPR_TYPES = frozenset((int, bool, str, type(None)))
+_IMMUTABLE = (int, float, bool, str, bytes, type(None))
+# tensors the fast path accepts: a test swaps it to "is_cpu" to drive the path without a GPU
+_DEVICE_TENSOR = "is_cuda"
+
+
+def _env_enabled() -> bool:
+    return os.environ.get(ENV_VAR, "1").strip() != "0"
+
+
+_enabled = _env_enabled()
+
+
+def set_enabled(flag: bool) -> None:
+    """Turn the fast path on or off for this process (the benchmark compares both)."""
+    global _enabled
+    _enabled = bool(flag)
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def _internals() -> types.SimpleNamespace | None:
+    """The Triton pieces the fast path uses, or None when this Triton lacks one of them."""
+    try:
+        from triton._C.libtriton import native_specialize_impl
+        from triton.compiler.compiler import CompiledKernel
+        from triton.knobs import HookChain
+        from triton.runtime.driver import driver
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return None
+    run = JITFunction.__dict__.get("run")
+    try:
+        params = list(inspect.signature(run).parameters)
+    except (TypeError, ValueError):
+        return None
+    if (getattr(run, "__qualname__", "") != "JITFunction.run" or params != ["self", "args", "grid", "warmup", "kwargs"]
+            or not isinstance(CompiledKernel.__dict__.get("run"), property)
+            or not callable(CompiledKernel.__dict__.get("launch_metadata"))
+            or not all(hasattr(knobs.runtime, k) for k in ("launch_enter_hook", "launch_exit_hook", "debug",
+                                                            "interpret"))
+            or not hasattr(knobs.compilation, "instrumentation_mode") or not hasattr(HookChain(), "calls")):
+        return None
+    return types.SimpleNamespace(specialize=native_specialize_impl, CompiledKernel=CompiledKernel, driver=driver,
+                                 JITFunction=JITFunction, run=run, HookChain=HookChain)
+
+
+_T = _internals()
+
+
+def _digest(fn) -> str:
+    src = "\n".join(line.strip() for line in inspect.getsource(fn).splitlines() if line.strip())
+    return hashlib.sha256(src.encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def _convention_ok() -> bool:
+    """Whether ``JITFunction.run`` still launches the way :func:`launch` does (its source is one we checked)."""
+    if _T is None:
+        return False
+    try:
+        return (_digest(_T.run), _digest(_T.CompiledKernel.launch_metadata)) in _KNOWN_SOURCES
+    except (OSError, TypeError):
+        return False
+
+
+def available() -> tuple[bool, str]:
+    """Whether the fast path can run in this process, and why not."""
+    if not _enabled:
+        return False, f"disabled ({ENV_VAR}=0 or set_enabled(False))"
+    if _T is None:
+        return False, "this Triton lacks the 3.6 internals it uses"
+    if not _convention_ok():
+        return False, "JITFunction.run differs from the Triton 3.6.0 source it copies"
+    return True, "on"
+
+
+class _Entry:
+    """One compiled kernel the fast path launches, and what must still hold for Triton to launch it too."""
+
+    __slots__ = ("kernel_cache", "triton_key", "compiled", "run", "function", "packed_metadata", "globals")
+
+    def __init__(self, kernel_cache: dict, triton_key: str, compiled, used_global_vals: dict):
+        self.kernel_cache = kernel_cache
+        self.triton_key = triton_key
+        self.compiled = compiled
+        self.run = compiled.run
+        self.function = compiled.function
+        self.packed_metadata = compiled.packed_metadata
+        # (globals dict, name, object seen now, value Triton compiled with, whether identity is enough)
+        self.globals = []
+        for (name, _), (val, globals_dict) in used_global_vals.items():
+            obj = globals_dict.get(name, _MISSING)
+            inner = val.value if isinstance(val, _constexpr) else val
+            self.globals.append((globals_dict, name, obj, val, isinstance(inner, _IMMUTABLE)))
+
+    def launchable(self, kernel_cache: dict) -> bool:
+        if kernel_cache is not self.kernel_cache or kernel_cache.get(self.triton_key) is not self.compiled:
+            return False
+        # JITFunction.run raises when a global the kernel read has changed: let it
+        for globals_dict, name, obj, val, immutable in self.globals:
+            cur = globals_dict.get(name, _MISSING)
+            if cur is not obj or (not immutable and cur != val):
+                return False
+        return True
+
+
+class _FastKernel:
+    """What the fast path needs of one ``JITFunction``: its parameters, and the kernels launched per key."""
+
+    def __init__(self, jit):
+        self.jit = jit
+        self.names = tuple(p.name for p in jit.params)
+        # per parameter: constexpr, then the flags the binder hands native_specialize_impl
+        self.params = tuple((p.is_constexpr, p.is_const, not p.do_not_specialize, not p.do_not_specialize_on_alignment)
+                            for p in jit.params)
+        self.entries: dict[tuple, _Entry] = {}
+
+    def bind(self, args: tuple, constexprs: dict) -> tuple | None:
+        """Every argument in parameter order (what ``run`` passes the launcher), or None."""
+        if len(args) + len(constexprs) != len(self.names):
+            return None  # defaults, missing or extra arguments: the normal path binds (or raises)
+        tail = self.names[len(args):]
+        if tuple(constexprs) == tail:
+            return (*args, *constexprs.values())
+        try:
+            return (*args, *(constexprs[n] for n in tail))
+        except KeyError:
+            return None
+
+    def key(self, full: tuple, backend, options: tuple, device_attr: str | None = "is_cuda") -> tuple | None:
+        """The specialization key of a bound argument list, or None for an argument the fast path does not take
+        (with ``device_attr``, a tensor for which that attribute is false)."""
+        specialize = _T.specialize
+        key = list(options)
+        for a, (constexpr, is_const, spec, align) in zip(full, self.params):
+            t = type(a)
+            if constexpr:
+                if t is float:
+                    key.append((t, repr(a)))  # -0.0 == 0.0, but Triton keys on the text
+                elif t in _CONSTEXPR_TYPES:
+                    key.append((t, a))
+                else:
+                    return None
+            elif t in _SCALAR_TYPES:
+                key.append(specialize(backend, a, is_const, spec, align))
+            elif t in _TENSOR_TYPES and (device_attr is None or getattr(a, device_attr)):
+                key.append(specialize(backend, a, is_const, spec, align))
+            else:
+                return None
+        return tuple(key)
+
+    def remember(self, key: tuple, compiled, kernel_cache: dict) -> None:
+        if not isinstance(compiled, _T.CompiledKernel) or compiled.metadata.target.backend != "cuda":
+            return
+        triton_key = next((k for k, v in kernel_cache.items() if v is compiled), None)
+        if triton_key is not None:
+            self.entries[key] = _Entry(kernel_cache, triton_key, compiled, self.jit.used_global_vals)
+
+
+_STATES: dict[int, _FastKernel] = {}
+
+
+def _hook_set(hook) -> bool:
+    """Whether a launch hook would run: anything but None or an empty ``HookChain`` (Triton's default)."""
+    return hook is not None and (type(hook) is not _T.HookChain or bool(hook.calls))
+
+
+def _state(kernel) -> _FastKernel | None:
+    state = _STATES.get(id(kernel))
+    if state is not None and state.jit is kernel:
+        return state
+    if not _convention_ok():
+        return None
+    state = _STATES[id(kernel)] = _FastKernel(kernel)
+    return state
+
+
+def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None):
+    """``(state, key, bound args, driver, device, Triton's kernel cache)`` for a launch the fast path may take,
+    else None."""
+    if _T is None or type(kernel) is not _T.JITFunction or type(grid) is not tuple:
+        return None
+    rt = knobs.runtime
+    if (_T.JITFunction.run is not _T.run or "run" in kernel.__dict__ or kernel.pre_run_hooks
+            or _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook) or rt.interpret):
+        return None
+    state = _state(kernel)
+    if state is None:
+        return None
+    full = state.bind(args, constexprs)
+    if full is None:
+        return None
+    try:
+        drv = _T.driver.active
+        dev = drv.get_current_device()
+        caches = kernel.device_caches[dev]
+        # the options JITFunction.run keys on besides the constexprs
+        options = (dev, num_warps, num_stages, kernel.debug or rt.debug, knobs.compilation.instrumentation_mode)
+        key = state.key(full, caches[3], options, _DEVICE_TENSOR)
+    except Exception:  # noqa: BLE001 - no driver, an int past u64, ...: the normal path reports it
+        return None
+    if key is None:
+        return None
+    return state, key, full, drv, dev, caches[0]
+
+
+def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None = None) -> None:
+    """``kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)``, with the host overhead of
+    ``JITFunction.run`` skipped on calls whose specialization was launched before. ``num_stages=None`` passes none
+    (Triton's default)."""
+    fast = _prepare(kernel, grid, args, constexprs, num_warps, num_stages) if _enabled else None
+    if fast is not None:
+        state, key, full, drv, dev, kernel_cache = fast
+        entry = state.entries.get(key)
+        if entry is not None and entry.launchable(kernel_cache):
+            n = len(grid)
+            entry.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, drv.get_current_stream(dev),
+                      entry.function, entry.packed_metadata, None, None, None, *full)
+            return
+    if num_stages is None:
+        compiled = kernel[grid](*args, **constexprs, num_warps=num_warps)
+    else:
+        compiled = kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)
+    if fast is not None:
+        fast[0].remember(fast[1], compiled, fast[5])
+
+
+def cache_key(kernel, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None, backend,
+              device: int = 0) -> tuple | None:
+    """The fast path's key for one launch on tensors of any device, for the given backend (no driver needed)."""
+    if _T is None or type(kernel) is not _T.JITFunction:
+        return None
+    state = _FastKernel(kernel)
+    full = state.bind(args, constexprs)
+    if full is None:
+        return None
+    options = (device, num_warps, num_stages, kernel.debug or knobs.runtime.debug,
+               knobs.compilation.instrumentation_mode)
+    return state.key(full, backend, options, None)

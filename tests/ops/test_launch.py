@@ -1,0 +1,360 @@
+"""The cached eager launcher (``tritonkit.ops._launch``) without a GPU.
+
+Its key is checked against Triton's own binder (the function ``JITFunction.run`` keys its cache on) for an sm_90
+target, on a probe kernel and on every launch the ops make over their boundary shapes and the model sweep. The
+launch itself is driven through the real ``JITFunction.run`` with only the compiler and the CUDA launcher stubbed:
+the fast path must hand the launcher exactly what ``run`` hands it.
+"""
+
+import importlib
+import itertools
+import types
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+import triton.runtime.jit as triton_jit
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import make_backend
+from triton.compiler.compiler import CompiledKernel
+from triton.runtime.jit import JITFunction, create_function_from_signature
+
+from tritonkit.check.target import interpreter_off, parse_arch, stub_driver
+from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
+from tritonkit.ops import _launch, get_spec
+from tritonkit.testing import MetaFill
+
+TARGET = GPUTarget("cuda", 90, 32)
+BACKEND = make_backend(TARGET)
+
+_PROBE_SCALE = tl.constexpr(2)
+
+
+def _probe(x_ptr, y_ptr, n, m, f, flag, BLOCK: tl.constexpr, FLAG: tl.constexpr):
+    pid = tl.program_id(0)
+    if FLAG:
+        tl.store(x_ptr + pid, tl.load(x_ptr + pid) * _PROBE_SCALE)
+
+
+def _probe_jit() -> JITFunction:
+    # a JITFunction even under TRITON_INTERPRET=1 (the decorator would give the interpreter's wrapper)
+    return JITFunction(_probe, do_not_specialize=["m"])
+
+
+def _triton_key(kernel, args, constexprs, num_warps, num_stages=None) -> str:
+    """What ``JITFunction.run`` keys its cache on (minus the options it adds itself, equal for all calls here)."""
+    binder = create_function_from_signature(kernel.signature, kernel.params, BACKEND)
+    kw = dict(constexprs, num_warps=num_warps)
+    if num_stages is not None:
+        kw["num_stages"] = num_stages
+    _, specialization, options = binder(*args, **kw)
+    return str(specialization) + str(options)
+
+
+def _our_key(kernel, args, constexprs, num_warps, num_stages=None):
+    return _launch.cache_key(kernel, args, constexprs, num_warps, num_stages, BACKEND)
+
+
+def _assert_same_split(kernel, calls):
+    """Two calls share our key exactly when they share Triton's."""
+    ours = [_our_key(kernel, *c) for c in calls]
+    assert None not in ours
+    theirs = [_triton_key(kernel, *c) for c in calls]
+    for i, j in itertools.combinations(range(len(calls)), 2):
+        assert (ours[i] == ours[j]) == (theirs[i] == theirs[j]), (calls[i], calls[j])
+
+
+T16 = torch.zeros(64, dtype=torch.float16)
+T32 = torch.zeros(64, dtype=torch.float32)
+CE = {"BLOCK": 64, "FLAG": True}
+
+
+def _call(x=T16, y=T32, n=2, m=2, f=1.5, flag=True, ce=CE, num_warps=4, num_stages=None):
+    return (x, y, n, m, f, flag), ce, num_warps, num_stages
+
+
+PROBE_CALLS = [
+    _call(),
+    _call(x=T16[1:]),  # pointer 2 bytes past a 16-byte boundary
+    _call(x=T16[8:]),  # 16 bytes past: aligned again
+    _call(x=T32),
+    _call(x=T16.view(torch.bfloat16)),
+    _call(y=None),
+    _call(n=1), _call(n=16), _call(n=17), _call(n=32), _call(n=0), _call(n=-16),
+    _call(n=2**31 - 1), _call(n=2**31), _call(n=-2**31), _call(n=-2**31 - 1), _call(n=2**63), _call(n=2**63 + 16),
+    _call(m=1), _call(m=3), _call(m=16), _call(m=17), _call(m=2**31), _call(m=2**63),
+    _call(f=0.0), _call(f=-1e300), _call(f=2),
+    _call(flag=False),
+    _call(ce={"BLOCK": 128, "FLAG": True}), _call(ce={"BLOCK": 64, "FLAG": False}),
+    _call(ce={"BLOCK": 64, "FLAG": 1}), _call(ce={"BLOCK": 64.0, "FLAG": True}),
+    _call(num_warps=8), _call(num_stages=3),
+]
+
+
+def test_key_splits_exactly_where_triton_does():
+    _assert_same_split(_probe_jit(), PROBE_CALLS)
+
+
+@pytest.mark.parametrize("a, b, same", [
+    (_call(n=1), _call(n=2), False),  # == 1 becomes a constant
+    (_call(n=16), _call(n=17), False),  # divisible by 16
+    (_call(n=16), _call(n=32), True),
+    (_call(n=2), _call(n=3), True),
+    (_call(n=2**31 - 16), _call(n=2**31), False),  # i32 -> i64
+    (_call(x=T16), _call(x=T16[1:]), False),
+    (_call(x=T16), _call(x=T16[8:]), True),
+    (_call(x=T16), _call(x=T16.view(torch.bfloat16)), False),
+    (_call(y=T32), _call(y=None), False),
+    (_call(f=1.5), _call(f=-3.0), True),
+    (_call(m=1), _call(m=2), True),  # do_not_specialize: neither ==1 nor %16 splits it
+    (_call(m=16), _call(m=17), True),
+    (_call(m=2), _call(m=2**31), False),  # ...but the integer width still does, as in Triton
+    (_call(ce={"BLOCK": 64, "FLAG": True}), _call(ce={"BLOCK": 64, "FLAG": 1}), False),
+    (_call(ce={"BLOCK": 64, "FLAG": True}), _call(ce={"FLAG": True, "BLOCK": 64}), True),
+    (_call(), _call(num_warps=8), False),
+    (_call(), _call(num_stages=3), False),
+])
+def test_key_examples(a, b, same):
+    k = _probe_jit()
+    assert (_our_key(k, *a) == _our_key(k, *b)) is same
+
+
+def test_unhandled_arguments_take_the_normal_path():
+    k = _probe_jit()
+    assert _our_key(k, (T16, T32, 2, 2, 1.5, True, 64), {"FLAG": True}, 4) == _our_key(k, *_call())
+    assert _our_key(k, *_call(f=torch.float16)) is None  # a dtype object
+    assert _our_key(k, *_call(ce={"BLOCK": 64, "FLAG": tl.float16})) is None
+    assert _our_key(k, (T16, T32, 2, 2, 1.5), CE, 4) is None  # a parameter left to its default
+    assert _our_key(k, *_call(ce={"BLOCK": 64, "FLAG": True, "EXTRA": 1})) is None
+    assert _our_key(triton.autotune([triton.Config({})], key=[])(k), *_call()) is None
+
+
+OPS = {"rms_norm": ("_rms_norm_fwd_kernel",), "silu_and_mul": ("_silu_and_mul_fwd_kernel",),
+       "rotary_embedding": ("_rotary_embedding_fwd_kernel",), "reshape_and_cache": ("_reshape_and_cache_kernel",),
+       "paged_attention": ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel",
+                           "_paged_attention_prefill_kernel")}
+
+
+class Recorder:
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launches.append((grid, args, kwargs))
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_op_launches_key_as_triton_does(monkeypatch, name):
+    # every launch an op makes over its boundary shapes and the sweep: all handled by the fast path's key, split
+    # exactly as Triton's binder splits them
+    api = importlib.import_module(f"tritonkit.ops.{name}.api")
+    spec = get_spec(name)
+    recs = {k: Recorder() for k in OPS[name]}
+    kernels = {k: getattr(api, k) for k in OPS[name]}
+    for k, rec in recs.items():
+        monkeypatch.setattr(api, k, rec)
+    shapes = list(spec.boundary) + [spec.sweep_shape(m, t) for m in MODELS.values() for t in NUM_TOKENS_SWEEP[:6]]
+    for shape in shapes:
+        for dtype in spec.dtypes:
+            spec.call(spec.make_inputs(shape, dtype, MetaFill()))
+    for k, rec in recs.items():
+        kernel = kernels[k]
+        if not isinstance(kernel, JITFunction):
+            kernel = JITFunction(kernel.fn, do_not_specialize=kernel.kwargs.get("do_not_specialize"))
+        calls = []
+        for grid, args, kw in rec.launches:
+            kw = dict(kw)
+            calls.append((args, kw, kw.pop("num_warps"), kw.pop("num_stages", None)))
+            assert type(grid) is tuple
+        assert calls, f"{k} never launched"
+        _assert_same_split(kernel, calls)
+
+
+def test_normal_path_passes_exactly_the_old_call():
+    rec = Recorder()
+    _launch.launch(rec, (3, 2), (1, 2), {"A": 4}, 8)
+    _launch.launch(rec, (3,), (1,), {}, 4, 2)
+    assert rec.launches == [((3, 2), (1, 2), {"A": 4, "num_warps": 8}),
+                            ((3,), (1,), {"num_warps": 4, "num_stages": 2})]
+
+
+# -- the launch, through the real JITFunction.run with the compiler and CUDA launcher stubbed ----------------------
+
+class _FakeCompiled(CompiledKernel):
+    def __init__(self, calls):
+        self.metadata = types.SimpleNamespace(target=TARGET, name="probe")
+        self.name = "probe"
+        self.module = object()  # handles "loaded": _init_handles does nothing
+        self.function = 0xF00
+        self.packed_metadata = ("packed",)
+        self.src = None
+        self._run = lambda *a: calls.append(a)
+
+
+class _Harness:
+    def __init__(self, monkeypatch):
+        self.kernel = _probe_jit()
+        self.calls, self.compiles, self.triton_runs = [], [], 0
+
+        def do_compile(key, signature, device, constexprs, options, attrs, warmup):
+            compiled = self.kernel.device_caches[device][0][key] = _FakeCompiled(self.calls)
+            self.compiles.append(key)
+            return compiled
+
+        real_key = triton_jit.compute_cache_key
+
+        def counted_key(*a):
+            self.triton_runs += 1
+            return real_key(*a)
+
+        monkeypatch.setattr(self.kernel, "_do_compile", do_compile, raising=False)
+        monkeypatch.setattr(triton_jit, "compute_cache_key", counted_key)
+        monkeypatch.setattr(_launch, "_DEVICE_TENSOR", "is_cpu")  # CPU tensors stand in for CUDA ones
+
+    def launch(self, call=None, grid=(5, 2)):
+        args, ce, nw, ns = call or _call()
+        before = self.triton_runs
+        _launch.launch(self.kernel, grid, args, ce, nw, ns)
+        return "normal" if self.triton_runs > before else "fast"
+
+
+@pytest.fixture
+def harness(monkeypatch):
+    # the binder imports gluon on first use, which asserts the interpreter's state: import it as the suite runs
+    importlib.import_module("triton.experimental.gluon")
+    with stub_driver(parse_arch("sm_90")), interpreter_off():
+        yield _Harness(monkeypatch)
+
+
+def test_fast_path_hands_the_launcher_what_run_does(harness):
+    assert harness.launch() == "normal"
+    assert harness.launch() == "fast"
+    assert len(harness.compiles) == 1 and len(harness.calls) == 2
+    normal, fast = harness.calls
+    assert len(normal) == len(fast) == 9 + 8
+    # grid, stream, function, packed metadata, then every bound argument in order, constexprs included
+    assert fast[:6] == normal[:6] == (5, 2, 1, 0, 0xF00, ("packed",))
+    assert all(a is b for a, b in zip(normal[9:], fast[9:]))
+    assert fast[9:] == (T16, T32, 2, 2, 1.5, True, 64, True)
+    # run passes Triton's hook chains (empty: nothing calls them) and their metadata; the fast path passes None
+    assert normal[7] is knobs.runtime.launch_enter_hook and normal[8] is knobs.runtime.launch_exit_hook
+    assert not normal[7].calls and not normal[8].calls
+    assert fast[6:9] == (None, None, None)
+    # the grid's missing dimensions are 1, as in run
+    assert harness.launch(grid=(7,)) == "fast" and harness.calls[-1][:3] == (7, 1, 1)
+
+
+def test_new_specialization_goes_through_run_once(harness):
+    harness.launch(_call(n=16))
+    assert harness.launch(_call(n=17)) == "normal"
+    assert harness.launch(_call(n=17)) == "fast"
+    assert harness.launch(_call(n=33)) == "fast"  # same class as 17
+    assert harness.launch(_call(x=T16[1:])) == "normal"
+    assert harness.launch(_call(m=7)) == "fast" and harness.calls[-1][9 + 3] == 7
+    assert len(harness.compiles) == 3
+
+
+@pytest.mark.parametrize("hook", ["launch_enter_hook", "launch_exit_hook"])
+def test_launch_hooks_take_the_normal_path(harness, monkeypatch, hook):
+    # the (stubbed) launcher is what calls the hooks: the launch must go where it is handed them
+    harness.launch()
+    pos = 7 if hook == "launch_enter_hook" else 8
+    with monkeypatch.context() as m:  # Triton 3.6's way: add to the chain (proton does)
+        chain = getattr(knobs.runtime, hook)
+        m.setattr(chain, "calls", [print])
+        assert harness.launch() == "normal" and harness.calls[-1][pos] is chain
+    with monkeypatch.context() as m:  # the older way: the hook in the chain's place
+        m.setattr(knobs.runtime, hook, print)
+        assert harness.launch() == "normal" and harness.calls[-1][pos] is print
+    with monkeypatch.context() as m:
+        m.setattr(knobs.runtime, hook, None)
+        assert harness.launch() == "fast"
+    assert harness.launch() == "fast"
+
+
+def test_patched_run_and_pre_run_hooks_take_the_normal_path(harness, monkeypatch):
+    harness.launch()
+    k = harness.kernel
+    args, ce, nw, ns = _call()
+    assert _launch._prepare(k, (1,), args, ce, nw, ns) is not None
+    with monkeypatch.context() as m:  # what tritonkit check's Capture does
+        m.setattr(JITFunction, "run", lambda self, *a, **kw: None)
+        assert _launch._prepare(k, (1,), args, ce, nw, ns) is None
+    with monkeypatch.context() as m:
+        m.setattr(k, "pre_run_hooks", [lambda *a, **kw: None])
+        assert harness.launch() == "normal"
+    with monkeypatch.context() as m:
+        m.setattr(knobs.runtime, "interpret", True)
+        assert _launch._prepare(k, (1,), args, ce, nw, ns) is None
+    assert _launch._prepare(k, [1], args, ce, nw, ns) is None  # a grid that is not a tuple
+    assert harness.launch() == "fast"
+
+
+def test_cpu_tensors_take_the_normal_path(harness, monkeypatch):
+    harness.launch()
+    monkeypatch.setattr(_launch, "_DEVICE_TENSOR", "is_cuda")
+    assert _launch._prepare(harness.kernel, (1,), *_call()) is None
+    assert harness.launch() == "normal"
+
+
+def test_switch_and_env_var(harness, monkeypatch):
+    harness.launch()
+    _launch.set_enabled(False)
+    try:
+        assert harness.launch() == "normal" and not _launch.available()[0]
+    finally:
+        _launch.set_enabled(True)
+    assert harness.launch() == "fast"
+    monkeypatch.setenv(_launch.ENV_VAR, "0")
+    assert not _launch._env_enabled()
+    monkeypatch.setenv(_launch.ENV_VAR, "1")
+    assert _launch._env_enabled()
+
+
+def test_cleared_triton_cache_recompiles(harness):
+    harness.launch()
+    harness.kernel.device_caches.clear()
+    assert harness.launch() == "normal" and len(harness.compiles) == 2
+    assert harness.launch() == "fast"
+
+
+def test_changed_global_raises_as_in_triton(harness, monkeypatch):
+    harness.kernel.cache_key  # records the globals the kernel reads, as a compile would
+    harness.launch()
+    assert harness.launch() == "fast"
+    monkeypatch.setitem(globals(), "_PROBE_SCALE", tl.constexpr(3))
+    with pytest.raises(RuntimeError, match="_PROBE_SCALE"):
+        harness.launch()
+
+
+def test_unhandled_argument_takes_the_normal_path(harness):
+    # an int past u64 makes native_specialize_impl raise: the normal path reports it, not the fast path
+    with pytest.raises(OverflowError):
+        harness.launch(_call(n=2**64))
+
+
+def test_unknown_triton_falls_back(harness, monkeypatch):
+    assert _launch.available() == (True, "on")
+    monkeypatch.setattr(_launch, "_KNOWN_SOURCES", set())
+    _launch._convention_ok.cache_clear()
+    monkeypatch.setattr(_launch, "_STATES", {})
+    try:
+        assert not _launch.available()[0]
+        assert harness.launch() == "normal" and harness.launch() == "normal"
+    finally:
+        _launch._convention_ok.cache_clear()
+
+
+def test_capture_still_sees_every_launch(harness):
+    # tritonkit check patches JITFunction.run: a kernel launched before (so cached here) is still captured
+    from tritonkit.check.capture import Capture
+    from tritonkit.check.target import Compiler
+    harness.launch()
+    assert harness.launch() == "fast"
+    n = len(harness.calls)
+    with Capture(Compiler(parse_arch("sm_90"), disk_cache=False)) as cap:
+        _launch.launch(harness.kernel, (5, 2), *_call())
+        _launch.launch(harness.kernel, (5, 2), *_call())
+    assert cap.n_launches == 2 and len(harness.calls) == n
