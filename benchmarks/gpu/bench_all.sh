@@ -6,6 +6,7 @@
 #   usage, through the device tool (carry .peers for vLLM's kernels; see shared/peers/vllm-triton-kernels.sh):
 #     TRITONKIT_GIT_SHA=<sha> bash benchmarks/gpu/bench_all.sh          full sweep, ~6-8 min
 #     bash benchmarks/gpu/bench_all.sh quick                            4 points per op, ~2 min: try this first
+#     BENCH_OPS="rotary_embedding reshape_and_cache" bash benchmarks/gpu/bench_all.sh   a subset (two calls)
 #
 # Writes into $OUT (default out/bench_all): bench.json (all numbers + metadata), one PNG per op, log.txt (the
 # whole console output). The summary table is printed last. A hard stop at 560 s keeps it inside one call;
@@ -19,7 +20,7 @@ export PYTHONPATH="src:.peers${PYTHONPATH:+:$PYTHONPATH}"
 # the device machine starts bare: a fresh cache dir per run, so the ceilings are measured on this card now
 export TRITONKIT_CACHE_DIR="${TRITONKIT_CACHE_DIR:-$OUT/.cache}"
 
-OPS="rms_norm rms_norm:residual=0 silu_and_mul rotary_embedding reshape_and_cache"
+OPS=${BENCH_OPS:-"rms_norm rms_norm:residual=0 silu_and_mul rotary_embedding reshape_and_cache"}
 TOKENS="1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536"
 DEADLINE=${BENCH_DEADLINE:-430}
 LIMIT=${BENCH_LIMIT:-560}

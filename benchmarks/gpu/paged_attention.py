@@ -79,6 +79,7 @@ class Batch:
     name: str
     q_lens: list[int]
     ctx: list[int]  # cached keys before the new tokens
+    kv_fp8: bool = False  # float8_e4m3fn cache with per-tensor scales (tritonkit only)
 
     @property
     def seq_k(self) -> list[int]:
@@ -87,7 +88,7 @@ class Batch:
     def shape(self):
         from tritonkit.spec import Shape
         return Shape(num_seqs=len(self.q_lens), q_len=tuple(self.q_lens), context=tuple(self.ctx), num_heads=HQ,
-                     num_kv_heads=HKV, head_dim=D, block_size=BS, causal=1)
+                     num_kv_heads=HKV, head_dim=D, block_size=BS, causal=1, kv_dtype="fp8" if self.kv_fp8 else "auto")
 
 
 def make_batch(b: Batch, seed: int, dtype=DT) -> dict:
@@ -106,15 +107,20 @@ def make_batch(b: Batch, seed: int, dtype=DT) -> dict:
     cu = [0]
     for n in b.q_lens:
         cu.append(cu[-1] + n)
-    return {
+    cache_dtype = torch.float8_e4m3fn if b.kv_fp8 else dtype
+    inp = {
         "q": torch.randn(cu[-1], HQ, D, device=dev, generator=g, dtype=dtype),
-        "k_cache": torch.randn(num_blocks, BS, HKV, D, device=dev, generator=g, dtype=dtype),
-        "v_cache": torch.randn(num_blocks, BS, HKV, D, device=dev, generator=g, dtype=dtype),
+        "k_cache": torch.randn(num_blocks, BS, HKV, D, device=dev, generator=g, dtype=dtype).to(cache_dtype),
+        "v_cache": torch.randn(num_blocks, BS, HKV, D, device=dev, generator=g, dtype=dtype).to(cache_dtype),
         "cu_seqlens_q": torch.tensor(cu, dtype=torch.int32, device=dev),
         "seqused_k": torch.tensor(seq_k, dtype=torch.int32, device=dev),
         "block_table": perm[logical].to(torch.int32),
         "max_seqlen_q": max(b.q_lens), "max_seqlen_k": max(seq_k),
     }
+    if b.kv_fp8:
+        inp["k_scale"] = torch.tensor([0.5], device=dev)
+        inp["v_scale"] = torch.tensor([0.25], device=dev)
+    return inp
 
 
 # ---------------------------------------------------------------------------------------------------- providers
@@ -122,7 +128,8 @@ def make_batch(b: Batch, seed: int, dtype=DT) -> dict:
 def tritonkit_fn(inp: dict):
     from tritonkit.ops import paged_attention
     out = torch.empty_like(inp["q"])
-    kw = {k: inp[k] for k in ("cu_seqlens_q", "seqused_k", "block_table", "max_seqlen_q", "max_seqlen_k")}
+    kw = {k: inp[k] for k in ("cu_seqlens_q", "seqused_k", "block_table", "max_seqlen_q", "max_seqlen_k",
+                              "k_scale", "v_scale") if k in inp}
     return lambda: paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], out=out, **kw)
 
 
@@ -139,7 +146,7 @@ def vllm_fn(inp: dict):
     """vLLM's unified_attention as vLLM's Triton backend calls it: seq_threshold_3D = 128 // num_kv_heads,
     16 softmax segments and their float32 scratch (without them it always takes the 2D prefill-shaped path)."""
     ua = vllm_unified_attention()
-    if ua is None:
+    if ua is None or "k_scale" in inp:
         return None
     q = inp["q"]
     t, hq, d = q.shape
@@ -177,6 +184,8 @@ def sdpa_fn(inp: dict, b: Batch):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.bias import causal_lower_right
     q = inp["q"]
+    if b.kv_fp8:
+        return None
     if len(b.q_lens) == 1 and b.q_lens[0] > 1:
         k, v = dense_kv(inp, 0)
         qd = q.transpose(0, 1).unsqueeze(0)  # [1, Hq, T, D]
@@ -313,7 +322,8 @@ def validate_million_tokens() -> dict:
     t = time.perf_counter()
     try:
         inp = make_batch(b, seed=7)
-        kw = {k: inp[k] for k in ("cu_seqlens_q", "seqused_k", "block_table", "max_seqlen_q", "max_seqlen_k")}
+        kw = {k: inp[k] for k in ("cu_seqlens_q", "seqused_k", "block_table", "max_seqlen_q", "max_seqlen_k",
+                              "k_scale", "v_scale") if k in inp}
         out = paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **kw)
         torch.cuda.synchronize()
         worst = None
@@ -401,6 +411,11 @@ def batches(quick: bool) -> list[Batch]:
         out.append(Batch(f"prefill {t // 1024}K causal", [t], [0]))
     out.append(Batch("chunked 2K over 16K", [2048], [16384]))
     out.append(Batch("mixed 2K prefill + 64 decode@4K", [2048] + [1] * 64, [2048] + [4095] * 64))
+    if not quick:
+        # fp8 (e4m3) cache: half the KV bytes; KV GB/s counts the fp8 bytes
+        for bsz, ctx in ((4, 4096), (16, 4096), (16, 32768), (64, 4096)):
+            out.append(Batch(f"fp8 decode b{bsz} ctx{ctx // 1024}K", [1] * bsz, [ctx - 1] * bsz, kv_fp8=True))
+        out.append(Batch("fp8 prefill 8K causal", [8192], [0], kv_fp8=True))
     return out
 
 
@@ -408,7 +423,7 @@ def bench_one(b: Batch, providers: dict, copy_bw: float) -> list[dict]:
     from tritonkit.ops import get_spec
     spec = get_spec("paged_attention")
     work = spec.work(b.shape(), DT)
-    kv_bytes = sum(b.seq_k) * HKV * D * 2 * 2
+    kv_bytes = sum(b.seq_k) * HKV * D * 2 * (1 if b.kv_fp8 else 2)
     rot = max(1, min(8, math.ceil(256e6 / max(kv_bytes, 1))))
     sets = [make_batch(b, seed=i) for i in range(rot)]
     rows = []

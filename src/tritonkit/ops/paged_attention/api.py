@@ -78,7 +78,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
         _paged_attention_decode_kernel, (num_seqs, num_kv_heads, dec.num_splits),
         (q, k_cache, v_cache, out, part_acc, part_m, part_l,
          cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-         dec.num_splits, *common),
+         dec.num_splits, dec.tiles_per_split, block_table.shape[1], *common),
         {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "BLOCK_N": dec.block_n,
          "BLOCK_SIZE": block_size, "MAX_Q": dec.max_q, **features},
         dec.num_warps, dec.num_stages,

@@ -37,14 +37,14 @@ import triton
 # Rows of a decode program: the smallest M of a tensor-core dot. Packing more query tokens (speculative decoding)
 # into the same 16 rows is free: decode is memory bound and the rows are there anyway.
 DECODE_BLOCK_M = 16
-# Split cap; the merge kernel loads this many splits of a row at once ([64, head_dim] float32). Batch 1 with 8 KV heads takes 49 (one wave of
-# 3 x 132 programs): a 32K context then gives each program ~21 tiles of 32 keys.
+# Split cap; the merge kernel loads this many splits of a row at once ([64, head_dim] float32). Batch 1 with 8
+# KV heads takes 64 (4 x 132 // 8 = 66): a 32K context then gives each program 16 tiles of 32 keys.
 MAX_SPLITS = 64
-# Decode programs resident per SM (72 KB of shared memory and ~165 registers x 128 threads each at the default
-# tiles: 3 fit an H200 SM). Splits fill at most one such wave: equal splits of one sequence finish together, so a
-# second, partial wave would cost a whole split's time. Estimate from the compiled kernel's resources (sm_90);
-# the H200 sweep in benchmarks/gpu/paged_attention.py times 2, 3, 4 and 6.
-DECODE_PROGRAMS_PER_SM = 3
+# Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. H200 sweep of 3-8 x 3/4
+# stages (benchmarks/results/h200/explore/exp3.json, 32-key tiles, one-load merge): 4 with 3 stages is best or
+# within 1% everywhere (batch 16 x 4K: 75.8 us against 76.4 at 3 and 95.7 at 5; batch 4 x 32K 133.4 against
+# 135.5); batches 1-4 x 4K are flat in it (fixed costs dominate there).
+DECODE_PROGRAMS_PER_SM = 4
 # fp8 tiles are widened to bf16 in registers before the dot: ~215 registers a thread, 2 programs per SM.
 DECODE_PROGRAMS_PER_SM_FP8 = 2
 # A split is worth its partial write and merge only above this many keys.
@@ -59,6 +59,7 @@ class DecodeConfig:
     block_n: int
     max_q: int  # query tokens of one sequence a decode program holds: block_m // group
     num_splits: int
+    tiles_per_split: int  # KV tiles of each split (but the last) of the longest sequence, when no left window
     num_warps: int
     num_stages: int
 
@@ -107,7 +108,8 @@ def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, 
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes)
     # 4 warps: a [16, 128] x [128, 32] dot per tile is small; 3 stages keep the paged loads in flight (Hopper).
-    return DecodeConfig(block_m, block_n, block_m // group, splits, num_warps=4, num_stages=3)
+    tiles_per_split = triton.cdiv(triton.cdiv(max(max_keys, 1), block_n), splits)
+    return DecodeConfig(block_m, block_n, block_m // group, splits, tiles_per_split, num_warps=4, num_stages=3)
 
 
 def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConfig:

@@ -133,12 +133,13 @@ def _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, start_n, seqlen_k
 
 
 @triton.jit
-def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, lo, a, b, hi, seqlen_k, win_left, win_right,
-                  qk_scale, softcap_in, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs,
+def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, page_first, lo, a, b, hi, seqlen_k, win_left,
+                  win_right, qk_scale, softcap_in, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs,
                   BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
                   HEAD_DIM_PAD: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
                   SOFTCAP: tl.constexpr):
-    """Tiles [lo, hi) with the edges [lo, a) and [b, hi) masked and the interior [a, b) not."""
+    """Tiles [lo, hi) with the edges [lo, a) and [b, hi) masked and the interior [a, b) not. ``page_first``: the
+    pages of tile ``a`` (read only when a < b), loaded by the caller so the load can start as early as it knows a."""
     offs_n = tl.arange(0, BLOCK_N)
     for j in range(lo, a):
         page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, BLOCK_SIZE)
@@ -148,7 +149,7 @@ def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, lo, a, b, hi, 
                                      HEAD_DIM_PAD, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
     # the interior reads each tile's block-table entries one iteration ahead, so the K/V loads of a tile do not
     # wait on a load issued in the same iteration (deeper software pipelining of the paged gathers)
-    page_next = _load_pages(bt_row, a * BLOCK_N + offs_n, b * BLOCK_N, BLOCK_SIZE)
+    page_next = page_first
     for j in range(a, b):
         page = page_next
         page_next = _load_pages(bt_row, (j + 1) * BLOCK_N + offs_n, b * BLOCK_N, BLOCK_SIZE)
@@ -183,11 +184,11 @@ def _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS: tl.constexpr, KV_F
     return inv
 
 
-@triton.jit(do_not_specialize=["num_splits", "win_left", "win_right", "stride_bt"])
+@triton.jit(do_not_specialize=["num_splits", "tiles_per_split", "bt_width", "win_left", "win_right", "stride_bt"])
 def _paged_attention_decode_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr,
     cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
-    num_splits, win_left, win_right, qk_scale, softcap_in, softcap_out,
+    num_splits, tiles_per_split, bt_width, win_left, win_right, qk_scale, softcap_in, softcap_out,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -197,10 +198,22 @@ def _paged_attention_decode_kernel(
 ):
     """Flash-decoding: program (sequence, KV head, split) attends the split's share of the sequence's KV tiles
     for all ``q_len <= MAX_Q`` query tokens x GROUP query heads of that KV head (BLOCK_M rows), so each KV tile
-    is loaded once. With one split it writes the output; otherwise unnormalized partials for the merge kernel."""
+    is loaded once. With one split it writes the output; otherwise unnormalized partials for the merge kernel.
+
+    Without a left window, split s covers tiles [s * tiles_per_split, (s + 1) * tiles_per_split) (the host's count
+    from max_seqlen_k; the last split also takes any tiles past that, so an understated max_seqlen_k costs balance,
+    never keys). The split's first block-table entries are then known before any load returns and are read together
+    with the sequence lengths: the first K/V tile waits on two memory round trips instead of three."""
     pid_seq = tl.program_id(0)
     pid_kvh = tl.program_id(1)
     pid_split = tl.program_id(2)
+    offs_n = tl.arange(0, BLOCK_N)
+    bt_row = block_table_ptr + pid_seq.to(tl.int64) * stride_bt
+    if not LIMIT_LEFT:
+        first_keys = pid_split * tiles_per_split * BLOCK_N + offs_n
+        # in bounds of the block-table row whatever the sequence's length; entries past it are never used
+        page_first = tl.load(bt_row + first_keys // BLOCK_SIZE, mask=first_keys < bt_width * BLOCK_SIZE,
+                             other=0).to(tl.int64)
     q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
     q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
     # longer sequences are the prefill kernel's
@@ -227,20 +240,28 @@ def _paged_attention_decode_kernel(
         softcap_in_k = softcap_in * k_scale
 
     lo, a, b, hi = _key_tiles(ctx, ctx + q_len - 1, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT)
-    per_split = (hi - lo + num_splits - 1) // num_splits
-    s_lo = lo + pid_split * per_split
-    s_hi = tl.minimum(s_lo + per_split, hi)
+    if LIMIT_LEFT:
+        # the window's first tile depends on the sequence: splits of its own range
+        per_split = (hi - lo + num_splits - 1) // num_splits
+        s_lo = lo + pid_split * per_split
+        s_hi = tl.minimum(s_lo + per_split, hi)
+    else:
+        # lo is 0 here
+        s_lo = pid_split * tiles_per_split
+        s_hi = tl.where(pid_split == num_splits - 1, hi, tl.minimum(s_lo + tiles_per_split, hi))
+    s_a = tl.maximum(tl.minimum(a, s_hi), s_lo)
+    s_b = tl.maximum(tl.minimum(b, s_hi), s_lo)
+    if LIMIT_LEFT:
+        page_first = _load_pages(bt_row, s_a * BLOCK_N + offs_n, s_b * BLOCK_N, BLOCK_SIZE)
 
     kvh = pid_kvh.to(tl.int64)
     k_base = k_ptr + kvh * stride_kh
     v_base = v_ptr + kvh * stride_vh
-    bt_row = block_table_ptr + pid_seq.to(tl.int64) * stride_bt
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc, m_i, l_i = _attend_range(
-        acc, m_i, l_i, q, qpos, k_base, v_base, bt_row,
-        s_lo, tl.maximum(tl.minimum(a, s_hi), s_lo), tl.maximum(tl.minimum(b, s_hi), s_lo), s_hi,
+        acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, page_first, s_lo, s_a, s_b, s_hi,
         seqlen_k, win_left, win_right, qk_scale_k, softcap_in_k, softcap_out,
         stride_kb, stride_ks, stride_vb, stride_vs,
         BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
@@ -366,12 +387,13 @@ def _paged_attention_prefill_kernel(
     lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT,
                               LIMIT_RIGHT)
     kvh = pid_kvh.to(tl.int64)
+    bt_row = block_table_ptr + seq.to(tl.int64) * stride_bt
+    page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, BLOCK_SIZE)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc, m_i, l_i = _attend_range(
-        acc, m_i, l_i, q, qpos, k_ptr + kvh * stride_kh, v_ptr + kvh * stride_vh,
-        block_table_ptr + seq.to(tl.int64) * stride_bt, lo, a, b, hi,
+        acc, m_i, l_i, q, qpos, k_ptr + kvh * stride_kh, v_ptr + kvh * stride_vh, bt_row, page_first, lo, a, b, hi,
         seqlen_k, win_left, win_right, qk_scale_k, softcap_in_k, softcap_out,
         stride_kb, stride_ks, stride_vb, stride_vs,
         BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
