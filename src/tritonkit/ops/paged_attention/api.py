@@ -95,11 +95,11 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
     if max_seqlen_q > dec.max_q:
         pre = config.prefill_config(group, head_dim, k_cache.element_size())
         # an upper bound on the batch's query tiles from host integers: sum_s ceil(n_s / BQ) <= T // BQ + num_seqs
-        grid = (num_seqs + num_tokens // pre.block_q, num_kv_heads)
+        grid = ((num_seqs + num_tokens // pre.block_q) * num_kv_heads,)
         launch(
             _paged_attention_prefill_kernel, grid,
             (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-             num_seqs, *common),
+             num_seqs, num_kv_heads, *common),
             {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m,
              "BLOCK_Q": pre.block_q, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, "DECODE_MAX_Q": dec.max_q,
              **features},

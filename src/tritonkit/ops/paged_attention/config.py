@@ -16,15 +16,17 @@ A sequence belongs to the decode path when its query length is at most ``decode_
 one decode program), to the prefill path otherwise. Each kernel skips the other's sequences, so a mixed batch is
 two launches (plus the split merge) and no host sync; a batch whose ``max_seqlen_q <= decode_max_q`` launches
 the decode path only. (The decode launch of a pure-prefill batch is num_seqs x kv_heads x splits programs that
-exit after two loads: a few microseconds, the price of not reading query lengths on the host.)
+exit after their first loads: a few microseconds, the price of not reading query lengths on the host.)
 
 Grids
 -----
 decode   (num_seqs, num_kv_heads, num_splits); merge (num_seqs, num_heads).
-prefill  (num_seqs + T // BLOCK_Q, num_kv_heads): an upper bound on the query tiles of the batch from host
-         integers; each program finds its sequence by binary search over cu_seqlens_q and exits when it has none.
-The dimension that grows with the batch is grid[0] (valid to 2^31 - 1: 1M tokens is ~33K prefill tiles at
-group 4); grid[1] and grid[2] hold heads and splits (<= 64).
+prefill  ((num_seqs + T // BLOCK_Q) x num_kv_heads,): an upper bound on the query tiles of the batch from host
+         integers, times the KV heads, flattened with the KV head fastest and launched heaviest tile first (LPT
+         order under causal masking); each program finds its sequence by binary search over cu_seqlens_q and
+         exits when it has none.
+The dimension that grows with the batch is grid[0] (valid to 2^31 - 1: 1M tokens is ~16K prefill tiles x 8 KV
+heads at group 4); decode's grid[1] and grid[2] hold heads and splits (<= 64).
 """
 
 from __future__ import annotations

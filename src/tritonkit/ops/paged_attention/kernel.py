@@ -339,7 +339,7 @@ def _paged_attention_merge_kernel(
 def _paged_attention_prefill_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr,
     cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
-    num_seqs, win_left, win_right, qk_scale, softcap_in, softcap_out,
+    num_seqs, num_kv_heads, win_left, win_right, qk_scale, softcap_in, softcap_out,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -348,11 +348,14 @@ def _paged_attention_prefill_kernel(
     KV_FP8: tl.constexpr,
 ):
     """Program (query tile, KV head): BLOCK_Q consecutive query tokens of one sequence x the GROUP query heads of
-    the KV head (BLOCK_M rows) against the KV tiles they can see. grid[0] is an upper bound on the query tiles
-    of the batch (num_seqs + T // BLOCK_Q); programs past a sequence's last tile exit."""
-    # the last tiles of a sequence see the most keys under causal masking: start them first
-    pid_q = tl.num_programs(0) - 1 - tl.program_id(0)
-    pid_kvh = tl.program_id(1)
+    the KV head (BLOCK_M rows) against the KV tiles they can see. grid[0] is (query tiles, KV heads) flattened
+    with the KV head fastest, over an upper bound on the batch's query tiles (num_seqs + T // BLOCK_Q); programs
+    past a sequence's last tile exit."""
+    # the last tiles of a sequence see the most keys under causal masking: start them first, for every KV head
+    # before any lighter tile (launch order is program order; heavy programs started late make the tail)
+    pid = tl.num_programs(0) - 1 - tl.program_id(0)
+    pid_q = pid // num_kv_heads
+    pid_kvh = pid % num_kv_heads
     seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
