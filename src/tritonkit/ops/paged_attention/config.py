@@ -45,9 +45,12 @@ MAX_SPLITS = 64
 # Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. H200 sweep of 3-8 x 3/4
 # stages (benchmarks/results/h200/explore/exp3.json, 32-key tiles, one-load merge): 4 with 3 stages is best or
 # within 1% everywhere (batch 16 x 4K: 75.8 us against 76.4 at 3 and 95.7 at 5; batch 4 x 32K 133.4 against
-# 135.5); batches 1-4 x 4K are flat in it (fixed costs dominate there).
+# 135.5); batches 1-4 x 4K are flat in it (fixed costs dominate there). It is also what fits: the sm_90 build takes
+# 118 registers a thread at 128 threads (cuobjdump -res-usage), 4 programs per SM.
 DECODE_PROGRAMS_PER_SM = 4
-# fp8 tiles are widened to bf16 in registers before the dot: ~215 registers a thread, 2 programs per SM.
+# fp8 tiles (64 keys) are widened to bf16 in registers before the dot: 242 registers a thread in the sm_90 build,
+# 2 programs per SM. fp8 decode is slower than bf16 on the H200 (batch 16 x 4K: 89 vs 75 us); 32-key fp8 tiles,
+# which would halve that, are untried.
 DECODE_PROGRAMS_PER_SM_FP8 = 2
 # A split is worth its partial write and merge only above this many keys.
 MIN_KEYS_PER_SPLIT = 256
