@@ -59,3 +59,12 @@ def rows(name: str, t: torch.Tensor) -> torch.Tensor:
         return t.view(-1, n)
     except RuntimeError:
         return t.reshape(-1, n)
+
+
+def rows_and_stride(name: str, t: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``t`` and its row stride, for a kernel that takes ``[rows, n]`` as a pointer and a row stride: a contiguous
+    tensor is passed as it is (a view costs a few µs of host time on every call), anything else through ``rows``."""
+    if t.is_contiguous():
+        return t, t.shape[-1]
+    t2 = rows(name, t)
+    return t2, t2.stride(0)

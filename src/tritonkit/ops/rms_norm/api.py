@@ -12,15 +12,6 @@ from .config import rms_norm_config
 from .kernel import _rms_norm_fwd_kernel
 
 
-def _rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """``t`` and its row stride as ``[rows, hidden]``; a contiguous tensor needs no view (a view costs a few µs
-    of host time on every call)."""
-    if t.is_contiguous():
-        return t, t.shape[-1]
-    t2 = _checks.rows("x", t)
-    return t2, t2.stride(0)
-
-
 def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None,
             y: torch.Tensor, r: torch.Tensor | None) -> None:
     """``y`` and ``r`` are fresh contiguous outputs of x's shape."""
@@ -29,10 +20,10 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.T
     if n_rows == 0:
         return
     cfg = rms_norm_config(hidden, x.element_size())
-    x, stride_x = _rows(x)
+    x, stride_x = _checks.rows_and_stride("x", x)
     has_res = residual is not None
     if has_res:
-        residual, stride_res = _rows(residual)
+        residual, stride_res = _checks.rows_and_stride("residual", residual)
     launch(
         _rms_norm_fwd_kernel, (n_rows,),
         (x, residual if has_res else x, weight, y, r if has_res else y,
