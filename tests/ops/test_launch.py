@@ -176,8 +176,10 @@ def test_normal_path_passes_exactly_the_old_call():
     rec = Recorder()
     _launch.launch(rec, (3, 2), (1, 2), {"A": 4}, 8)
     _launch.launch(rec, (3,), (1,), {}, 4, 2)
+    _launch.launch(rec, (3,), (1,), {}, 4, None, launch_pdl=True)
     assert rec.launches == [((3, 2), (1, 2), {"A": 4, "num_warps": 8}),
-                            ((3,), (1,), {"num_warps": 4, "num_stages": 2})]
+                            ((3,), (1,), {"num_warps": 4, "num_stages": 2}),
+                            ((3,), (1,), {"num_warps": 4, "launch_pdl": True})]
 
 
 # -- the launch, through the real JITFunction.run with the compiler and CUDA launcher stubbed ----------------------
@@ -213,10 +215,10 @@ class _Harness:
         monkeypatch.setattr(triton_jit, "compute_cache_key", counted_key)
         monkeypatch.setattr(_launch, "_DEVICE_TENSOR", "is_cpu")  # CPU tensors stand in for CUDA ones
 
-    def launch(self, call=None, grid=(5, 2)):
+    def launch(self, call=None, grid=(5, 2), launch_pdl=False):
         args, ce, nw, ns = call or _call()
         before = self.triton_runs
-        _launch.launch(self.kernel, grid, args, ce, nw, ns)
+        _launch.launch(self.kernel, grid, args, ce, nw, ns, launch_pdl=launch_pdl)
         return "normal" if self.triton_runs > before else "fast"
 
 
@@ -358,3 +360,13 @@ def test_capture_still_sees_every_launch(harness):
         _launch.launch(harness.kernel, (5, 2), *_call())
         _launch.launch(harness.kernel, (5, 2), *_call())
     assert cap.n_launches == 2 and len(harness.calls) == n
+
+
+def test_a_programmatic_dependent_launch_is_its_own_key(harness):
+    # launch_pdl is a compile option: the launcher Triton builds for it carries the attribute, so a kernel launched
+    # without it must never stand in for one launched with it (nor the other way round)
+    assert harness.launch() == "normal"
+    assert harness.launch(launch_pdl=True) == "normal"
+    assert harness.launch(launch_pdl=True) == "fast"
+    assert harness.launch() == "fast"
+    assert len(harness.compiles) == 2

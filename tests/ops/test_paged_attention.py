@@ -257,3 +257,24 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
     counts = {k.fn.__name__: len(k.device_caches[dev][0]) for k in kernels}
     assert all(c == 1 for c in counts.values()), counts
 
+
+
+def test_merge_is_a_programmatic_dependent_launch_only_where_the_device_has_it(monkeypatch):
+    # sm_90+ CUDA devices: the merge kernel launches with launch_pdl (its launcher carries the attribute) and the
+    # PDL branch that waits on the decode grid, and the decode kernel triggers it; elsewhere neither kernel has it
+    import importlib
+    from compile_keys import Recorder
+    api = importlib.import_module("tritonkit.ops.paged_attention.api")
+    assert not config.merge_pdl(torch.device("cpu")) and not config.merge_pdl(torch.device("meta"))
+    shape = Shape(num_seqs=2, q_len=1, context=4000, num_heads=8, num_kv_heads=2, head_dim=64, block_size=16)
+    for pdl in (False, True):
+        recs = {n: Recorder() for n in ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel")}
+        for n, rec in recs.items():
+            monkeypatch.setattr(api, n, rec)
+        monkeypatch.setattr(config, "merge_pdl", lambda device, pdl=pdl: pdl)
+        inp = _inputs(shape)
+        paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **_kwargs(inp))
+        (_, _, dec_kw), = recs["_paged_attention_decode_kernel"].launches
+        (_, _, merge_kw), = recs["_paged_attention_merge_kernel"].launches
+        assert dec_kw["PDL_TRIGGER"] is pdl and merge_kw["PDL"] is pdl
+        assert merge_kw.get("launch_pdl", False) is pdl

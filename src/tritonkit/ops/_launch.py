@@ -229,7 +229,8 @@ def _state(kernel) -> _FastKernel | None:
     return state
 
 
-def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None):
+def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None,
+             launch_pdl: bool = False):
     """``(state, key, bound args, driver, device, Triton's kernel cache)`` for a launch the fast path may take,
     else None."""
     if _T is None or type(kernel) is not _T.JITFunction or type(grid) is not tuple:
@@ -249,7 +250,8 @@ def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_st
         dev = drv.get_current_device()
         caches = kernel.device_caches[dev]
         # the options JITFunction.run keys on besides the constexprs
-        options = (dev, num_warps, num_stages, kernel.debug or rt.debug, knobs.compilation.instrumentation_mode)
+        options = (dev, num_warps, num_stages, launch_pdl, kernel.debug or rt.debug,
+                   knobs.compilation.instrumentation_mode)
         key = state.key(full, caches[3], options, _DEVICE_TENSOR)
     except Exception:  # noqa: BLE001 - no driver, an int past u64, ...: the normal path reports it
         return None
@@ -258,11 +260,13 @@ def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_st
     return state, key, full, drv, dev, caches[0]
 
 
-def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None = None) -> None:
+def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None = None,
+           launch_pdl: bool = False) -> None:
     """``kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)``, with the host overhead of
     ``JITFunction.run`` skipped on calls whose specialization was launched before. ``num_stages=None`` passes none
-    (Triton's default)."""
-    fast = _prepare(kernel, grid, args, constexprs, num_warps, num_stages) if _enabled else None
+    (Triton's default); ``launch_pdl=True`` adds Triton's option of that name (a programmatic dependent launch,
+    sm_90+: the compiled kernel's launcher carries it, so the fast path launches it the same way)."""
+    fast = _prepare(kernel, grid, args, constexprs, num_warps, num_stages, launch_pdl) if _enabled else None
     if fast is not None:
         state, key, full, drv, dev, kernel_cache = fast
         entry = state.entries.get(key)
@@ -271,16 +275,18 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, n
             entry.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, drv.get_current_stream(dev),
                       entry.function, entry.packed_metadata, None, None, None, *full)
             return
-    if num_stages is None:
-        compiled = kernel[grid](*args, **constexprs, num_warps=num_warps)
-    else:
-        compiled = kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)
+    options = {"num_warps": num_warps}
+    if num_stages is not None:
+        options["num_stages"] = num_stages
+    if launch_pdl:
+        options["launch_pdl"] = True
+    compiled = kernel[grid](*args, **constexprs, **options)
     if fast is not None:
         fast[0].remember(fast[1], compiled, fast[5])
 
 
 def cache_key(kernel, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None, backend,
-              device: int = 0) -> tuple | None:
+              device: int = 0, launch_pdl: bool = False) -> tuple | None:
     """The fast path's key for one launch on tensors of any device, for the given backend (no driver needed)."""
     if _T is None or type(kernel) is not _T.JITFunction:
         return None
@@ -288,6 +294,6 @@ def cache_key(kernel, args: tuple, constexprs: dict, num_warps: int, num_stages:
     full = state.bind(args, constexprs)
     if full is None:
         return None
-    options = (device, num_warps, num_stages, kernel.debug or knobs.runtime.debug,
+    options = (device, num_warps, num_stages, launch_pdl, kernel.debug or knobs.runtime.debug,
                knobs.compilation.instrumentation_mode)
     return state.key(full, backend, options, None)

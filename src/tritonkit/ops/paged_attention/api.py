@@ -15,6 +15,7 @@ from .kernel import (
     _paged_attention_decode_kernel,
     _paged_attention_merge_kernel,
     _paged_attention_prefill_kernel,
+    gdc_wait,
 )
 
 LOG2E = 1.4426950408889634
@@ -66,6 +67,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
     dec = config.decode_config(group, head_dim, k_cache.element_size(), num_seqs, num_kv_heads,
                                config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left),
                                config.num_sms(q.device))
+    pdl = dec.num_splits > 1 and gdc_wait is not None and config.merge_pdl(q.device)
     if dec.num_splits > 1:
         rows = (num_seqs, num_kv_heads, dec.block_m, dec.num_splits)
         part_acc = torch.empty(rows + (head_dim,), dtype=torch.float32, device=q.device)
@@ -80,7 +82,8 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
          cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
          dec.num_splits, dec.tiles_per_split, block_table.shape[1], *common),
         {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "BLOCK_N": dec.block_n,
-         "BLOCK_SIZE": block_size, "MAX_Q": dec.max_q, **features},
+         "BLOCK_SIZE": block_size, "MAX_Q": dec.max_q, **features,
+         "PDL_TRIGGER": pdl},
         dec.num_warps, dec.num_stages,
     )
     if dec.num_splits > 1:
@@ -89,8 +92,8 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
             (out, part_acc, part_m, part_l, cu_seqlens_q, sinks, v_scale,
              dec.num_splits, out.stride(0), out.stride(1)),
             {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "MAX_Q": dec.max_q,
-             "MAX_SPLITS": config.MAX_SPLITS, "SINKS": sinks is not None, "KV_FP8": kv_fp8},
-            4,
+             "MAX_SPLITS": config.MAX_SPLITS, "SINKS": sinks is not None, "KV_FP8": kv_fp8, "PDL": pdl},
+            4, launch_pdl=pdl,
         )
     if max_seqlen_q > dec.max_q:
         pre = config.prefill_config(group, head_dim, k_cache.element_size())

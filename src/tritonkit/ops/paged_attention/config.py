@@ -8,7 +8,8 @@ Paths
 decode   one program per (sequence, KV head, KV split). Its BLOCK_M rows are the ``DECODE_BLOCK_M // group``
          query tokens of one sequence times the ``group`` query heads that share the KV head, so each KV byte is
          read once per split and the scores are one ``[BLOCK_M, D] x [D, BLOCK_N]`` dot. Long contexts are split
-         across programs (flash-decoding); a second kernel merges the splits.
+         across programs (flash-decoding); a second kernel merges the splits, launched as the decode kernel's
+         programmatic dependent on sm_90+ (it starts while the decode grid runs and waits on it in-kernel).
 prefill  one program per (query tile, KV head): BLOCK_M rows = ``BLOCK_M // group`` consecutive query tokens
          times the group's heads, KV tiles of BLOCK_N keys, tensor-core dots, causal tile skipping.
 
@@ -42,18 +43,26 @@ DECODE_BLOCK_M = 16
 # Split cap; the merge kernel loads this many splits of a row at once ([64, head_dim] float32). Batch 1 with 8
 # KV heads takes 64 (4 x 132 // 8 = 66): a 32K context then gives each program 16 tiles of 32 keys.
 MAX_SPLITS = 64
-# Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. H200 sweep of 3-8 x 3/4
-# stages (benchmarks/results/h200/explore/exp3.json, 32-key tiles, one-load merge): 4 with 3 stages is best or
-# within 1% everywhere (batch 16 x 4K: 75.8 us against 76.4 at 3 and 95.7 at 5; batch 4 x 32K 133.4 against
-# 135.5); batches 1-4 x 4K are flat in it (fixed costs dominate there). It is also what fits: the sm_90 build takes
-# 118 registers a thread at 128 threads (cuobjdump -res-usage), 4 programs per SM.
+# Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. H200 sweeps (benchmarks/
+# results/h200/explore/): at 4 warps, 3-8 x 3/4 stages (exp3), 4 with 3 stages best or within 1% everywhere; at 2
+# warps (DECODE_WARPS), 4 and 6 with 128/256 minimum keys per split (exp11): 4 is best or within 1% (batch 16 x 4K
+# 73.1 us against 74.6 at 6; batch 4 x 32K 132.7 against 136.5). The sm_90 build at 2 warps takes 168 registers
+# a thread and 37 KB of shared memory (cuobjdump -res-usage): 6 would fit.
 DECODE_PROGRAMS_PER_SM = 4
 # fp8 tiles (64 keys) are widened to bf16 in registers before the dot: 242 registers a thread in the sm_90 build,
 # 2 programs per SM. fp8 decode is slower than bf16 on the H200 (batch 16 x 4K: 89 vs 75 us); 32-key fp8 tiles,
 # which would halve that, are untried.
 DECODE_PROGRAMS_PER_SM_FP8 = 2
-# A split is worth its partial write and merge only above this many keys.
-MIN_KEYS_PER_SPLIT = 256
+# A split is worth its partial write and merge only above this many keys: 128 lets batch 1 x 4K take 32 splits
+# (2 programs a SM), 13.6 us against 15.1 with 16 at 2 warps (exp11); larger batches are bound by the wave first.
+MIN_KEYS_PER_SPLIT = 128
+# Warps of a bf16/fp16 decode program with head_dim <= 128. The [16, 32] score tile's columns are split across
+# the warps, so its row max and sum cross warps through shared memory: at 4 warps 7 of the interior loop's 9
+# barriers, 295 instructions a tile (sm_90 SASS), and ncu reads the batch 4 x 4K kernel as issue-bound (0.41
+# instructions a cycle per scheduler, 0.6 eligible warps). At 2 warps (exp10, exp11): batch 4 x 4K 26.8 -> 25.9 us,
+# batch 1 x 4K 13.3 -> 13.6 (with 32 splits), batch 16 x 4K 72.5 -> 73.1, 1 x 32K / 4 x 32K / 64 x 4K within
+# 0.3%; 1 warp and 64-key tiles are slower. head_dim 256 keeps 4 (255 registers at 2).
+DECODE_WARPS = 2
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
 DEFAULT_NUM_SMS = 132
 
@@ -76,6 +85,15 @@ class PrefillConfig:
     block_n: int
     num_warps: int
     num_stages: int
+
+
+# The merge kernel launches as the decode kernel's programmatic dependent (PDL, sm_90+), triggered at the decode
+# kernel's start: its programs become resident while the decode grid runs, read cu_seqlens_q, and wait in-kernel
+# for the decode grid's completion instead of launching after it. H200, CUDA-graph timing (explore/exp5, exp7):
+# batch 16 x 4K 74.1 -> 72.6 us, 1 x 32K 42.2 -> 41.6, 1 x 4K 14.1 -> 13.3, 4 x 4K 27.1 -> 27.0; speculative
+# decoding (8 sequences x 4 tokens) 48.3 -> 49.9 (slower; not understood). Triggering at the start beat the
+# implicit trigger at each program's exit (exp5).
+MERGE_PDL = True
 
 
 def head_dim_pad(head_dim: int) -> int:
@@ -112,9 +130,10 @@ def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, 
     block_m = max(DECODE_BLOCK_M, triton.next_power_of_2(group))
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes)
-    # 4 warps: a [16, 128] x [128, 32] dot per tile is small; 3 stages keep the paged loads in flight (Hopper).
+    # 3 stages keep the paged loads in flight (Hopper); fp8 tiles and head_dim 256 keep 4 warps (registers)
+    warps = DECODE_WARPS if kv_elem_bytes == 2 and head_dim_pad(head_dim) <= 128 else 4
     tiles_per_split = triton.cdiv(triton.cdiv(max(max_keys, 1), block_n), splits)
-    return DecodeConfig(block_m, block_n, block_m // group, splits, tiles_per_split, num_warps=4, num_stages=3)
+    return DecodeConfig(block_m, block_n, block_m // group, splits, tiles_per_split, num_warps=warps, num_stages=3)
 
 
 def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConfig:
@@ -151,3 +170,18 @@ def num_sms(device) -> int:
         import torch
         return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
     return DEFAULT_NUM_SMS
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_capability(index: int) -> tuple[int, int]:
+    import torch
+    return torch.cuda.get_device_capability(index)
+
+
+def merge_pdl(device) -> bool:
+    """Whether the merge kernel can launch as a programmatic dependent of the decode kernel on this device: a CUDA
+    device of compute capability 9.0+ (griddepcontrol). Interpreted runs hold CPU tensors, so never take it."""
+    if not MERGE_PDL or getattr(device, "type", None) != "cuda":
+        return False
+    import torch
+    return _cuda_capability(device.index if device.index is not None else torch.cuda.current_device())[0] >= 9

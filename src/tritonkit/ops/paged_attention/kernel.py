@@ -3,6 +3,11 @@ import os
 import triton
 import triton.language as tl
 
+try:  # programmatic dependent launch (sm_90+); Triton releases without it never set PDL
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older Triton
+    gdc_launch_dependents = gdc_wait = None
+
 LOG2E = tl.constexpr(1.4426950408889634)
 # Triton 3.6's interpreter multiplies the raw uint16 bits of bfloat16 dot operands; under it (CPU tests only) the
 # dots widen bf16 to float32 first, which is exact. Compiled kernels never see this branch.
@@ -194,7 +199,7 @@ def _paged_attention_decode_kernel(
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, MAX_Q: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, SINKS: tl.constexpr,
-    KV_FP8: tl.constexpr,
+    KV_FP8: tl.constexpr, PDL_TRIGGER: tl.constexpr,
 ):
     """Flash-decoding: program (sequence, KV head, split) attends the split's share of the sequence's KV tiles
     for all ``q_len <= MAX_Q`` query tokens x GROUP query heads of that KV head (BLOCK_M rows), so each KV tile
@@ -204,6 +209,10 @@ def _paged_attention_decode_kernel(
     from max_seqlen_k; the last split also takes any tiles past that, so an understated max_seqlen_k costs balance,
     never keys). The split's first block-table entries are then known before any load returns and are read together
     with the sequence lengths: the first K/V tile waits on two memory round trips instead of three."""
+    if PDL_TRIGGER:
+        # the merge kernel (launched as this kernel's programmatic dependent) may start its prologue once every
+        # program here has started; it waits for this grid's completion before reading the partials
+        gdc_launch_dependents()
     pid_seq = tl.program_id(0)
     pid_kvh = tl.program_id(1)
     pid_split = tl.program_id(2)
@@ -300,13 +309,16 @@ def _paged_attention_merge_kernel(
     out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, cu_seqlens_q_ptr, sinks_ptr, v_scale_ptr,
     num_splits, stride_ot, stride_oh,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-    MAX_Q: tl.constexpr, MAX_SPLITS: tl.constexpr, SINKS: tl.constexpr, KV_FP8: tl.constexpr,
+    MAX_Q: tl.constexpr, MAX_SPLITS: tl.constexpr, SINKS: tl.constexpr, KV_FP8: tl.constexpr, PDL: tl.constexpr,
 ):
     """Merges the decode kernel's splits: program (sequence, query head) rescales each split's partial sum by
     exp2(m_split - m_max) and divides by the rescaled sum of l (plus the head's sink).
 
-    The first query row's partials are loaded together with cu_seqlens_q, not after it: the partial buffers hold
-    every (sequence, row) slot, so the read is in bounds whatever the sequence is, and a sequence that is not the
+    PDL (launched as the decode kernel's programmatic dependent, sm_90+): the program starts while the decode
+    grid runs, reads cu_seqlens_q, then waits for that grid to complete (its partials visible) before touching
+    them; every program waits, so this grid never completes before the decode grid. Otherwise the first query
+    row's partials are loaded together with cu_seqlens_q, not after it: the partial buffers hold every
+    (sequence, row) slot, so the read is in bounds whatever the sequence is, and a sequence that is not the
     decode kernel's (its rows hold garbage) is dropped at the store. One memory round trip instead of three."""
     pid_seq = tl.program_id(0)
     pid_head = tl.program_id(1)
@@ -316,20 +328,24 @@ def _paged_attention_merge_kernel(
     offs_d = tl.arange(0, HEAD_DIM_PAD)
     mask_d = offs_d < HEAD_DIM
     row0 = ((pid_seq.to(tl.int64) * num_kv_heads + kvh) * BLOCK_M + pid_head % GROUP) * num_splits
-    acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d, mask_d,
-                                   HEAD_DIM)
-    q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
-    q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
+    if PDL:
+        q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
+        q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
+        gdc_wait()
+        acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d,
+                                       mask_d, HEAD_DIM)
+    else:
+        acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d,
+                                       mask_d, HEAD_DIM)
+        q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
+        q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
     if (q_len <= 0) | (q_len > MAX_Q):
         return
-    o = acc * _out_scale(m_max, l_tot, sinks_ptr, pid_head, v_scale_ptr, SINKS, KV_FP8)
-    o_row = q_start.to(tl.int64) * stride_ot + pid_head.to(tl.int64) * stride_oh
-    tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
-    # more query tokens per sequence (speculative decoding): rows t * GROUP + head % GROUP
-    for t in range(1, q_len):
-        row = row0 + t * GROUP * num_splits
-        acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d,
-                                       mask_d, HEAD_DIM)
+    # one row per query token (more than one with speculative decoding): rows t * GROUP + head % GROUP
+    for t in range(0, q_len):
+        if t > 0:
+            acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0 + t * GROUP * num_splits,
+                                           num_splits, offs_s, offs_d, mask_d, HEAD_DIM)
         o = acc * _out_scale(m_max, l_tot, sinks_ptr, pid_head, v_scale_ptr, SINKS, KV_FP8)
         o_row = (q_start + t).to(tl.int64) * stride_ot + pid_head.to(tl.int64) * stride_oh
         tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
