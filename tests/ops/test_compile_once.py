@@ -52,9 +52,13 @@ def test_the_check_fails_without_do_not_specialize(monkeypatch, name):
     assert len(specialization_keys(JITFunction(kernel.fn), launches)) > 1
 
 
-def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(monkeypatch):
-    # decode batches, context lengths, prefill lengths and a mixed batch: at most one key per kernel (path)
+@pytest.mark.parametrize("pdl", [False, True], ids=["no-pdl", "pdl"])
+def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(monkeypatch, pdl):
+    # decode batches, context lengths, prefill lengths and a mixed batch: at most one key per kernel (path), with
+    # the merge as a programmatic dependent launch (sm_90+ CUDA devices) or not (this CPU, older GPUs)
     api = importlib.import_module("tritonkit.ops.paged_attention.api")
+    monkeypatch.setattr(importlib.import_module("tritonkit.ops.paged_attention.config"), "merge_pdl",
+                        lambda device: pdl)
     spec = get_spec("paged_attention")
     names = ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel", "_paged_attention_prefill_kernel")
     kernels = {n: getattr(api, n) for n in names}

@@ -43,26 +43,26 @@ DECODE_BLOCK_M = 16
 # Split cap; the merge kernel loads this many splits of a row at once ([64, head_dim] float32). Batch 1 with 8
 # KV heads takes 64 (4 x 132 // 8 = 66): a 32K context then gives each program 16 tiles of 32 keys.
 MAX_SPLITS = 64
-# Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. H200 sweeps (benchmarks/
-# results/h200/explore/): at 4 warps, 3-8 x 3/4 stages (exp3), 4 with 3 stages best or within 1% everywhere; at 2
-# warps (DECODE_WARPS), 4 and 6 with 128/256 minimum keys per split (exp11): 4 is best or within 1% (batch 16 x 4K
-# 73.1 us against 74.6 at 6; batch 4 x 32K 132.7 against 136.5). The sm_90 build at 2 warps takes 168 registers
-# a thread and 37 KB of shared memory (cuobjdump -res-usage): 6 would fit.
+# Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. H200 sweep of 3-8 x 3/4
+# stages (benchmarks/results/h200/explore/exp3.json, 32-key tiles, one-load merge): 4 with 3 stages is best or
+# within 1% everywhere (batch 16 x 4K: 75.8 us against 76.4 at 3 and 95.7 at 5; batch 4 x 32K 133.4 against
+# 135.5); batches 1-4 x 4K are flat in it (fixed costs dominate there). It is also what fits: the sm_90 build takes
+# 118 registers a thread at 128 threads (cuobjdump -res-usage), 4 programs per SM.
 DECODE_PROGRAMS_PER_SM = 4
 # fp8 tiles (64 keys) are widened to bf16 in registers before the dot: 242 registers a thread in the sm_90 build,
 # 2 programs per SM. fp8 decode is slower than bf16 on the H200 (batch 16 x 4K: 89 vs 75 us); 32-key fp8 tiles,
 # which would halve that, are untried.
 DECODE_PROGRAMS_PER_SM_FP8 = 2
-# A split is worth its partial write and merge only above this many keys: 128 lets batch 1 x 4K take 32 splits
-# (2 programs a SM), 13.6 us against 15.1 with 16 at 2 warps (exp11); larger batches are bound by the wave first.
-MIN_KEYS_PER_SPLIT = 128
-# Warps of a bf16/fp16 decode program with head_dim <= 128. The [16, 32] score tile's columns are split across
-# the warps, so its row max and sum cross warps through shared memory: at 4 warps 7 of the interior loop's 9
-# barriers, 295 instructions a tile (sm_90 SASS), and ncu reads the batch 4 x 4K kernel as issue-bound (0.41
-# instructions a cycle per scheduler, 0.6 eligible warps). At 2 warps (exp10, exp11): batch 4 x 4K 26.8 -> 25.9 us,
-# batch 1 x 4K 13.3 -> 13.6 (with 32 splits), batch 16 x 4K 72.5 -> 73.1, 1 x 32K / 4 x 32K / 64 x 4K within
-# 0.3%; 1 warp and 64-key tiles are slower. head_dim 256 keeps 4 (255 registers at 2).
-DECODE_WARPS = 2
+# A split is worth its partial write and merge only above this many keys.
+MIN_KEYS_PER_SPLIT = 256
+# Warps of a decode program. 4, though 2 is faster where the grid is one partial wave: the [16, 32] score tile's
+# columns are split across the warps, so its row max and sum cross warps through shared memory (7 of the interior
+# loop's 9 barriers at 4 warps, 295 instructions a tile in the sm_90 SASS; ncu reads batch 4 x 4K as issue-bound,
+# explore/ncu_decode_b4_4k.txt). 2 warps (exp10-12): batch 4 x 4K 26.9 -> 25.9 us, but they fit 6 programs a SM
+# (168 registers, 37 KB shared) where 4 warps fit 4, and batch 128 (1024 one-split programs) then runs 1.3 waves
+# instead of 1.9: 496 -> 571 us at 4K, 3914 -> 4503 at 32K. 2 warps with 4 stages (4 a SM again) loses batch 4
+# (27.7). One config serves every batch (one compile per path), so 4 stays.
+DECODE_WARPS = 4
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
 DEFAULT_NUM_SMS = 132
 
@@ -130,10 +130,10 @@ def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, 
     block_m = max(DECODE_BLOCK_M, triton.next_power_of_2(group))
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes)
-    # 3 stages keep the paged loads in flight (Hopper); fp8 tiles and head_dim 256 keep 4 warps (registers)
-    warps = DECODE_WARPS if kv_elem_bytes == 2 and head_dim_pad(head_dim) <= 128 else 4
+    # 3 stages keep the paged loads in flight (Hopper)
     tiles_per_split = triton.cdiv(triton.cdiv(max(max_keys, 1), block_n), splits)
-    return DecodeConfig(block_m, block_n, block_m // group, splits, tiles_per_split, num_warps=warps, num_stages=3)
+    return DecodeConfig(block_m, block_n, block_m // group, splits, tiles_per_split, num_warps=DECODE_WARPS,
+                        num_stages=3)
 
 
 def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConfig:
