@@ -179,9 +179,19 @@ def _cuda_capability(index: int) -> tuple[int, int]:
 
 
 def merge_pdl(device) -> bool:
-    """Whether the merge kernel can launch as a programmatic dependent of the decode kernel on this device: a CUDA
-    device of compute capability 9.0+ (griddepcontrol). Interpreted runs hold CPU tensors, so never take it."""
-    if not MERGE_PDL or getattr(device, "type", None) != "cuda":
+    """Whether the merge kernel launches as a programmatic dependent of the decode kernel: on a CUDA device of compute
+    capability 9.0+ (griddepcontrol). Meta tensors (``tritonkit check``, compile-key tests) take the capability torch
+    reports for the current device, which the checker answers with its target's on a machine without one; CPU
+    tensors (the interpreter) never take it."""
+    if not MERGE_PDL:
         return False
     import torch
-    return _cuda_capability(device.index if device.index is not None else torch.cuda.current_device())[0] >= 9
+    kind = getattr(device, "type", None)
+    if kind == "cuda":
+        return _cuda_capability(device.index if device.index is not None else torch.cuda.current_device())[0] >= 9
+    if kind == "meta":
+        try:
+            return torch.cuda.get_device_capability()[0] >= 9
+        except (AssertionError, RuntimeError):  # a CPU build of torch, or no device and no checker target
+            return False
+    return False
