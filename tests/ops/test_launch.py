@@ -43,18 +43,20 @@ def _probe_jit() -> JITFunction:
     return JITFunction(_probe, do_not_specialize=["m"])
 
 
-def _triton_key(kernel, args, constexprs, num_warps, num_stages=None) -> str:
+def _triton_key(kernel, args, constexprs, num_warps, num_stages=None, launch_pdl=False) -> str:
     """What ``JITFunction.run`` keys its cache on (minus the options it adds itself, equal for all calls here)."""
     binder = create_function_from_signature(kernel.signature, kernel.params, BACKEND)
     kw = dict(constexprs, num_warps=num_warps)
     if num_stages is not None:
         kw["num_stages"] = num_stages
+    if launch_pdl:
+        kw["launch_pdl"] = True
     _, specialization, options = binder(*args, **kw)
     return str(specialization) + str(options)
 
 
-def _our_key(kernel, args, constexprs, num_warps, num_stages=None):
-    return _launch.cache_key(kernel, args, constexprs, num_warps, num_stages, BACKEND)
+def _our_key(kernel, args, constexprs, num_warps, num_stages=None, launch_pdl=False):
+    return _launch.cache_key(kernel, args, constexprs, num_warps, num_stages, BACKEND, launch_pdl=launch_pdl)
 
 
 def _assert_same_split(kernel, calls):
@@ -145,11 +147,15 @@ class Recorder:
         return lambda *args, **kwargs: self.launches.append((grid, args, kwargs))
 
 
-@pytest.mark.parametrize("name", OPS)
-def test_op_launches_key_as_triton_does(monkeypatch, name):
+@pytest.mark.parametrize("name, pdl", [(n, False) for n in OPS] + [("paged_attention", True)],
+                         ids=list(OPS) + ["paged_attention-pdl"])
+def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
     # every launch an op makes over its boundary shapes and the sweep: all handled by the fast path's key, split
-    # exactly as Triton's binder splits them
+    # exactly as Triton's binder splits them (paged attention also as an sm_90 GPU launches it: merge with PDL)
     api = importlib.import_module(f"tritonkit.ops.{name}.api")
+    if name == "paged_attention":
+        monkeypatch.setattr(importlib.import_module("tritonkit.ops.paged_attention.config"), "merge_pdl",
+                            lambda device: pdl)
     spec = get_spec(name)
     recs = {k: Recorder() for k in OPS[name]}
     kernels = {k: getattr(api, k) for k in OPS[name]}
@@ -166,7 +172,7 @@ def test_op_launches_key_as_triton_does(monkeypatch, name):
         calls = []
         for grid, args, kw in rec.launches:
             kw = dict(kw)
-            calls.append((args, kw, kw.pop("num_warps"), kw.pop("num_stages", None)))
+            calls.append((args, kw, kw.pop("num_warps"), kw.pop("num_stages", None), kw.pop("launch_pdl", False)))
             assert type(grid) is tuple
         assert calls, f"{k} never launched"
         _assert_same_split(kernel, calls)
