@@ -43,8 +43,10 @@ INTERPRETER_TOLERANCES: dict[torch.dtype, Tolerance] = {
 
 
 def interpreting() -> bool:
-    import os
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """Whether Triton runs kernels under its interpreter: its own reading of TRITON_INTERPRET ("true" too, not
+    "off")."""
+    from triton import knobs
+    return bool(knobs.runtime.interpret)
 
 
 def tolerance_for(dtype: torch.dtype) -> Tolerance:

@@ -162,3 +162,29 @@ def test_after_the_interpreter_ran_the_check_runs_in_a_fresh_process(tmp_path):
     assert d["findings"] == [["int32-offset", "_kv_write_i32_kernel", 28]]
     assert [m for fatal, m in d["problems"] if not fatal and "fresh process" in m]
     assert not [m for fatal, m in d["problems"] if fatal]
+
+
+def test_one_operand_integer_op_in_an_offset_does_not_fail_the_rule(tmp_path):
+    # math.absi (tl.abs of an int) has a single integer operand: the range analysis must give up on that value,
+    # not raise and take every int32-offset finding of the run with it
+    (tmp_path / "abs_cases.py").write_text(textwrap.dedent("""
+        import torch
+        import triton
+        import triton.language as tl
+        import tritonkit
+
+        @triton.jit
+        def _abs_offset_kernel(x_ptr, i_ptr, stride, BLOCK: tl.constexpr):
+            i = tl.load(i_ptr + tl.program_id(0))
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + tl.abs(i) * stride + offs, tl.zeros([BLOCK], dtype=tl.float32))
+
+        @tritonkit.case(n=[4])
+        def abs_offset(n):
+            x = torch.empty(4096, device="meta", dtype=torch.float32)
+            i = torch.empty(n, device="meta", dtype=torch.int32)
+            _abs_offset_kernel[(n,)](x, i, 1024, BLOCK=64)
+    """))
+    rep = run_check([str(tmp_path / "abs_cases.py")], Options(disk_cache=False))
+    assert not [p for p in rep.problems if p.kind == "rule"], [p.message for p in rep.problems]
+    assert any(k["kernel"] == "_abs_offset_kernel" and k["launches"] == 1 for k in rep.kernels)

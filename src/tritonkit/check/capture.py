@@ -22,9 +22,10 @@ from triton.runtime.jit import JITFunction
 from .findings import Problem
 from .target import CheckError, Compiled, Compiler, interpreter_off, stub_driver
 
-_TRITON_DIR = os.path.dirname(triton.__file__)
+# with the separator: site-packages/tritonkit/... must not pass for site-packages/triton
+_TRITON_DIR = os.path.dirname(triton.__file__) + os.sep
 _MISSING = object()
-_CHECK_DIR = os.path.dirname(__file__)
+_CHECK_DIR = os.path.dirname(__file__) + os.sep
 
 
 @dataclasses.dataclass(eq=False)

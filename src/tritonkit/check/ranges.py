@@ -220,7 +220,8 @@ class RangeAnalysis:
             return h
         if unk is not None:
             return unk
-        if len(ints) < 2 and n.startswith("arith.") and n not in ("arith.constant",):
+        if len(ints) < 2:
+            # one-operand integer ops (math.absi, ...) and operands the analysis does not track
             return Unknown(f"`{n}` with an operand the analysis does not track")
         if n in ("arith.addi", "arith.subi", "arith.muli", "arith.shli"):
             return self._arith(op, ints[0], ints[1], bits)

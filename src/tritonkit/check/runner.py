@@ -60,9 +60,10 @@ class Target:
 
 
 def _user_frame(tb) -> str:
+    from .capture import _CHECK_DIR, _TRITON_DIR
     frames = traceback.extract_tb(tb)
     for fr in reversed(frames):
-        if "/triton/" not in fr.filename and "/tritonkit/check/" not in fr.filename:
+        if not fr.filename.startswith((_TRITON_DIR, _CHECK_DIR)):
             return f"{fr.filename}:{fr.lineno}"
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
 

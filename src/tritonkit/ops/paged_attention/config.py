@@ -35,7 +35,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import triton
+from .. import _device
+from .._ints import cdiv, next_power_of_2
+
 
 # Rows of a decode program: the smallest M of a tensor-core dot. Packing more query tokens (speculative decoding)
 # into the same 16 rows is free: decode is memory bound and the rows are there anyway.
@@ -98,12 +100,12 @@ MERGE_PDL = True
 
 def head_dim_pad(head_dim: int) -> int:
     # a dot's K dimension is at least 16; non-powers of two (80, 96) pad to the next power and mask the tail
-    return max(16, triton.next_power_of_2(head_dim))
+    return max(16, next_power_of_2(head_dim))
 
 
 def decode_max_q(group: int) -> int:
     """Longest query (tokens per sequence) the decode path takes for this GQA group size."""
-    return max(DECODE_BLOCK_M, triton.next_power_of_2(group)) // group
+    return max(DECODE_BLOCK_M, next_power_of_2(group)) // group
 
 
 def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
@@ -127,11 +129,11 @@ def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int,
 
 def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, num_kv_heads: int,
                   max_keys: int, num_sms: int) -> DecodeConfig:
-    block_m = max(DECODE_BLOCK_M, triton.next_power_of_2(group))
+    block_m = max(DECODE_BLOCK_M, next_power_of_2(group))
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes)
     # 3 stages keep the paged loads in flight (Hopper)
-    tiles_per_split = triton.cdiv(triton.cdiv(max(max_keys, 1), block_n), splits)
+    tiles_per_split = cdiv(cdiv(max(max_keys, 1), block_n), splits)
     return DecodeConfig(block_m, block_n, block_m // group, splits, tiles_per_split, num_warps=DECODE_WARPS,
                         num_stages=3)
 
@@ -148,7 +150,7 @@ def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConf
         # head_dim 256: the [128, 256] float32 accumulator is 128 registers a thread at 8 warps; 32-key tiles keep
         # the rest under 255 with no spill in the sm_90 build (64 x 64 at 4 warps spills ~370 bytes)
         block_m, block_n, warps, stages = 128, 32, 8, 2
-    block_m = max(block_m, triton.next_power_of_2(group))
+    block_m = max(block_m, next_power_of_2(group))
     return PrefillConfig(block_m, block_m // group, block_n, warps, stages)
 
 
@@ -172,26 +174,9 @@ def num_sms(device) -> int:
     return DEFAULT_NUM_SMS
 
 
-@functools.lru_cache(maxsize=None)
-def _cuda_capability(index: int) -> tuple[int, int]:
-    import torch
-    return torch.cuda.get_device_capability(index)
-
-
 def merge_pdl(device) -> bool:
-    """Whether the merge kernel launches as a programmatic dependent of the decode kernel: on a CUDA device of compute
-    capability 9.0+ (griddepcontrol). Meta tensors (``tritonkit check``, compile-key tests) take the capability torch
-    reports for the current device, which the checker answers with its target's on a machine without one; CPU
-    tensors (the interpreter) never take it."""
-    if not MERGE_PDL:
-        return False
-    import torch
-    kind = getattr(device, "type", None)
-    if kind == "cuda":
-        return _cuda_capability(device.index if device.index is not None else torch.cuda.current_device())[0] >= 9
-    if kind == "meta":
-        try:
-            return torch.cuda.get_device_capability()[0] >= 9
-        except (AssertionError, RuntimeError):  # a CPU build of torch, or no device and no checker target
-            return False
-    return False
+    """Whether the merge kernel launches as a programmatic dependent of the decode kernel: where the kernels target
+    compute capability 9.0+ (griddepcontrol). Meta tensors take the active Triton driver's target (the checker's
+    ``--arch``); CPU tensors (the interpreter) and unknown targets never do."""
+    cap = _device.capability(device)
+    return MERGE_PDL and cap is not None and cap >= (9, 0)

@@ -1,5 +1,3 @@
-import os
-
 import triton
 import triton.language as tl
 
@@ -11,7 +9,7 @@ except ImportError:  # pragma: no cover - older Triton
 LOG2E = tl.constexpr(1.4426950408889634)
 # Triton 3.6's interpreter multiplies the raw uint16 bits of bfloat16 dot operands; under it (CPU tests only) the
 # dots widen bf16 to float32 first, which is exact. Compiled kernels never see this branch.
-_INTERPRETER_BF16_DOT = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"))
+_INTERPRETER_BF16_DOT = tl.constexpr(bool(triton.knobs.runtime.interpret))
 
 
 @triton.jit

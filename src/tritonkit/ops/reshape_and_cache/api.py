@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 
-from .. import _checks
+from .. import _checks, _device
+from .._ints import cdiv
 from .._launch import launch
 from .._library import is_compiling
 from .config import reshape_and_cache_config
@@ -20,24 +19,14 @@ FP8_CACHE_DTYPES = (torch.float8_e4m3fn, torch.uint8)
 _INTERPRETED = not isinstance(_reshape_and_cache_kernel, triton.runtime.jit.JITFunction)
 
 
-@functools.lru_cache(maxsize=None)
-def _cuda_capability(index: int | None) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
 def _native_fp8(device: torch.device) -> bool:
     """Whether Triton's float32 -> e4m3 conversion is one correctly rounded instruction here: sm_90+ only (sm_89
     goes through an fp16 truncation first, sm_80 has no e4m3 type, the interpreter rounds ties away). Elsewhere the
-    kernel builds the e4m3 bits in integer ops."""
+    kernel builds the e4m3 bits in integer ops. A target nothing answers for is taken as a current GPU."""
     if _INTERPRETED:
         return False
-    if device.type == "cuda":
-        return _cuda_capability(device.index) >= (9, 0)
-    try:  # meta tensors (``tritonkit check``): whatever GPU the active Triton driver targets
-        target = triton.runtime.driver.active.get_current_target()
-        return target.backend == "cuda" and int(target.arch) >= 90
-    except Exception:  # noqa: BLE001 - no driver at all: assume a current GPU
-        return True
+    cap = _device.capability(device)
+    return cap is None or cap >= (9, 0)
 
 
 def _forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
@@ -54,7 +43,7 @@ def _forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, va
         view = torch.uint8 if soft_fp8 else torch.float8_e4m3fn
         key_cache, value_cache = key_cache.view(view), value_cache.view(view)
     cfg = reshape_and_cache_config(num_heads, head_dim, key.element_size())
-    grid = (triton.cdiv(num_tokens, cfg.block_t), triton.cdiv(num_heads, cfg.block_h))
+    grid = (cdiv(num_tokens, cfg.block_t), cdiv(num_heads, cfg.block_h))
     launch(
         _reshape_and_cache_kernel, grid,
         (key, value, key_cache, value_cache, slot_mapping,

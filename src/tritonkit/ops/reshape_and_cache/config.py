@@ -4,7 +4,8 @@ whole num_tokens sweep shares one compile)."""
 import dataclasses
 import functools
 
-import triton
+from .._ints import cdiv, next_power_of_2
+
 
 # Bytes of key (and as many of value) one program copies: 4 tokens of 8 kv heads x 128 in bf16. Enough per program
 # that 4096 tokens make one wave of ~1024 programs (8 per SM on 132 SMs), each thread with several 16-byte loads in
@@ -30,9 +31,9 @@ class ReshapeAndCacheConfig:
 @functools.lru_cache(maxsize=256)
 def reshape_and_cache_config(num_kv_heads: int, head_dim: int, elem_bytes: int) -> ReshapeAndCacheConfig:
     """``elem_bytes`` is the key's element size: loads set the vector width and the bytes in flight."""
-    block_d = triton.next_power_of_2(head_dim)
+    block_d = next_power_of_2(head_dim)
     tile = max(TILE_BYTES // elem_bytes, block_d)
-    block_h = min(triton.next_power_of_2(num_kv_heads), max(tile // block_d, 1))
+    block_h = min(next_power_of_2(num_kv_heads), max(tile // block_d, 1))
     block_t = min(max(tile // (block_h * block_d), 1), MAX_BLOCK_T)
     tile_bytes = block_t * block_h * block_d * elem_bytes
     num_warps = min(max(tile_bytes // (32 * BYTES_PER_THREAD), 1), MAX_WARPS)

@@ -3,7 +3,8 @@
 import dataclasses
 import functools
 
-import triton
+from .._ints import next_power_of_2
+
 
 # Rows up to this many elements stay in registers (16K fp32 over 16 warps is 32 values a thread, no spills);
 # wider rows stream in chunks of STREAM_BLOCK, reading the row twice.
@@ -22,7 +23,7 @@ class RmsNormConfig:
 @functools.lru_cache(maxsize=256)
 def rms_norm_config(hidden: int, elem_bytes: int) -> RmsNormConfig:
     single = hidden <= MAX_SINGLE_PASS
-    block = triton.next_power_of_2(hidden) if single else STREAM_BLOCK
+    block = next_power_of_2(hidden) if single else STREAM_BLOCK
     # about 32 bytes of the row per thread: two 16-byte vector loads in flight each
     num_warps = min(max(block * elem_bytes // (32 * 32), 1), 16)
     return RmsNormConfig(block, single, num_warps)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-import triton
 
 from .. import _checks
+from .._ints import cdiv
 from .._launch import launch
 from .._library import is_compiling
 from .config import rotary_config
@@ -20,10 +20,10 @@ def _forward(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None, c
         return
     rot_dim = cos_sin_cache.shape[1]
     cfg = rotary_config(num_q_heads, num_k_heads, rot_dim, q.element_size())
-    n_blocks = triton.cdiv(num_q_heads, cfg.block_hq) + triton.cdiv(num_k_heads, cfg.block_hk)
+    n_blocks = cdiv(num_q_heads, cfg.block_hq) + cdiv(num_k_heads, cfg.block_hk)
     kk = q if k is None else k  # never touched when k is None: no k programs are launched
     launch(
-        _rotary_embedding_fwd_kernel, (triton.cdiv(num_tokens, cfg.block_t), n_blocks),
+        _rotary_embedding_fwd_kernel, (cdiv(num_tokens, cfg.block_t), n_blocks),
         (positions, q, kk, cos_sin_cache,
          num_tokens, num_q_heads, num_k_heads, cos_sin_cache.shape[0],
          positions.stride(0), q.stride(0), q.stride(1), kk.stride(0), kk.stride(1), cos_sin_cache.stride(0)),

@@ -3,7 +3,8 @@
 import dataclasses
 import functools
 
-import triton
+from .._ints import next_power_of_2
+
 
 # elements of q rotated per program (8 KB in 16-bit): all 32 heads x 128 dims of a Llama-3-8B token in one program,
 # several tokens per program when a rank holds few heads (8 at Llama-3-70B TP 8 -> 4 tokens). H200 sweep of TILE
@@ -23,11 +24,11 @@ class RotaryConfig:
 # pure in its arguments, and on every call's host path: computed once per model config
 @functools.lru_cache(maxsize=256)
 def rotary_config(num_q_heads: int, num_k_heads: int, rot_dim: int, elem_bytes: int) -> RotaryConfig:
-    block_half = triton.next_power_of_2(max(rot_dim // 2, 1))
+    block_half = next_power_of_2(max(rot_dim // 2, 1))
     max_heads = max(TILE // (2 * block_half), 1)
-    block_hq = min(triton.next_power_of_2(max(num_q_heads, 1)), max_heads)
+    block_hq = min(next_power_of_2(max(num_q_heads, 1)), max_heads)
     # k's heads get their own (smaller) block: a shared one would leave most of a k program's lanes masked
-    block_hk = min(triton.next_power_of_2(max(num_k_heads, 1)), max_heads)
+    block_hk = min(next_power_of_2(max(num_k_heads, 1)), max_heads)
     block_t = max(TILE // (block_hq * 2 * block_half), 1)
     # 16 bytes of each half per thread, one vector load each. H200, Llama-3-8B dims
     # (benchmarks/results/h200/explore/exp2.json): twice the warps of two vectors a thread take 2.13 against

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-import triton
 
 from .. import _alloc, _checks
+from .._ints import cdiv
 from .._launch import launch
 from .._library import is_compiling
 from .config import silu_and_mul_config
@@ -21,7 +21,7 @@ def _forward(x: torch.Tensor) -> torch.Tensor:
     # y is a fresh contiguous output: its row stride is d
     x, stride_x = _checks.rows_and_stride("x", x)
     cfg = silu_and_mul_config(d, x.element_size())
-    grid = (triton.cdiv(n_rows, cfg.block_m), triton.cdiv(d, cfg.block_n))
+    grid = (cdiv(n_rows, cfg.block_m), cdiv(d, cfg.block_n))
     launch(_silu_and_mul_fwd_kernel, grid, (x, y, n_rows, d, stride_x, d),
            {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}, cfg.num_warps)
     return y

@@ -3,7 +3,8 @@
 import dataclasses
 import functools
 
-import triton
+from .._ints import cdiv, next_power_of_2
+
 
 # 4 KB of each input half per program: 256 threads x one 16-byte vector each, and with up to 8 programs resident per
 # SM that is ~64 KB of loads in flight per SM, past what HBM latency x bandwidth asks for (~40 KB on H200).
@@ -24,11 +25,11 @@ class SiluAndMulConfig:
 @functools.lru_cache(maxsize=256)
 def silu_and_mul_config(d: int, elem_bytes: int) -> SiluAndMulConfig:
     tile = TILE_BYTES // elem_bytes
-    block_n = min(triton.next_power_of_2(max(d, 1)), tile)
+    block_n = min(next_power_of_2(max(d, 1)), tile)
     # narrow rows (d below the tile) stack several rows per program so each still moves a full tile
     block_m = tile // block_n
-    if triton.cdiv(d, block_n) > MAX_GRID_1:
-        block_n = triton.next_power_of_2(triton.cdiv(d, MAX_GRID_1))
+    if cdiv(d, block_n) > MAX_GRID_1:
+        block_n = next_power_of_2(cdiv(d, MAX_GRID_1))
         block_m = 1
     # 16 bytes of each half per thread (one vector load each). H200 sweep at d 14336
     # (benchmarks/results/h200/explore/exp1.json): at 1-16 tokens one vector a thread takes 1.86 us against
