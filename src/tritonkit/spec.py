@@ -28,6 +28,11 @@ from .models import MODELS, NUM_TOKENS_SWEEP, ModelConfig
 from .tolerance import Tolerance, tolerance_for
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """``bfloat16`` for ``torch.bfloat16``: how messages, reports and JSON name a dtype."""
+    return str(dtype).replace("torch.", "")
+
+
 class Shape(Mapping[str, Any]):
     """An immutable, hashable mapping of named sizes with a readable id (``num_tokens=17,hidden=4096``)."""
 

@@ -56,7 +56,7 @@ def test_json_round_trip_keeps_values_and_infinities(tmp_path):
     res = _results(wrong_at=256)
     path = report.write_json(tmp_path / "sub" / "bench.json", res)
     text = path.read_text()
-    json.loads(text)  # standard JSON: no bare Infinity
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in the JSON"))  # standard JSON only
     assert "Infinity" not in text
     back = report.read_json(path)
     assert back == res
@@ -132,3 +132,14 @@ def test_cli_compare_runs_without_a_gpu(tmp_path, capsys):
 def test_text_table_aligns_columns():
     out = report.text_table(["a", "bb"], [["x", "1"], ["yyy", "22"]]).splitlines()
     assert out[0] == "a    bb" and out[2] == "x     1" and out[3] == "yyy  22"
+
+
+def test_summary_rows_take_each_configs_own_host_time():
+    res = _results()
+    other = [dict(p, config="hidden=4096,residual=0", shape=dict(p["shape"], residual=0)) for p in res["points"]]
+    res["points"] += other
+    res["ops"][0]["host_overhead"]["num_tokens=1,hidden=4096,residual=0"] = {
+        "tritonkit": {"median_us": 5.0, "min_us": 5, "max_us": 5, "repeats": 3}}
+    rows = {r["config"]: r for r in report.summary_rows(res)}
+    assert rows["hidden=4096,residual=1"]["host_tk_us"] == 7.5
+    assert rows["hidden=4096,residual=0"]["host_tk_us"] == 5.0

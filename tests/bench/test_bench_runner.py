@@ -10,7 +10,8 @@ import triton
 from conftest import ON_GPU
 
 from tritonkit.bench import providers as P
-from tritonkit.bench.runner import BenchConfig, OpTarget, SweepPoint, parse_kv, run, run_point, sweep_points
+from tritonkit.bench.runner import (BenchConfig, OpTarget, Progress, SweepPoint, parse_kv, run, run_point,
+                                    sweep_points)
 from tritonkit.bench.stats import Ceilings
 from tritonkit.ops.rms_norm.spec import SPEC as RMS
 from tritonkit.spec import Shape
@@ -84,7 +85,7 @@ def test_a_wrong_provider_is_reported_and_not_timed():
     boom = P.Provider("boom", "raises", lambda inputs: 1 / 0)
     pt = SweepPoint(shape, "llama3-8b", 3, "hidden=64,residual=0")
     recs, _ = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [tk, off, unwritten, boom], _cfg(), CEIL,
-                        l2=1 << 20, seed=0, skip=lambda name: None, progress=P_Progress(), host_point=False)
+                        l2=1 << 20, seed=0, skip=lambda name: None, progress=Progress(), host_point=False)
     by = {r["provider"]: r for r in recs}
     assert by["tritonkit"]["status"] == "ok"
     for name in ("off", "half", "boom"):
@@ -93,15 +94,15 @@ def test_a_wrong_provider_is_reported_and_not_timed():
     assert "mismatch" in by["off"]["detail"] and "ZeroDivisionError" in by["boom"]["detail"]
 
 
-class P_Progress:
-    def advance(self, text):
-        pass
-
-    def log(self, text):
-        pass
-
-    def start(self, total):
-        pass
+def test_check_widens_the_bound_by_the_specs_error_scale():
+    # outputs that can cancel (rotary) carry an error scale; the bench must compare as `tritonkit validate` does
+    from tritonkit.testing import Fill
+    spec = dataclasses.replace(RMS, error_scale=lambda i: {"y": torch.full(i["x"].shape, 1e6, dtype=torch.float64)})
+    inputs = spec.make_inputs(Shape(num_tokens=3, hidden=64, residual=0), torch.float32, Fill("randn", CPU, 0))
+    off = P.Provider("off", "0.01 off", lambda i: {"y": RMS.call(i)["y"] + 0.01})
+    refs, scales = P.reference(spec, torch.float32, inputs)
+    assert not P.check(off, spec, torch.float32, inputs, refs).passed
+    assert P.check(off, spec, torch.float32, inputs, refs, scales).passed
 
 
 def test_deadline_skips_all_but_tritonkit():

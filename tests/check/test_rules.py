@@ -259,6 +259,9 @@ def report(tmp_path_factory):
 
 
 def _on(report, kernel, rule=None):
+    # a rule's silence only counts for a kernel that launched and whose IR the analysis read without giving up
+    assert any(k["kernel"] == kernel and k["launches"] > 0 for k in report.kernels), f"{kernel} never launched"
+    assert not [p for p in report.problems if kernel in p.where + " " + p.message], report.problems
     return [f for f in report.findings if f.kernel == kernel and (rule is None or f.rule == rule)]
 
 

@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 import triton.runtime.jit as triton_jit
+from compile_keys import Recorder
 from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.compiler import make_backend
@@ -137,14 +138,6 @@ OPS = {"rms_norm": ("_rms_norm_fwd_kernel",), "silu_and_mul": ("_silu_and_mul_fw
        "rotary_embedding": ("_rotary_embedding_fwd_kernel",), "reshape_and_cache": ("_reshape_and_cache_kernel",),
        "paged_attention": ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel",
                            "_paged_attention_prefill_kernel")}
-
-
-class Recorder:
-    def __init__(self):
-        self.launches = []
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.launches.append((grid, args, kwargs))
 
 
 @pytest.mark.parametrize("name, pdl", [(n, False) for n in OPS] + [("paged_attention", True)],

@@ -28,6 +28,7 @@ import torch
 from ..ops import poison_outputs
 from ..spec import OpSpec, Shape
 from ..testing import compare
+from ..testing.validate import upcast
 
 DEFAULT_PROVIDERS = ("tritonkit", "eager", "inductor", "vllm")
 ALL_PROVIDERS = ("tritonkit", "eager", "inductor", "inductor-dynamic", "vllm")
@@ -135,10 +136,11 @@ def make_provider(name: str, spec: OpSpec, dtype: torch.dtype) -> Provider:
     raise ValueError(f"unknown provider {name!r}; known: {', '.join(ALL_PROVIDERS)}")
 
 
-def upcast(inputs: dict) -> dict:
-    """The oracle's inputs: a float64 copy of every floating tensor, a clone of every other tensor."""
-    return {k: (v.to(torch.float64) if v.is_floating_point() else v.clone()) if isinstance(v, torch.Tensor) else v
-            for k, v in inputs.items()}
+def reference(spec: OpSpec, dtype: torch.dtype, inputs: dict) -> tuple[dict, dict]:
+    """The float64 oracle's outputs for ``inputs``, and the spec's error scales for outputs that can cancel (what
+    ``tritonkit validate`` compares with)."""
+    ref_inputs = upcast(inputs)
+    return spec.reference(ref_inputs, dtype), (spec.error_scale(ref_inputs) if spec.error_scale else {})
 
 
 def clone_inputs(inputs: dict) -> dict:
@@ -170,8 +172,10 @@ class Check:
     detail: str
 
 
-def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, refs: dict) -> Check:
-    """Run ``provider`` once on a copy of ``inputs`` and compare every output with the float64 ``refs``.
+def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, refs: dict,
+          scales: dict | None = None) -> Check:
+    """Run ``provider`` once on a copy of ``inputs`` and compare every output with the float64 ``refs`` (with the
+    error ``scales`` of :func:`reference`).
 
     Outputs tritonkit allocates start as NaN, so an element the kernel never writes fails. Exceptions become a
     failed check with the exception as detail.
@@ -188,7 +192,8 @@ def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, re
     missing = set(refs) - set(outs)
     if missing:
         return Check(False, float("inf"), float("inf"), f"missing outputs {sorted(missing)}")
-    comps = {name: compare(outs[name], ref, tol) for name, ref in refs.items()}
+    scales = scales or {}
+    comps = {name: compare(outs[name], ref, tol, scales.get(name)) for name, ref in refs.items()}
     name, c = max(comps.items(), key=lambda kv: (not kv[1].passed, kv[1].error))
     bad = [n for n, cn in comps.items() if not cn.passed]
     detail = f"{name}: {c.describe()}" + (f" (failing: {', '.join(bad)})" if len(bad) > 1 else "")

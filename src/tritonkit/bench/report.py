@@ -321,7 +321,9 @@ def summary_rows(results: dict, tokens: int = SUMMARY_TOKENS) -> list[dict]:
         tk_total = sum(1 for s in series.values() if "tritonkit" in s)
         compiles = op.get("compiles", {}).get("tritonkit", {})
         st = op.get("startup") or {}
-        hosts = next(iter(op.get("host_overhead", {}).values()), {})
+        # host time is measured at each config's smallest point, keyed by that point's shape
+        smallest = next(iter(series[min(series)].values()))
+        hosts = op.get("host_overhead", {}).get(dict_id(smallest["shape"]), {})
         rows.append({
             "label": label, "dtype": dtype, "config": config,
             "pct_tk": pct("tritonkit"), "pct_inductor": pct("inductor"), "pct_vllm": pct("vllm"),

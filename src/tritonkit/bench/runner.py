@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..models import DEFAULT_BENCH_MODELS, MODELS, NUM_TOKENS_SWEEP
-from ..spec import OpSpec, Shape
+from ..spec import OpSpec, Shape, dtype_name
 from ..testing.inputs import Fill
 from . import providers as P
 from .stats import MAX_SETS, Ceilings, cold, copy_ref_fields, pct_of_copy, point_metrics, rotation_sets
@@ -103,10 +103,6 @@ def sweep_points(spec: OpSpec, models: Sequence[str], num_tokens: Sequence[int],
                 out.append(SweepPoint(shape, m, t, ",".join(f"{k}={v}" for k, v in shape.items()
                                                                  if k not in varying)))
     return out
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _nbytes(inputs: dict) -> int:
@@ -204,9 +200,7 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
         rec.update(copy_ref)
     try:
         check_inputs = spec.make_inputs(shape, dtype, Fill("randn", dev, seed + 1_000_003))
-        ref_inputs = P.upcast(check_inputs)
-        refs = spec.reference(ref_inputs, dtype)
-        del ref_inputs
+        refs, scales = P.reference(spec, dtype, check_inputs)
         fill = Fill("randn", dev, seed)
         sets = [spec.make_inputs(shape, dtype, fill)]
         n_sets = rotation_sets(max(work.bytes, 1), l2, max_sets=cfg.max_sets, mem_per_set=_nbytes(sets[0]),
@@ -231,7 +225,7 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
         try:
             if p.begin_shape:
                 p.begin_shape(shape)
-            c = P.check(p, spec, dtype, check_inputs, refs)
+            c = P.check(p, spec, dtype, check_inputs, refs, scales)
             rec["check"] = {"error": c.error, "rel_l2": c.rel_l2, "detail": c.detail}
             if not c.passed:
                 rec.update(status="wrong", detail=c.detail)

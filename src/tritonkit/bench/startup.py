@@ -41,7 +41,7 @@ def child_main(t0: float) -> None:
     sync()
     t_ctx = time.perf_counter()
 
-    from tritonkit.bench.providers import check, make_provider, upcast
+    from tritonkit.bench.providers import check, make_provider, reference
     from tritonkit.testing.inputs import Fill
     shape = Shape(json.loads(shape_json))
     dtype = getattr(torch, dtype_name)
@@ -56,8 +56,8 @@ def child_main(t0: float) -> None:
     t_second = time.perf_counter()
 
     fresh = spec.make_inputs(shape, dtype, Fill("randn", device, 1))
-    refs = spec.reference(upcast(fresh), dtype)
-    c = check(make_provider("tritonkit", spec, dtype), spec, dtype, fresh, refs)
+    refs, scales = reference(spec, dtype, fresh)
+    c = check(make_provider("tritonkit", spec, dtype), spec, dtype, fresh, refs, scales)
     print(json.dumps({
         "import_s": t_import - t0,
         "cuda_init_s": t_ctx - t_import,

@@ -10,12 +10,10 @@ from collections.abc import Iterable
 
 import torch
 
+from ..spec import dtype_name
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INDEX_DTYPES = (torch.int32, torch.int64)
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _names(dtypes: Iterable[torch.dtype]) -> str:

@@ -12,6 +12,8 @@ import warnings
 
 import torch
 
+from ..spec import dtype_name
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tritonkit validate", description=(
@@ -26,10 +28,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="print failures and the summary only")
     return p
-
-
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -75,22 +73,16 @@ def main(argv: list[str]) -> int:
     dtypes = [_dtype(d) for d in args.dtypes] if args.dtypes else None
     cases = [(s, c) for s in specs for c in v.iter_cases(s, args.shapes, dtypes, args.families)]
     if not cases:
-        supported = "; ".join(f"{s.name}: dtypes {', '.join(_name(d) for d in s.dtypes)}, families "
+        supported = "; ".join(f"{s.name}: dtypes {', '.join(dtype_name(d) for d in s.dtypes)}, families "
                               f"{', '.join(s.families)}" for s in specs)
         print(f"tritonkit validate: the options select no case ({supported})", file=sys.stderr)
         return 2
     device = v.default_device()
     where = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
     print(f"tritonkit validate: {len(cases)} cases, {', '.join(names)}, shapes={args.shapes}, on {where}")
-    results = []
     t0 = time.perf_counter()
     with progress(len(cases)) as advance:
-        for spec, (shape, dtype, fam) in cases:
-            r = v.validate_case(spec, shape, dtype, fam, device=device)
-            results.append(r)
-            advance(r)
-            if args.shapes == "large" and on_gpu:
-                torch.cuda.empty_cache()
+        results = v.run(specs, args.shapes, dtypes, args.families, device=device, on_result=advance)
     elapsed = time.perf_counter() - t0
     print_table(results, failures_only=args.quiet)
     n_fail = sum(not r.passed for r in results)

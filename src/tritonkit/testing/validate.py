@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import torch
 
 from ..ops import poison_outputs
-from ..spec import OpSpec, Shape
+from ..spec import OpSpec, Shape, dtype_name
 from .metric import Comparison, compare
 from .inputs import Fill
 
@@ -48,20 +48,17 @@ def default_device() -> torch.device:
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
 
-def _upcast(inputs: dict, device: torch.device) -> dict:
-    """A float64 copy of every floating tensor (the oracle's inputs); other tensors cloned."""
+def upcast(inputs: dict, device: torch.device | None = None) -> dict:
+    """A float64 copy of every floating tensor (the oracle's inputs); other tensors cloned (moved to ``device``
+    when given)."""
     out = {}
     for k, v in inputs.items():
         if isinstance(v, torch.Tensor):
-            v = v.to(device)
+            v = v.to(device) if device is not None else v
             out[k] = v.to(torch.float64) if v.is_floating_point() else v.clone()
         else:
             out[k] = v
     return out
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str = "randn", *,
@@ -73,11 +70,11 @@ def validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str = 
     """
     device = torch.device(device) if device is not None else default_device()
     tol = spec.tolerance_for(dtype)
-    res = CaseResult(spec.name, shape.id, _dtype_name(dtype), family, False, float("inf"), tol.rtol, tol.atol, "")
+    res = CaseResult(spec.name, shape.id, dtype_name(dtype), family, False, float("inf"), tol.rtol, tol.atol, "")
     t0 = time.perf_counter()
     try:
         inputs = spec.make_inputs(shape, dtype, Fill(family, device, seed))
-        ref_inputs = _upcast(inputs, device)
+        ref_inputs = upcast(inputs, device)
         with poison_outputs():
             outs = spec.call(inputs)
         if device.type == "cuda":
@@ -91,8 +88,8 @@ def validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str = 
             # an op allocates its outputs in the case's dtype on the inputs' device (x's dtype, q's dtype):
             # a kernel that skipped its final cast would otherwise pass, and hide overflow to inf as well
             if name not in spec.inplace and (t.dtype != dtype or t.device.type != device.type):
-                raise AssertionError(f"output {name} is {_dtype_name(t.dtype)} on {t.device.type}, expected "
-                                     f"{_dtype_name(dtype)} on {device.type}")
+                raise AssertionError(f"output {name} is {dtype_name(t.dtype)} on {t.device.type}, expected "
+                                     f"{dtype_name(dtype)} on {device.type}")
         worst: tuple[str, Comparison] | None = None
         for name in outs:
             c = compare(outs[name], refs[name], tol, scales.get(name))
