@@ -37,10 +37,6 @@ class Timing:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict | None) -> Timing | None:
-        return None if d is None else cls(**d)
-
 
 def summarize(samples_s: Sequence[float]) -> Timing:
     """Median, min and max of per-call times given in seconds."""

@@ -16,7 +16,6 @@ On a CPU (tests only) there is no graph and eager timing uses the host clock.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import time
 from collections.abc import Callable, Sequence
@@ -193,12 +192,3 @@ def host_overhead(fn: Fn, inputs: dict, device: torch.device, *, calls: int = 10
     return summarize(samples)
 
 
-@contextlib.contextmanager
-def released(device: torch.device):
-    """Give cached device memory back after a block (graph pools, rotation sets)."""
-    try:
-        yield
-    finally:
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()

@@ -135,10 +135,6 @@ def int_bits(t: str | None) -> int | None:
     return _INT_BITS.get(elem_type(t)) if t else None
 
 
-def is_ptr(t: str | None) -> bool:
-    return bool(t) and elem_type(t).startswith("!tt.ptr")
-
-
 def pointee(t: str) -> str:
     e = elem_type(t)
     m = re.match(r"!tt\.ptr<(.*?)(?:,\s*\d+)?>$", e)
@@ -195,9 +191,6 @@ class Func:
     block_args: dict[str, tuple[Block, int]]
     #: the function's blocks in order: more than one when an early ``return`` left ``cf`` branches
     blocks: list[Block] = dataclasses.field(default_factory=list)
-
-    def is_arg(self, name: str) -> bool:
-        return name in self.block_args and self.block_args[name][0] is self.body
 
 
 @dataclasses.dataclass(eq=False)

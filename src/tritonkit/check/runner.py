@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..testing.inputs import MetaFill
 from .case import REGISTRY, Case
 from .findings import Finding, Problem
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
@@ -150,15 +151,6 @@ def _case_targets(cases: list[Case]) -> list[Target]:
     return out
 
 
-def _meta_fill():
-    try:
-        from ..testing.inputs import MetaFill
-        return MetaFill()
-    except ImportError:  # pragma: no cover - the testing package is part of tritonkit
-        from .meta import MetaFill
-        return MetaFill()
-
-
 def spec_targets(specs: dict[str, Any], spaces: tuple[str, ...]) -> list[Target]:
     out = []
     for name, spec in specs.items():
@@ -171,7 +163,7 @@ def spec_targets(specs: dict[str, Any], spaces: tuple[str, ...]) -> list[Target]
                     per_call = tuple(k for k in shape if k in PER_CALL_KEYS)
                     group = _sweep_group(name, {**dict(shape), "dtype": dt}, per_call)
                     runs.append((case, group, {},
-                                 lambda s=spec, sh=shape, d=dtype: s.call(s.make_inputs(sh, d, _meta_fill()))))
+                                 lambda s=spec, sh=shape, d=dtype: s.call(s.make_inputs(sh, d, MetaFill()))))
         out.append(Target(f"op {name}", runs))
     return out
 

@@ -68,10 +68,6 @@ def set_enabled(flag: bool) -> None:
     _enabled = bool(flag)
 
 
-def enabled() -> bool:
-    return _enabled
-
-
 def _internals() -> types.SimpleNamespace | None:
     """The Triton pieces the fast path uses, or None when this Triton lacks one of them."""
     try:
