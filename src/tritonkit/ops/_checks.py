@@ -45,6 +45,11 @@ def same_device(**tensors: torch.Tensor | None) -> torch.device:
     return dev
 
 
+def same_dtype(name: str, t: torch.Tensor, ref_name: str, ref: torch.Tensor) -> None:
+    if t.dtype != ref.dtype:
+        raise TypeError(f"{name} must have {ref_name}'s dtype {dtype_name(ref.dtype)}, got {dtype_name(t.dtype)}")
+
+
 def shape_equal(name: str, t: torch.Tensor, expected: tuple, what: str) -> None:
     if tuple(t.shape) != tuple(expected):
         raise ValueError(f"{name} must have shape {tuple(expected)} ({what}), got {tuple(t.shape)}")

@@ -225,6 +225,12 @@ def _state(kernel) -> _FastKernel | None:
     return state
 
 
+def _options(kernel, device: int, num_warps: int, num_stages: int | None, launch_pdl: bool) -> tuple:
+    """The options JITFunction.run keys on besides the arguments and constexprs."""
+    return (device, num_warps, num_stages, launch_pdl, kernel.debug or knobs.runtime.debug,
+            knobs.compilation.instrumentation_mode)
+
+
 def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None,
              launch_pdl: bool = False):
     """``(state, key, bound args, driver, device, Triton's kernel cache)`` for a launch the fast path may take,
@@ -245,10 +251,7 @@ def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_st
         drv = _T.driver.active
         dev = drv.get_current_device()
         caches = kernel.device_caches[dev]
-        # the options JITFunction.run keys on besides the constexprs
-        options = (dev, num_warps, num_stages, launch_pdl, kernel.debug or rt.debug,
-                   knobs.compilation.instrumentation_mode)
-        key = state.key(full, caches[3], options, _DEVICE_TENSOR)
+        key = state.key(full, caches[3], _options(kernel, dev, num_warps, num_stages, launch_pdl), _DEVICE_TENSOR)
     except Exception:  # noqa: BLE001 - no driver, an int past u64, ...: the normal path reports it
         return None
     if key is None:
@@ -290,6 +293,4 @@ def cache_key(kernel, args: tuple, constexprs: dict, num_warps: int, num_stages:
     full = state.bind(args, constexprs)
     if full is None:
         return None
-    options = (device, num_warps, num_stages, launch_pdl, kernel.debug or knobs.runtime.debug,
-               knobs.compilation.instrumentation_mode)
-    return state.key(full, backend, options, None)
+    return state.key(full, backend, _options(kernel, device, num_warps, num_stages, launch_pdl), None)

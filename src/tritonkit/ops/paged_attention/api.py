@@ -193,9 +193,7 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
     if k_cache.dtype not in (q.dtype, FP8_DTYPE):
         raise TypeError(f"k_cache must have q's dtype {_checks.dtype_name(q.dtype)} or float8_e4m3fn, "
                         f"got {_checks.dtype_name(k_cache.dtype)}")
-    if v_cache.dtype != k_cache.dtype:
-        raise TypeError(f"v_cache must have k_cache's dtype {_checks.dtype_name(k_cache.dtype)}, "
-                        f"got {_checks.dtype_name(v_cache.dtype)}")
+    _checks.same_dtype("v_cache", v_cache, "k_cache", k_cache)
     _checks.shape_equal("v_cache", v_cache, tuple(k_cache.shape), "k_cache's [num_blocks, block_size, "
                         "num_kv_heads, head_dim]")
     num_blocks, block_size, num_kv_heads, cache_head_dim = k_cache.shape
@@ -246,9 +244,7 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
         _checks.shape_equal("sinks", sinks, (num_heads,), "one logit per query head")
     if out is not None:
         _checks.tensor("out", out, ndim=3, last_contiguous=True)
-        if out.dtype != q.dtype:
-            raise TypeError(f"out must have q's dtype {_checks.dtype_name(q.dtype)}, "
-                            f"got {_checks.dtype_name(out.dtype)}")
+        _checks.same_dtype("out", out, "q", q)
         _checks.shape_equal("out", out, (num_tokens, num_heads, head_dim), "q's shape")
     fp8 = k_cache.dtype == FP8_DTYPE
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):

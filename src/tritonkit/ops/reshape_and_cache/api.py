@@ -83,9 +83,7 @@ def _check_scale(name: str, s) -> None:
 def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale) -> None:
     _checks.tensor("key", key, dtypes=_checks.FLOAT_DTYPES, ndim=3, last_contiguous=True)
     _checks.tensor("value", value, ndim=3, last_contiguous=True)
-    if value.dtype != key.dtype:
-        raise TypeError(f"value must have key's dtype {_checks.dtype_name(key.dtype)}, "
-                        f"got {_checks.dtype_name(value.dtype)}")
+    _checks.same_dtype("value", value, "key", key)
     _checks.shape_equal("value", value, tuple(key.shape), "key's shape [num_tokens, num_kv_heads, head_dim]")
     num_tokens, num_heads, head_dim = key.shape
     if num_heads == 0 or head_dim == 0:
@@ -106,9 +104,7 @@ def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_s
                              f"(num_kv_heads and head_dim of key), got {tuple(cache.shape)}")
         if cache.shape[1] == 0:
             raise ValueError(f"{name} must have a block_size (dim 1) of at least 1, got shape {tuple(cache.shape)}")
-    if value_cache.dtype != key_cache.dtype:
-        raise TypeError(f"value_cache must have key_cache's dtype {_checks.dtype_name(key_cache.dtype)}, "
-                        f"got {_checks.dtype_name(value_cache.dtype)}")
+    _checks.same_dtype("value_cache", value_cache, "key_cache", key_cache)
     _checks.shape_equal("value_cache", value_cache, tuple(key_cache.shape), "key_cache's shape")
     _checks.tensor("slot_mapping", slot_mapping, dtypes=_checks.INDEX_DTYPES, ndim=1, last_contiguous=True)
     _checks.shape_equal("slot_mapping", slot_mapping, (num_tokens,), "one slot per token of key")

@@ -79,8 +79,7 @@ def _check(x, weight, eps, residual) -> None:
         raise ValueError(f"eps must be a non-negative float, got {eps!r}")
     if residual is not None:
         _checks.tensor("residual", residual, last_contiguous=True)
-        if residual.dtype != x.dtype:
-            raise TypeError(f"residual must have x's dtype {x.dtype}, got {residual.dtype}")
+        _checks.same_dtype("residual", residual, "x", x)
         _checks.shape_equal("residual", residual, tuple(x.shape), "x's shape")
     _checks.same_device(x=x, weight=weight, residual=residual)
 

@@ -64,8 +64,7 @@ def _check(positions, q, k, cos_sin_cache, is_neox) -> None:
                          f"{tuple(positions.shape)}")
     if k is not None:
         _checks.tensor("k", k, ndim=3, last_contiguous=True)
-        if k.dtype != q.dtype:
-            raise TypeError(f"k must have q's dtype {q.dtype}, got {k.dtype}")
+        _checks.same_dtype("k", k, "q", q)
         if k.shape[0] != num_tokens or k.shape[2] != head_dim:
             raise ValueError(f"k must have shape ({num_tokens}, num_kv_heads, {head_dim}) to match q's tokens "
                              f"and head_dim, got {tuple(k.shape)}")
