@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .. import _checks
@@ -47,8 +49,14 @@ def _(positions, q, k, cos_sin_cache, is_neox):
 def _overlaps_itself(t: torch.Tensor) -> bool:
     """True unless t's elements provably occupy distinct memory (each stride, smallest first, clears the span of
     the dims inside it). Expanded (stride-0) or overlapping views fail; every ordinary view passes."""
+    return _layout_overlaps(tuple(t.shape), t.stride())
+
+
+# on every call's host path, and a function of the layout alone: one sort per layout, not per call
+@functools.lru_cache(maxsize=1024)
+def _layout_overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     span = 1
-    for stride, size in sorted((st, s) for s, st in zip(t.shape, t.stride()) if s > 1):
+    for stride, size in sorted((st, s) for s, st in zip(shape, strides) if s > 1):
         if stride < span:
             return True
         span += stride * (size - 1)
