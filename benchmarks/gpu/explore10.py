@@ -1,6 +1,6 @@
 """Tenth exploration on the H200: decode warps per program (the [16, 32] score tile's row max and sum cross warps
-through shared memory: 7 of the interior loop's 9 barriers at 4 warps, sm_90 SASS) and 64-key tiles, at the
-current tree (merge as a programmatic dependent launch). PYTHONPATH=src:.peers python3 benchmarks/gpu/explore10.py"""
+through shared memory: 7 of the interior loop's 9 barriers at 4 warps, sm_90 SASS) and 64-key tiles, on
+fff3cd6 + the merge-as-PDL change (committed as fd6bd6a); the variants are config overrides. PYTHONPATH=src:.peers python3 benchmarks/gpu/explore10.py"""
 import dataclasses, json, os, sys, time, statistics
 import torch
 import triton

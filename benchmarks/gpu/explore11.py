@@ -1,6 +1,7 @@
 """Eleventh exploration on the H200: decode at 2 warps per program (exp10: batch 4 x 4K 26.8 -> 25.8 us, batch 1 x
 4K 13.3 -> 15.3) crossed with programs per SM, the minimum keys per split and stages, to find one config for all
-batches. PYTHONPATH=src:.peers python3 benchmarks/gpu/explore11.py ; JSON to $OUT/exp11.json"""
+batches. Ran on fff3cd6 + the merge-as-PDL change (committed as fd6bd6a); the variants are config overrides.
+PYTHONPATH=src:.peers python3 benchmarks/gpu/explore11.py ; JSON to $OUT/exp11.json"""
 import dataclasses, json, os, sys, time, statistics
 import torch
 import triton

@@ -86,3 +86,14 @@ def test_repeats_and_geomean():
 def test_ceilings_round_trip_ignores_unknown_keys():
     d = CEIL.to_dict() | {"details": {"x": 1}}
     assert Ceilings.from_dict(d) == CEIL
+
+
+def test_cached_ceilings_are_keyed_by_how_they_were_measured(tmp_path, monkeypatch):
+    from tritonkit.bench import ceilings
+    path = tmp_path / "ceilings.json"
+    ceilings.store_cached("Fake GPU", "1.0", {"copy_gbps": 4000.0}, path)
+    assert ceilings.load_cached("Fake GPU", "1.0", path) == {"copy_gbps": 4000.0}
+    assert ceilings.load_cached("Fake GPU", "2.0", path) is None
+    # another measuring method (a changed copy kernel, sizes, torch's cuBLAS): measured again, not reused
+    monkeypatch.setattr(ceilings, "_method", lambda: "another")
+    assert ceilings.load_cached("Fake GPU", "1.0", path) is None

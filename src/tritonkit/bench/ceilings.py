@@ -16,6 +16,8 @@ large buffer; this is what a copy reaches at the op's size, ramp-up and tail inc
 from __future__ import annotations
 
 import datetime
+import functools
+import hashlib
 import json
 import os
 import pathlib
@@ -110,8 +112,16 @@ def driver_version() -> str:
         return "unknown"
 
 
+@functools.lru_cache(maxsize=1)
+def _method() -> str:
+    """What the cached numbers were measured with: this module's source (kernels, sizes, configs) and torch (cuBLAS
+    for the matmul ceiling). A change to either measures again instead of reusing the old ceilings."""
+    h = hashlib.sha256(pathlib.Path(__file__).read_bytes() + torch.__version__.encode())
+    return h.hexdigest()[:12]
+
+
 def cache_key(gpu: str, driver: str) -> str:
-    return f"{gpu}|{driver}"
+    return f"{gpu}|{driver}|{_method()}"
 
 
 def load_cached(gpu: str, driver: str, path: pathlib.Path | None = None) -> dict | None:
