@@ -85,6 +85,50 @@ def test_out_is_written_in_place_and_graph_padding_is_left_alone():
     assert bool((out[-2:] == 7.0).all())
 
 
+# decode sequences 0 and 2 (the second with several KV splits: 600 keys), a prefill sequence between them
+MIXED_SPLIT = Shape(num_seqs=3, q_len=(1, 20, 2), context=(40, 5, 600), num_heads=4, num_kv_heads=2, head_dim=64,
+                    block_size=16)
+
+
+@pytest.mark.parametrize("shape, splits", [(MIXED, 1), (MIXED_SPLIT, 2)], ids=["one-split", "split"])
+@pytest.mark.parametrize("path", ["decode", "prefill"])
+def test_each_path_writes_only_its_own_sequences(monkeypatch, path, shape, splits):
+    """The decode kernel's programs for a prefill sequence (and the prefill kernel's for a decode sequence, or past
+    a sequence's last query tile) run no tile and store nothing: with the other path's launches dropped, its rows
+    keep what out held, and this path's rows are right (the decode kernel writes out itself with one split, through
+    the merge with several)."""
+    from tritonkit.ops.paged_attention import api
+    inp = _inputs(shape)
+    group = shape["num_heads"] // shape["num_kv_heads"]
+    n = config.num_kv_splits(3, shape["num_kv_heads"], inp["max_seqlen_k"], config.num_sms(inp["q"].device))
+    assert (n > 1) == (splits > 1)
+    other = ({api._paged_attention_prefill_kernel} if path == "decode"
+             else {api._paged_attention_decode_kernel, api._paged_attention_merge_kernel})
+    real = api.launch
+    launched = []
+
+    def launch(kernel, *a, **k):
+        launched.append(kernel)
+        if kernel not in other:
+            real(kernel, *a, **k)
+    monkeypatch.setattr(api, "launch", launch)
+    out = torch.full_like(inp["q"], 7.0)
+    paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], out=out, **_kwargs(inp))
+    # the other path did launch (with one split there is no merge)
+    assert (api._paged_attention_prefill_kernel if path == "decode" else api._paged_attention_decode_kernel) in launched
+    ref = SPEC.reference({**inp, "q": inp["q"].double(), "k_cache": inp["k_cache"].double(),
+                          "v_cache": inp["v_cache"].double()}, inp["q"].dtype)["out"]
+    tol = SPEC.tolerance_for(inp["q"].dtype)
+    cu = inp["cu_seqlens_q"].tolist()
+    for s in range(3):
+        rows = slice(cu[s], cu[s + 1])
+        mine = (cu[s + 1] - cu[s] <= config.decode_max_q(group)) == (path == "decode")
+        if mine:
+            torch.testing.assert_close(out[rows].double(), ref[rows], rtol=tol.rtol, atol=tol.atol)
+        else:
+            assert bool((out[rows] == 7.0).all()), f"the {path} path wrote sequence {s}'s rows"
+
+
 def test_no_host_reads_of_tensor_data(monkeypatch):
     """The call must be CUDA-graph capturable: no .item()/.tolist()/bool() of a tensor on the host path."""
     inp = _inputs(MIXED)

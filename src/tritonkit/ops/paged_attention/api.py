@@ -95,7 +95,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
              dec.num_splits, out.stride(0), out.stride(1)),
             {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "MAX_Q": dec.max_q,
              "MAX_SPLITS": config.MAX_SPLITS, "SINKS": sinks is not None, "KV_FP8": kv_fp8, "PDL": pdl},
-            4, launch_pdl=pdl,
+            config.MERGE_WARPS, launch_pdl=pdl,
         )
     if max_seqlen_q > dec.max_q:
         pre = config.prefill_config(group, head_dim, k_cache.element_size())
@@ -104,7 +104,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
         launch(
             _paged_attention_prefill_kernel, grid,
             (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-             num_seqs, num_kv_heads, *common),
+             num_seqs, num_kv_heads, block_table.shape[1], *common),
             {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m,
              "BLOCK_Q": pre.block_q, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, "DECODE_MAX_Q": dec.max_q,
              **features},

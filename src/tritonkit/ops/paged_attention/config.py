@@ -65,6 +65,12 @@ MIN_KEYS_PER_SPLIT = 256
 # instead of 1.9: 496 -> 571 us at 4K, 3914 -> 4503 at 32K. 2 warps with 4 stages (4 a SM again) loses batch 4
 # (27.7). One config serves every batch (one compile per path), so 4 stays.
 DECODE_WARPS = 4
+# Warps of a merge program. H200, CUDA-graph timing, A B A B (benchmarks/results/h200/explore/exp14.json): 2 warps
+# against 4: batch 4 x 4K 24.88 vs 25.79 us, 16 x 4K 73.02 vs 73.94, 1 x 4K 13.12 vs 13.05, 1 x 32K 41.36 vs 41.50;
+# 1 warp is slower everywhere (27.73 at batch 4: 255 registers and a 296-byte stack in the sm_90 build). Why 2 beat
+# 4 by 0.9 us where the merge grid is 128 and 512 programs is not understood: the 4-warp build has fewer
+# instructions (912 against 1176) and registers (114 against 203).
+MERGE_WARPS = 2
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
 DEFAULT_NUM_SMS = 132
 

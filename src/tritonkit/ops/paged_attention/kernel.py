@@ -221,12 +221,18 @@ def _paged_attention_decode_kernel(
         # in bounds of the block-table row whatever the sequence's length; entries past it are never used
         page_first = tl.load(bt_row + first_keys // BLOCK_SIZE, mask=first_keys < bt_width * BLOCK_SIZE,
                              other=0).to(tl.int64)
+    seqlen_k = tl.load(seqused_k_ptr + pid_seq)
+    # Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issued the two
+    # loads above only after cu_seqlens_q's values had arrived (sm_90 SASS of 10f9fa8), one more memory round trip
+    # before the first K/V tile
+    tl.debug_barrier()
     q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
     q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
-    # longer sequences are the prefill kernel's
-    if (q_len <= 0) | (q_len > MAX_Q):
-        return
-    seqlen_k = tl.load(seqused_k_ptr + pid_seq)
+    # longer sequences are the prefill kernel's: their programs see no query row and no key, so they run no tile
+    # and store nothing. Not an early return: the compiler sinks loads past a return into the branch that uses them
+    mine = (q_len > 0) & (q_len <= MAX_Q)
+    q_len = tl.where(mine, q_len, 0)
+    seqlen_k = tl.where(mine, seqlen_k, 0)
     ctx = seqlen_k - q_len
 
     offs_m = tl.arange(0, BLOCK_M)
@@ -349,11 +355,11 @@ def _paged_attention_merge_kernel(
         tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
 
 
-@triton.jit(do_not_specialize=["num_seqs", "win_left", "win_right", "stride_bt"])
+@triton.jit(do_not_specialize=["num_seqs", "bt_width", "win_left", "win_right", "stride_bt"])
 def _paged_attention_prefill_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr,
     cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
-    num_seqs, num_kv_heads, win_left, win_right, qk_scale, softcap_in, softcap_out,
+    num_seqs, num_kv_heads, bt_width, win_left, win_right, qk_scale, softcap_in, softcap_out,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -364,21 +370,34 @@ def _paged_attention_prefill_kernel(
     """Program (query tile, KV head): BLOCK_Q consecutive query tokens of one sequence x the GROUP query heads of
     the KV head (BLOCK_M rows) against the KV tiles they can see. grid[0] is (query tiles, KV heads) flattened
     with the KV head fastest, over an upper bound on the batch's query tiles (num_seqs + T // BLOCK_Q); programs
-    past a sequence's last tile exit."""
+    past a sequence's last tile exit.
+
+    The sequence's key count and (without a left window, where the first interior tile is tile 0) the block-table
+    entries of its first tile are read together with cu_seqlens_q (both in bounds whatever the sequence): the
+    first K/V tile waits on two memory round trips instead of four."""
     # the last tiles of a sequence see the most keys under causal masking: start them first, for every KV head
     # before any lighter tile (launch order is program order; heavy programs started late make the tail)
     pid = tl.num_programs(0) - 1 - tl.program_id(0)
     pid_q = pid // num_kv_heads
     pid_kvh = pid % num_kv_heads
     seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
+    bt_row = block_table_ptr + seq.to(tl.int64) * stride_bt
+    if not LIMIT_LEFT:
+        first_keys = tl.arange(0, BLOCK_N)
+        page_first = tl.load(bt_row + first_keys // BLOCK_SIZE, mask=first_keys < bt_width * BLOCK_SIZE,
+                             other=0).to(tl.int64)
+    seqlen_k = tl.load(seqused_k_ptr + seq)
+    # as in the decode kernel: the barrier keeps the two loads above ahead of cu_seqlens_q's
+    tl.debug_barrier()
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
     # int64: the token offset meets the q/out strides below
     t0 = (pid_q - (q_start // BLOCK_Q + seq)).to(tl.int64) * BLOCK_Q
-    # short sequences are the decode kernel's
-    if (q_len <= DECODE_MAX_Q) | (t0 >= q_len) | (t0 < 0):
-        return
-    seqlen_k = tl.load(seqused_k_ptr + seq)
+    # short sequences are the decode kernel's, and programs past a sequence's last tile have none: they see no
+    # query row and no key (no early return, which would let the compiler sink the loads above past it)
+    mine = (q_len > DECODE_MAX_Q) & (t0 < q_len) & (t0 >= 0)
+    q_len = tl.where(mine, q_len, 0)
+    seqlen_k = tl.where(mine, seqlen_k, 0)
     ctx = seqlen_k - q_len
 
     offs_m = tl.arange(0, BLOCK_M)
@@ -404,8 +423,8 @@ def _paged_attention_prefill_kernel(
     lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT,
                               LIMIT_RIGHT)
     kvh = pid_kvh.to(tl.int64)
-    bt_row = block_table_ptr + seq.to(tl.int64) * stride_bt
-    page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, BLOCK_SIZE)
+    if LIMIT_LEFT:
+        page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, BLOCK_SIZE)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
