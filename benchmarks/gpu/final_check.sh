@@ -7,6 +7,7 @@
 #   4. host time per eager call, cached launcher on/off and Inductor (benchmarks/gpu/host_overhead.py)
 #   5. benchmarks/gpu/paged_attention.py (its own GPU validation incl. >=32K contexts, 1M tokens; timings vs vLLM/SDPA)
 # usage (repository root, .peers carried for vLLM): TRITONKIT_GIT_SHA=<sha> bash benchmarks/gpu/final_check.sh
+# OPS="paged_attention" limits steps 1 and 3 to those ops and skips step 4 (after a change to those ops only)
 set -uo pipefail
 export PYTHONPATH=$PWD/src:$PWD/.peers${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -14,10 +15,13 @@ step() { echo "== $* ($(date +%T))"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
 rc=0
-step validate boundary
-timeout 200 python3 -m tritonkit validate --json "$OUT/validate_boundary.json" --quiet 2>/dev/null | tail -3 || rc=1
-step validate large
-timeout 100 python3 -m tritonkit validate --shapes large --dtype bfloat16 --json "$OUT/validate_large.json" \
+OPS=${OPS:-}
+RACE_OPS="paged_attention rms_norm"
+[ -n "$OPS" ] && RACE_OPS=$(for o in $RACE_OPS; do [[ " $OPS " == *" $o "* ]] && echo -n "$o "; done)
+step validate boundary $OPS
+timeout 200 python3 -m tritonkit validate $OPS --json "$OUT/validate_boundary.json" --quiet 2>/dev/null | tail -3 || rc=1
+step validate large $OPS
+timeout 100 python3 -m tritonkit validate $OPS --shapes large --dtype bfloat16 --json "$OUT/validate_large.json" \
   2>/dev/null | tail -3 || rc=1
 step pytest gpu
 timeout 200 python3 -m pytest -q -m gpu tests/ops tests/bench -p no:cacheprovider 2>&1 | tail -6 || rc=1
@@ -25,15 +29,17 @@ SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer
 step sanitizer memcheck
 # the caching allocator would hide out-of-bounds accesses inside its pools
 PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 150 "$SAN" --tool memcheck --print-limit 20 --error-exitcode 3 \
-  python3 -m tritonkit validate --dtype bfloat16 --families randn --quiet > "$OUT/sanitizer_memcheck.log" 2>&1
+  python3 -m tritonkit validate $OPS --dtype bfloat16 --families randn --quiet > "$OUT/sanitizer_memcheck.log" 2>&1
 echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY|passed, ' "$OUT/sanitizer_memcheck.log" | tr '\n' ' ')"
-step sanitizer racecheck
+step sanitizer racecheck $RACE_OPS
 PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 "$SAN" --tool racecheck --print-limit 20 --error-exitcode 3 \
-  python3 -m tritonkit validate paged_attention rms_norm --dtype bfloat16 --families randn --quiet \
+  python3 -m tritonkit validate $RACE_OPS --dtype bfloat16 --families randn --quiet \
   > "$OUT/sanitizer_racecheck.log" 2>&1
 echo "racecheck exit $?: $(grep -E 'RACECHECK SUMMARY|passed, ' "$OUT/sanitizer_racecheck.log" | tr '\n' ' ')"
-step host overhead
-timeout 90 python3 benchmarks/gpu/host_overhead.py --inductor 2>&1 | grep -v Warn | tail -14 | tee "$OUT/host_overhead.txt"
+if [ -z "$OPS" ]; then
+  step host overhead
+  timeout 90 python3 benchmarks/gpu/host_overhead.py --inductor 2>&1 | grep -v Warn | tail -14 | tee "$OUT/host_overhead.txt"
+fi
 step paged attention
 timeout 200 python3 benchmarks/gpu/paged_attention.py --skip-tune 2>&1 | grep -v Warn > "$OUT/pa_log.txt"
 tail -42 "$OUT/pa_log.txt"
