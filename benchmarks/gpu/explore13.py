@@ -9,6 +9,10 @@
 2. prefill: the same prologue change (key count and first tile's block-table entries before cu_seqlens_q)
    against 10f9fa8's prefill kernel.
 
+Ran once on 10f9fa8 + the prologue change (committed in 3b3dd8a) + a wave-fill rule in config.num_kv_splits
+(WAVE_FILL_MAX_SPLITS = 4, WAVE_FILL_MIN_GAIN = 0.05, WAVE_FILL_MAX_WAVES = 3), which was removed after it: 2 warps
+lost at every batch here, and the fill made batch 128 and 256 slower at 2 warps (517 vs 491 us, 1026 vs 962). The
+script needs that tree; it is kept as the record of the command behind exp13.json.
 PYTHONPATH=src:.peers python3 benchmarks/gpu/explore13.py ; JSON to $OUT/exp13.json"""
 import importlib.util, json, math, os, sys, time, statistics
 import torch

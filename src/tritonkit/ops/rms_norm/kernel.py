@@ -25,10 +25,12 @@ def _rms_norm_fwd_kernel(
     if SINGLE_PASS:
         offs = tl.arange(0, BLOCK)
         mask = offs < hidden
-        x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)  # [BLOCK]
-        # the weight is loaded with x, not after the reduction: past the branch below the compiler would not hoist
-        # it, and a second memory round trip is most of a decode-sized call's time
+        # The weight is loaded with x, not after it: a second memory round trip is most of a decode-sized call's
+        # time. Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issued
+        # w's load only once x had arrived (sm_90 SASS: after the reduction's first shuffles, or after x + residual)
         w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        tl.debug_barrier()
+        x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)  # [BLOCK]
         if HAS_RESIDUAL:
             r = (x + tl.load(res_row + offs, mask=mask, other=0.0).to(tl.float32)).to(r_ptr.dtype.element_ty)
             tl.store(r_row + offs, r, mask=mask)
