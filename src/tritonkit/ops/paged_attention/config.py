@@ -63,7 +63,9 @@ MIN_KEYS_PER_SPLIT = 256
 # explore/ncu_decode_b4_4k.txt). 2 warps (exp10-12): batch 4 x 4K 26.9 -> 25.9 us, but they fit 6 programs a SM
 # (168 registers, 37 KB shared) where 4 warps fit 4, and batch 128 (1024 one-split programs) then runs 1.3 waves
 # instead of 1.9: 496 -> 571 us at 4K, 3914 -> 4503 at 32K. 2 warps with 4 stages (4 a SM again) loses batch 4
-# (27.7). One config serves every batch (one compile per path), so 4 stays.
+# (27.7). One config serves every batch (one compile per path), so 4 stays. With the prologue loads issued together
+# (3b3dd8a) 2 warps lose everywhere (exp13: batch 4 x 4K 26.44 vs 25.88 us, 16 x 4K 85.3 vs 72.9), and splitting
+# large batches to fill the last wave of 2-warp programs made batch 128 and 256 slower (517 vs 491, 1026 vs 962).
 DECODE_WARPS = 4
 # Warps of a merge program. H200, CUDA-graph timing, A B A B (benchmarks/results/h200/explore/exp14.json): 2 warps
 # against 4: batch 4 x 4K 24.88 vs 25.79 us, 16 x 4K 73.02 vs 73.94, 1 x 4K 13.12 vs 13.05, 1 x 32K 41.36 vs 41.50;
@@ -150,7 +152,10 @@ def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConf
         # 256 query rows over four warpgroups, 64-key tiles, 3 stages. H200 sweep (bf16, 32/8 heads, d 128,
         # block 16; benchmarks/results/h200/explore/exp2.json), causal TFLOP/s at 8K / 16K / 2K-over-16K:
         # 256x64 3 stages 16 warps 450 / 467 / 454; 128x128 3/8: 384 / 406 / 393; 128x64 3/8 (FA2's) 355 / 368 /
-        # 352; 256x64 with 2 stages 386; 256x128 does not fit the registers (44).
+        # 352; 256x64 with 2 stages 386; 256x128 does not fit the registers (44). At 512 threads the cap is 128
+        # registers a thread, and ptxas serializes the wgmma instructions for it (C7512) and spills 108 bytes; the
+        # configurations that avoid that are slower (explore15, 18, 19; TFLOP/s at 8K): 256x32 397, two 128x32
+        # programs a SM (8 warps, maxnreg 128) 373, 128x64 402; 256x64 at 4 stages 449 against 452 at 3.
         block_m, block_n, warps, stages = 256, 64, 16, 3
     else:
         # head_dim 256: the [128, 256] float32 accumulator is 128 registers a thread at 8 warps; 32-key tiles keep
