@@ -156,3 +156,39 @@ def test_startup_runs_in_fresh_processes_and_checks_the_first_result():
         assert r["process_s"] >= r["to_first_result_s"]
     bad = measure_startup("no_such_op", shape, "float32", device="cpu", timeout=300)
     assert "no_such_op" in bad["cold"]["error"]
+
+
+class _Counting(Progress):
+    def __init__(self):
+        self.total, self.steps = None, 0
+
+    def start(self, total):
+        self.total = total
+
+    def advance(self, text):
+        self.steps += 1
+
+
+def test_progress_total_is_the_steps_the_run_takes():
+    # vllm has no rms_norm kernel and float64 is not an rms_norm dtype: neither is stepped through, nor counted
+    prog = _Counting()
+    run(_cfg(dtypes=[torch.float32, torch.float64], num_tokens=[1]), CEIL, progress=prog)
+    assert prog.total == prog.steps == 2
+
+
+def test_only_a_host_sync_is_not_capturable(monkeypatch):
+    from tritonkit.bench import timing
+    for name in ("get_sync_debug_mode", "set_sync_debug_mode", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a: 0)
+
+    def sync(_inputs):
+        raise RuntimeError("called a synchronizing CUDA operation")
+
+    def oom(_inputs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    with pytest.raises(timing.NotCapturable, match="synchronizes with the host"):
+        timing.check_capturable(sync, {})
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        timing.check_capturable(oom, {})
+    timing.check_capturable(lambda _inputs: None, {})

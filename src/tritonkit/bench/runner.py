@@ -134,15 +134,28 @@ class Progress:
 
 
 def count_steps(cfg: BenchConfig, specs: dict[str, OpSpec]) -> int:
+    """Provider timings the run will report on (what ``run_point`` advances the progress by): providers that are
+    unavailable and dtypes an op does not support are never stepped through."""
     n = 0
     for t in cfg.targets:
         if t.name in specs:
+            spec = specs[t.name]
             try:
-                pts = sweep_points(specs[t.name], cfg.models, cfg.num_tokens, dict(t.overrides))
+                pts = sweep_points(spec, cfg.models, cfg.num_tokens, dict(t.overrides))
             except ValueError:
                 continue  # reported when the target runs
-            n += len(pts) * len(cfg.providers) * len(cfg.dtypes)
+            for dtype in cfg.dtypes:
+                if dtype in spec.dtypes:
+                    n += len(pts) * sum(_available(name, spec, dtype) for name in cfg.providers)
     return n
+
+
+def _available(name: str, spec: OpSpec, dtype: torch.dtype) -> bool:
+    try:
+        P.make_provider(name, spec, dtype)
+    except P.Unavailable:
+        return False
+    return True
 
 
 def _point_record(target: OpTarget, spec: OpSpec, pt: SweepPoint, dtype: torch.dtype, provider: str,

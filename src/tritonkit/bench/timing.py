@@ -119,14 +119,21 @@ class NotCapturable(RuntimeError):
     """The callable synchronizes with the host (``.item()``, a boolean mask, ``nonzero``): no graph can hold it."""
 
 
+#: What PyTorch's sync debug mode raises on a host sync ("called a synchronizing CUDA operation").
+SYNC_ERROR = "synchronizing CUDA operation"
+
+
 def check_capturable(fn: Fn, inputs: dict) -> None:
     """One call with PyTorch's sync debug mode set to error: a host sync inside would abort a capture (and can
-    leave the context unusable), so it is found here first and reported as NotCapturable."""
+    leave the context unusable), so it is found here first and reported as NotCapturable. Any other error (out of
+    memory, a launch failure) propagates as itself."""
     prev = torch.cuda.get_sync_debug_mode()
     torch.cuda.set_sync_debug_mode("error")
     try:
         fn(inputs)
     except RuntimeError as e:
+        if SYNC_ERROR not in str(e):
+            raise
         raise NotCapturable(f"synchronizes with the host, so no CUDA graph: {str(e).splitlines()[0][:200]}") from e
     finally:
         torch.cuda.set_sync_debug_mode(prev)
