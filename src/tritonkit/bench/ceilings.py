@@ -21,14 +21,13 @@ import hashlib
 import json
 import os
 import pathlib
-import shutil
 import statistics
-import subprocess
 
 import torch
 import triton
 import triton.language as tl
 
+from .._env import driver_version
 from .stats import COPY_VEC_BYTES, Ceilings, cold, copy_vectors, rotation_sets
 from .timing import L2Flush, time_graph
 
@@ -83,33 +82,6 @@ def cache_path() -> pathlib.Path:
         return pathlib.Path(base) / "ceilings.json"
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return pathlib.Path(xdg) / "tritonkit" / "ceilings.json"
-
-
-def driver_version() -> str:
-    """The NVIDIA driver release (580.159.04), from NVML or nvidia-smi; the CUDA driver API version otherwise."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        try:
-            v = pynvml.nvmlSystemGetDriverVersion()
-            return v.decode() if isinstance(v, bytes) else str(v)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        pass
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20)
-            if out.returncode == 0 and out.stdout.strip():
-                return out.stdout.strip().splitlines()[0]
-        except (OSError, subprocess.SubprocessError):
-            pass
-    try:
-        v = torch._C._cuda_getDriverVersion()
-        return f"cuda-driver-api-{v // 1000}.{v % 1000 // 10}"
-    except Exception:
-        return "unknown"
 
 
 @functools.lru_cache(maxsize=1)

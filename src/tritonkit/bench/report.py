@@ -34,29 +34,14 @@ import os
 import pathlib
 import platform
 import shlex
-import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 
+from .._env import driver_version, git_info
 from .stats import TARGET_FACTOR
 
 SCHEMA = 1
 SUMMARY_TOKENS = 16384
-
-
-def git_info(start: pathlib.Path | None = None) -> tuple[str | None, bool | None]:
-    """(sha, dirty) of the repository holding this package; ``$TRITONKIT_GIT_SHA`` when there is no .git."""
-    env = os.environ.get("TRITONKIT_GIT_SHA")
-    where = start or pathlib.Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
-        if sha.returncode == 0:
-            st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                                capture_output=True, text=True, timeout=10)
-            return sha.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return env, None
 
 
 def metadata(argv: Sequence[str], device=None) -> dict:
@@ -78,7 +63,6 @@ def metadata(argv: Sequence[str], device=None) -> dict:
     }
     meta["git_sha"], meta["git_dirty"] = git_info()
     if device is not None and getattr(device, "type", None) == "cuda":
-        from .ceilings import driver_version
         props = torch.cuda.get_device_properties(device)
         meta.update(gpu=props.name, sm_count=props.multi_processor_count, l2_bytes=props.L2_cache_size,
                     memory_bytes=props.total_memory, capability=f"{props.major}.{props.minor}",

@@ -12,6 +12,7 @@ import warnings
 
 import torch
 
+from .._env import driver_version, git_info
 from ..spec import dtype_name
 
 
@@ -91,9 +92,9 @@ def main(argv: list[str]) -> int:
         meta = {"command": "tritonkit validate " + " ".join(argv), "device": where, "shapes": args.shapes,
                 "torch": torch.__version__, "triton": _triton_version(), "python": platform.python_version(),
                 "interpreter": not on_gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "git_sha": _git_sha(), "seconds": elapsed}
+                "git_sha": git_info()[0], "seconds": elapsed}
         if on_gpu:
-            meta["driver"] = _driver()
+            meta["driver"] = driver_version()
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "results": [r.as_dict() for r in results]}, f, indent=1, default=str)
     return 1 if n_fail else 0
@@ -102,25 +103,3 @@ def main(argv: list[str]) -> int:
 def _triton_version() -> str:
     import triton
     return triton.__version__
-
-
-def _git_sha() -> str | None:
-    import subprocess
-    if os.environ.get("TRITONKIT_GIT_SHA"):
-        return os.environ["TRITONKIT_GIT_SHA"]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=os.path.dirname(__file__)).stdout.strip()
-    except Exception:
-        return None
-    # a copy of the tree without its objects answers "HEAD"
-    return None if sha in ("", "HEAD") else sha
-
-
-def _driver() -> str | None:
-    import subprocess
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except Exception:
-        return None
