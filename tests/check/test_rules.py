@@ -128,6 +128,19 @@ def _per_iteration_rows_kernel(x_ptr, stride, iters, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _while_carried_kernel(x_ptr, n, step, BLOCK: tl.constexpr):
+    # the pointer is carried by an scf.while; with step 0 every iteration reads what the last one stored
+    offs = tl.arange(0, BLOCK)
+    p = x_ptr
+    i = 0
+    while i < n:
+        y = tl.load(p + offs)
+        tl.store(p + offs, y + 1)
+        p += step
+        i += 1
+
+
+@triton.jit
 def _branches_kernel(x_ptr, flag, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     if flag > 0:
@@ -150,6 +163,7 @@ def memory(inplace):
     _loop_reload_kernel[(1,)](x, 8, BLOCK=32)
     _loop_reload_barrier_kernel[(1,)](x, 8, BLOCK=32)
     _per_iteration_rows_kernel[(1,)](x, 32, 2, BLOCK=32)
+    _while_carried_kernel[(1,)](x, 2, 0, BLOCK=32)
     _branches_kernel[(1,)](x, inplace, BLOCK=32)
     _copy_kernel[(1,)](x, x if inplace else torch.empty(64, **M), BLOCK=32)
 
@@ -300,6 +314,9 @@ def test_store_then_load_across_loop_iterations(report):
     assert _on(report, "_loop_reload_barrier_kernel") == []
     # each iteration works on its own row
     assert _on(report, "_per_iteration_rows_kernel") == []
+    # a pointer carried by a while loop is followed back to its argument as one carried by a for loop is
+    (f,) = _on(report, "_while_carried_kernel", "store-then-load")
+    assert "next iteration of the loop" in f.message
 
 
 def test_store_then_load_in_exclusive_branches_is_not_flagged(report):

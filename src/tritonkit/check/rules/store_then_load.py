@@ -11,7 +11,7 @@ import re
 from collections import Counter
 
 from ..mlir import Block, Func, Op, shape_of
-from ..ranges import Iv, RangeAnalysis
+from ..ranges import LOOP_CARRIED, Iv, RangeAnalysis, base_arg
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
@@ -23,8 +23,8 @@ RULE = RuleInfo(
 _BARRIER = re.compile(r"^(gpu\.barrier|tt\.(debug_)?barrier|ttg\.barrier|ttng\.barrier|nvvm\.barrier0?|"
                       r"triton_gpu\.barrier)$")
 _LOOPS = ("scf.for", "scf.while")
-_PTR_THROUGH = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout"}
-_OFF_THROUGH = _PTR_THROUGH | {"arith.extsi", "arith.extui"}
+_OFF_THROUGH = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout",
+                "arith.extsi", "arith.extui"}
 INF = float("inf")
 
 
@@ -76,29 +76,9 @@ def _protected(s: Op, ld: Op, loop: Op | None, barriers: list[Op]) -> bool:
 
 def _decompose(f: Func, name: str) -> tuple[str | None, list[str]]:
     """(kernel argument the pointer is based on, offset terms added to it)."""
-    terms: list[str] = []
-    for _ in range(512):
-        if name in f.block_args:
-            blk, k = f.block_args[name]
-            owner = blk.parent
-            if owner is None:
-                return (name if blk is f.body else None), terms
-            if owner.name == "scf.for" and k >= 1 and 3 + k - 1 < len(owner.operands):
-                terms.append("<loop-carried pointer>")
-                name = owner.operands[3 + k - 1]
-                continue
-            return None, terms
-        op = f.defs.get(name)
-        if op is None:
-            return None, terms
-        if op.name == "tt.addptr":
-            terms += _terms(f, op.operands[1])
-            name = op.operands[0]
-        elif op.name in _PTR_THROUGH:
-            name = op.operands[0]
-        else:
-            return None, terms
-    return None, terms
+    offsets: list[str] = []
+    base = base_arg(f, name, offsets)
+    return base, [t for o in offsets for t in (_terms(f, o) if o != LOOP_CARRIED else [o])]
 
 
 def _terms(f: Func, name: str) -> list[str]:
