@@ -112,17 +112,21 @@ def _span(ra: RangeAnalysis, terms) -> tuple[float, float]:
     return lo, hi
 
 
-def _overlap(f: Func, ra: RangeAnalysis, s: Op, ld: Op, loop: Op | None, aliases: set) -> str | None:
+def _overlap(f: Func, ra: RangeAnalysis, s: Op, ld: Op, loop: Op | None,
+             aliases: set) -> tuple[str, tuple[str, str] | None] | None:
+    """What the load may read of the store, and the aliased argument pair that makes it so (None: one argument),
+    or None when they cannot overlap."""
     ps, pl = s.operands[0], ld.operands[0]
     if ps == pl and (loop is None or not _inside(f, ps, loop)):
-        return "the same pointer"
+        return "the same pointer", None
     bs, ts = _decompose(f, ps)
     bl, tl_ = _decompose(f, pl)
     if bs is None or bl is None:
         return None
     if bs != bl:
-        if tuple(sorted((bs, bl))) in aliases:
-            return f"`{bl}`, which is a view of the same memory as `{bs}` in this case"
+        pair = tuple(sorted((bs, bl)))
+        if pair in aliases:
+            return f"`{bl}`, which is a view of the same memory as `{bs}` in this case", pair
         return None
     cs, cl = Counter(ts), Counter(tl_)
     for t in list(cs):
@@ -135,7 +139,7 @@ def _overlap(f: Func, ra: RangeAnalysis, s: Op, ld: Op, loop: Op | None, aliases
     a_lo, a_hi = _span(ra, cs.elements())
     b_lo, b_hi = _span(ra, cl.elements())
     if a_lo <= b_hi and b_lo <= a_hi:
-        return f"overlapping offsets of `{bs}`"
+        return f"overlapping offsets of `{bs}`", None
     return None
 
 
@@ -163,9 +167,10 @@ def check(ctx: Context) -> list[Finding]:
                 if _exclusive(s, ld) or _protected(s, ld, loop, barriers):
                     continue
                 ra = ra or ctx.union_ranges(unit, f)
-                why = _overlap(f, ra, s, ld, loop, aliases)
-                if why is None:
+                hit = _overlap(f, ra, s, ld, loop, aliases)
+                if hit is None:
                     continue
+                why, pair = hit
                 file, line, col = ctx.frame(unit, ld)
                 _sf, sline, _ = ctx.frame(unit, s)
                 when = (f"in the next iteration of the loop at line {ctx.frame(unit, loop)[1]}" if loop is not None
@@ -175,8 +180,8 @@ def check(ctx: Context) -> list[Finding]:
                        f"stored yet")
                 fix = (f"put tl.debug_barrier() between the store (line {sline}) and this load, or keep the stored "
                        f"values in registers instead of reading them back")
-                pair = tuple(sorted(filter(None, (_decompose(f, s.operands[0])[0], _decompose(f, ld.operands[0])[0]))))
-                exposer = alias_launch.get(pair) if "same memory" in why else None
+                # an aliasing finding shows the case whose launch passed the two views
+                exposer = alias_launch.get(pair) if pair else None
                 exposer = exposer or (unit.launches[0] if unit.launches else None)
                 case = exposer.case if exposer is not None else {}
                 out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, case, fix=fix,
