@@ -97,3 +97,14 @@ def test_cached_ceilings_are_keyed_by_how_they_were_measured(tmp_path, monkeypat
     # another measuring method (a changed copy kernel, sizes, torch's cuBLAS): measured again, not reused
     monkeypatch.setattr(ceilings, "_method", lambda: "another")
     assert ceilings.load_cached("Fake GPU", "1.0", path) is None
+
+
+def test_rotation_flushes_only_where_the_sets_stay_warm():
+    from tritonkit.bench.timing import L2Flush, rotation
+    l2 = 50 << 20
+    gpu = torch.device("cuda")  # a descriptor: nothing is allocated until a flush runs
+    n, flush = rotation(1 << 10, l2, gpu, max_sets=8)
+    assert n == 8 and isinstance(flush, L2Flush)
+    n, flush = rotation(64 << 20, l2, gpu, max_sets=8)
+    assert n == 2 and flush is None
+    assert rotation(1 << 10, l2, torch.device("cpu"), max_sets=8) == (8, None)

@@ -28,8 +28,8 @@ import triton
 import triton.language as tl
 
 from .._env import driver_version
-from .stats import COPY_VEC_BYTES, Ceilings, cold, copy_vectors, rotation_sets
-from .timing import L2Flush, time_graph
+from .stats import COPY_VEC_BYTES, Ceilings, copy_vectors
+from .timing import L2Flush, rotation, time_graph
 
 #: Copy size for the bandwidth ceiling: 1 GiB each way, ~20 L2s, ~0.5 ms a copy on an H200.
 COPY_BYTES = 1 << 30
@@ -150,8 +150,7 @@ def time_size_matched_copy(work_bytes: int, l2_bytes: int, device: torch.device,
     n_vec = copy_vectors(work_bytes)
     n = n_vec * (COPY_VEC_BYTES // 4)
     moved = 2 * n_vec * COPY_VEC_BYTES
-    n_sets = rotation_sets(moved, l2_bytes, max_sets=max_sets, mem_per_set=moved, mem_budget=mem_budget)
-    flush = None if cold(moved, n_sets, l2_bytes) else L2Flush(device)
+    n_sets, flush = rotation(moved, l2_bytes, device, max_sets=max_sets, mem_per_set=moved, mem_budget=mem_budget)
     g = torch.Generator(device).manual_seed(0)
     sets = [{"src": torch.randint(-2**31, 2**31 - 1, (n,), dtype=torch.int32, device=device, generator=g),
              "dst": torch.empty(n, dtype=torch.int32, device=device)} for _ in range(n_sets)]

@@ -22,8 +22,8 @@ from ..models import DEFAULT_BENCH_MODELS, MODELS, NUM_TOKENS_SWEEP
 from ..spec import OpSpec, Shape, dtype_name
 from ..testing.inputs import Fill
 from . import providers as P
-from .stats import MAX_SETS, Ceilings, cold, copy_ref_fields, pct_of_copy, point_metrics, rotation_sets
-from .timing import L2Flush, NotCapturable, host_overhead, time_eager, time_graph
+from .stats import MAX_SETS, Ceilings, copy_ref_fields, pct_of_copy, point_metrics
+from .timing import NotCapturable, host_overhead, rotation, time_eager, time_graph
 
 #: num_tokens of the startup measurement: a small prefill, compiled the same as every other point.
 STARTUP_TOKENS = 16
@@ -216,16 +216,15 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
         refs, scales = P.reference(spec, dtype, check_inputs)
         fill = Fill("randn", dev, seed)
         sets = [spec.make_inputs(shape, dtype, fill)]
-        n_sets = rotation_sets(max(work.bytes, 1), l2, max_sets=cfg.max_sets, mem_per_set=_nbytes(sets[0]),
-                               mem_budget=SETS_MEM_BUDGET)
+        # too few sets to turn the L2 over by themselves: an L2 flush before each replay
+        n_sets, flush = rotation(work.bytes, l2, dev, max_sets=cfg.max_sets, mem_per_set=_nbytes(sets[0]),
+                                 mem_budget=SETS_MEM_BUDGET)
         sets += [spec.make_inputs(shape, dtype, fill) for _ in range(n_sets - 1)]
     except Exception as e:  # inputs or the reference failed (out of memory, a spec bug): every provider errs here
         for p in provs:
             records[p.name].update(status="error", detail=f"inputs/reference: {type(e).__name__}: {e}"[:600])
             progress.advance(_progress_text(target, records[p.name]))
         return list(records.values()), hosts
-    # too few sets to turn the L2 over by themselves: flush it before each replay
-    flush = None if cold(max(work.bytes, 1), n_sets, l2) or dev.type != "cuda" else L2Flush(dev)
     for p in provs:
         rec = records[p.name]
         rec["sets"] = n_sets

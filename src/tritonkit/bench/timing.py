@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .stats import Timing, repeats_for, summarize
+from .stats import Timing, cold, repeats_for, rotation_sets, summarize
 
 #: Wall time one measurement aims to fill (repeats adapt to it within [MIN_REPEATS, MAX_REPEATS]).
 BUDGET_S = 0.05
@@ -138,6 +138,17 @@ def check_capturable(fn: Fn, inputs: dict) -> None:
     finally:
         torch.cuda.set_sync_debug_mode(prev)
     torch.cuda.synchronize()
+
+
+def rotation(work_bytes: int, l2_bytes: int, device: torch.device, *, max_sets: int, mem_per_set: int | None = None,
+             mem_budget: int | None = None) -> tuple[int, L2Flush | None]:
+    """How a point is kept cold: the number of input sets to rotate through (``stats.rotation_sets``), and an L2
+    flush to run before each replay when those sets are too few to turn the L2 over themselves (None when they
+    are, or off a GPU)."""
+    work_bytes = max(work_bytes, 1)
+    n = rotation_sets(work_bytes, l2_bytes, max_sets=max_sets, mem_per_set=mem_per_set, mem_budget=mem_budget)
+    flush = None if cold(work_bytes, n, l2_bytes) or device.type != "cuda" else L2Flush(device)
+    return n, flush
 
 
 class L2Flush:
