@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import torch
 
 from .models import MODELS, NUM_TOKENS_SWEEP, ModelConfig
-from .tolerance import Tolerance, tolerance_for
+from .tolerance import Tolerance, interpreting, tolerance_for
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -116,6 +116,8 @@ class OpSpec:
     dtypes       dtypes the op supports.
     families     data families the op is validated on.
     tolerance    per-dtype overrides of the table in :mod:`tritonkit.tolerance`, each with its reason.
+    interpreter_tolerance  per-dtype overrides that apply instead while Triton runs kernels under its interpreter
+                 (decided at each call, not at import: the CLI may switch the interpreter on after importing).
     error_scale  optional ``(float64 inputs) -> {output: magnitude}``: for outputs that can cancel, the sum of the
                  magnitudes of the terms behind each element; the harness adds ``compute_eps * magnitude`` to the
                  tolerance (see :mod:`tritonkit.tolerance`).
@@ -135,11 +137,14 @@ class OpSpec:
     dtypes: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32)
     families: tuple[str, ...] = ("randn",)
     tolerance: Mapping[torch.dtype, Tolerance] = dataclasses.field(default_factory=dict)
+    interpreter_tolerance: Mapping[torch.dtype, Tolerance] = dataclasses.field(default_factory=dict)
     inplace: tuple[str, ...] = ()
     description: str = ""
     error_scale: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None = None
 
     def tolerance_for(self, dtype: torch.dtype) -> Tolerance:
+        if dtype in self.interpreter_tolerance and interpreting():
+            return self.interpreter_tolerance[dtype]
         if dtype in self.tolerance:
             return self.tolerance[dtype]
         return tolerance_for(dtype)

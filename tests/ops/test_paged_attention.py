@@ -324,3 +324,14 @@ def test_merge_is_a_programmatic_dependent_launch_only_where_the_device_has_it(m
         (_, _, merge_kw), = recs["_paged_attention_merge_kernel"].launches
         assert dec_kw["PDL_TRIGGER"] is pdl and merge_kw["PDL"] is pdl
         assert merge_kw.get("launch_pdl", False) is pdl
+
+
+def test_interpreter_tolerance_follows_the_interpreter_at_call_time(monkeypatch):
+    # decided when asked, not at import: `tritonkit validate` may switch the interpreter on after importing specs
+    from triton import knobs
+    monkeypatch.setattr(knobs.runtime, "interpret", False)
+    gpu = SPEC.tolerance_for(torch.bfloat16)
+    monkeypatch.setattr(knobs.runtime, "interpret", True)
+    interp = SPEC.tolerance_for(torch.bfloat16)
+    assert interp.atol > gpu.atol and "interpreter" in interp.reason
+    assert SPEC.tolerance_for(torch.float16) is SPEC.tolerance[torch.float16]
