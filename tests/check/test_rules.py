@@ -368,8 +368,10 @@ def test_heuristics_and_warmup_launches_are_captured(report):
 def test_recompile_compares_launches_within_a_sweep_of_per_call_sizes(report):
     (f,) = _on(report, "_sweep_default_kernel", "recompile")
     assert "`n`" in f.message and "`heads`" not in f.message
+    # once for each of the two sweeps (heads 16 and 17), reported as one finding seen twice
+    assert f.count == 2
     (g,) = _on(report, "_sweep_named_kernel", "recompile")
-    assert "`heads`" in g.message and "`n`" not in g.message
+    assert "`heads`" in g.message and "`n`" not in g.message and g.count == 2
 
 
 def test_case_rejects_a_sweep_that_names_no_parameter():
