@@ -20,7 +20,15 @@ def test_floor_and_empty_launch_are_microseconds():
 def test_copy_ceiling_is_plausible_and_beats_copy_engine():
     dev = torch.device("cuda")
     gbps, per_config = C.measure_copy_gbps(dev)
-    assert 300 < gbps < 20000 and gbps == max(per_config.values())
+    assert 300 < gbps < 20000 and len(per_config) > 1
+    # a copy_ captured in a CUDA graph is a memcpy node on the copy engine (2.77 TB/s on an H200, against 4.09 for
+    # the SM-driven kernel): the ceiling must be the kernel's, above it
+    src = torch.ones(256 << 20, dtype=torch.int32, device=dev)  # 1 GiB read, 1 GiB written
+    dst = torch.empty_like(src)
+    t = time_graph(lambda _inp: dst.copy_(src), [{}], dev, repeats=5)
+    engine_gbps = 2 * src.numel() * src.element_size() / (t.median_us * 1e-6) / 1e9
+    assert torch.equal(dst, src)
+    assert gbps > engine_gbps, (gbps, engine_gbps)
 
 
 def test_size_matched_copy_is_timed_like_an_op_point():
