@@ -77,7 +77,9 @@ def _sass(kernel, args, kwargs) -> str:
 
 
 def prologue_loads(sass: str) -> tuple[int, set[int]]:
-    """(global loads before the first CTA barrier, registers of theirs that an instruction before it touches)."""
+    """(global loads between the last branch and the first CTA barrier, registers of theirs that an instruction
+    before the barrier touches). Counting restarts at a branch: a loop before the barrier (the prefill kernel's
+    binary search for its sequence) uses its loads by necessity."""
     loaded: set[int] = set()
     touched: set[int] = set()
     n = 0
@@ -85,14 +87,17 @@ def prologue_loads(sass: str) -> tuple[int, set[int]]:
         m = re.match(r"\s+/\*[0-9a-f]{4}\*/\s*([^;]*);", line)
         if not m:
             continue
-        ins = m.group(1)
+        ins = re.sub(r"^@!?P\w+\s+", "", m.group(1))  # the predicate, if any
         if ins.startswith("BAR.SYNC"):
             return n, touched
+        if ins.startswith("BRA"):
+            loaded, touched, n = set(), set(), 0
+            continue
         touched |= {int(r) for r in re.findall(r"\bR(\d+)\b", ins)} & loaded
-        ld = re.match(r"(?:@!?P\d\s+)?LDG\S*\s+R(\d+)", ins)
+        ld = re.match(r"LDG(\S*)\s+R(\d+)", ins)
         if ld:
-            width = {"64": 2, "128": 4}.get(next(iter(re.findall(r"^\S*?LDG\S*?\.(64|128)\b", ins)), ""), 1)
-            loaded |= set(range(int(ld.group(1)), int(ld.group(1)) + width))
+            width = {"64": 2, "128": 4}.get(next(iter(re.findall(r"\.(64|128)\b", ld.group(1))), ""), 1)
+            loaded |= set(range(int(ld.group(2)), int(ld.group(2)) + width))
             n += 1
     return n, touched
 
@@ -107,21 +112,34 @@ def test_prologue_loads_reads_a_listing():
     """
     assert prologue_loads(sass) == (2, set())
     assert prologue_loads(sass.replace("IADD3 R1, R1", "IADD3 R1, R6")) == (2, {6})
+    # a predicated 128-bit load still covers four registers
+    assert prologue_loads(sass.replace("LDG.E.128", "@!P1 LDG.E.128").replace("IADD3 R1, R1", "IADD3 R1, R7")) \
+        == (2, {7})
+    # loads before a branch (a loop's) do not count
+    assert prologue_loads(sass.replace("/*0030*/                   IADD3 R1, R1, 0x1, RZ",
+                                       "/*0030*/                   BRA 0x10")) == (0, set())
 
 
-# (op, kernel, shape) -> the kernel's first launch over the op's llama3-8b sweep shape, with these overrides
+_PREFILL = dict(num_seqs=1, q_len=4096, context=0, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16,
+                causal=1)
+# (op, kernel, shape): the kernel's first launch at the op's llama3-8b sweep point of that many tokens (with these
+# overrides), or at this shape
 CASES = {
-    "rms_norm-residual0": ("rms_norm", "_rms_norm_fwd_kernel", 1, {"residual": 0}),
-    "rms_norm-residual1": ("rms_norm", "_rms_norm_fwd_kernel", 1, {"residual": 1}),
-    "paged-decode": ("paged_attention", "_paged_attention_decode_kernel", 4, {}),
+    "rms_norm-residual0": ("rms_norm", "_rms_norm_fwd_kernel", (1, {"residual": 0})),
+    "rms_norm-residual1": ("rms_norm", "_rms_norm_fwd_kernel", (1, {"residual": 1})),
+    "paged-decode": ("paged_attention", "_paged_attention_decode_kernel", (4, {})),
+    "paged-prefill": ("paged_attention", "_paged_attention_prefill_kernel", _PREFILL),
 }
 
 
 def _case_sass(name: str) -> str:
-    op, kernel, tokens, over = CASES[name]
-    shape = get_spec(op).sweep_shape(MODELS["llama3-8b"], tokens)
-    if over:
-        shape = shape.replace(**over)
+    from tritonkit.spec import Shape
+    op, kernel, where = CASES[name]
+    if isinstance(where, dict):
+        shape = Shape(**where)
+    else:
+        shape = get_spec(op).sweep_shape(MODELS["llama3-8b"], where[0])
+        shape = shape.replace(**where[1]) if where[1] else shape
     return _sass(*_first_launch(op, kernel, shape))
 
 
@@ -137,8 +155,8 @@ def sass():
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_prologue_loads_leave_before_any_is_used(sass, case):
-    # rms_norm: the weight with x (and the residual); paged decode: seqused_k and the split's first block-table
-    # entries, then (after the barrier) cu_seqlens_q
+    # rms_norm: the weight with x (and the residual); paged decode and prefill: seqused_k and the first
+    # block-table entries, then (after the barrier) cu_seqlens_q
     n, touched = prologue_loads(sass[case])
     assert n >= 2 and not touched, f"{n} loads before the first barrier; registers used before it: {touched}"
 

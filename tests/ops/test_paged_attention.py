@@ -129,6 +129,24 @@ def test_each_path_writes_only_its_own_sequences(monkeypatch, path, shape, split
             assert bool((out[rows] == 7.0).all()), f"the {path} path wrote sequence {s}'s rows"
 
 
+def test_rows_before_the_first_sequence_are_left_alone():
+    # cu_seqlens_q[0] past a whole query tile: the prefill grid's first programs own no tile (t0 < 0) and must not
+    # store into the rows before the first sequence
+    shape = Shape(num_seqs=2, q_len=(20, 1), context=(5, 30), num_heads=4, num_kv_heads=2, head_dim=64,
+                  block_size=16)
+    inp = _inputs(shape)
+    pad = config.prefill_config(2, 64, 2).block_q + 22
+    q = torch.cat([torch.randn(pad, *inp["q"].shape[1:], device=DEVICE).to(inp["q"].dtype), inp["q"]])
+    out = torch.full_like(q, 7.0)
+    kw = _kwargs(inp) | {"cu_seqlens_q": inp["cu_seqlens_q"] + pad}
+    paged_attention(q, inp["k_cache"], inp["v_cache"], out=out, **kw)
+    assert bool((out[:pad] == 7.0).all()), "rows before cu_seqlens_q[0] were written"
+    ref = SPEC.reference({**inp, "q": inp["q"].double(), "k_cache": inp["k_cache"].double(),
+                          "v_cache": inp["v_cache"].double()}, inp["q"].dtype)["out"]
+    tol = SPEC.tolerance_for(inp["q"].dtype)
+    torch.testing.assert_close(out[pad:].double(), ref, rtol=tol.rtol, atol=tol.atol)
+
+
 def test_no_host_reads_of_tensor_data(monkeypatch):
     """The call must be CUDA-graph capturable: no .item()/.tolist()/bool() of a tensor on the host path."""
     inp = _inputs(MIXED)

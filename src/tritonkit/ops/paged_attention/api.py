@@ -95,7 +95,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
              dec.num_splits, out.stride(0), out.stride(1)),
             {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "MAX_Q": dec.max_q,
              "MAX_SPLITS": config.MAX_SPLITS, "SINKS": sinks is not None, "KV_FP8": kv_fp8, "PDL": pdl},
-            config.MERGE_WARPS, launch_pdl=pdl,
+            config.merge_warps(head_dim), launch_pdl=pdl,
         )
     if max_seqlen_q > dec.max_q:
         pre = config.prefill_config(group, head_dim, k_cache.element_size())

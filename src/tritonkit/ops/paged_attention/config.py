@@ -17,7 +17,7 @@ A sequence belongs to the decode path when its query length is at most ``decode_
 one decode program), to the prefill path otherwise. Each kernel skips the other's sequences, so a mixed batch is
 two launches (plus the split merge) and no host sync; a batch whose ``max_seqlen_q <= decode_max_q`` launches
 the decode path only. (The decode launch of a pure-prefill batch is num_seqs x kv_heads x splits programs that
-exit after their first loads: a few microseconds, the price of not reading query lengths on the host.)
+load their metadata and run no tile: a few microseconds, the price of not reading query lengths on the host.)
 
 Grids
 -----
@@ -25,7 +25,7 @@ decode   (num_seqs, num_kv_heads, num_splits); merge (num_seqs, num_heads).
 prefill  ((num_seqs + T // BLOCK_Q) x num_kv_heads,): an upper bound on the query tiles of the batch from host
          integers, times the KV heads, flattened with the KV head fastest and launched heaviest tile first (LPT
          order under causal masking); each program finds its sequence by binary search over cu_seqlens_q and
-         exits when it has none.
+         runs no tile when it has none.
 The dimension that grows with the batch is grid[0] (valid to 2^31 - 1: 1M tokens is ~16K prefill tiles x 8 KV
 heads at group 4); decode's grid[1] and grid[2] hold heads and splits (<= 64).
 """
@@ -71,8 +71,14 @@ DECODE_WARPS = 4
 # against 4: batch 4 x 4K 24.88 vs 25.79 us, 16 x 4K 73.02 vs 73.94, 1 x 4K 13.12 vs 13.05, 1 x 32K 41.36 vs 41.50;
 # 1 warp is slower everywhere (27.73 at batch 4: 255 registers and a 296-byte stack in the sm_90 build). Why 2 beat
 # 4 by 0.9 us where the merge grid is 128 and 512 programs is not understood: the 4-warp build has fewer
-# instructions (912 against 1176) and registers (114 against 203).
+# instructions (912 against 1176) and registers (114 against 203). Only up to head_dim 128: at 256 the [64, 256]
+# float32 partial tile spills 424 bytes at 2 warps (255 registers, sm_90 build) and none at 4 (223).
 MERGE_WARPS = 2
+MERGE_WARPS_WIDE = 4
+
+
+def merge_warps(head_dim: int) -> int:
+    return MERGE_WARPS if head_dim_pad(head_dim) <= 128 else MERGE_WARPS_WIDE
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
 DEFAULT_NUM_SMS = 132
 

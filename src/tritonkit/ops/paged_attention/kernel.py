@@ -370,11 +370,12 @@ def _paged_attention_prefill_kernel(
     """Program (query tile, KV head): BLOCK_Q consecutive query tokens of one sequence x the GROUP query heads of
     the KV head (BLOCK_M rows) against the KV tiles they can see. grid[0] is (query tiles, KV heads) flattened
     with the KV head fastest, over an upper bound on the batch's query tiles (num_seqs + T // BLOCK_Q); programs
-    past a sequence's last tile exit.
+    past a sequence's last tile, or of a decode sequence, run no tile and store nothing.
 
     The sequence's key count and (without a left window, where the first interior tile is tile 0) the block-table
-    entries of its first tile are read together with cu_seqlens_q (both in bounds whatever the sequence): the
-    first K/V tile waits on two memory round trips instead of four."""
+    entries of its first tile are read together with cu_seqlens_q (both in bounds whatever the sequence): after the
+    binary search for the sequence (log2(num_seqs) dependent loads), the first K/V tile waits on two memory round
+    trips instead of four."""
     # the last tiles of a sequence see the most keys under causal masking: start them first, for every KV head
     # before any lighter tile (launch order is program order; heavy programs started late make the tail)
     pid = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -404,7 +405,8 @@ def _paged_attention_prefill_kernel(
     offs_d = tl.arange(0, HEAD_DIM_PAD)
     tok = t0 + offs_m // GROUP
     head = pid_kvh * GROUP + offs_m % GROUP
-    mask_m = (offs_m < BLOCK_Q * GROUP) & (tok < q_len)
+    # `mine`: a program with no tile of its own (t0 < 0 puts tok below 0) stores nothing
+    mask_m = mine & (offs_m < BLOCK_Q * GROUP) & (tok < q_len)
     mask_d = offs_d < HEAD_DIM
     # positions fit int32 (they are < seqlen_k); the masks compare them with int32 key offsets
     qpos = (ctx + tok).to(tl.int32)
