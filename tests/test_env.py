@@ -20,3 +20,16 @@ def test_no_checkout_and_no_environment_is_unknown(monkeypatch, tmp_path):
     monkeypatch.delenv("TRITONKIT_GIT_SHA", raising=False)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     assert git_info(tmp_path) == (None, None)
+
+
+def test_blank_environment_and_a_checkout_without_objects_are_unknown(monkeypatch, tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    monkeypatch.setenv("TRITONKIT_GIT_SHA", " \n")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    assert git_info(tmp_path)[0] is not None  # blank: not a sha, so git answers
+    import shutil
+    shutil.rmtree(tmp_path / ".git" / "objects")
+    (tmp_path / ".git" / "objects").mkdir()
+    assert git_info(tmp_path) == (None, None)

@@ -11,14 +11,17 @@ import subprocess
 def git_info(start: pathlib.Path | None = None) -> tuple[str | None, bool | None]:
     """(sha, dirty) of the tree this package runs from. ``$TRITONKIT_GIT_SHA`` wins when set (dirty unknown): a copy
     of the tree on another machine can carry a stale .git, whose HEAD is not the tree. Otherwise ``git`` from the
-    package's directory; (None, None) without one (a copy without objects answers "HEAD")."""
-    env = os.environ.get("TRITONKIT_GIT_SHA")
+    package's directory; (None, None) without a checkout, or with one whose HEAD commit is missing (a copy of .git
+    without its objects)."""
+    env = os.environ.get("TRITONKIT_GIT_SHA", "").strip()
     if env:
         return env, None
     where = start or pathlib.Path(__file__).resolve().parent
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
-        if sha.returncode == 0 and sha.stdout.strip() not in ("", "HEAD"):
+        # --verify HEAD^{commit} fails where the ref is there but its commit object is not
+        sha = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD^{commit}"], cwd=where, capture_output=True,
+                             text=True, timeout=10)
+        if sha.returncode == 0 and sha.stdout.strip():
             st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
                                 capture_output=True, text=True, timeout=10)
             return sha.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None

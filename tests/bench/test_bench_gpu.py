@@ -28,7 +28,7 @@ def test_copy_ceiling_is_plausible_and_beats_copy_engine():
     t = time_graph(lambda _inp: dst.copy_(src), [{}], dev, repeats=5)
     engine_gbps = 2 * src.numel() * src.element_size() / (t.median_us * 1e-6) / 1e9
     assert torch.equal(dst, src)
-    assert gbps > engine_gbps, (gbps, engine_gbps)
+    assert gbps > 1.1 * engine_gbps, (gbps, engine_gbps)
 
 
 def test_size_matched_copy_is_timed_like_an_op_point():

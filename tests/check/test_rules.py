@@ -308,15 +308,23 @@ def test_store_then_load_disjoint_halves_are_not_flagged(report):
     assert _on(report, "_halves_kernel") == []
 
 
+def _line_after(kernel: str, text: str) -> int:
+    """1-based line, in the written case file, of the first line holding ``text`` after ``def kernel``."""
+    lines = textwrap.dedent(KERNELS).splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"def {kernel}("))
+    return next(i for i in range(start, len(lines)) if text in lines[i]) + 1
+
+
 def test_store_then_load_across_loop_iterations(report):
     (f,) = _on(report, "_loop_reload_kernel", "store-then-load")
-    assert "next iteration of the loop" in f.message
+    # the loop's own line (a closing `} loc(...)` was misread: the kernel's def line was named)
+    assert f"next iteration of the loop at line {_line_after('_loop_reload_kernel', 'for i in')}" in f.message
     assert _on(report, "_loop_reload_barrier_kernel") == []
     # each iteration works on its own row
     assert _on(report, "_per_iteration_rows_kernel") == []
     # a pointer carried by a while loop is followed back to its argument as one carried by a for loop is
     (f,) = _on(report, "_while_carried_kernel", "store-then-load")
-    assert "next iteration of the loop" in f.message
+    assert f"next iteration of the loop at line {_line_after('_while_carried_kernel', 'while i')}" in f.message
 
 
 def test_store_then_load_in_exclusive_branches_is_not_flagged(report):

@@ -153,7 +153,7 @@ def count_steps(cfg: BenchConfig, specs: dict[str, OpSpec]) -> int:
 def _available(name: str, spec: OpSpec, dtype: torch.dtype) -> bool:
     try:
         P.make_provider(name, spec, dtype)
-    except P.Unavailable:
+    except (P.Unavailable, ValueError):  # an unknown name is reported when the target runs
         return False
     return True
 

@@ -225,15 +225,16 @@ def _strip_comment(s: str) -> str:
 
 
 def _trailing_loc(s: str) -> tuple[str, str | None]:
-    """Split ``... loc(X)`` into (text, X)."""
+    """Split ``... loc(X)`` into (text, X); the text may be empty (a region's closing ``} loc(X)``)."""
     s = s.rstrip()
     if not s.endswith(")"):
         return s, None
-    i = s.rfind(" loc(")
+    padded = " " + s  # a bare "loc(X)" has no space before it
+    i = padded.rfind(" loc(")
     while i >= 0:
-        if _match_close(s, i + 4) == len(s) - 1:
-            return s[:i].rstrip(), s[i + 5:-1]
-        i = s.rfind(" loc(", 0, i)
+        if _match_close(padded, i + 4) == len(padded) - 1:
+            return padded[:i].strip(), padded[i + 5:-1]
+        i = padded.rfind(" loc(", 0, i)
     return s, None
 
 

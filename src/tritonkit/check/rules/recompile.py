@@ -49,13 +49,18 @@ def check(ctx: Context) -> list[Finding]:
                 continue
             erased = tuple(_erase(p, e) for p, e in zip(params, ln.spec))
             groups[(ln.sweep_group, erased, repr(ln.unit.options), ln.autotune)][ln.spec].append(ln)
-        # one finding per group; run_check merges those with the same varying arguments and counts them
+        # one finding per sweep (its option and autotune-config variants split the same way: not counted again);
+        # run_check merges the sweeps' findings on the same arguments and counts them
+        seen = set()
         for (group, _erased, _opts, _at), variants in groups.items():
             if len(variants) < 2:
                 continue
             specs = list(variants)
             split = [i for i in range(len(params)) if len({s[i] for s in specs}) > 1]
             names = [params[i].name for i in split]
+            if (tuple(names), group) in seen:
+                continue
+            seen.add((tuple(names), group))
             parts, ptrs = [], []
             for i in split:
                 p = params[i]
