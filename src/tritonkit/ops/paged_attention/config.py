@@ -75,10 +75,6 @@ DECODE_WARPS = 4
 # float32 partial tile spills 424 bytes at 2 warps (255 registers, sm_90 build) and none at 4 (223).
 MERGE_WARPS = 2
 MERGE_WARPS_WIDE = 4
-
-
-def merge_warps(head_dim: int) -> int:
-    return MERGE_WARPS if head_dim_pad(head_dim) <= 128 else MERGE_WARPS_WIDE
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
 DEFAULT_NUM_SMS = 132
 
@@ -115,6 +111,10 @@ MERGE_PDL = True
 def head_dim_pad(head_dim: int) -> int:
     # a dot's K dimension is at least 16; non-powers of two (80, 96) pad to the next power and mask the tail
     return max(16, next_power_of_2(head_dim))
+
+
+def merge_warps(head_dim: int) -> int:
+    return MERGE_WARPS if head_dim_pad(head_dim) <= 128 else MERGE_WARPS_WIDE
 
 
 def decode_max_q(group: int) -> int:

@@ -219,8 +219,7 @@ def _paged_attention_decode_kernel(
     if not LIMIT_LEFT:
         first_keys = pid_split * tiles_per_split * BLOCK_N + offs_n
         # in bounds of the block-table row whatever the sequence's length; entries past it are never used
-        page_first = tl.load(bt_row + first_keys // BLOCK_SIZE, mask=first_keys < bt_width * BLOCK_SIZE,
-                             other=0).to(tl.int64)
+        page_first = _load_pages(bt_row, first_keys, bt_width * BLOCK_SIZE, BLOCK_SIZE)
     seqlen_k = tl.load(seqused_k_ptr + pid_seq)
     # Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issued the two
     # loads above only after cu_seqlens_q's values had arrived (sm_90 SASS of 10f9fa8), one more memory round trip
@@ -384,9 +383,7 @@ def _paged_attention_prefill_kernel(
     seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
     bt_row = block_table_ptr + seq.to(tl.int64) * stride_bt
     if not LIMIT_LEFT:
-        first_keys = tl.arange(0, BLOCK_N)
-        page_first = tl.load(bt_row + first_keys // BLOCK_SIZE, mask=first_keys < bt_width * BLOCK_SIZE,
-                             other=0).to(tl.int64)
+        page_first = _load_pages(bt_row, tl.arange(0, BLOCK_N), bt_width * BLOCK_SIZE, BLOCK_SIZE)
     seqlen_k = tl.load(seqused_k_ptr + seq)
     # as in the decode kernel: the barrier keeps the two loads above ahead of cu_seqlens_q's
     tl.debug_barrier()
