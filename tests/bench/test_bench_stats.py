@@ -108,3 +108,25 @@ def test_rotation_flushes_only_where_the_sets_stay_warm():
     n, flush = rotation(64 << 20, l2, gpu, max_sets=8)
     assert n == 2 and flush is None
     assert rotation(1 << 10, l2, torch.device("cpu"), max_sets=8) == (8, None)
+
+
+def test_host_overhead_interleaves_providers_round_by_round():
+    from tritonkit.bench import timing
+
+    order = []
+
+    class Prov:
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, inputs):
+            order.append(self.name)
+
+    a, b = Prov("a"), Prov("b")
+    out = timing.interleaved_host_overhead([a, b], {}, torch.device("cpu"), calls=2, rounds=3)
+    assert set(out) == {"a", "b"}
+    assert out["a"]["repeats"] == out["b"]["repeats"] == 3
+    timed = order[2 * 2:]  # after each provider's warm-up calls
+    # one repeat (2 calls) of a, then one of b, three rounds: a slow spell of the host hits both
+    assert timed == ["a", "a", "b", "b"] * 3
+    assert all(out[n]["median_us"] > 0 for n in out)

@@ -23,7 +23,7 @@ from ..spec import OpSpec, Shape, dtype_name
 from ..testing.inputs import Fill
 from . import providers as P
 from .stats import MAX_SETS, Ceilings, copy_ref_fields, pct_of_copy, point_metrics
-from .timing import NotCapturable, host_overhead, rotation, time_eager, time_graph
+from .timing import NotCapturable, interleaved_host_overhead, rotation, time_eager, time_graph
 
 #: num_tokens of the startup measurement: a small prefill, compiled the same as every other point.
 STARTUP_TOKENS = 16
@@ -258,8 +258,6 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
                 rec["eager_gbps"] = work.bytes / (eager.median_us * 1e-6) / 1e9
             if "copy_same_bytes_us" in rec:
                 rec["pct_of_copy_same_bytes"] = pct_of_copy(rec["copy_same_bytes_us"], (graph or eager).median_us)
-            if host_point:
-                hosts[p.name] = host_overhead(p, sets[0], dev, calls=cfg.host_calls).to_dict()
             rec["status"] = "ok"
         except Exception as e:  # recorded with the point; the sweep goes on
             rec.update(status="error", detail=f"{type(e).__name__}: {e}"[:600])
@@ -268,6 +266,13 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
                     torch.cuda.synchronize(dev)
         finally:
             progress.advance(_progress_text(target, rec))
+    if host_point:
+        ok = [p for p in provs if records[p.name]["status"] == "ok"]
+        try:
+            hosts.update(interleaved_host_overhead(ok, sets[0], dev, calls=cfg.host_calls))
+        except Exception as e:  # recorded with the points; the sweep goes on
+            for p in ok:
+                records[p.name]["host_error"] = f"{type(e).__name__}: {e}"[:300]
     del sets, check_inputs, refs
     gc.collect()
     if dev.type == "cuda":

@@ -152,8 +152,12 @@ def rotation(work_bytes: int, l2_bytes: int, device: torch.device, *, max_sets: 
 
 
 class L2Flush:
-    """Writes a buffer of twice the L2 before a replay whose sets together touch too little to turn the L2 over
-    themselves: every set is then read cold once per replay, however few bytes it holds."""
+    """Reads and writes a buffer of twice the L2 before a replay whose sets together touch too little to turn the
+    L2 over themselves: every set is then read cold once per replay, however few bytes it holds.
+
+    Read and write (``add_``), not a write alone: the first ``fill_`` flush of an H200 process left the reads
+    that followed warm (the 16-byte floor read 1.02-1.03 us with it, 0.99 with no flush, 1.38 with ``add_``, a
+    read-only sum, or a later ``fill_``; benchmarks/results/h200/explore/exp20.json, exp21.json)."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -162,8 +166,8 @@ class L2Flush:
     def __call__(self) -> None:
         if self._buf is None:
             l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
-            self._buf = torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device=self.device)
-        self._buf.fill_(1)
+            self._buf = torch.zeros(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device=self.device)
+        self._buf.add_(1)
 
 
 def time_eager(fn: Fn, sets: Sequence[dict], device: torch.device, *, repeats: int | None = None) -> Timing:
@@ -191,6 +195,18 @@ def time_eager(fn: Fn, sets: Sequence[dict], device: torch.device, *, repeats: i
     return summarize([one_repeat() for _ in range(repeats)])
 
 
+#: Rounds of the bench's host-overhead measurement: each provider runs one repeat per round.
+HOST_ROUNDS = 7
+
+
+def _host_repeat(fn: Fn, inputs: dict, device: torch.device, calls: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(inputs)
+    sync(device)
+    return (time.perf_counter() - t0) / calls
+
+
 def host_overhead(fn: Fn, inputs: dict, device: torch.device, *, calls: int = 1000, repeats: int = 3) -> Timing:
     """Wall time of ``calls`` back-to-back calls on one tiny input set, divided by ``calls``.
 
@@ -200,13 +216,23 @@ def host_overhead(fn: Fn, inputs: dict, device: torch.device, *, calls: int = 10
     for _ in range(min(20, calls)):
         fn(inputs)
     sync(device)
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
+    return summarize([_host_repeat(fn, inputs, device, calls) for _ in range(repeats)])
+
+
+def interleaved_host_overhead(fns: Sequence[Any], inputs: dict, device: torch.device, *, calls: int = 1000,
+                              rounds: int = HOST_ROUNDS) -> dict[str, dict]:
+    """``host_overhead`` of several providers (callables with a ``name``) on the same inputs, their repeats
+    interleaved: round after round, one repeat of each. A slow spell of the host (another process, a clock
+    change; 58.8 against 37.2 us for the same call in two H200-machine runs) then lands on every provider instead
+    of on whichever was being timed, so the comparison holds. ``{name: Timing dict}``, median over rounds."""
+    for fn in fns:
+        for _ in range(min(20, calls)):
             fn(inputs)
-        sync(device)
-        samples.append((time.perf_counter() - t0) / calls)
-    return summarize(samples)
+    sync(device)
+    samples: dict[str, list[float]] = {fn.name: [] for fn in fns}
+    for _ in range(rounds):
+        for fn in fns:
+            samples[fn.name].append(_host_repeat(fn, inputs, device, calls))
+    return {name: summarize(s).to_dict() for name, s in samples.items()}
 
 

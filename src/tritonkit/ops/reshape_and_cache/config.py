@@ -7,15 +7,16 @@ import functools
 from .._ints import cdiv, next_power_of_2
 
 
-# Bytes of key (and as many of value) one program copies: 4 tokens of 8 kv heads x 128 in bf16. Enough per program
-# that 4096 tokens make one wave of ~1024 programs (8 per SM on 132 SMs), each thread with several 16-byte loads in
-# flight. H200 sweep of 8-32 KB x 4-16 tokens x 4/8 warps: every variant within ~3%
-# (benchmarks/results/h200/tune_memops.json), so this stays.
-TILE_BYTES = 8192
-# More tokens per program only shrinks the grid: at 1 kv head x 128 (a TP-8 70B rank) 4 tokens are already 1 KB.
+# Bytes of key (and as many of value) one program copies: one token of 8 kv heads x 128 in bf16, one 16-byte vector
+# of each a thread (4 warps). H200, Llama-3-8B dims, with padding slots clamped before the division
+# (benchmarks/results/h200/explore/exp21.json, us): 1 token 1.70 against 1.76 for the former 4 tokens x 8 warps
+# (8 KB), 16 tokens 1.86 / 1.97, 64 tokens 2.03 / 2.14 (a small batch spreads over more SMs); from 256 tokens up
+# every tile of 1-4 tokens x 2-8 warps is within the run's noise (~3%), as in tune_memops.json.
+TILE_BYTES = 2048
+# More tokens per program only shrinks the grid: at 1 kv head x 128 (a TP-8 70B rank) 4 tokens are 1 KB.
 MAX_BLOCK_T = 4
-# About 32 bytes of the tile per thread and tensor: two 16-byte vector loads each for key and value.
-BYTES_PER_THREAD = 32
+# One 16-byte vector load each for key and value per thread.
+BYTES_PER_THREAD = 16
 MAX_WARPS = 8
 
 

@@ -88,9 +88,14 @@ def _reshape_and_cache_kernel(
         # a copy: no conversion, every bit (NaN payloads, subnormals, -0) lands as it was
         k = tl.load(k_ptrs, mask=mask_in)
         v = tl.load(v_ptrs, mask=mask_in)
+    valid = slot >= 0
+    # a padding slot divides as 0: -1 (and the -1 of tokens past num_tokens) has its high word set, which sends the
+    # int64 division down its 64-bit subroutine instead of the 32-bit path (H200, one token: 1.93 against 1.65 us,
+    # benchmarks/results/h200/explore/exp20.json)
+    slot = tl.where(valid, slot, 0)
     blk = slot // block_size
     row = slot - blk * block_size
-    mask = (slot >= 0)[:, None, None] & mask_hd
+    mask = valid[:, None, None] & mask_hd
     kc_ptrs = key_cache_ptr + (blk * stride_kc_b + row * stride_kc_r)[:, None, None] + h3 * stride_kc_h + d3
     vc_ptrs = value_cache_ptr + (blk * stride_vc_b + row * stride_vc_r)[:, None, None] + h3 * stride_vc_h + d3
     if FP8:
