@@ -1,0 +1,440 @@
+import triton
+import triton.language as tl
+
+try:  # programmatic dependent launch (sm_90+); Triton releases without it never set PDL
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older Triton
+    gdc_launch_dependents = gdc_wait = None
+
+LOG2E = tl.constexpr(1.4426950408889634)
+# Triton 3.6's interpreter multiplies the raw uint16 bits of bfloat16 dot operands; under it (CPU tests only) the
+# dots widen bf16 to float32 first, which is exact. Compiled kernels never see this branch.
+_INTERPRETER_BF16_DOT = tl.constexpr(bool(triton.knobs.runtime.interpret))
+
+
+@triton.jit
+def _dot(a, b, acc):
+    if _INTERPRETER_BF16_DOT and a.dtype == tl.bfloat16:
+        acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    else:
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def _tanh(x):
+    # 1 - 2 / (exp(2x) + 1): one exp2, saturates cleanly to +-1 where exp overflows (no inf / inf)
+    return 1.0 - 2.0 / (tl.math.exp2(x * 2.8853900817779268) + 1.0)
+
+
+@triton.jit
+def _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q: tl.constexpr):
+    """The sequence whose query tiles hold tile ``pid_q`` of the flattened grid, where sequence s owns tiles
+    ``[cu[s] // BLOCK_Q + s, cu[s + 1] // BLOCK_Q + s + 1)``: a binary search over cu_seqlens_q, no host sync."""
+    lo = pid_q * 0
+    hi = lo + num_seqs
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        go_right = tl.load(cu_seqlens_q_ptr + mid) // BLOCK_Q + mid <= pid_q
+        lo = tl.where(go_right, mid, lo)
+        hi = tl.where(go_right, hi, mid)
+    return lo
+
+
+@triton.jit
+def _key_tiles(qpos_lo, qpos_hi, seqlen_k, win_left, win_right, BLOCK_N: tl.constexpr,
+               LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr):
+    """KV tile bounds ``lo <= a <= b <= hi`` for query rows at positions [qpos_lo, qpos_hi]: every row sees every
+    key of tiles [a, b) (no mask needed); tiles [lo, a) and [b, hi) hold some keys a row must not see."""
+    key_hi = seqlen_k
+    full_hi = seqlen_k
+    key_lo = qpos_lo * 0
+    full_lo = qpos_lo * 0
+    if LIMIT_RIGHT:
+        key_hi = tl.minimum(key_hi, qpos_hi + win_right + 1)
+        full_hi = tl.minimum(full_hi, qpos_lo + win_right + 1)
+    if LIMIT_LEFT:
+        key_lo = tl.maximum(key_lo, qpos_lo - win_left)
+        full_lo = tl.maximum(full_lo, qpos_hi - win_left)
+    lo = key_lo // BLOCK_N
+    hi = tl.maximum((key_hi + BLOCK_N - 1) // BLOCK_N, lo)
+    a = tl.minimum(tl.maximum((full_lo + BLOCK_N - 1) // BLOCK_N, lo), hi)
+    b = tl.minimum(tl.maximum(full_hi // BLOCK_N, a), hi)
+    return lo, a, b, hi
+
+
+@triton.jit
+def _load_kv_tile(base, page, slot, stride_page, stride_slot, offs_d, mask_n,
+                  HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, MASKED: tl.constexpr):
+    ptrs = base + (page * stride_page + slot * stride_slot)[:, None] + offs_d[None, :]  # [BLOCK_N, HEAD_DIM_PAD]
+    if MASKED:
+        if HEAD_DIM == HEAD_DIM_PAD:
+            x = tl.load(ptrs, mask=mask_n[:, None], other=0.0)
+        else:
+            x = tl.load(ptrs, mask=mask_n[:, None] & (offs_d < HEAD_DIM)[None, :], other=0.0)
+    else:
+        if HEAD_DIM == HEAD_DIM_PAD:
+            x = tl.load(ptrs)
+        else:
+            x = tl.load(ptrs, mask=(offs_d < HEAD_DIM)[None, :], other=0.0)
+    return x
+
+
+@triton.jit
+def _load_pages(bt_row, offs_n, limit, BLOCK_SIZE: tl.constexpr):
+    """Physical page of each key position (masked to positions < limit), as int64 for the stride product."""
+    return tl.load(bt_row + offs_n // BLOCK_SIZE, mask=offs_n < limit, other=0).to(tl.int64)
+
+
+@triton.jit
+def _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, start_n, seqlen_k, win_left, win_right,
+                 qk_scale, softcap_in, softcap_out,
+                 stride_kb, stride_ks, stride_vb, stride_vs,
+                 BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 HEAD_DIM_PAD: tl.constexpr, MASKED: tl.constexpr, LIMIT_LEFT: tl.constexpr,
+                 LIMIT_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr):
+    """One online-softmax step over keys [start_n, start_n + BLOCK_N), scores in the log2 domain. MASKED tiles
+    mask keys past seqlen_k (their loads too) and outside each row's causal/window range; interior tiles do
+    neither."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    mask_n = offs_n < seqlen_k
+    slot = (offs_n % BLOCK_SIZE).to(tl.int64)
+    k = _load_kv_tile(k_base, page, slot, stride_kb, stride_ks, offs_d, mask_n, HEAD_DIM, HEAD_DIM_PAD, MASKED)
+    # fp8 caches: exact widening to q's dtype; the per-tensor scale is folded into qk_scale and the epilogue
+    s = _dot(q, tl.trans(k.to(q.dtype)), tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32))  # [BLOCK_M, BLOCK_N]
+    if SOFTCAP:
+        # capped logits in log2 units; the scale is inside softcap_in
+        s = _tanh(s * softcap_in) * softcap_out
+        s_scale = 1.0
+    else:
+        # the scale is applied inside the exponent below (one FMA per score)
+        s_scale = qk_scale
+    if MASKED:
+        keep = mask_n[None, :]
+        if LIMIT_RIGHT:
+            keep = keep & (offs_n[None, :] <= qpos[:, None] + win_right)
+        if LIMIT_LEFT:
+            keep = keep & (offs_n[None, :] >= qpos[:, None] - win_left)
+        s = tl.where(keep, s, float("-inf"))
+    # s_scale > 0 (the API checks softmax_scale), so the max commutes with it
+    m_new = tl.maximum(m_i, tl.max(s, 1) * s_scale)
+    if MASKED:
+        # a row with no visible key yet keeps m = -inf; subtract 0 instead so exp2 sees -inf, not NaN
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_use = m_new
+    p = tl.math.exp2(s * s_scale - m_use[:, None])
+    alpha = tl.math.exp2(m_i - m_use)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = _load_kv_tile(v_base, page, slot, stride_vb, stride_vs, offs_d, mask_n, HEAD_DIM, HEAD_DIM_PAD, MASKED)
+    v = v.to(q.dtype)
+    acc = acc * alpha[:, None]
+    # P rounded to the value dtype for the tensor-core dot: the one rounding the spec's tolerance accounts for
+    acc = _dot(p.to(v.dtype), v, acc)
+    return acc, m_new, l_i
+
+
+@triton.jit
+def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, page_first, lo, a, b, hi, seqlen_k, win_left,
+                  win_right, qk_scale, softcap_in, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs,
+                  BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
+                  HEAD_DIM_PAD: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
+                  SOFTCAP: tl.constexpr):
+    """Tiles [lo, hi) with the edges [lo, a) and [b, hi) masked and the interior [a, b) not. ``page_first``: the
+    pages of tile ``a`` (read only when a < b), loaded by the caller so the load can start as early as it knows a."""
+    offs_n = tl.arange(0, BLOCK_N)
+    for j in range(lo, a):
+        page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, BLOCK_SIZE)
+        acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, j * BLOCK_N, seqlen_k,
+                                     win_left, win_right, qk_scale, softcap_in, softcap_out,
+                                     stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
+                                     HEAD_DIM_PAD, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+    # the interior reads each tile's block-table entries one iteration ahead, so the K/V loads of a tile do not
+    # wait on a load issued in the same iteration (deeper software pipelining of the paged gathers)
+    page_next = page_first
+    for j in range(a, b):
+        page = page_next
+        page_next = _load_pages(bt_row, (j + 1) * BLOCK_N + offs_n, b * BLOCK_N, BLOCK_SIZE)
+        acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, j * BLOCK_N, seqlen_k,
+                                     win_left, win_right, qk_scale, softcap_in, softcap_out,
+                                     stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
+                                     HEAD_DIM_PAD, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+    for j in range(b, hi):
+        page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, BLOCK_SIZE)
+        acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, j * BLOCK_N, seqlen_k,
+                                     win_left, win_right, qk_scale, softcap_in, softcap_out,
+                                     stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
+                                     HEAD_DIM_PAD, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS: tl.constexpr, KV_FP8: tl.constexpr):
+    """The factor that turns a row's acc into its output: 1 / l, with the head's sink logit added to the
+    denominator (and the fp8 value scale); 0 for a row that saw no key."""
+    if SINKS:
+        sink = tl.load(sinks_ptr + head).to(tl.float32) * LOG2E
+        m_f = tl.maximum(m_i, sink)
+        m_f = tl.where(m_f == float("-inf"), 0.0, m_f)
+        keep = tl.math.exp2(m_i - m_f)
+        l_f = l_i * keep + tl.math.exp2(sink - m_f)
+        inv = tl.where(l_f > 0, keep / tl.where(l_f > 0, l_f, 1.0), 0.0)
+    else:
+        inv = tl.where(l_i > 0, 1.0 / tl.where(l_i > 0, l_i, 1.0), 0.0)
+    if KV_FP8:
+        inv = inv * tl.load(v_scale_ptr)
+    return inv
+
+
+@triton.jit(do_not_specialize=["num_splits", "tiles_per_split", "bt_width", "win_left", "win_right", "stride_bt"])
+def _paged_attention_decode_kernel(
+    q_ptr, k_ptr, v_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr,
+    cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
+    num_splits, tiles_per_split, bt_width, win_left, win_right, qk_scale, softcap_in, softcap_out,
+    stride_qt, stride_qh, stride_ot, stride_oh,
+    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
+    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, MAX_Q: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, SINKS: tl.constexpr,
+    KV_FP8: tl.constexpr, PDL_TRIGGER: tl.constexpr,
+):
+    """Flash-decoding: program (sequence, KV head, split) attends the split's share of the sequence's KV tiles
+    for all ``q_len <= MAX_Q`` query tokens x GROUP query heads of that KV head (BLOCK_M rows), so each KV tile
+    is loaded once. With one split it writes the output; otherwise unnormalized partials for the merge kernel.
+
+    Without a left window, split s covers tiles [s * tiles_per_split, (s + 1) * tiles_per_split) (the host's count
+    from max_seqlen_k; the last split also takes any tiles past that, so an understated max_seqlen_k costs balance,
+    never keys). The split's first block-table entries are then known before any load returns and are read together
+    with the sequence lengths: the first K/V tile waits on two memory round trips instead of three."""
+    if PDL_TRIGGER:
+        # the merge kernel (launched as this kernel's programmatic dependent) may start its prologue once every
+        # program here has started; it waits for this grid's completion before reading the partials
+        gdc_launch_dependents()
+    pid_seq = tl.program_id(0)
+    pid_kvh = tl.program_id(1)
+    pid_split = tl.program_id(2)
+    offs_n = tl.arange(0, BLOCK_N)
+    bt_row = block_table_ptr + pid_seq.to(tl.int64) * stride_bt
+    if not LIMIT_LEFT:
+        first_keys = pid_split * tiles_per_split * BLOCK_N + offs_n
+        # in bounds of the block-table row whatever the sequence's length; entries past it are never used
+        page_first = tl.load(bt_row + first_keys // BLOCK_SIZE, mask=first_keys < bt_width * BLOCK_SIZE,
+                             other=0).to(tl.int64)
+    seqlen_k = tl.load(seqused_k_ptr + pid_seq)
+    # Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issued the two
+    # loads above only after cu_seqlens_q's values had arrived (sm_90 SASS of 10f9fa8), one more memory round trip
+    # before the first K/V tile
+    tl.debug_barrier()
+    q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
+    q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
+    # longer sequences are the prefill kernel's: their programs see no query row and no key, so they run no tile
+    # and store nothing. Not an early return: the compiler sinks loads past a return into the branch that uses them
+    mine = (q_len > 0) & (q_len <= MAX_Q)
+    q_len = tl.where(mine, q_len, 0)
+    seqlen_k = tl.where(mine, seqlen_k, 0)
+    ctx = seqlen_k - q_len
+
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    tok = offs_m // GROUP
+    head = pid_kvh * GROUP + offs_m % GROUP
+    mask_m = tok < q_len
+    mask_d = offs_d < HEAD_DIM
+    qpos = ctx + tok
+    q_rows = (q_start + tok).to(tl.int64) * stride_qt + head.to(tl.int64) * stride_qh
+    q = tl.load(q_ptr + q_rows[:, None] + offs_d[None, :], mask=mask_m[:, None] & mask_d[None, :], other=0.0)
+
+    qk_scale_k = qk_scale
+    softcap_in_k = softcap_in
+    if KV_FP8:
+        k_scale = tl.load(k_scale_ptr)
+        qk_scale_k = qk_scale * k_scale
+        softcap_in_k = softcap_in * k_scale
+
+    lo, a, b, hi = _key_tiles(ctx, ctx + q_len - 1, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT)
+    if LIMIT_LEFT:
+        # the window's first tile depends on the sequence: splits of its own range
+        per_split = (hi - lo + num_splits - 1) // num_splits
+        s_lo = lo + pid_split * per_split
+        s_hi = tl.minimum(s_lo + per_split, hi)
+    else:
+        # lo is 0 here
+        s_lo = pid_split * tiles_per_split
+        s_hi = tl.where(pid_split == num_splits - 1, hi, tl.minimum(s_lo + tiles_per_split, hi))
+    s_a = tl.maximum(tl.minimum(a, s_hi), s_lo)
+    s_b = tl.maximum(tl.minimum(b, s_hi), s_lo)
+    if LIMIT_LEFT:
+        page_first = _load_pages(bt_row, s_a * BLOCK_N + offs_n, s_b * BLOCK_N, BLOCK_SIZE)
+
+    kvh = pid_kvh.to(tl.int64)
+    k_base = k_ptr + kvh * stride_kh
+    v_base = v_ptr + kvh * stride_vh
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc, m_i, l_i = _attend_range(
+        acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, page_first, s_lo, s_a, s_b, s_hi,
+        seqlen_k, win_left, win_right, qk_scale_k, softcap_in_k, softcap_out,
+        stride_kb, stride_ks, stride_vb, stride_vs,
+        BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+
+    if num_splits == 1:
+        o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
+        o_rows = (q_start + tok).to(tl.int64) * stride_ot + head.to(tl.int64) * stride_oh
+        tl.store(out_ptr + o_rows[:, None] + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
+                 mask=mask_m[:, None] & mask_d[None, :])
+    else:
+        # partials [num_seqs, num_kv_heads, BLOCK_M, num_splits] (+ [HEAD_DIM]): one row's splits are contiguous
+        row = ((pid_seq.to(tl.int64) * tl.num_programs(1) + pid_kvh) * BLOCK_M + offs_m) * num_splits + pid_split
+        tl.store(part_m_ptr + row, m_i, mask=mask_m)
+        tl.store(part_l_ptr + row, l_i, mask=mask_m)
+        tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc,
+                 mask=mask_m[:, None] & mask_d[None, :])
+
+
+@triton.jit
+def _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d, mask_d,
+               HEAD_DIM: tl.constexpr):
+    """Merged (unnormalized acc, max, sum) of one query row's splits: every split's m, l and acc loaded at once."""
+    mask_s = offs_s < num_splits
+    m_s = tl.load(part_m_ptr + row + offs_s, mask=mask_s, other=float("-inf"))  # [MAX_SPLITS]
+    l_s = tl.load(part_l_ptr + row + offs_s, mask=mask_s, other=0.0)
+    part = tl.load(part_acc_ptr + (row + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+                   mask=mask_s[:, None] & mask_d[None, :], other=0.0)  # [MAX_SPLITS, HEAD_DIM_PAD]
+    m_max = tl.max(m_s, 0)
+    m_use = tl.where(m_max == float("-inf"), 0.0, m_max)
+    w = tl.math.exp2(m_s - m_use)
+    return tl.sum(part * w[:, None], 0), m_max, tl.sum(l_s * w, 0)
+
+
+@triton.jit(do_not_specialize=["num_splits"])
+def _paged_attention_merge_kernel(
+    out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, cu_seqlens_q_ptr, sinks_ptr, v_scale_ptr,
+    num_splits, stride_ot, stride_oh,
+    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+    MAX_Q: tl.constexpr, MAX_SPLITS: tl.constexpr, SINKS: tl.constexpr, KV_FP8: tl.constexpr, PDL: tl.constexpr,
+):
+    """Merges the decode kernel's splits: program (sequence, query head) rescales each split's partial sum by
+    exp2(m_split - m_max) and divides by the rescaled sum of l (plus the head's sink).
+
+    PDL (launched as the decode kernel's programmatic dependent, sm_90+): the program starts while the decode
+    grid runs, reads cu_seqlens_q, then waits for that grid to complete (its partials visible) before touching
+    them; every program waits, so this grid never completes before the decode grid. Otherwise the first query
+    row's partials are loaded together with cu_seqlens_q, not after it: the partial buffers hold every
+    (sequence, row) slot, so the read is in bounds whatever the sequence is, and a sequence that is not the
+    decode kernel's (its rows hold garbage) is dropped at the store. One memory round trip instead of three."""
+    pid_seq = tl.program_id(0)
+    pid_head = tl.program_id(1)
+    kvh = pid_head // GROUP
+    num_kv_heads = tl.num_programs(1) // GROUP
+    offs_s = tl.arange(0, MAX_SPLITS)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    mask_d = offs_d < HEAD_DIM
+    row0 = ((pid_seq.to(tl.int64) * num_kv_heads + kvh) * BLOCK_M + pid_head % GROUP) * num_splits
+    if PDL:
+        q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
+        q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
+        gdc_wait()
+        acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d,
+                                       mask_d, HEAD_DIM)
+    else:
+        acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d,
+                                       mask_d, HEAD_DIM)
+        q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
+        q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
+    if (q_len <= 0) | (q_len > MAX_Q):
+        return
+    # one row per query token (more than one with speculative decoding): rows t * GROUP + head % GROUP
+    for t in range(0, q_len):
+        if t > 0:
+            acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0 + t * GROUP * num_splits,
+                                           num_splits, offs_s, offs_d, mask_d, HEAD_DIM)
+        o = acc * _out_scale(m_max, l_tot, sinks_ptr, pid_head, v_scale_ptr, SINKS, KV_FP8)
+        o_row = (q_start + t).to(tl.int64) * stride_ot + pid_head.to(tl.int64) * stride_oh
+        tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
+
+
+@triton.jit(do_not_specialize=["num_seqs", "bt_width", "win_left", "win_right", "stride_bt"])
+def _paged_attention_prefill_kernel(
+    q_ptr, k_ptr, v_ptr, out_ptr,
+    cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
+    num_seqs, num_kv_heads, bt_width, win_left, win_right, qk_scale, softcap_in, softcap_out,
+    stride_qt, stride_qh, stride_ot, stride_oh,
+    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
+    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, DECODE_MAX_Q: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, SINKS: tl.constexpr,
+    KV_FP8: tl.constexpr,
+):
+    """Program (query tile, KV head): BLOCK_Q consecutive query tokens of one sequence x the GROUP query heads of
+    the KV head (BLOCK_M rows) against the KV tiles they can see. grid[0] is (query tiles, KV heads) flattened
+    with the KV head fastest, over an upper bound on the batch's query tiles (num_seqs + T // BLOCK_Q); programs
+    past a sequence's last tile exit.
+
+    The sequence's key count and (without a left window, where the first interior tile is tile 0) the block-table
+    entries of its first tile are read together with cu_seqlens_q (both in bounds whatever the sequence): the
+    first K/V tile waits on two memory round trips instead of four."""
+    # the last tiles of a sequence see the most keys under causal masking: start them first, for every KV head
+    # before any lighter tile (launch order is program order; heavy programs started late make the tail)
+    pid = tl.num_programs(0) - 1 - tl.program_id(0)
+    pid_q = pid // num_kv_heads
+    pid_kvh = pid % num_kv_heads
+    seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
+    bt_row = block_table_ptr + seq.to(tl.int64) * stride_bt
+    if not LIMIT_LEFT:
+        first_keys = tl.arange(0, BLOCK_N)
+        page_first = tl.load(bt_row + first_keys // BLOCK_SIZE, mask=first_keys < bt_width * BLOCK_SIZE,
+                             other=0).to(tl.int64)
+    seqlen_k = tl.load(seqused_k_ptr + seq)
+    # as in the decode kernel: the barrier keeps the two loads above ahead of cu_seqlens_q's
+    tl.debug_barrier()
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    # int64: the token offset meets the q/out strides below
+    t0 = (pid_q - (q_start // BLOCK_Q + seq)).to(tl.int64) * BLOCK_Q
+    # short sequences are the decode kernel's, and programs past a sequence's last tile have none: they see no
+    # query row and no key (no early return, which would let the compiler sink the loads above past it)
+    mine = (q_len > DECODE_MAX_Q) & (t0 < q_len) & (t0 >= 0)
+    q_len = tl.where(mine, q_len, 0)
+    seqlen_k = tl.where(mine, seqlen_k, 0)
+    ctx = seqlen_k - q_len
+
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    tok = t0 + offs_m // GROUP
+    head = pid_kvh * GROUP + offs_m % GROUP
+    mask_m = (offs_m < BLOCK_Q * GROUP) & (tok < q_len)
+    mask_d = offs_d < HEAD_DIM
+    # positions fit int32 (they are < seqlen_k); the masks compare them with int32 key offsets
+    qpos = (ctx + tok).to(tl.int32)
+    q_rows = (q_start + tok) * stride_qt + head.to(tl.int64) * stride_qh
+    q = tl.load(q_ptr + q_rows[:, None] + offs_d[None, :], mask=mask_m[:, None] & mask_d[None, :], other=0.0)
+
+    qk_scale_k = qk_scale
+    softcap_in_k = softcap_in
+    if KV_FP8:
+        k_scale = tl.load(k_scale_ptr)
+        qk_scale_k = qk_scale * k_scale
+        softcap_in_k = softcap_in * k_scale
+
+    first = t0.to(tl.int32)
+    last = tl.minimum(first + BLOCK_Q, q_len) - 1
+    lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT,
+                              LIMIT_RIGHT)
+    kvh = pid_kvh.to(tl.int64)
+    if LIMIT_LEFT:
+        page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, BLOCK_SIZE)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc, m_i, l_i = _attend_range(
+        acc, m_i, l_i, q, qpos, k_ptr + kvh * stride_kh, v_ptr + kvh * stride_vh, bt_row, page_first, lo, a, b, hi,
+        seqlen_k, win_left, win_right, qk_scale_k, softcap_in_k, softcap_out,
+        stride_kb, stride_ks, stride_vb, stride_vs,
+        BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+
+    o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
+    o_rows = (q_start + tok) * stride_ot + head.to(tl.int64) * stride_oh
+    tl.store(out_ptr + o_rows[:, None] + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
+             mask=mask_m[:, None] & mask_d[None, :])
