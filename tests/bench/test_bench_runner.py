@@ -94,6 +94,26 @@ def test_a_wrong_provider_is_reported_and_not_timed():
     assert "mismatch" in by["off"]["detail"] and "ZeroDivisionError" in by["boom"]["detail"]
 
 
+def test_a_provider_failing_only_in_host_timing_errs_at_its_point():
+    shape = Shape(num_tokens=1, hidden=64, residual=0)
+    tk = P.make_provider("tritonkit", RMS, torch.float32)
+    calls = {"n": 0}
+
+    def flaky(inputs):  # right for the check and the eager timing, then raises
+        calls["n"] += 1
+        if calls["n"] > 12:
+            raise RuntimeError("flaky launch")
+        return RMS.call(inputs)
+    pt = SweepPoint(shape, "llama3-8b", 1, "hidden=64,residual=0")
+    recs, hosts = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [tk, P.Provider("flaky", "", flaky)],
+                            _cfg(repeats=1), CEIL, l2=1 << 20, seed=0, skip=lambda name: None, progress=Progress(),
+                            host_point=True)
+    by = {r["provider"]: r for r in recs}
+    assert by["tritonkit"]["status"] == "ok" and set(hosts) == {"tritonkit"}
+    assert by["flaky"]["status"] == "error" and "host time per eager call: RuntimeError: flaky launch" in \
+        by["flaky"]["detail"]
+
+
 def test_check_widens_the_bound_by_the_specs_error_scale():
     # outputs that can cancel (rotary) carry an error scale; the bench must compare as `tritonkit validate` does
     from tritonkit.testing import Fill

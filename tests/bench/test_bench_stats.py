@@ -123,10 +123,29 @@ def test_host_overhead_interleaves_providers_round_by_round():
             order.append(self.name)
 
     a, b = Prov("a"), Prov("b")
-    out = timing.interleaved_host_overhead([a, b], {}, torch.device("cpu"), calls=2, rounds=3)
-    assert set(out) == {"a", "b"}
+    out, errors = timing.interleaved_host_overhead([a, b], {}, torch.device("cpu"), calls=2, rounds=3)
+    assert errors == {} and set(out) == {"a", "b"}
     assert out["a"]["repeats"] == out["b"]["repeats"] == 3
     timed = order[2 * 2:]  # after each provider's warm-up calls
     # one repeat (2 calls) of a, then one of b, three rounds: a slow spell of the host hits both
     assert timed == ["a", "a", "b", "b"] * 3
     assert all(out[n]["median_us"] > 0 for n in out)
+
+
+def test_host_overhead_drops_a_provider_that_raises_and_times_the_others():
+    from tritonkit.bench import timing
+
+    class Prov:
+        def __init__(self, name, fail_after):
+            self.name, self.fail_after, self.n = name, fail_after, 0
+
+        def __call__(self, inputs):
+            self.n += 1
+            if self.n > self.fail_after:
+                raise RuntimeError(f"{self.name} broke")
+
+    # late: 2 warm-up calls and one repeat of 2 calls, then it raises in the second round
+    ok, late, early = Prov("ok", 10**9), Prov("late", 2 + 2), Prov("early", 0)
+    out, errors = timing.interleaved_host_overhead([ok, late, early], {}, torch.device("cpu"), calls=2, rounds=3)
+    assert set(out) == {"ok"} and out["ok"]["repeats"] == 3
+    assert errors == {"late": "RuntimeError: late broke", "early": "RuntimeError: early broke"}

@@ -211,9 +211,9 @@ def measure_floor_us(device: torch.device) -> tuple[float, float]:
     def empty(_inp):
         _empty_kernel[(1,)](dst, num_warps=1)
 
-    # the same launches with the 16 bytes in L2: a floor no slower than that was not read from memory
-    warm = time_graph(vec, sets, device, repeats=20).median_us
     for _ in range(FLOOR_TRIES):
+        # the same launches with the 16 bytes in L2: a floor no slower than that was not read from memory
+        warm = time_graph(vec, sets, device, repeats=20).median_us
         floor = time_graph(vec, sets, device, repeats=20, before_replay=L2Flush(device)).median_us
         if floor >= warm + FLOOR_MIN_COLD_US:
             break

@@ -267,12 +267,13 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
         finally:
             progress.advance(_progress_text(target, rec))
     if host_point:
+        # after every provider's timings, interleaved round by round (timing.interleaved_host_overhead); a
+        # provider that fails here errs at this point, as any other failure of its point does
         ok = [p for p in provs if records[p.name]["status"] == "ok"]
-        try:
-            hosts.update(interleaved_host_overhead(ok, sets[0], dev, calls=cfg.host_calls))
-        except Exception as e:  # recorded with the points; the sweep goes on
-            for p in ok:
-                records[p.name]["host_error"] = f"{type(e).__name__}: {e}"[:300]
+        timings, errors = interleaved_host_overhead(ok, sets[0], dev, calls=cfg.host_calls)
+        hosts.update(timings)
+        for name, err in errors.items():
+            records[name].update(status="error", detail=f"host time per eager call: {err}")
     del sets, check_inputs, refs
     gc.collect()
     if dev.type == "cuda":

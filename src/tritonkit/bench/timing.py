@@ -16,6 +16,7 @@ On a CPU (tests only) there is no graph and eager timing uses the host clock.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from collections.abc import Callable, Sequence
@@ -199,6 +200,13 @@ def time_eager(fn: Fn, sets: Sequence[dict], device: torch.device, *, repeats: i
 HOST_ROUNDS = 7
 
 
+def _settle(device: torch.device) -> None:
+    """After a provider raised: let the device finish what it had queued (an error there is the provider's)."""
+    if device.type == "cuda":
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize(device)
+
+
 def _host_repeat(fn: Fn, inputs: dict, device: torch.device, calls: int) -> float:
     t0 = time.perf_counter()
     for _ in range(calls):
@@ -220,19 +228,33 @@ def host_overhead(fn: Fn, inputs: dict, device: torch.device, *, calls: int = 10
 
 
 def interleaved_host_overhead(fns: Sequence[Any], inputs: dict, device: torch.device, *, calls: int = 1000,
-                              rounds: int = HOST_ROUNDS) -> dict[str, dict]:
+                              rounds: int = HOST_ROUNDS) -> tuple[dict[str, dict], dict[str, str]]:
     """``host_overhead`` of several providers (callables with a ``name``) on the same inputs, their repeats
     interleaved: round after round, one repeat of each. A slow spell of the host (another process, a clock
     change; 58.8 against 37.2 us for the same call in two H200-machine runs) then lands on every provider instead
-    of on whichever was being timed, so the comparison holds. ``{name: Timing dict}``, median over rounds."""
+    of on whichever was being timed, so the comparison holds.
+
+    Returns ``({name: Timing dict}, {name: error})``, medians over rounds: a provider that raises is dropped from
+    the later rounds with its error, and the others are still timed."""
+    errors: dict[str, str] = {}
+    live = []
     for fn in fns:
-        for _ in range(min(20, calls)):
-            fn(inputs)
-    sync(device)
-    samples: dict[str, list[float]] = {fn.name: [] for fn in fns}
+        try:
+            for _ in range(min(20, calls)):
+                fn(inputs)
+            sync(device)
+            live.append(fn)
+        except Exception as e:  # reported by the caller with the provider's point
+            errors[fn.name] = f"{type(e).__name__}: {e}"[:300]
+            _settle(device)
+    samples: dict[str, list[float]] = {fn.name: [] for fn in live}
     for _ in range(rounds):
-        for fn in fns:
-            samples[fn.name].append(_host_repeat(fn, inputs, device, calls))
-    return {name: summarize(s).to_dict() for name, s in samples.items()}
-
-
+        for fn in list(live):
+            try:
+                samples[fn.name].append(_host_repeat(fn, inputs, device, calls))
+            except Exception as e:
+                errors[fn.name] = f"{type(e).__name__}: {e}"[:300]
+                _settle(device)
+                live.remove(fn)
+                del samples[fn.name]
+    return {name: summarize(s).to_dict() for name, s in samples.items()}, errors

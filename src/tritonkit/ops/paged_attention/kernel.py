@@ -398,7 +398,7 @@ def _paged_attention_prefill_kernel(
     seqlen_k = tl.where(mine, seqlen_k, 0)
     # t0 = 0 with q_len = 0: every row fails `tok < q_len`, so a program with no tile stores nothing (t0 < 0 would
     # pass rows below 0). A scalar select, not `mine` in the row mask: that AND on 8 row predicates cost the fp8
-    # build 6% at 8K (281.5 against 298.5 TFLOP/s, benchmarks/results/h200/explore/exp22.json)
+    # build 6% at 8K (281.5 against 298.5 TFLOP/s, benchmarks/results/h200/explore/exp22_e65d461.json)
     t0 = tl.where(mine, t0, 0)
     ctx = seqlen_k - q_len
 
