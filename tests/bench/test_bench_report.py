@@ -78,6 +78,7 @@ def test_summary_rows_pick_16k_percentage_worst_ratio_and_extras():
     assert row["worst_at"] == 1
     assert row["worst_ratio"] == pytest.approx(3.3 / (1.25 * (2 + 40960 / 4000e3)))
     assert (row["passed"], row["points"]) == (2, 3)
+    assert (row["copy_passed"], row["copy_points"]) == (None, 0)  # no copy column in this run
     assert row["compiles"] == {"tritonkit.ops.rms_norm.kernel._rms_norm_fwd_kernel": 1}
     assert (row["startup_cold_s"], row["startup_warm_s"]) == (3.75, 2.55)
     assert (row["host_tk_us"], row["host_inductor_us"]) == (7.5, 21.0)
@@ -143,3 +144,15 @@ def test_summary_rows_take_each_configs_own_host_time():
     rows = {r["config"]: r for r in report.summary_rows(res)}
     assert rows["hidden=4096,residual=1"]["host_tk_us"] == 7.5
     assert rows["hidden=4096,residual=0"]["host_tk_us"] == 5.0
+
+
+def test_summary_counts_where_the_size_matched_copy_meets_the_same_target():
+    res = _results()
+    for p in res["points"]:
+        if p["provider"] == "tritonkit":
+            # the copy of the point's bytes: inside the bound at 1 and 16384 tokens, past it at 256
+            p["copy_same_bytes_us"] = p["target_us"] * (1.02 if p["num_tokens"] == 256 else 0.9)
+    (row,) = report.summary_rows(res)
+    assert (row["copy_passed"], row["copy_points"]) == (2, 3)
+    text = report.format_summary(res)
+    assert "copy pass" in text and " 2/3 " in text
