@@ -3,7 +3,7 @@
 1. decode: this tree's kernel (no early return before the path test, the split's first block-table entries and
    seqused_k issued before cu_seqlens_q behind a CTA barrier: the sm_90 SASS of 10f9fa8 issued them only after
    cu_seqlens_q's values arrived, ptxas sinking them to their use) against 10f9fa8's kernel
-   (benchmarks/gpu/_kernel_10f9fa8.py, a copy of that commit's kernel.py); at 4 warps, and at 2 warps with and
+   (``snapshots.kernel_at``: that commit's kernel.py); at 4 warps, and at 2 warps with and
    without the split rule that fills the last wave (config.num_kv_splits: a batch with more (sequence, KV head)
    pairs than resident program slots takes the split count, up to 4, whose last wave is fullest).
 2. prefill: the same prologue change (key count and first tile's block-table entries before cu_seqlens_q)
@@ -13,14 +13,16 @@ Ran once on 10f9fa8 + the prologue change (committed in 3b3dd8a) + a wave-fill r
 (WAVE_FILL_MAX_SPLITS = 4, WAVE_FILL_MIN_GAIN = 0.05, WAVE_FILL_MAX_WAVES = 3), which was removed after it: 2 warps
 lost at every batch here, and the fill made batch 128 and 256 slower at 2 warps (517 vs 491 us, 1026 vs 962). The
 script needs that tree; it is kept as the record of the command behind exp13.json.
+First, in a checkout: python3 benchmarks/gpu/snapshots.py 10f9fa8:paged_attention; carry benchmarks/gpu/.snapshots;
 PYTHONPATH=src:.peers python3 benchmarks/gpu/explore13.py ; JSON to $OUT/exp13.json"""
-import importlib.util, json, math, os, sys, time, statistics
+import json, math, os, sys, time, statistics
 import torch
 import triton
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import paged_attention as PA  # noqa: E402
+from snapshots import kernel_at  # noqa: E402
 from tritonkit.ops.paged_attention import api, config as pcfg  # noqa: E402
 
 T0 = time.perf_counter()
@@ -61,9 +63,7 @@ copy_gbps = PA.copy_bandwidth()
 R["meta"]["copy_gbps"] = copy_gbps
 
 # ---- kernels: this tree's or 10f9fa8's
-spec = importlib.util.spec_from_file_location("_kernel_10f9fa8", os.path.join(HERE, "_kernel_10f9fa8.py"))
-old = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(old)
+old = kernel_at("10f9fa8", "paged_attention")
 NEW_PREFILL, NEW_DECODE = api._paged_attention_prefill_kernel, api._paged_attention_decode_kernel
 real_launch = api.launch
 

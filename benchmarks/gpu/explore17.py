@@ -1,15 +1,18 @@
 """Seventeenth exploration on the H200: rms_norm with its weight load issued before x's (a CTA barrier between
 them; the sm_90 SASS of 591aa3c issued w's load only once x had arrived: a second memory round trip) against
-591aa3c's kernel (benchmarks/gpu/_rms_kernel_591aa3c.py), through the op, timed as `tritonkit bench` times a
+591aa3c's kernel (``snapshots.kernel_at``), through the op, timed as `tritonkit bench` times a
 point (spec inputs, rotation sets, an L2 flush before each replay where they are too few, time_graph), with the
 16-byte floor measured in the same process: t/target = time / 1.25 x (floor + bytes / 4142 GB/s).
 Also 4 warps a row for the new kernel. Each point A B C A B C.
+First, in a checkout: python3 benchmarks/gpu/snapshots.py 591aa3c:rms_norm; carry benchmarks/gpu/.snapshots;
 PYTHONPATH=src python3 benchmarks/gpu/explore17.py ; JSON to $OUT/exp17.json"""
-import importlib.util, json, os, statistics, time
+import json, os, statistics, sys, time
 import torch
 import triton
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from snapshots import kernel_at  # noqa: E402
 from tritonkit.bench.ceilings import measure_floor_us  # noqa: E402
 from tritonkit.bench.stats import cold, rotation_sets  # noqa: E402
 from tritonkit.bench.timing import L2Flush, time_graph  # noqa: E402
@@ -23,9 +26,7 @@ OUT = os.path.join(os.environ.get("OUT", "."), "exp17.json")
 dev = torch.device("cuda")
 L2 = torch.cuda.get_device_properties(0).L2_cache_size
 COPY_GBPS = 4142.0  # the bench's cached copy ceiling on this card (bench/log.txt)
-spec_ = importlib.util.spec_from_file_location("_rms_old", os.path.join(HERE, "_rms_kernel_591aa3c.py"))
-old = importlib.util.module_from_spec(spec_)
-spec_.loader.exec_module(old)
+old = kernel_at("591aa3c", "rms_norm")
 NEW = api._rms_norm_fwd_kernel
 BASE_CFG = api.rms_norm_config
 floor, empty = measure_floor_us(dev)

@@ -3,13 +3,13 @@
      an L2-warm floor reads 0.99: is ``fill_`` of twice the L2 a flush at process start? The floor with ``fill_``,
      ``add_`` (read and write), a read-only sum of the buffer, and none, at start and after a 1 GiB copy;
   B. reshape_and_cache with padding slots clamped before the division (this tree) against 7374bb5's kernel
-     (benchmarks/gpu/_rc_kernel_7374bb5.py), over tokens per program and warps, 1 .. 16384 tokens;
+     (``snapshots.kernel_at``), over tokens per program and warps, 1 .. 16384 tokens;
   C. silu_and_mul over tile bytes and warps at 1 .. 64 tokens;
   D. the size-matched copy over block and warps at 86 KB .. 1 MB (is a better copy inside the bound there?);
   E. exp20's Nsight Compute durations (its parse failed on a thousands separator).
+First, in a checkout: python3 benchmarks/gpu/snapshots.py 7374bb5:reshape_and_cache; carry benchmarks/gpu/.snapshots;
 PYTHONPATH=src python3 benchmarks/gpu/explore21.py ; JSON to $OUT/exp21.json"""
 import dataclasses
-import importlib.util
 import json
 import os
 import sys
@@ -21,6 +21,7 @@ import triton
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import explore20 as E  # noqa: E402
+from snapshots import kernel_at  # noqa: E402
 from tritonkit.bench import ceilings as C  # noqa: E402
 from tritonkit.bench.timing import time_graph  # noqa: E402
 from tritonkit.ops import get_spec  # noqa: E402
@@ -63,9 +64,7 @@ def patch_cfg(mod, name, **kw):
 
 
 def reshape():
-    spec_ = importlib.util.spec_from_file_location("_rc_old", os.path.join(HERE, "_rc_kernel_7374bb5.py"))
-    old = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(old)
+    old = kernel_at("7374bb5", "reshape_and_cache")
     new = rc_api._reshape_and_cache_kernel
     spec = get_spec("reshape_and_cache")
     for n in (1, 16, 64, 256, 1024, 4096, 8192, 16384):

@@ -1,15 +1,17 @@
 """Twenty-second exploration on the H200: did f3be433 (the prefill kernel's store mask gained `mine`) slow causal
 prefill? Two runs of the e65d461 tree measured prefill 8K at 443.2 TFLOP/s where 4ec9a8a's final run had 453.0;
 compiled on a CPU the hot loop has the same instructions (address arithmetic reordered). Here 4ec9a8a's kernels
-(benchmarks/gpu/_pa_kernel_4ec9a8a.py) and this tree's, through the same API, timed A B A B A B in one process.
+(``snapshots.kernel_at``) and this tree's, through the same API, timed A B A B A B in one process.
+First, in a checkout: python3 benchmarks/gpu/snapshots.py 4ec9a8a:paged_attention; carry benchmarks/gpu/.snapshots;
 PYTHONPATH=src:.peers python3 benchmarks/gpu/explore22.py ; JSON to $OUT/exp22.json"""
-import importlib.util, json, os, statistics, sys, time
+import json, os, statistics, sys, time
 import torch
 import triton
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import paged_attention as PA  # noqa: E402
+from snapshots import kernel_at  # noqa: E402
 from tritonkit.ops import get_spec  # noqa: E402
 from tritonkit.ops.paged_attention import api  # noqa: E402
 
@@ -17,9 +19,7 @@ T0 = time.perf_counter()
 OUT = os.path.join(os.environ.get("OUT", "."), "exp22.json")
 R = {"meta": {"git_sha": os.environ.get("TRITONKIT_GIT_SHA"), "gpu": torch.cuda.get_device_name(),
               "torch": torch.__version__, "triton": triton.__version__}, "rows": []}
-s_ = importlib.util.spec_from_file_location("_pa_old", os.path.join(HERE, "_pa_kernel_4ec9a8a.py"))
-old = importlib.util.module_from_spec(s_)
-s_.loader.exec_module(old)
+old = kernel_at("4ec9a8a", "paged_attention")
 NAMES = ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel", "_paged_attention_prefill_kernel")
 TREE = os.environ.get("TRITONKIT_GIT_SHA") or "this tree"
 KERNELS = {TREE: {n: getattr(api, n) for n in NAMES}, "4ec9a8a": {n: getattr(old, n) for n in NAMES}}

@@ -207,6 +207,12 @@ def _settle(device: torch.device) -> None:
             torch.cuda.synchronize(device)
 
 
+def _host_warmup(fn: Fn, inputs: dict, device: torch.device, calls: int) -> None:
+    for _ in range(min(20, calls)):
+        fn(inputs)
+    sync(device)
+
+
 def _host_repeat(fn: Fn, inputs: dict, device: torch.device, calls: int) -> float:
     t0 = time.perf_counter()
     for _ in range(calls):
@@ -221,9 +227,7 @@ def host_overhead(fn: Fn, inputs: dict, device: torch.device, *, calls: int = 10
     With tiny inputs the device finishes each kernel before the host issues the next, so this is what one call
     costs the host: argument checks, dispatch, launch. Median over ``repeats``.
     """
-    for _ in range(min(20, calls)):
-        fn(inputs)
-    sync(device)
+    _host_warmup(fn, inputs, device, calls)
     return summarize([_host_repeat(fn, inputs, device, calls) for _ in range(repeats)])
 
 
@@ -240,9 +244,7 @@ def interleaved_host_overhead(fns: Sequence[Any], inputs: dict, device: torch.de
     live = []
     for fn in fns:
         try:
-            for _ in range(min(20, calls)):
-                fn(inputs)
-            sync(device)
+            _host_warmup(fn, inputs, device, calls)
             live.append(fn)
         except Exception as e:  # reported by the caller with the provider's point
             errors[fn.name] = f"{type(e).__name__}: {e}"[:300]
