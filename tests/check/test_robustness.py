@@ -52,8 +52,52 @@ def test_unknown_ir_constructs_are_notes_naming_the_construct(report):
     assert not [f for f in report.findings if f.kernel == "_noinline_offset_kernel"]
 
 
-def test_findings_win_over_problems_in_the_exit_code(report):
-    assert report.exit_code() == 1
+def test_a_kernel_that_did_not_compile_exits_2_even_beside_findings(report, capsys):
+    # a CI job must not pass (or merely "fail on findings") while a kernel went unchecked: both are reported
+    assert report.findings and report.exit_code() == 2
+    assert check_main([str(BROKEN / "compile_error.py")]) == 2
+    out = capsys.readouterr().out
+    assert "[grid-limit]" in out and "could not check" in out and "_bad_arange_kernel" in out
+
+
+def test_unwritable_output_is_one_line_before_the_run(tmp_path, capsys):
+    for target in (tmp_path / "no" / "such" / "dir" / "r.json", tmp_path):
+        assert check_main([str(CORPUS / "kv_cache_write.py"), "-o", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert len([ln for ln in err.splitlines() if "cannot write the report" in ln]) == 1
+        assert "Traceback" not in err
+
+
+def test_case_files_import_from_the_working_directory_and_their_folder(tmp_path, monkeypatch):
+    # `from mypkg.kv import ...` from a checkout's root, as pytest allows, with no PYTHONPATH
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "kv.py").write_text(textwrap.dedent("""
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _cwd_kernel(x_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+    """))
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "helpers_here.py").write_text("N = 64\n")
+    (tmp_path / "checks" / "cwd_cases.py").write_text(textwrap.dedent("""
+        import torch
+        import tritonkit
+        from helpers_here import N
+        from mypkg.kv import _cwd_kernel
+
+        @tritonkit.case(n=[1])
+        def cwd_case(n):
+            _cwd_kernel[(n,)](torch.empty(N, device="meta"), BLOCK=N)
+    """))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    rep = run_check(["checks/cwd_cases.py"], Options(disk_cache=False))
+    assert not [p for p in rep.problems if p.fatal], rep.problems
+    assert [k["kernel"] for k in rep.kernels] == ["_cwd_kernel"]
 
 
 def test_only_unimportable_file_exits_2(capsys):

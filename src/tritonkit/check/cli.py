@@ -11,8 +11,8 @@ Capture the Triton launches of every @tritonkit.case (and OpSpec) in the given f
 compile each distinct launch for the target GPU on this CPU and apply the rules. With no argument, check every
 built-in op over its boundary, sweep and large shapes.
 
-exit codes: 0 no error or warning; 1 at least one error or warning; 2 could not run (usage error, or a file,
-case or kernel that could not be checked and no finding)."""
+exit codes: 0 no error or warning; 1 at least one error or warning; 2 could not run (a usage error, or a file,
+case or kernel that could not be checked: then the findings of everything else are still reported)."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -60,6 +60,9 @@ def _main(args) -> int:
     opts = Options(arch=args.arch, rules=tuple(args.rules) if args.rules else None,
                    spaces=tuple(args.spaces) if args.spaces else Options.spaces,
                    ops=tuple(args.ops) if args.ops else None, disk_cache=not args.no_cache)
+    if args.output and (why := _unwritable(args.output)):
+        print(f"tritonkit check: cannot write the report to {args.output}: {why}", file=sys.stderr)
+        return 2
     try:
         rep = run_check(args.targets, opts)
     except CheckError as e:
@@ -67,11 +70,27 @@ def _main(args) -> int:
         return 2
     text = render(rep, args.format)
     if args.output:
-        with open(args.output, "w") as fh:
-            fh.write(text + "\n")
+        try:
+            with open(args.output, "w") as fh:
+                fh.write(text + "\n")
+        except OSError as e:
+            print(f"tritonkit check: cannot write the report to {args.output}: {e.strerror or e}", file=sys.stderr)
+            return 2
     else:
         print(text)
     return rep.exit_code()
+
+
+def _unwritable(path: str) -> str | None:
+    """Why ``path`` cannot take the report (checked before a run that may take minutes), or None."""
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return "it is a directory"
+    if not os.path.isdir(d):
+        return f"no such directory {d}"
+    if not os.access(path if os.path.exists(path) else d, os.W_OK):
+        return "permission denied"
+    return None
 
 
 if __name__ == "__main__":

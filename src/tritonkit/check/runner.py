@@ -45,10 +45,12 @@ class Report:
     stats: dict[str, Any]
 
     def exit_code(self) -> int:
-        if any(f.severity in ("error", "warning") for f in self.findings):
-            return 1
+        """2 when part of the code could not be checked (even beside findings: a CI job must not pass a kernel it
+        never compiled), else 1 on an error or warning, else 0."""
         if any(p.fatal for p in self.problems) or not self.kernels:
             return 2
+        if any(f.severity in ("error", "warning") for f in self.findings):
+            return 1
         return 0
 
 
@@ -195,6 +197,11 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
 def collect(paths: list[str], problems: list[Problem]) -> list[Target]:
     from ..spec import OpSpec
     targets: list[Target] = []
+    # as pytest does: `from mypkg.kv import ...` in a case file works from a checkout's root without PYTHONPATH
+    # (each file's own folder, or its package's root, is added by import_target)
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     for spec in expand_paths(paths):
         start = len(REGISTRY)
         mod, prob = import_target(spec)
