@@ -95,6 +95,41 @@ def slot_declared(n):
 
 
 @triton.jit
+def _slot_mixed_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    tl.store(cache_ptr + slot * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _slot_mixed_late_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    tl.store(cache_ptr + slot * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+# one case bounds the loaded slots, another of the same kernel does not: the bound covers only its own launches
+@tritonkit.case(n=[4, 8], loaded_bounds={"slot_ptr": (0, 4095)})
+def slot_bounded_first(n):
+    _slot_mixed_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@tritonkit.case(n=[5])
+def slot_unbounded_second(n):
+    _slot_mixed_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@tritonkit.case(n=[5])
+def slot_unbounded_first(n):
+    _slot_mixed_late_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@tritonkit.case(n=[4, 8], loaded_bounds={"slot_ptr": (0, 4095)})
+def slot_bounded_second(n):
+    _slot_mixed_late_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@triton.jit
 def _halves_kernel(x_ptr, HALF: tl.constexpr):
     offs = tl.arange(0, HALF)
     tl.store(x_ptr + offs, tl.zeros([HALF], tl.float32))
@@ -302,6 +337,12 @@ def test_loaded_index_times_stride_is_flagged_unless_bounds_are_declared(report)
     (f,) = _on(report, "_slot_kernel", "int32-offset")
     assert "cast `slot` to tl.int64" in f.fix
     assert _on(report, "_slot_declared_kernel") == []
+
+
+@pytest.mark.parametrize("kernel", ["_slot_mixed_kernel", "_slot_mixed_late_kernel"])
+def test_a_bound_declared_by_one_case_does_not_hide_another_cases_overflow(report, kernel):
+    (f,) = _on(report, kernel, "int32-offset")
+    assert f.case == {"n": 5} and "loaded from memory" in f.message
 
 
 def test_store_then_load_disjoint_halves_are_not_flagged(report):

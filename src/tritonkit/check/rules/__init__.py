@@ -90,18 +90,25 @@ class Context:
         grid = tuple(max(g[k] for g in grids) for k in range(3)) if grids else None
         args: dict[str, tuple[int, int]] = {}
         loaded: dict[str, tuple[int, int]] = {}
+        bounded: dict[str, int] = {}  # pointer argument -> how many of the launches bound it
         kname = unit.kernel.name
         for ln in launches:
             for p, v in ln.int_args.items():
                 if p in ir_of:
                     lo, hi = args.get(ir_of[p], (v, v))
                     args[ir_of[p]] = (min(lo, v), max(hi, v))
+            mine: set[str] = set()
             for k, (lo, hi) in ln.loaded_bounds.items():
                 kk, _, p = k.rpartition(".")
                 if (not kk or kk == kname) and p in ir_of:
                     a = ir_of[p]
                     plo, phi = loaded.get(a, (lo, hi))
                     loaded[a] = (min(plo, lo), max(phi, hi))
+                    mine.add(a)
+            for a in mine:
+                bounded[a] = bounded.get(a, 0) + 1
+        # a bound holds for the launches of the case that declares it: a launch without one loads any value
+        loaded = {a: b for a, b in loaded.items() if bounded[a] == len(launches)}
         return Bindings(grid, args, loaded)  # type: ignore[arg-type]
 
     def union_ranges(self, unit: Unit, f: Func) -> RangeAnalysis:
