@@ -232,3 +232,42 @@ def test_one_operand_integer_op_in_an_offset_does_not_fail_the_rule(tmp_path):
     rep = run_check([str(tmp_path / "abs_cases.py")], Options(disk_cache=False))
     assert not [p for p in rep.problems if p.kind == "rule"], [p.message for p in rep.problems]
     assert any(k["kernel"] == "_abs_offset_kernel" and k["launches"] == 1 for k in rep.kernels)
+
+
+def test_a_loaded_bounds_key_naming_no_pointer_parameter_refuses_the_case(tmp_path, capsys):
+    (tmp_path / "typo_cases.py").write_text(textwrap.dedent("""
+        import torch
+        import triton
+        import triton.language as tl
+        import tritonkit
+
+        @triton.jit
+        def _typo_kernel(cache_ptr, slot_mapping_ptr, stride, BLOCK: tl.constexpr):
+            slot = tl.load(slot_mapping_ptr + tl.program_id(0))
+            offs = tl.arange(0, BLOCK)
+            tl.store(cache_ptr + slot * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+        def _args(n):
+            return (torch.empty(4096 * 512, device="meta"), torch.empty(n, dtype=torch.int32, device="meta"), 512)
+
+        @tritonkit.case(n=[4, 8], loaded_bounds={"slot_maping_ptr": (0, 4095)})
+        def typo(n):
+            _typo_kernel[(n,)](*_args(n), BLOCK=16)
+
+        @tritonkit.case(n=[4], loaded_bounds={"_other_kernel.slot_mapping_ptr": (0, 4095)})
+        def other_kernel(n):
+            _typo_kernel[(n,)](*_args(n), BLOCK=16)
+
+        @tritonkit.case(n=[4], loaded_bounds={"_typo_kernel.slot_mapping_ptr": (0, 4095)})
+        def right(n):
+            _typo_kernel[(n,)](*_args(n), BLOCK=16)
+    """))
+    rep = run_check([str(tmp_path / "typo_cases.py")], Options(disk_cache=False))
+    refused = [p for p in rep.problems if "refused" in p.message]
+    assert len(refused) == 2 and all(p.fatal for p in refused)
+    assert "'slot_maping_ptr'" in refused[0].message and "typo" in refused[0].where
+    assert "_typo_kernel: cache_ptr, slot_mapping_ptr" in refused[0].message
+    assert "'_other_kernel.slot_mapping_ptr'" in refused[1].message
+    # the refused cases' launches are not checked; the well-formed one is, and is clean
+    assert [k["launches"] for k in rep.kernels] == [1]
+    assert rep.findings == [] and rep.exit_code() == 2

@@ -36,6 +36,8 @@ class KernelInfo:
     line: int
     launches: list[Launch] = dataclasses.field(default_factory=list)
     units: dict[str, Unit] = dataclasses.field(default_factory=dict)
+    #: parameters that received a tensor in some launch: what a ``loaded_bounds`` key may name
+    ptr_params: set[str] = dataclasses.field(default_factory=set)
 
     def max_grid(self) -> list[int]:
         g = [0, 0, 0]
@@ -188,6 +190,7 @@ class Capture:
         self.sweep_group = ""
         self.loaded_bounds: dict[str, tuple[int, int]] = {}
         self.n_launches = 0
+        self.launches: list[Launch] = []
         self._binders: dict[int, Any] = {}
         self._autotune: tuple[int, int] | None = None
         self._converted: dict[int, JITFunction] = {}
@@ -349,10 +352,29 @@ class Capture:
         ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, site,
                     _aliases(bound), dict(self.loaded_bounds), self._autotune)
         info.launches.append(ln)
+        info.ptr_params.update(k for k, v in bound.items() if hasattr(v, "data_ptr"))
         if unit is not None:
             unit.launches.append(ln)
+        self.launches.append(ln)
         self.n_launches += 1
         return None
+
+    def discard(self, launches: list[Launch]) -> None:
+        """Forget launches (a case that was refused): compiles and kernels left with no launch go too."""
+        drop = {id(ln) for ln in launches}
+        for ln in launches:
+            info = ln.kernel
+            info.launches = [x for x in info.launches if id(x) not in drop]
+            if ln.unit is not None:
+                ln.unit.launches = [x for x in ln.unit.launches if id(x) not in drop]
+                if not ln.unit.launches:
+                    info.units.pop(ln.unit.key, None)
+                    for rec in self.autotuners.values():
+                        rec.units = [u for u in rec.units if u is not ln.unit]
+            if not info.launches:
+                self.kernels.pop(id(info.jit), None)
+        self.launches = [x for x in self.launches if id(x) not in drop]
+        self.n_launches = len(self.launches)
 
     def _unit(self, info, jit, spec_t, opts, signature, constexprs, attrs) -> Unit | None:
         key = self.compiler.cache_key(jit, signature, constexprs, attrs, opts)

@@ -12,7 +12,9 @@ Two keywords are reserved:
 
 - ``loaded_bounds={"block_table_ptr": (0, 65535)}`` declares the range of integers a kernel loads through that
   pointer argument (by parameter name, or ``"kernel_name.param"``). Without it a loaded index may be any value of
-  its type, which is what the ``int32-offset`` rule assumes.
+  its type, which is what the ``int32-offset`` rule assumes. A bound applies to the launches of the case that
+  declares it only; a key that names no pointer parameter of a kernel the case launched refuses the case (it is
+  reported, its launches are not checked, and the run exits 2).
 - ``sweep=["num_tokens"]`` names the parameters that change from call to call in one deployment: launches that
   differ only in them must share a compile (the ``recompile`` rule). By default the parameters whose names are
   per-call sizes (``num_tokens``, ``num_seqs``, ``batch``, ...) if the case has any, else all of them.

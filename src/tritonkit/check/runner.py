@@ -170,10 +170,25 @@ def spec_targets(specs: dict[str, Any], spaces: tuple[str, ...]) -> list[Target]
     return out
 
 
+def unknown_bounds(bounds: dict[str, tuple[int, int]], launches) -> list[str]:
+    """The ``loaded_bounds`` keys that name no pointer parameter of any kernel these launches ran (a typo would
+    otherwise leave the bound silently unapplied)."""
+    ptrs = {}
+    for ln in launches:
+        ptrs.setdefault(ln.kernel.name, set()).update(ln.kernel.ptr_params)
+    bad = []
+    for k in bounds:
+        kk, _, p = k.rpartition(".")
+        if not any(p in ps for name, ps in ptrs.items() if not kk or kk == name):
+            bad.append(k)
+    return bad
+
+
 def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
     n = 0
     for t in targets:
         silent = []
+        refused: set[str] = set()
         for case, group, bounds, thunk in t.runs:
             capture.case, capture.sweep_group, capture.loaded_bounds = case, group, bounds
             before = capture.n_launches
@@ -186,6 +201,18 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
             else:
                 if capture.n_launches == before:
                     silent.append(case)
+            new = capture.launches[before:]
+            bad = unknown_bounds(bounds, new) if new else []
+            if bad:
+                capture.discard(new)
+                if not refused.issuperset(bad):
+                    refused.update(bad)
+                    kernels = {ln.kernel.name: sorted(ln.kernel.ptr_params) for ln in new}
+                    listed = "; ".join(f"{k}: {', '.join(ps) or '(none)'}" for k, ps in kernels.items())
+                    problems.append(Problem(
+                        "case", t.label,
+                        f"refused: loaded_bounds names {', '.join(map(repr, bad))}, which is no pointer parameter of "
+                        f"the kernels it launched (their pointer parameters: {listed})"))
             n += 1
         if silent:
             problems.append(Problem("case", t.label, f"{len(silent)} of {len(t.runs)} runs launched no Triton kernel "
