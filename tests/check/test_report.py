@@ -82,3 +82,25 @@ def test_disk_cache_reuses_compiled_ir(tmp_path, monkeypatch):
     again = run_check([str(CORPUS / "kv_cache_write.py")], Options())
     assert first.stats["compiled_now"] == 2 and again.stats["compiled_now"] == 0
     assert [f.as_json() for f in first.findings] == [f.as_json() for f in again.findings]
+
+
+def test_the_same_kernel_source_in_two_checkouts_is_reported_at_each(tmp_path, monkeypatch):
+    # two checkouts of one package (same module name, same source, same line): the IR cache keyed by source alone
+    # reported the second checkout's finding at the first checkout's path
+    import sys
+
+    monkeypatch.setenv("TRITONKIT_CACHE_DIR", str(tmp_path / "cache"))
+    src = (CORPUS / "kv_cache_write.py").read_text()
+    for name in ("a", "b"):
+        (tmp_path / name / "kvpkg").mkdir(parents=True)
+        (tmp_path / name / "kvpkg" / "__init__.py").write_text("")
+        (tmp_path / name / "kvpkg" / "kv.py").write_text(src)
+    seen = []
+    for name in ("a", "b", "a"):
+        for m in [m for m in sys.modules if m.startswith("kvpkg")]:
+            monkeypatch.delitem(sys.modules, m)
+        monkeypatch.setattr(sys, "path", [p for p in sys.path if not p.startswith(str(tmp_path))])
+        rep = run_check([str(tmp_path / name / "kvpkg" / "kv.py")], Options())
+        (f,) = rep.findings
+        seen.append(Path(f.file).parts[-3])
+    assert seen == ["a", "b", "a"]

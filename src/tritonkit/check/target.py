@@ -177,8 +177,12 @@ class Compiler:
     def cache_key(self, kernel, signature, constexprs, attrs, options) -> str:
         opts = {k: v for k, v in sorted(options.__dict__.items()) if k != "extern_libs"}
         consts = sorted((str(k), getattr(v, "cache_key", None) or repr(v)) for k, v in constexprs.items())
-        raw = json.dumps([triton.__version__, self.target.arch, kernel.cache_key, repr(sorted(signature.items())),
-                          consts, repr(sorted(attrs.items())), repr(opts)], default=str)
+        # the IR's locations name the file and line it was compiled from: the same source elsewhere is another entry
+        code = getattr(getattr(kernel, "fn", None), "__code__", None)
+        where = [code.co_filename, code.co_firstlineno] if code is not None else []
+        raw = json.dumps([triton.__version__, self.target.arch, kernel.cache_key, where,
+                          repr(sorted(signature.items())), consts, repr(sorted(attrs.items())), repr(opts)],
+                         default=str)
         return hashlib.sha256(raw.encode()).hexdigest()
 
     def _load(self, key: str) -> Compiled | None:
