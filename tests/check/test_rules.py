@@ -185,6 +185,35 @@ def _branches_kernel(x_ptr, flag, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _early_return_kernel(x_ptr, label_ptr, ignore, n, BLOCK: tl.constexpr):
+    # a row whose label is ignored is zeroed and the program returns: the loads below never follow that store
+    row = tl.program_id(0).to(tl.int64)
+    x_ptr += row * n
+    if tl.load(label_ptr + row) == ignore:
+        for i in range(0, n, BLOCK):
+            offs = i + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, 0.0, mask=offs < n)
+        return
+    for i in range(0, n, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@triton.jit
+def _no_return_kernel(x_ptr, label_ptr, ignore, n, BLOCK: tl.constexpr):
+    # the same without the return: the loads below do follow the store
+    row = tl.program_id(0).to(tl.int64)
+    x_ptr += row * n
+    if tl.load(label_ptr + row) == ignore:
+        for i in range(0, n, BLOCK):
+            offs = i + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, 0.0, mask=offs < n)
+    for i in range(0, n, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@triton.jit
 def _copy_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(dst_ptr + offs, tl.load(src_ptr + offs) * 2)
@@ -201,6 +230,9 @@ def memory(inplace):
     _while_carried_kernel[(1,)](x, 2, 0, BLOCK=32)
     _branches_kernel[(1,)](x, inplace, BLOCK=32)
     _copy_kernel[(1,)](x, x if inplace else torch.empty(64, **M), BLOCK=32)
+    labels = torch.empty(4, dtype=torch.int64, **M)
+    _early_return_kernel[(4,)](torch.empty(4, 100, **M), labels, -100, 100, BLOCK=32)
+    _no_return_kernel[(4,)](torch.empty(4, 100, **M), labels, -100, 100, BLOCK=32)
 
 
 @triton.jit
@@ -373,6 +405,12 @@ def test_store_then_load_in_exclusive_branches_is_not_flagged(report):
     # a runtime flag alternating between 0 and 1 is a recompile, though
     (f,) = _on(report, "_branches_kernel", "recompile")
     assert "`flag`" in f.message
+
+
+def test_a_store_before_an_early_return_is_not_followed_by_the_loads_after_it(report):
+    assert _on(report, "_early_return_kernel", "store-then-load") == []
+    (f,) = _on(report, "_no_return_kernel", "store-then-load")
+    assert f.line == _line_after("_no_return_kernel", "tl.store(x_ptr + offs, tl.load(")
 
 
 def test_store_then_load_through_aliased_arguments(report):

@@ -149,6 +149,14 @@ class Block:
     ops: list[Op]
     parent: Op | None
     region: int = 0
+    label: str | None = None  # ``^bb1``; None for a region's or the function's entry block
+
+    def successors(self) -> list[str]:
+        """Labels this block branches to (``cf.br``/``cf.cond_br``); none when it returns."""
+        last = self.ops[-1] if self.ops else None
+        if last is None or not last.name.startswith("cf."):
+            return []
+        return re.findall(r"\^[\w$.\-]+", last.text)
 
 
 @dataclasses.dataclass(eq=False)
@@ -191,6 +199,27 @@ class Func:
     block_args: dict[str, tuple[Block, int]]
     #: the function's blocks in order: more than one when an early ``return`` left ``cf`` branches
     blocks: list[Block] = dataclasses.field(default_factory=list)
+
+    def top_block(self, op: Op) -> Block | None:
+        """The function-level block that holds ``op`` (directly or inside a region)."""
+        b = op.block
+        while b is not None and b.parent is not None:
+            b = b.parent.block
+        return b
+
+    def reaches(self, a: Block, b: Block) -> bool:
+        """Control can pass from function-level block ``a`` to ``b`` (``a`` itself included)."""
+        by_label = {blk.label: blk for blk in self.blocks if blk.label}
+        seen, stack = set(), [a]
+        while stack:
+            blk = stack.pop()
+            if blk is b:
+                return True
+            if id(blk) in seen:
+                continue
+            seen.add(id(blk))
+            stack += [by_label[x] for x in blk.successors() if x in by_label]
+        return False
 
 
 @dataclasses.dataclass(eq=False)
@@ -375,10 +404,10 @@ class _Parser:
 
     def _block_header(self, f: Func, s: str, stack) -> None:
         owner, blk = stack[-1]
-        m = re.match(r"\^[\w$.\-]+\s*(\(.*\))?\s*:\s*$", s)
+        m = re.match(r"(\^[\w$.\-]+)\s*(\(.*\))?\s*:", s)
         args = []
-        if m and m.group(1):
-            args = [(self._def(a), t) for a, t, _ in _typed_args(m.group(1)[1:-1])]
+        if m and m.group(2):
+            args = [(self._def(a), t) for a, t, _ in _typed_args(m.group(2)[1:-1])]
         if blk.ops or blk.args:
             # a second block in the same region (or in the function: `cf` branches of an early return)
             nb = Block([], [], owner, blk.region)
@@ -389,6 +418,7 @@ class _Parser:
             stack[-1] = (owner, nb)
             blk = nb
         blk.args = args
+        blk.label = m.group(1) if m else None
         for k, (a, t) in enumerate(args):
             f.types[a] = t
             f.block_args[a] = (blk, k)

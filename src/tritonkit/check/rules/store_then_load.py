@@ -164,7 +164,8 @@ def check(ctx: Context) -> list[Finding]:
                 loop = None if s.pos < ld.pos else _common_loop(s, ld)
                 if s.pos > ld.pos and loop is None:
                     continue
-                if _exclusive(s, ld) or _protected(s, ld, loop, barriers):
+                if _exclusive(s, ld) or not f.reaches(f.top_block(s), f.top_block(ld)) \
+                        or _protected(s, ld, loop, barriers):
                     continue
                 ra = ra or ctx.union_ranges(unit, f)
                 hit = _overlap(f, ra, s, ld, loop, aliases)
