@@ -130,6 +130,42 @@ def slot_bounded_second(n):
 
 
 @triton.jit
+def _state_shift_kernel(state_ptr, seqlen, state_len, stride, BLOCK: tl.constexpr):
+    # in the branch, state_len - seqlen is in [1, state_len - 1]: far from int32's limit whatever seqlen is
+    offs = tl.arange(0, BLOCK)
+    if seqlen < state_len:
+        shift = state_len - seqlen
+        tl.store(state_ptr + shift * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _state_shift_else_kernel(state_ptr, seqlen, state_len, stride, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if seqlen >= state_len:
+        tl.store(state_ptr + offs, tl.zeros([BLOCK], tl.float32))
+    else:
+        shift = state_len - seqlen
+        tl.store(state_ptr + shift * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _state_shift_wide_kernel(state_ptr, seqlen, state_len, stride, BLOCK: tl.constexpr):
+    # the branch bounds the shift by state_len, which is large here: the overflow is real
+    offs = tl.arange(0, BLOCK)
+    if seqlen < state_len:
+        shift = state_len - seqlen
+        tl.store(state_ptr + shift * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@tritonkit.case(seqlen=[1, 3, 4096, 65536])
+def state_shift(seqlen):
+    state = torch.empty(4 * 70_000, **M)
+    _state_shift_kernel[(1,)](state, seqlen, 4, 70_000, BLOCK=16)
+    _state_shift_else_kernel[(1,)](state, seqlen, 4, 70_000, BLOCK=16)
+    _state_shift_wide_kernel[(1,)](state, seqlen, 100_000, 70_000, BLOCK=16)
+
+
+@triton.jit
 def _halves_kernel(x_ptr, HALF: tl.constexpr):
     offs = tl.arange(0, HALF)
     tl.store(x_ptr + offs, tl.zeros([HALF], tl.float32))
@@ -375,6 +411,13 @@ def test_loaded_index_times_stride_is_flagged_unless_bounds_are_declared(report)
 def test_a_bound_declared_by_one_case_does_not_hide_another_cases_overflow(report, kernel):
     (f,) = _on(report, kernel, "int32-offset")
     assert f.case == {"n": 5} and "loaded from memory" in f.message
+
+
+def test_ranges_narrow_under_the_branch_condition(report):
+    assert _on(report, "_state_shift_kernel", "int32-offset") == []
+    assert _on(report, "_state_shift_else_kernel", "int32-offset") == []
+    (f,) = _on(report, "_state_shift_wide_kernel", "int32-offset")
+    assert f.case == {"seqlen": 1}
 
 
 def test_store_then_load_disjoint_halves_are_not_flagged(report):

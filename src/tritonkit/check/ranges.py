@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .conditions import Diffs, Fact, facts, narrow, possible, root, same_values
 from .mlir import Func, Op, elem_type, int_bits, shape_of
 
 
@@ -133,6 +134,9 @@ class RangeAnalysis:
         self.b = b
         self.env: dict[str, Val] = {}
         self.overflows: dict[int, Overflow] = {}  # op.pos -> first-in-chain overflow
+        self.diffs = Diffs()  # difference bounds from the branch conditions in force
+        self._same: dict[str, list[str]] | None = None
+        self._dead = 0  # > 0 inside a branch whose condition these bindings never meet: it reports no overflow
 
     # -- driver ---------------------------------------------------------------------------------------------
     def run(self) -> RangeAnalysis:
@@ -147,11 +151,58 @@ class RangeAnalysis:
                 self.env[name] = Iv(lo, hi)
             else:
                 self.env[name] = Unknown(f"no value was captured for argument `{name}`")
-        for blk in self.f.blocks or [self.f.body]:
+        blocks = self.f.blocks or [self.f.body]
+        # a block reached from one cf branch (`if slot < 0: return` leaves one) runs where its condition holds
+        preds: dict[str, list[tuple[object, list[Fact]]]] = {}
+        for blk in blocks:
+            last = blk.ops[-1] if blk.ops else None
+            succ = blk.successors()
+            for k, label in enumerate(succ):
+                edge = []
+                if last.name == "cf.cond_br" and last.operands and len(succ) == 2 and succ[0] != succ[1]:
+                    edge = facts(self.f, last.operands[0], k == 0)
+                preds.setdefault(label, []).append((blk, edge))
+        in_force: dict[int, list[Fact]] = {}
+        for i, blk in enumerate(blocks):
+            ps = preds.get(blk.label, []) if i and blk.label else []
+            fs = in_force.get(id(ps[0][0]), []) + ps[0][1] if len(ps) == 1 else []
+            in_force[id(blk)] = fs
             for a, _t in blk.args if blk is not self.f.body else ():
                 self.env[a] = Unknown("argument of a branch target block")
+            saved = self._assume(fs)
             self.block(blk.ops)
+            self._restore(saved)
         return self
+
+    def _assume(self, fs: list[Fact]):
+        """Narrow the intervals (and record the differences) the facts imply; returns what :meth:`_restore` needs."""
+        saved_env: dict[str, Val] = {}
+        saved_diffs = dict(self.diffs.low)
+        dead = False
+        if self._same is None:
+            self._same = same_values(self.f)
+        for fc in fs:
+            a, b = self.get(fc.a), self.get(fc.b)
+            a, b = (a if isinstance(a, Iv) else None), (b if isinstance(b, Iv) else None)
+            if a is not None and b is not None and not possible(a, fc.pred, b):
+                dead = True
+            self.diffs.assume(self.f, fc, a, b)
+            r = narrow(a, fc.pred, b) if a is not None and b is not None else None
+            for name, new in zip((fc.a, fc.b), r or ()):
+                r0 = root(self.f, name)
+                for n in self._same.get(r0, [r0]):
+                    old = self.env.get(n)
+                    if isinstance(old, Iv) and max(old.lo, new.lo) <= min(old.hi, new.hi):
+                        saved_env.setdefault(n, old)
+                        self.env[n] = dataclasses.replace(old, lo=max(old.lo, new.lo), hi=min(old.hi, new.hi))
+        self._dead += dead
+        return saved_env, saved_diffs, dead
+
+    def _restore(self, saved) -> None:
+        env, diffs, dead = saved
+        self.env.update(env)
+        self.diffs.low = diffs
+        self._dead -= dead
 
     def get(self, name: str) -> Val:
         return self.env.get(name, Unknown(f"value %{name} is defined where the analysis did not look"))
@@ -303,6 +354,10 @@ class RangeAnalysis:
             lo, hi = a.lo + b.lo, a.hi + b.hi
         elif n == "arith.subi":
             lo, hi = a.lo - b.hi, a.hi - b.lo
+            # inside `if y < x:` the difference x - y is at least 1, which the two intervals alone do not say
+            dlo, dhi = self.diffs.bound(self.f, op.operands[0], op.operands[1])
+            if max(lo, dlo if dlo is not None else lo) <= min(hi, dhi if dhi is not None else hi):
+                lo, hi = max(lo, dlo if dlo is not None else lo), min(hi, dhi if dhi is not None else hi)
         else:
             if n == "arith.shli":
                 b = Iv(1 << max(min(b.lo, bits - 1), 0), 1 << max(min(b.hi, bits - 1), 0))
@@ -322,7 +377,7 @@ class RangeAnalysis:
         if data and (n in ("arith.addi", "arith.subi") or scale <= 1):
             # the loaded index itself is what overflows here, not this arithmetic
             return Iv(max(lo, tlo), min(hi, thi), True, over, scale)
-        if not over and bits <= 32:
+        if not over and bits <= 32 and not self._dead:
             prev = self.overflows.get(op.pos)
             iv = Iv(lo, hi)
             if prev is not None:
@@ -425,10 +480,15 @@ class RangeAnalysis:
 
     def _if(self, op: Op) -> None:
         outs: list[list[Val]] = []
-        for region in op.regions:
+        cond = op.operands[0] if op.operands else None
+        for k, region in enumerate(op.regions):
+            # the then-region runs where the condition holds, the else-region where it does not
+            saved = self._assume(facts(self.f, cond, k == 0) if cond is not None and k < 2 else [])
             for blk in region:
                 self.block(blk.ops)
-            outs.append(self._yield_vals(region[-1].ops) if region else [])
+            if not saved[2]:  # a branch that never runs yields nothing
+                outs.append(self._yield_vals(region[-1].ops) if region else [])
+            self._restore(saved)
         res: list[Val] = []
         for k in range(len(op.results)):
             vals = [o[k] for o in outs if k < len(o)]
@@ -463,32 +523,17 @@ class RangeAnalysis:
         self._fixpoint(run, [self.get(x) for x in op.operands], None, "an scf.while loop")
         self._set(op, self._yield_vals(before.ops, "scf.condition")[: len(op.results)] or Unknown("scf.while"))
 
-    _PRED = ("slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
-
     def _refine(self, before_ops: list[Op], fwd: list[Val]) -> list[Val]:
         """Values an ``scf.while`` hands to its body satisfy its condition: ``lo < hi`` bounds both."""
         cond = before_ops[-1] if before_ops else None
         if cond is None or cond.name != "scf.condition" or not cond.operands:
             return fwd
-        cmp = self.f.defs.get(cond.operands[0])
-        m = re.search(r"arith\.cmpi\s+(\w+)", cmp.text) if cmp is not None and cmp.name == "arith.cmpi" else None
-        if m is None or m.group(1) not in self._PRED or len(cmp.operands) < 2:
-            return fwd
-        pred = m.group(1)
-        a_name, b_name = cmp.operands[:2]
-        a, b = self.get(a_name), self.get(b_name)
-        if not (isinstance(a, Iv) and isinstance(b, Iv)):
-            return fwd
-        if pred in ("sgt", "sge", "ugt", "uge"):  # a > b  <=>  b < a
-            a_name, b_name, a, b = b_name, a_name, b, a
-        gap = 1 if pred in ("slt", "sgt", "ult", "ugt") else 0
-        new = {a_name: Iv(a.lo, min(a.hi, b.hi - gap), a.data, a.over, a.scale),
-               b_name: Iv(max(b.lo, a.lo + gap), b.hi, b.data, b.over, b.scale)}
-        out = []
-        for name, v in zip(cond.operands[1:], fwd):
-            r = new.get(name)
-            out.append(r if r is not None and isinstance(v, Iv) and r.lo <= r.hi else v)
-        return out
+        new: dict[str, Iv] = {}
+        for fc in facts(self.f, cond.operands[0], True):
+            a, b = self.get(fc.a), self.get(fc.b)
+            if isinstance(a, Iv) and isinstance(b, Iv) and (r := narrow(a, fc.pred, b)) is not None:
+                new[fc.a], new[fc.b] = r
+        return [new[name] if name in new and isinstance(v, Iv) else v for name, v in zip(cond.operands[1:], fwd)]
 
     def _reduce(self, op: Op) -> None:
         combine = {o.name for blk in op.regions[0] for o in blk.ops} if op.regions else set()
