@@ -126,7 +126,7 @@ module {
 
 def test_printed_forms_of_other_triton_releases():
     from tritonkit.check.ranges import Bindings, RangeAnalysis
-    from tritonkit.check.rules.store_then_load import is_barrier
+    from tritonkit.check.memory import is_barrier
 
     f = parse_module(ALT_FORMS).entry_func()
     # program id written with an axis attribute, arguments without names or locations

@@ -253,7 +253,39 @@ def _no_return_kernel(x_ptr, label_ptr, ignore, n, BLOCK: tl.constexpr):
 def _copy_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(dst_ptr + offs, tl.load(src_ptr + offs) * 2)
+    # in place, elements BLOCK/2..BLOCK-1 of this load are the store's above
+    tl.store(dst_ptr + BLOCK + offs, tl.load(src_ptr + BLOCK // 2 + offs) * 2)
+
+
+@triton.jit
+def _disjoint_halves_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
+    # in place, the second load reads the half the first store did not write
+    offs = tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs) * 2)
     tl.store(dst_ptr + BLOCK + offs, tl.load(src_ptr + BLOCK + offs) * 2)
+
+
+@triton.jit
+def _rows_kernel(a_ptr, b_ptr, stride_a, stride_b, D: tl.constexpr):
+    # normalize a row of `a` in place, then read the same row of `b`
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, D)
+    x = tl.load(a_ptr + row * stride_a + cols)
+    tl.store(a_ptr + row * stride_a + cols, x * 2)
+    y = tl.load(b_ptr + row * stride_b + cols)
+    tl.store(b_ptr + row * stride_b + cols, y * 2)
+
+
+@tritonkit.case(layout=["qkv_slices", "shifted_by_one_column", "separate"])
+def views(layout):
+    qkv = torch.empty(16, 6 * 128, **M)
+    if layout == "qkv_slices":
+        a, b = qkv[:, :4 * 128], qkv[:, 4 * 128:5 * 128]
+    elif layout == "shifted_by_one_column":
+        a, b = qkv[:, :128], qkv[:, 1:129]
+    else:
+        a, b = torch.empty(16, 128, **M), torch.empty(16, 128, **M)
+    _rows_kernel[(16,)](a, b, a.stride(0), b.stride(0), D=128)
 
 
 @tritonkit.case(inplace=[0, 1])
@@ -266,6 +298,7 @@ def memory(inplace):
     _while_carried_kernel[(1,)](x, 2, 0, BLOCK=32)
     _branches_kernel[(1,)](x, inplace, BLOCK=32)
     _copy_kernel[(1,)](x, x if inplace else torch.empty(64, **M), BLOCK=32)
+    _disjoint_halves_kernel[(1,)](x, x if inplace else torch.empty(64, **M), BLOCK=32)
     labels = torch.empty(4, dtype=torch.int64, **M)
     _early_return_kernel[(4,)](torch.empty(4, 100, **M), labels, -100, 100, BLOCK=32)
     _no_return_kernel[(4,)](torch.empty(4, 100, **M), labels, -100, 100, BLOCK=32)
@@ -459,7 +492,17 @@ def test_a_store_before_an_early_return_is_not_followed_by_the_loads_after_it(re
 def test_store_then_load_through_aliased_arguments(report):
     fs = _on(report, "_copy_kernel", "store-then-load")
     assert len(fs) == 1 and fs[0].case == {"inplace": 1}
-    assert "view of the same memory" in fs[0].message
+    assert "whose view shares bytes with `dst_ptr`'s" in fs[0].message
+    assert _on(report, "_disjoint_halves_kernel", "store-then-load") == []
+
+
+def test_views_of_one_storage_alias_only_where_their_bytes_meet(report):
+    # q and k as column slices of one fused projection share no byte; a buffer and itself shifted by one column do
+    (f,) = _on(report, "_rows_kernel", "store-then-load")
+    assert f.case == {"layout": "shifted_by_one_column"}
+    assert f.line == _line_after("_rows_kernel", "y = tl.load(")
+    assert "`a_ptr[0, 1]` is `b_ptr[0, 0]`" in f.message
+    assert "`a_ptr` [16, 128] with strides (768, 1)" in f.message
 
 
 def test_loop_accumulator_in_fp16_is_flagged_but_fp16_max_is_not(report):

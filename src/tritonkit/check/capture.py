@@ -21,6 +21,7 @@ from triton.runtime.jit import JITFunction
 
 from .findings import Problem
 from .target import CheckError, Compiled, Compiler, interpreter_off, stub_driver
+from .views import View, common_byte, view_of
 
 # with the separator: site-packages/tritonkit/... must not pass for site-packages/triton
 _TRITON_DIR = os.path.dirname(triton.__file__) + os.sep
@@ -86,7 +87,8 @@ class Launch:
     case: dict[str, Any]
     sweep_group: str
     site: tuple[str, int] | None
-    aliases: frozenset[tuple[str, str]]
+    #: argument pairs (sorted) whose views share bytes: (view of the first, view of the second, a shared byte)
+    aliases: dict[tuple[str, str], tuple[View, View, int | bool]]
     loaded_bounds: dict[str, tuple[int, int]]
     autotune: tuple[int, int] | None
 
@@ -140,28 +142,17 @@ def _as_int(v) -> int | None:
     return None
 
 
-def _extent(t) -> tuple[Any, int, int] | None:
-    try:
-        st = t.untyped_storage()
-        key = getattr(st, "_cdata", None) or id(st)
-        es = t.element_size()
-        if t.numel() == 0:
-            return None
-        start = t.storage_offset() * es
-        span = sum((s - 1) * abs(d) for s, d in zip(t.shape, t.stride())) * es + es
-        return key, start, start + span
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _aliases(bound: dict[str, Any]) -> frozenset[tuple[str, str]]:
-    ext = [(k, e) for k, v in bound.items() if hasattr(v, "data_ptr") and (e := _extent(v)) is not None]
-    out = set()
-    for i, (a, ea) in enumerate(ext):
-        for b, eb in ext[i + 1:]:
-            if ea[0] == eb[0] and ea[1] < eb[2] and eb[1] < ea[2]:
-                out.add(tuple(sorted((a, b))))
-    return frozenset(out)
+def _aliases(bound: dict[str, Any]) -> dict[tuple[str, str], tuple[View, View, int | bool]]:
+    """Pairs of tensor arguments (sorted by name) that share bytes of one storage: their views and a shared byte
+    (True when the search for one gave up)."""
+    views = [(k, v) for k, t in bound.items() if hasattr(t, "data_ptr") and (v := view_of(t)) is not None]
+    out = {}
+    for i, (a, va) in enumerate(views):
+        for b, vb in views[i + 1:]:
+            if va.storage == vb.storage and (byte := common_byte(va, vb)) is not None:
+                (x, vx), (y, vy) = sorted(((a, va), (b, vb)), key=lambda kv: kv[0])
+                out[(x, y)] = (vx, vy, byte)
+    return out
 
 
 def _grid3(grid, bound) -> tuple[int, int, int] | None:
