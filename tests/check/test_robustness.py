@@ -261,6 +261,18 @@ def test_a_loaded_bounds_key_naming_no_pointer_parameter_refuses_the_case(tmp_pa
         @tritonkit.case(n=[4], loaded_bounds={"_typo_kernel.slot_mapping_ptr": (0, 4095)})
         def right(n):
             _typo_kernel[(n,)](*_args(n), BLOCK=16)
+
+        @triton.jit
+        def _optional_kernel(x_ptr, idx_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            if idx_ptr is not None:
+                offs += tl.load(idx_ptr)
+            tl.store(x_ptr + offs, tl.zeros([BLOCK], tl.float32))
+
+        # an optional pointer that is None in this launch is still a parameter the bound may name
+        @tritonkit.case(n=[4], loaded_bounds={"idx_ptr": (0, 64)})
+        def optional_none(n):
+            _optional_kernel[(n,)](torch.empty(128, device="meta"), None, BLOCK=16)
     """))
     rep = run_check([str(tmp_path / "typo_cases.py")], Options(disk_cache=False))
     refused = [p for p in rep.problems if "refused" in p.message]
@@ -269,5 +281,5 @@ def test_a_loaded_bounds_key_naming_no_pointer_parameter_refuses_the_case(tmp_pa
     assert "_typo_kernel: cache_ptr, slot_mapping_ptr" in refused[0].message
     assert "'_other_kernel.slot_mapping_ptr'" in refused[1].message
     # the refused cases' launches are not checked; the well-formed one is, and is clean
-    assert [k["launches"] for k in rep.kernels] == [1]
+    assert [(k["kernel"], k["launches"]) for k in rep.kernels] == [("_typo_kernel", 1), ("_optional_kernel", 1)]
     assert rep.findings == [] and rep.exit_code() == 2

@@ -37,7 +37,7 @@ class KernelInfo:
     line: int
     launches: list[Launch] = dataclasses.field(default_factory=list)
     units: dict[str, Unit] = dataclasses.field(default_factory=dict)
-    #: parameters that received a tensor in some launch: what a ``loaded_bounds`` key may name
+    #: parameters that received a tensor (or None) in some launch: what a ``loaded_bounds`` key may name
     ptr_params: set[str] = dataclasses.field(default_factory=set)
 
     def max_grid(self) -> list[int]:
@@ -343,7 +343,8 @@ class Capture:
         ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, site,
                     _aliases(bound), dict(self.loaded_bounds), self._autotune)
         info.launches.append(ln)
-        info.ptr_params.update(k for k, v in bound.items() if hasattr(v, "data_ptr"))
+        # an optional pointer passed as None in this launch is still a pointer parameter a bound may name
+        info.ptr_params.update(k for k, v in bound.items() if hasattr(v, "data_ptr") or v is None)
         if unit is not None:
             unit.launches.append(ln)
         self.launches.append(ln)
