@@ -305,6 +305,37 @@ def memory(inplace):
 
 
 @triton.jit
+def _rows_backward_kernel(dy_ptr, dx_ptr, stride_dy, stride_dx, rows_per_program, D: tl.constexpr):
+    # in place (dx is dy): iteration i stores row i, iteration i + 1 loads row i + 1 (both pointers move a row)
+    start = tl.program_id(0).to(tl.int64) * rows_per_program
+    dy_ptr += start * stride_dy
+    dx_ptr += start * stride_dx
+    cols = tl.arange(0, D)
+    for _ in range(0, rows_per_program):
+        g = tl.load(dy_ptr + cols)
+        tl.store(dx_ptr + cols, g * 2)
+        dy_ptr += stride_dy
+        dx_ptr += stride_dx
+
+
+@triton.jit
+def _sliding_kernel(x_ptr, steps, BLOCK: tl.constexpr):
+    # the pointer moves one element an iteration: the next load reads 31 of the elements this one stored
+    offs = tl.arange(0, BLOCK)
+    p = x_ptr
+    for _ in range(0, steps):
+        tl.store(p + offs, tl.load(p + offs) + 1)
+        p += 1
+
+
+@tritonkit.case(rows=[64, 4096])
+def carried(rows):
+    dy = torch.empty(rows, 256, **M)
+    _rows_backward_kernel[(4,)](dy, dy, 256, 256, rows // 4, D=256)
+    _sliding_kernel[(1,)](torch.empty(4096, **M), 100, BLOCK=32)
+
+
+@triton.jit
 def _acc_f16_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float16)
@@ -503,6 +534,13 @@ def test_views_of_one_storage_alias_only_where_their_bytes_meet(report):
     assert f.line == _line_after("_rows_kernel", "y = tl.load(")
     assert "`a_ptr[0, 1]` is `b_ptr[0, 0]`" in f.message
     assert "`a_ptr` [16, 128] with strides (768, 1)" in f.message
+
+
+def test_pointers_a_loop_advances_are_followed_across_iterations(report):
+    # rows one stride apart never meet (Liger's in-place RMSNorm backward); one element apart they do
+    assert _on(report, "_rows_backward_kernel") == []
+    (f,) = _on(report, "_sliding_kernel", "store-then-load")
+    assert "next iteration of the loop" in f.message
 
 
 def test_loop_accumulator_in_fp16_is_flagged_but_fp16_max_is_not(report):

@@ -16,6 +16,7 @@ from .mlir import Func
 NEGATE = {"slt": "sge", "sle": "sgt", "sgt": "sle", "sge": "slt", "eq": "ne", "ne": "eq",
           "ult": "uge", "ule": "ugt", "ugt": "ule", "uge": "ult"}
 _CASTS = ("arith.extsi",)
+_SHAPE = ("tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +36,11 @@ def _is_true(f: Func, name: str) -> bool:
 def facts(f: Func, cond: str, holds: bool, depth: int = 0) -> list[Fact]:
     """The comparisons that hold where the i1 value ``cond`` is ``holds``."""
     op = f.defs.get(cond)
-    if op is None or depth > 16 or len(op.operands) < 2:
+    if op is None or depth > 16:
+        return []
+    if op.name in _SHAPE and op.operands:  # a mask carried to another tile shape says the same of each lane
+        return facts(f, op.operands[0], holds, depth + 1)
+    if len(op.operands) < 2:
         return []
     if op.name == "arith.cmpi":
         m = re.search(r"arith\.cmpi\s+(\w+)", op.text)

@@ -3,36 +3,67 @@
 Triton gives each ``tl.load``/``tl.store`` its own thread-to-element mapping, and nothing orders one thread's
 access before another thread's access of the same element unless a CTA barrier lies between them. This module
 pairs accesses of one unit (one compiled kernel), decides whether the two may touch the same element (same pointer,
-overlapping offsets of one argument, or two arguments whose views share bytes in a case) and whether a barrier
-(``tl.debug_barrier()``) orders them on every path.
+overlapping offsets of one argument, or two arguments whose views share bytes in a case) and whether something
+orders them on every path: ``tl.debug_barrier()``, or a reduction of a whole 1-D tile to a scalar in a program of
+more than one warp.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections import Counter
 
+from .addresses import canon, inside, lanes_meet, same_terms, span, uniform
+from .conditions import NEGATE, facts
 from .mlir import Block, Func, Op, shape_of
-from .ranges import LOOP_CARRIED, Iv, RangeAnalysis, base_arg
+from .pointers import decompose
+from .ranges import Iv, RangeAnalysis
 from .views import View
 
 # the barrier op has been `gpu.barrier` through Triton 3.x; accept the names other releases print
 _BARRIER = re.compile(r"^(gpu\.barrier|tt\.(debug_)?barrier|ttg\.barrier|ttng\.barrier|nvvm\.barrier0?|"
                       r"triton_gpu\.barrier)$")
 _LOOPS = ("scf.for", "scf.while")
-_OFF_THROUGH = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout",
-                "arith.extsi", "arith.extui"}
-INF = float("inf")
 
 
 def is_barrier(name: str) -> bool:
     return bool(_BARRIER.match(name))
 
 
-def ordering_points(f: Func) -> list[Op]:
-    """Ops after which every thread of the program sees the global accesses every thread made before them."""
-    return [op for op in f.ops if is_barrier(op.name)]
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """An ordering point: its position, and the block it is sure to run in when that block runs (a barrier in the
+    body of a loop that runs at least once counts for the block holding the loop)."""
+
+    pos: int
+    block: Block
+
+
+def _runs_once(ra: RangeAnalysis | None, loop: Op) -> bool:
+    if ra is None or loop.name != "scf.for" or len(loop.operands) < 3:
+        return False
+    lb, ub, st = (ra.get(x) for x in loop.operands[:3])
+    return all(isinstance(v, Iv) for v in (lb, ub, st)) and st.lo > 0 and lb.hi < ub.lo
+
+
+def ordering_points(f: Func, num_warps: int, ra: RangeAnalysis | None = None) -> list[Point]:
+    """Where every thread of the program sees the global accesses every thread made before: a barrier, and a 1-D
+    tile reduced to a scalar when the program has more than one warp (every warp holds part of the tile, and the
+    partial results meet in shared memory behind a CTA barrier; a reduction along one axis of a 2-D tile may stay
+    within warps, and one warp's shuffles order nothing). ``ra`` tells which loops run at least once."""
+    out = []
+    for op in f.ops:
+        if not (is_barrier(op.name) or (
+                op.name == "tt.reduce" and num_warps > 1 and op.results and op.operands
+                and not shape_of(f.types.get(op.results[0], ""))
+                and len(shape_of(f.types.get(op.operands[0], ""))) == 1)):
+            continue
+        blk = op.block
+        while blk is not None and blk.parent is not None and blk.region == 0 and _runs_once(ra, blk.parent) \
+                and blk is blk.parent.regions[0][0]:
+            blk = blk.parent.block
+        out.append(Point(op.pos, blk))
+    return out
 
 
 def _contains(outer: Block, inner: Block) -> bool:
@@ -45,18 +76,24 @@ def _contains(outer: Block, inner: Block) -> bool:
     return False
 
 
-def _region_path(op: Op) -> dict[int, tuple[Op, int]]:
-    out, b = {}, op.block
+def _conditions(op: Op) -> list[tuple[str, bool]]:
+    """(condition, whether it holds) of every ``scf.if`` region that encloses ``op``."""
+    out, b = [], op.block
     while b is not None and b.parent is not None:
-        out[id(b.parent)] = (b.parent, b.region)
+        if b.parent.name == "scf.if" and b.parent.operands and b.region < 2:
+            out.append((b.parent.operands[0], b.region == 0))
         b = b.parent.block
     return out
 
 
-def exclusive(a: Op, b: Op) -> bool:
-    """The two ops sit in different branches of one ``scf.if``: no run executes both."""
-    pa, pb = _region_path(a), _region_path(b)
-    return any(k in pb and anc.name == "scf.if" and pb[k][1] != r for k, (anc, r) in pa.items())
+def exclusive(f: Func, a: Op, b: Op) -> bool:
+    """No run executes both ops: they sit in branches whose conditions cannot both hold (the two branches of one
+    ``if``, or two ``if``s on the same flag, or on a comparison and its negation)."""
+    ca, cb = _conditions(a), _conditions(b)
+    if any(x == y and p != q for x, p in ca for y, q in cb):
+        return True
+    fa = {(fc.a, fc.pred, fc.b) for x, p in ca for fc in facts(f, x, p)}
+    return any((fc.a, NEGATE[fc.pred], fc.b) in fa for y, q in cb for fc in facts(f, y, q))
 
 
 def common_loop(a: Op, b: Op) -> Op | None:
@@ -64,7 +101,7 @@ def common_loop(a: Op, b: Op) -> Op | None:
     return next((x for x in a.ancestors() if x.name in _LOOPS and id(x) in pb), None)
 
 
-def protected(first: Op, second: Op, loop: Op | None, points: list[Op]) -> bool:
+def protected(first: Op, second: Op, loop: Op | None, points: list[Point]) -> bool:
     """An ordering point lies between ``first`` and ``second`` on every path (``loop``: ``second`` runs in a later
     iteration of it)."""
     for b in points:
@@ -76,44 +113,6 @@ def protected(first: Op, second: Op, loop: Op | None, points: list[Op]) -> bool:
                     (b.pos < second.pos and _contains(b.block, second.block)):
                 return True
     return False
-
-
-def _terms(f: Func, name: str) -> list[str]:
-    op = f.defs.get(name)
-    if op is not None and op.name == "arith.addi":
-        return _terms(f, op.operands[0]) + _terms(f, op.operands[1])
-    if op is not None and op.name in _OFF_THROUGH:
-        return _terms(f, op.operands[0])
-    return [name]
-
-
-def decompose(f: Func, name: str) -> tuple[str | None, list[str]]:
-    """(kernel argument the pointer is based on, offset terms added to it)."""
-    offsets: list[str] = []
-    base = base_arg(f, name, offsets)
-    return base, [t for o in offsets for t in (_terms(f, o) if o != LOOP_CARRIED else [o])]
-
-
-def _uniform(f: Func, name: str) -> bool:
-    return not shape_of(f.types.get(name, "")) and not name.startswith("<")
-
-
-def _inside(f: Func, name: str, loop: Op) -> bool:
-    if name in f.block_args:
-        blk, _ = f.block_args[name]
-        return blk.parent is not None and (blk.parent is loop or loop in blk.parent.ancestors())
-    op = f.defs.get(name)
-    return op is not None and loop.pos < op.pos <= loop.end
-
-
-def span(ra: RangeAnalysis, terms) -> tuple[float, float]:
-    lo = hi = 0
-    for t in terms:
-        v = ra.get(t) if not t.startswith("<") else None
-        if not isinstance(v, Iv):
-            return -INF, INF
-        lo, hi = lo + v.lo, hi + v.hi
-    return lo, hi
 
 
 @dataclasses.dataclass
@@ -130,6 +129,7 @@ class Aliases:
     """Per unit: IR argument pairs whose views share bytes in some launch, with those launches."""
 
     by_pair: dict[tuple[str, str], list[tuple[object, View, View, int | bool]]]
+    ir_of: dict[str, str] = dataclasses.field(default_factory=dict)  # kernel parameter -> IR argument
 
     @classmethod
     def of(cls, unit, f: Func) -> Aliases:
@@ -142,7 +142,7 @@ class Aliases:
                 if x > y:
                     x, y, va, vb = y, x, vb, va
                 by_pair.setdefault((x, y), []).append((ln, va, vb, byte))
-        return cls(by_pair)
+        return cls(by_pair, ir_of)
 
 
 def _bytes(v: View, lo: float, hi: float) -> tuple[float, float]:
@@ -160,10 +160,33 @@ def _shared(name_a: str, va: View, name_b: str, vb: View, byte: int | bool) -> s
             f"{va.describe()}, `{name_b}` {vb.describe()})")
 
 
-def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, aliases: Aliases) -> Overlap | None:
-    """What ``second`` may touch of what ``first`` touched, or None when they cannot meet."""
+def _cancel(f: Func, ta: list, tb: list, loop: Op | None, values: dict[str, int]):
+    """Drop the uniform terms the two offsets share (equal scalars of one program cancel exactly); None when a
+    shared term is recomputed in each iteration of ``loop`` (each iteration addresses its own slice)."""
+    memo: dict = {}
+    keyed_b = [(canon(f, t, values, memo) if uniform(f, t) else None, t) for t in tb]
+    rest_a, used = [], set()
+    for t in ta:
+        k = canon(f, t, values, memo) if uniform(f, t) else None
+        j = next((i for i, (kb, _t) in enumerate(keyed_b) if k is not None and kb == k and i not in used), None)
+        if j is None:
+            rest_a.append(t)
+            continue
+        if loop is not None and (inside(f, t, loop) or inside(f, keyed_b[j][1], loop)):
+            if t == keyed_b[j][1]:
+                return None
+            rest_a.append(t)
+            continue
+        used.add(j)
+    return rest_a, [t for i, (_k, t) in enumerate(keyed_b) if i not in used]
+
+
+def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, aliases: Aliases,
+            launch=None) -> Overlap | None:
+    """What ``second`` may touch of what ``first`` touched, or None when they cannot meet (``ra`` the ranges of
+    ``launch``, or of all launches when it is None)."""
     pa, pb = first.operands[0], second.operands[0]
-    if pa == pb and (loop is None or not _inside(f, pa, loop)):
+    if pa == pb and (loop is None or not inside(f, pa, loop)):
         return Overlap("the same pointer")
     ba, ta = decompose(f, pa)
     bb, tb = decompose(f, pb)
@@ -171,41 +194,49 @@ def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, 
         return None
     if ba != bb:
         pair = (ba, bb) if ba < bb else (bb, ba)
-        launches = aliases.by_pair.get(pair)
-        if not launches:
-            return None
-        sa, sb = span(ra, ta), span(ra, tb)
+        launches = [x for x in aliases.by_pair.get(pair, []) if launch is None or x[0] is launch]
         for ln, v0, v1, byte in launches:
             va, vb = (v0, v1) if pair[0] == ba else (v1, v0)
-            (a0, a1), (b0, b1) = _bytes(va, *sa), _bytes(vb, *sb)
-            if a0 < b1 and b0 < a1:  # the bytes the two accesses reach overlap too
-                return Overlap(_shared(ba, va, bb, vb, byte), pair, ln)
+            values = {aliases.ir_of.get(p, p): v for p, v in ln.int_args.items()} if launch is not None else {}
+            cut = _cancel(f, ta, tb, loop, values)
+            if cut is None:
+                continue
+            (a0, a1), (b0, b1) = _bytes(va, *span(ra, cut[0])), _bytes(vb, *span(ra, cut[1]))
+            if not (a0 < b1 and b0 < a1):  # the bytes the two accesses reach do not meet
+                continue
+            d, r = divmod(vb.offset - va.offset, va.itemsize)
+            if va.itemsize == vb.itemsize and not r and not lanes_meet(f, ra, first, cut[0], second, cut[1], d, loop):
+                continue
+            return Overlap(_shared(ba, va, bb, vb, byte), pair, ln)
         return None
-    ca, cb = Counter(ta), Counter(tb)
-    for t in list(ca):
-        if t in cb and _uniform(f, t):
-            if loop is not None and _inside(f, t, loop):
-                return None  # each iteration addresses its own slice
-            k = min(ca[t], cb[t])
-            ca[t] -= k
-            cb[t] -= k
-    a_lo, a_hi = span(ra, ca.elements())
-    b_lo, b_hi = span(ra, cb.elements())
-    if a_lo <= b_hi and b_lo <= a_hi:
+    cut = _cancel(f, ta, tb, loop, {})
+    if cut is None:
+        return None
+    (a_lo, a_hi), (b_lo, b_hi) = span(ra, cut[0]), span(ra, cut[1])
+    if a_lo <= b_hi and b_lo <= a_hi and lanes_meet(f, ra, first, cut[0], second, cut[1], 0, loop):
         return Overlap(f"overlapping offsets of `{ba}`")
     return None
 
 
-def same_mapping(f: Func, a: Op, b: Op) -> bool:
-    """The two accesses address elements through the same pointer expression: each thread touches the same elements
-    in both (the load-compute-store of one element per thread)."""
+def same_mapping(f: Func, a: Op, b: Op, aliases: Aliases) -> bool:
+    """The two accesses reach each element through the same index expression on the same view, so one thread
+    touches the same elements in both: the load-compute-store of one element per thread."""
     pa, pb = a.operands[0], b.operands[0]
     if pa == pb:
         return True
+    if shape_of(f.types.get(pa, "")) != shape_of(f.types.get(pb, "")):
+        return False
     ba, ta = decompose(f, pa)
     bb, tb = decompose(f, pb)
-    return ba is not None and ba == bb and Counter(ta) == Counter(tb) and shape_of(f.types.get(pa, "")) == \
-        shape_of(f.types.get(pb, ""))
+    if ba is None or bb is None:
+        return False
+    if ba == bb:
+        return same_terms(f, ta, tb, {})
+    # two arguments: the same view in every launch that aliases them, and terms equal with that launch's integers
+    launches = aliases.by_pair.get((ba, bb) if ba < bb else (bb, ba), [])
+    return bool(launches) and all(
+        v0 == v1 and same_terms(f, ta, tb, {aliases.ir_of.get(p, p): v for p, v in ln.int_args.items()})
+        for ln, v0, v1, _byte in launches)
 
 
 def paired(f: Func, first: Op, second: Op) -> Op | None | bool:
@@ -214,6 +245,33 @@ def paired(f: Func, first: Op, second: Op) -> Op | None | bool:
     loop = None if first.pos < second.pos else common_loop(first, second)
     if first.pos > second.pos and loop is None:
         return False
-    if exclusive(first, second) or not f.reaches(f.top_block(first), f.top_block(second)):
+    if exclusive(f, first, second) or not f.reaches(f.top_block(first), f.top_block(second)):
         return False
     return loop
+
+
+#: distinct launches tried to confirm a pair the union of all launches could not rule out
+MAX_CONFIRM = 256
+
+
+def find_overlap(f: Func, union: RangeAnalysis, ranges_of, launches: list, first: Op, second: Op,
+                 loop: Op | None, aliases: Aliases) -> Overlap | None:
+    """An overlap of the two accesses in a real launch (its ``launch`` set), or None. The union of the launches is
+    tried first (when it rules the pair out, every launch does); a pair it cannot rule out is confirmed launch by
+    launch, where each stride has one value and the lanes' integers their own ranges."""
+    if overlap(f, union, first, second, loop, aliases) is None:
+        return None
+    seen: set = set()
+    for ln in launches:
+        sig = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())),
+               tuple(sorted(ln.aliases)))
+        if sig in seen:
+            continue
+        seen.add(sig)
+        if len(seen) > MAX_CONFIRM:
+            break
+        hit = overlap(f, ranges_of(ln), first, second, loop, aliases, launch=ln)
+        if hit is not None:
+            hit.launch = hit.launch or ln
+            return hit
+    return None

@@ -20,6 +20,7 @@ import re
 
 from .conditions import Diffs, Fact, facts, narrow, possible, root, same_values
 from .mlir import Func, Op, elem_type, int_bits, shape_of
+from .pointers import base_arg
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,61 +73,6 @@ class Overflow:
 _SHAPE_OPS = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout",
               "tt.cat", "tt.join", "tt.split", "tt.permute", "tt.view", "arith.index_cast", "arith.index_castui",
               "arith.extsi", "arith.extui", "tt.unsplat", "tt.clampf", "tt.gather", "ttg.local_load"}
-# ops a pointer passes through unchanged in element terms; block-pointer ops keep the argument's elements but move
-# by an amount no element offset expresses, so a walk that collects offsets stops at them
-_SAME_ELEMENT_PTR = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout"}
-_BLOCK_PTR = {"tt.advance", "tt.make_tensor_ptr"}
-#: The offset term ``base_arg`` records for a step back through a loop-carried pointer.
-LOOP_CARRIED = "<loop-carried pointer>"
-
-
-def _while_condition(loop: Op) -> Op | None:
-    """The scf.condition that ends an scf.while's before region."""
-    if not loop.regions or not loop.regions[0]:
-        return None
-    ops = loop.regions[0][-1].ops
-    return ops[-1] if ops and ops[-1].name == "scf.condition" else None
-
-
-def base_arg(f: Func, name: str, offsets: list[str] | None = None) -> str | None:
-    """The kernel argument whose elements a pointer value addresses (through addptr, shape ops, block pointers and
-    pointers carried by scf.for and scf.while; not through a bitcast), or None. With ``offsets``, the offset operand
-    of every tt.addptr on the way (and LOOP_CARRIED for every loop crossed) is appended to it, and block-pointer
-    ops end the walk (None)."""
-    for _ in range(512):
-        if name in f.block_args:
-            blk, k = f.block_args[name]
-            owner = blk.parent
-            if owner is None:
-                return name if blk is f.body else None
-            if owner.name == "scf.for" and k >= 1 and k - 1 < len(owner.operands) - 3:
-                name = owner.operands[3 + k - 1]
-            elif owner.name == "scf.while" and blk.region == 0 and k < len(owner.operands):
-                name = owner.operands[k]
-            elif owner.name == "scf.while" and blk.region == 1 and (cond := _while_condition(owner)) is not None \
-                    and k + 1 < len(cond.operands):
-                # the body's arguments are what scf.condition forwards (its operand 0 is the condition), within
-                # the same iteration: the loop is crossed at the before region's arguments
-                name = cond.operands[k + 1]
-                continue
-            else:
-                return None
-            if offsets is not None:
-                offsets.append(LOOP_CARRIED)
-            continue
-        op = f.defs.get(name)
-        if op is None or not op.operands:
-            return None
-        if op.name == "tt.addptr":
-            if offsets is not None:
-                offsets.append(op.operands[1])
-        elif op.name not in _SAME_ELEMENT_PTR and (offsets is not None or op.name not in _BLOCK_PTR):
-            # a bitcast reads other elements than the argument's (its loaded bounds do not apply), and no element
-            # offset expresses a block pointer's moves
-            return None
-        name = op.operands[0]
-    return None
-
 
 class RangeAnalysis:
     def __init__(self, f: Func, b: Bindings):

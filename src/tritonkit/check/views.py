@@ -31,7 +31,7 @@ class View:
     def index(self, byte: int) -> tuple[int, ...] | None:
         """The index of the element holding ``byte`` (None when the view does not hold it)."""
         terms = [(s, 0, n - 1, d) for d, (n, s) in enumerate(zip(self.sizes, self.strides)) if n > 1]
-        found = _solve(terms + [(1, 0, self.itemsize - 1, None)], byte - self.offset)
+        found = solve(terms + [(1, 0, self.itemsize - 1, None)], byte - self.offset)
         if found is None or found is GAVE_UP:
             return None
         return tuple(found.get(d, 0) for d in range(len(self.sizes)))
@@ -65,7 +65,7 @@ class _Budget(Exception):
 GAVE_UP = object()
 
 
-def _solve(terms: list[tuple[int, int, int, object]], target: int):
+def solve(terms: list[tuple[int, int, int, object]], target: int):
     """Values for ``sum(coef * x) == target`` with ``lo <= x <= hi`` for each (coef, lo, hi, tag) term: {tag: x}
     (untagged terms left out), None when there is none, GAVE_UP past BUDGET steps."""
     groups: dict[int, list] = {}  # |coef| -> its terms as (sign, lo, hi, tag)
@@ -133,7 +133,7 @@ def common_byte(a: View, b: View) -> int | None | bool:
     terms = [(s, 0, n - 1, d) for d, (n, s) in enumerate(zip(a.sizes, a.strides)) if n > 1]
     terms += [(-s, 0, n - 1, None) for n, s in zip(b.sizes, b.strides) if n > 1]
     terms.append((1, -(b.itemsize - 1), a.itemsize - 1, None))
-    found = _solve(terms, b.offset - a.offset)
+    found = solve(terms, b.offset - a.offset)
     if found is None:
         return None
     if found is GAVE_UP:

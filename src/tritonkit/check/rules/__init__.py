@@ -39,6 +39,7 @@ class Context:
         self._seen_problems: set[tuple[str, str, str]] = set()
         self._locs: dict[int, Locations] = {}
         self._union: dict[int, RangeAnalysis] = {}
+        self._per_launch: dict[tuple, RangeAnalysis] = {}
 
     # -- problems -------------------------------------------------------------------------------------------
     def problem(self, kind: str, where: str, message: str, fatal: bool = True) -> None:
@@ -115,6 +116,14 @@ class Context:
         ra = self._union.get(id(unit))
         if ra is None:
             ra = self._union[id(unit)] = RangeAnalysis(f, self.bindings(unit, f, unit.launches)).run()
+        return ra
+
+    def launch_ranges(self, unit: Unit, f: Func, ln: Launch) -> RangeAnalysis:
+        """The ranges of one launch (cached by what it binds: launches binding the same values share them)."""
+        key = (id(unit), ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())))
+        ra = self._per_launch.get(key)
+        if ra is None:
+            ra = self._per_launch[key] = RangeAnalysis(f, self.bindings(unit, f, [ln])).run()
         return ra
 
 

@@ -7,7 +7,7 @@ written yet. ``tl.debug_barrier()`` between them is the fix.
 
 from __future__ import annotations
 
-from ..memory import Aliases, is_barrier, ordering_points, overlap, paired, protected
+from ..memory import Aliases, find_overlap, is_barrier, ordering_points, paired, protected
 from . import Context, Finding, RuleInfo
 
 __all__ = ["RULE", "check", "is_barrier"]
@@ -25,16 +25,15 @@ def check(ctx: Context) -> list[Finding]:
         if not stores:
             continue
         loads = [op for op in f.ops if op.name == "tt.load"]
-        points = ordering_points(f)
+        points = ordering_points(f, getattr(unit.options, "num_warps", 4), ctx.union_ranges(unit, f))
         aliases = Aliases.of(unit, f)
-        ra = None
         for ld in loads:
             for s in stores:
                 loop = paired(f, s, ld)
                 if loop is False or protected(s, ld, loop, points):
                     continue
-                ra = ra or ctx.union_ranges(unit, f)
-                hit = overlap(f, ra, s, ld, loop, aliases)
+                hit = find_overlap(f, ctx.union_ranges(unit, f), lambda ln: ctx.launch_ranges(unit, f, ln),
+                                   unit.launches, s, ld, loop, aliases)
                 if hit is None:
                     continue
                 file, line, col = ctx.frame(unit, ld)

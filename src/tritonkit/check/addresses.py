@@ -1,0 +1,163 @@
+"""Whether two accesses can reach the same element, from their offset terms (:func:`pointers.decompose`).
+
+A term is an integer SSA value (``row * stride``, ``offs_j``) or an :class:`~.pointers.Advance` (a pointer carried
+by an ``scf.for`` that moves by a loop-invariant step each iteration, ``dY_ptr += stride``). :func:`lanes_meet`
+decides exactly whether some lane of one access and some lane of the other reach one element, for terms that are a
+lane's integer times a stride fixed in the launch, each lane's integers bounded by its access's mask.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .conditions import facts, narrow
+from .mlir import Func, Op, shape_of
+from .pointers import THROUGH, Advance, Term
+from .ranges import Iv, RangeAnalysis
+from .views import solve
+
+def uniform(f: Func, t: Term) -> bool:
+    return isinstance(t, str) and not shape_of(f.types.get(t, ""))
+
+
+def inside(f: Func, t: Term, loop: Op) -> bool:
+    """The term takes a new value in each iteration of ``loop``."""
+    if isinstance(t, Advance):
+        return t.loop is loop or loop in t.loop.ancestors()
+    if t in f.block_args:
+        blk, _ = f.block_args[t]
+        return blk.parent is not None and (blk.parent is loop or loop in blk.parent.ancestors())
+    op = f.defs.get(t)
+    return op is not None and loop.pos < op.pos <= loop.end
+
+
+def span(ra: RangeAnalysis, terms) -> tuple[float, float]:
+    """The interval the terms' sum lies in (unbounded for a pointer advanced by a loop)."""
+    lo = hi = 0
+    for t in terms:
+        v = ra.get(t) if isinstance(t, str) else None
+        if not isinstance(v, Iv):
+            return -float("inf"), float("inf")
+        lo, hi = lo + v.lo, hi + v.hi
+    return lo, hi
+
+
+def strip(f: Func, name: str) -> str:
+    """The value behind shape ops and sign extensions (a lane's integer, whatever tile shape carries it)."""
+    for _ in range(32):
+        op = f.defs.get(name)
+        if op is None or op.name not in THROUGH or not op.operands:
+            break
+        name = op.operands[0]
+    return name
+
+
+def _mask_bounds(f: Func, ra: RangeAnalysis, access: Op) -> dict[str, tuple[int, int]]:
+    """Bounds the access's mask puts on the lanes' integers (``offs < n`` keeps the active lanes below n)."""
+    mask = access.operands[1] if access.name == "tt.load" and len(access.operands) > 1 else \
+        access.operands[2] if access.name == "tt.store" and len(access.operands) > 2 else None
+    out: dict[str, tuple[int, int]] = {}
+    for fc in facts(f, mask, True) if mask is not None else ():
+        a, b = ra.get(fc.a), ra.get(fc.b)
+        if isinstance(a, Iv) and isinstance(b, Iv) and (r := narrow(a, fc.pred, b)) is not None:
+            for name, v in zip((fc.a, fc.b), r):
+                lo, hi = out.get(strip(f, name), (v.lo, v.hi))
+                out[strip(f, name)] = (max(lo, v.lo), min(hi, v.hi))
+    return out
+
+
+def _linear(f: Func, ra: RangeAnalysis, name: str, bounds: dict[str, tuple[int, int]]):
+    """A term as ``coef * x`` with x in [lo, hi] (the lane's integer times a stride fixed in this launch), or None."""
+    def interval(n):
+        v = ra.get(n)
+        if not isinstance(v, Iv):
+            return None
+        lo, hi = bounds.get(strip(f, n), (v.lo, v.hi))
+        return (max(lo, v.lo), min(hi, v.hi)) if max(lo, v.lo) <= min(hi, v.hi) else (v.lo, v.hi)
+
+    n = strip(f, name)
+    op = f.defs.get(n)
+    if op is not None and op.name in ("arith.muli", "arith.shli") and len(op.operands) == 2:
+        for x, y in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+            c, xr = ra.get(y), interval(x)
+            if isinstance(c, Iv) and c.lo == c.hi and xr is not None:
+                if op.name == "arith.shli":
+                    if y != op.operands[1] or not 0 <= c.lo < 63:
+                        continue
+                    return 1 << c.lo, xr[0], xr[1]
+                return c.lo, xr[0], xr[1]
+    r = interval(n)
+    return (1, r[0], r[1]) if r is not None else None
+
+
+def _trips(ra: RangeAnalysis, loop: Op) -> int | None:
+    """The most iterations ``loop`` makes in these bindings (None when unknown)."""
+    if loop.name != "scf.for" or len(loop.operands) < 3:
+        return None
+    lb, ub, st = (ra.get(x) for x in loop.operands[:3])
+    if not all(isinstance(v, Iv) for v in (lb, ub, st)) or st.lo <= 0:
+        return None
+    return max(0, -(-(ub.hi - lb.lo) // st.lo))
+
+
+def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: list[Term], delta: int = 0,
+               loop: Op | None = None) -> bool:
+    """Whether some active lane of ``a`` and some active lane of ``b`` address the same element: ``a`` at offset
+    ``sum(ta)``, ``b`` at ``delta + sum(tb)`` elements from one base; ``b`` in a later iteration of ``loop`` (None:
+    in the same pass). Each term is a lane's integer times a stride fixed in the launch: the same term in both
+    differs between two lanes by a multiple of its stride, which tells the two halves of a head apart where
+    interval bounds cannot. A pointer advanced by a loop adds ``k * step`` at iteration k."""
+    terms = []
+    moves: dict[int, list] = {}  # loop -> [loop, a's step, b's step]
+    for sign, acc, ts in ((1, a, ta), (-1, b, tb)):
+        bounds = _mask_bounds(f, ra, acc)
+        for t in ts:
+            if isinstance(t, Advance):
+                c = ra.get(t.step) if t.step is not None else None
+                if not (isinstance(c, Iv) and c.lo == c.hi):
+                    return True
+                m = moves.setdefault(id(t.loop), [t.loop, 0, 0])
+                m[1 if sign > 0 else 2] += c.lo
+                continue
+            lin = _linear(f, ra, t, bounds)
+            if lin is None:
+                return True
+            c, lo, hi = lin
+            terms.append((sign * c, lo, hi, None))
+    for lp, ca, cb in moves.values():
+        n = _trips(ra, lp)
+        if n is None:
+            return True
+        # a at iteration k, b at iteration k + j: k * ca - (k + j) * cb
+        terms.append((ca - cb, 0, max(n - 1, 0), None))
+        if lp is loop:
+            if n < 2:
+                return False  # no later iteration
+            terms.append((-cb, 1, n - 1, None))
+    return solve(terms, delta) is not None
+
+
+def canon(f: Func, t: Term, values: dict[str, int], memo: dict, depth: int = 0):
+    """A structural key for a term: equal keys compute equal values (kernel arguments by their value in ``values``
+    where one is given, by name otherwise; loop variables and loaded values by name)."""
+    if isinstance(t, Advance):
+        return ("advance", id(t.loop), canon(f, t.step, values, memo, depth + 1) if t.step else None)
+    if t in memo:
+        return memo[t]
+    op = f.defs.get(t)
+    if t in values:
+        key = ("value", values[t])
+    elif op is None or depth > 32 or op.name == "tt.load":
+        key = ("name", t)
+    elif op.name == "arith.constant" or not op.operands:
+        key = (op.name, op.text.split("loc(")[0].split("=", 1)[-1].strip())
+    else:
+        k = op.results.index(t) if t in op.results else 0
+        key = (op.name, k, f.types.get(t, ""), tuple(canon(f, x, values, memo, depth + 1) for x in op.operands))
+    memo[t] = key
+    return key
+
+
+def same_terms(f: Func, ta: list[Term], tb: list[Term], values: dict[str, int]) -> bool:
+    memo: dict = {}
+    return Counter(canon(f, t, values, memo) for t in ta) == Counter(canon(f, t, values, memo) for t in tb)
