@@ -305,6 +305,99 @@ def memory(inplace):
 
 
 @triton.jit
+def _state_roll_kernel(state_ptr, x_ptr, seqlen, stride_t, ROWS: tl.constexpr, D: tl.constexpr):
+    # roll a [ROWS, D] state left by seqlen rows in place: row t is stored by the lane that loaded row t + seqlen
+    rows = tl.arange(0, ROWS)
+    cols = tl.arange(0, D)
+    old = tl.load(state_ptr + (rows + seqlen)[:, None] * stride_t + cols[None, :],
+                  mask=(rows + seqlen < ROWS)[:, None], other=0.0)
+    new = tl.load(x_ptr + rows[:, None] * D + cols[None, :])
+    tl.store(state_ptr + rows[:, None] * stride_t + cols[None, :], tl.where((rows + seqlen < ROWS)[:, None], old, new))
+
+
+@triton.jit
+def _state_roll_fixed_kernel(state_ptr, x_ptr, seqlen, stride_t, ROWS: tl.constexpr, D: tl.constexpr):
+    rows = tl.arange(0, ROWS)
+    cols = tl.arange(0, D)
+    old = tl.load(state_ptr + (rows + seqlen)[:, None] * stride_t + cols[None, :],
+                  mask=(rows + seqlen < ROWS)[:, None], other=0.0)
+    new = tl.load(x_ptr + rows[:, None] * D + cols[None, :])
+    tl.debug_barrier()
+    tl.store(state_ptr + rows[:, None] * stride_t + cols[None, :], tl.where((rows + seqlen < ROWS)[:, None], old, new))
+
+
+@triton.jit
+def _transpose_inplace_kernel(x_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tile = tl.load(x_ptr + offs[:, None] * N + offs[None, :])
+    tl.store(x_ptr + offs[None, :] * N + offs[:, None], tile)
+
+
+@triton.jit
+def _scale_inplace_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    # load-compute-store, one element per lane: never reported
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@triton.jit
+def _two_pass_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    # pass 1 reads the row (a scalar max per block: a CTA barrier with more than one warp), pass 2 rewrites it
+    first = tl.load(x_ptr)
+    m = float("-inf")
+    for i in range(0, n, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        m = tl.maximum(m, tl.max(tl.load(x_ptr + offs, mask=offs < n, other=float("-inf"))))
+    for i in range(0, n, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) - m - first, mask=offs < n)
+
+
+@triton.jit
+def _flag_branches_kernel(x_ptr, flag_ptr, BLOCK: tl.constexpr):
+    # two `if`s on one flag: the load runs only where the store does not
+    offs = tl.arange(0, BLOCK)
+    use = tl.load(flag_ptr) != 0
+    y = tl.zeros([BLOCK], tl.float32)
+    if use:
+        y = tl.load(x_ptr + BLOCK - 1 - offs)
+    if use:
+        y = y * 2
+    else:
+        tl.store(x_ptr + offs, y)
+
+
+@tritonkit.case(seqlen=[1, 2])
+def write_after_read(seqlen):
+    state = torch.empty(8, 64, **M)
+    _state_roll_kernel[(1,)](state, torch.empty(8, 64, **M), seqlen, 64, ROWS=8, D=64)
+    _state_roll_fixed_kernel[(1,)](state, torch.empty(8, 64, **M), seqlen, 64, ROWS=8, D=64)
+    _transpose_inplace_kernel[(1,)](torch.empty(32, 32, **M), N=32)
+    _scale_inplace_kernel[(4,)](torch.empty(4096, **M), 4096, BLOCK=1024)
+    row = torch.empty(5000, **M)
+    _two_pass_kernel[(1,)](row, 5000, BLOCK=1024, num_warps=4)
+    _flag_branches_kernel[(1,)](torch.empty(64, **M), torch.empty(1, dtype=torch.int32, **M), BLOCK=64)
+
+
+@triton.jit
+def _two_pass_one_warp_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    first = tl.load(x_ptr)
+    m = float("-inf")
+    for i in range(0, n, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        m = tl.maximum(m, tl.max(tl.load(x_ptr + offs, mask=offs < n, other=float("-inf"))))
+    for i in range(0, n, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) - m - first, mask=offs < n)
+
+
+@tritonkit.case(n=[5000])
+def one_warp(n):
+    # one warp: its shuffles order nothing, so the reduction is no barrier
+    _two_pass_one_warp_kernel[(1,)](torch.empty(n, **M), n, BLOCK=1024, num_warps=1)
+
+
+@triton.jit
 def _rows_backward_kernel(dy_ptr, dx_ptr, stride_dy, stride_dx, rows_per_program, D: tl.constexpr):
     # in place (dx is dy): iteration i stores row i, iteration i + 1 loads row i + 1 (both pointers move a row)
     start = tl.program_id(0).to(tl.int64) * rows_per_program
@@ -534,6 +627,28 @@ def test_views_of_one_storage_alias_only_where_their_bytes_meet(report):
     assert f.line == _line_after("_rows_kernel", "y = tl.load(")
     assert "`a_ptr[0, 1]` is `b_ptr[0, 0]`" in f.message
     assert "`a_ptr` [16, 128] with strides (768, 1)" in f.message
+
+
+def test_load_then_store_through_another_row_mapping(report):
+    # the state roll of SGLang's causal conv1d update before sgl-project/sglang#16899 restored its barrier
+    fs = [f for f in _on(report, "_state_roll_kernel", "load-then-store")]
+    (f,) = fs
+    assert f.line == _line_after("_state_roll_kernel", "tl.store(state_ptr")
+    assert f"load at line {_line_after('_state_roll_kernel', 'old = tl.load(')}" in f.message
+    assert "tl.debug_barrier()" in f.fix
+    assert _on(report, "_state_roll_fixed_kernel", "load-then-store") == []
+    (t,) = _on(report, "_transpose_inplace_kernel", "load-then-store")
+    assert _on(report, "_flag_branches_kernel") == []
+
+
+def test_load_compute_store_of_one_element_per_lane_is_not_reported(report):
+    assert _on(report, "_scale_inplace_kernel") == []
+
+
+def test_a_scalar_reduction_orders_memory_only_with_more_than_one_warp(report):
+    assert _on(report, "_two_pass_kernel") == []
+    (f,) = _on(report, "_two_pass_one_warp_kernel", "load-then-store")
+    assert f"load at line {_line_after('_two_pass_one_warp_kernel', 'first = tl.load(')}" in f.message
 
 
 def test_pointers_a_loop_advances_are_followed_across_iterations(report):

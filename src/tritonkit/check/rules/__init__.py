@@ -140,8 +140,9 @@ def display(name: str) -> str:
 
 
 def all_rules():
-    from . import autotune_cost, grid_limit, int32_offset, low_precision, recompile, store_then_load
-    mods = (grid_limit, int32_offset, store_then_load, recompile, low_precision, autotune_cost)
+    from . import (autotune_cost, grid_limit, int32_offset, load_then_store, low_precision, recompile,
+                   store_then_load)
+    mods = (grid_limit, int32_offset, store_then_load, load_then_store, recompile, low_precision, autotune_cost)
     return {m.RULE.id: m for m in mods}
 
 
