@@ -512,6 +512,28 @@ def sweep_named(num_tokens, heads):
     _sweep_named_kernel[(1,)](torch.empty(1024, **M), num_tokens, heads, BLOCK=64)
 
 
+@triton.jit(do_not_specialize=["n"])
+def _bucketed_kernel(x_ptr, n, BLOCK_R: tl.constexpr, BACKWARD: tl.constexpr):
+    offs = tl.arange(0, BLOCK_R)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(x_ptr + offs, -x if BACKWARD else x * 2, mask=offs < n)
+
+
+@triton.jit(do_not_specialize=["n"])
+def _warps_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@tritonkit.case(num_reqs=[1, 2, 3, 7, 16, 17, 64])
+def per_call_constexpr(num_reqs):
+    x = torch.empty(64, **M)
+    # a forward and a backward launch in every call: BACKWARD is a use of the kernel, not churn
+    for backward in (0, 1):
+        _bucketed_kernel[(1,)](x, num_reqs, BLOCK_R=triton.next_power_of_2(num_reqs), BACKWARD=backward)
+    _warps_kernel[(1,)](x, num_reqs, BLOCK=64, num_warps=4 if num_reqs < 16 else 8)
+
+
 @triton.jit
 def _grid_kernel(x_ptr):
     tl.store(x_ptr + tl.program_id(0) * 0, 1.0)
@@ -698,6 +720,21 @@ def test_recompile_compares_launches_within_a_sweep_of_per_call_sizes(report):
     assert f.count == 2
     (g,) = _on(report, "_sweep_named_kernel", "recompile")
     assert "`heads`" in g.message and "`n`" not in g.message and g.count == 2
+
+
+def test_recompile_counts_constexprs_and_options_a_per_call_size_chooses(report):
+    (f,) = _on(report, "_bucketed_kernel", "recompile")
+    # 1, 2, 4, 8, 16, 32, 64: one compile per power of two, for the forward and the backward alike
+    assert "compiles 7 times" in f.message and "constexpr `BLOCK_R` (7 values: 1, 2, 4, 8, …)" in f.message
+    assert "#3 num_reqs=3 (BLOCK_R=4)" in f.message and "BACKWARD" not in f.message
+    assert f.count == 2  # the forward's sweep and the backward's, merged
+    assert "`BLOCK_R` a function of the model's sizes" in f.fix
+    (g,) = _on(report, "_warps_kernel", "recompile")
+    assert "compiles 2 times" in g.message and "num_warps (4, 8)" in g.message
+    assert "#2 num_reqs=16, 17, 64 (num_warps=8)" in g.message
+    # a heuristic's constexpr is the same churn
+    (h,) = _on(report, "_heuristic_kernel", "recompile")
+    assert "constexpr `BLOCK` (2 values: 128, 1024)" in h.message
 
 
 def test_case_rejects_a_sweep_that_names_no_parameter():

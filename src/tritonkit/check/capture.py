@@ -86,6 +86,8 @@ class Launch:
     spec: tuple
     case: dict[str, Any]
     sweep_group: str
+    sweep_keys: tuple[str, ...]  # the case parameters that vary within the sweep
+    constexprs: dict[str, Any]  # the launch's constexpr values, by parameter name
     site: tuple[str, int] | None
     #: argument pairs (sorted) whose views share bytes: (view of the first, view of the second, a shared byte)
     aliases: dict[tuple[str, str], tuple[View, View, int | bool]]
@@ -179,6 +181,7 @@ class Capture:
         self.problems: list[Problem] = []
         self.case: dict[str, Any] = {}
         self.sweep_group = ""
+        self.sweep_keys: tuple[str, ...] = ()
         self.loaded_bounds: dict[str, tuple[int, int]] = {}
         self.n_launches = 0
         self.launches: list[Launch] = []
@@ -340,7 +343,8 @@ class Capture:
         for p in jit.params:
             if not p.is_constexpr and p.name in bound and (v := _as_int(bound[p.name])) is not None:
                 int_args[p.name] = v
-        ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, site,
+        consts = {p.name: bound.get(p.name) for p in jit.params if p.is_constexpr and p.name in bound}
+        ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, self.sweep_keys, consts, site,
                     _aliases(bound), dict(self.loaded_bounds), self._autotune)
         info.launches.append(ln)
         # an optional pointer passed as None in this launch is still a pointer parameter a bound may name

@@ -59,7 +59,8 @@ class Target:
     """One thing to run under capture: a case function or an OpSpec."""
 
     label: str
-    runs: list[tuple[dict[str, Any], str, dict[str, tuple[int, int]], Any]]  # (case dict, sweep group, bounds, thunk)
+    # (case dict, (sweep group, its per-call parameters), loaded bounds, thunk)
+    runs: list[tuple[dict[str, Any], tuple[str, tuple[str, ...]], dict[str, tuple[int, int]], Any]]
 
 
 def _user_frame(tb) -> str:
@@ -136,10 +137,11 @@ def expand_paths(specs: list[str]) -> list[str]:
     return out
 
 
-def _sweep_group(label: str, params: dict[str, Any], sweep: tuple[str, ...] | None) -> str:
+def _sweep_group(label: str, params: dict[str, Any], sweep: tuple[str, ...] | None) -> tuple[str, tuple[str, ...]]:
+    """(the sweep a run belongs to, its per-call parameters): runs that differ only in those must share a compile."""
     per_call = set(sweep) if sweep is not None else ({k for k in params if k in PER_CALL_KEYS} or set(params))
     fixed = ",".join(f"{k}={v}" for k, v in params.items() if k not in per_call)
-    return f"{label}[{fixed}]" if fixed else label
+    return (f"{label}[{fixed}]" if fixed else label), tuple(k for k in params if k in per_call)
 
 
 def _case_targets(cases: list[Case]) -> list[Target]:
@@ -190,7 +192,7 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
         silent = []
         refused: set[str] = set()
         for case, group, bounds, thunk in t.runs:
-            capture.case, capture.sweep_group, capture.loaded_bounds = case, group, bounds
+            capture.case, (capture.sweep_group, capture.sweep_keys), capture.loaded_bounds = case, group, bounds
             before = capture.n_launches
             try:
                 thunk()

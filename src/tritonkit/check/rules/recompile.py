@@ -1,5 +1,6 @@
-"""recompile: a kernel compiled more than once across a sweep only because Triton specialized a runtime integer
-(value 1, divisibility by 16) or a pointer's alignment."""
+"""recompile: a kernel compiled more than once across a sweep of per-call sizes: Triton specialized a runtime
+integer (value 1, divisibility by 16) or a pointer's alignment, or a constexpr or launch option was computed
+from a per-call size (``BLOCK = triton.next_power_of_2(num_reqs)``)."""
 
 from __future__ import annotations
 
@@ -9,23 +10,28 @@ from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
     "recompile", "warning", "recompiles across a sweep",
-    "Triton specializes integer arguments equal to 1 or divisible by 16 and 16-byte-aligned pointers; a per-call "
-    "size such as num_tokens then compiles the kernel again for new values, in the middle of serving.")
+    "Triton compiles once per specialization: integer arguments equal to 1 or divisible by 16, 16-byte-aligned "
+    "pointers, every constexpr value and launch option. A per-call size that reaches any of them compiles the "
+    "kernel again for new values, in the middle of serving.")
 
 _INTS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
+#: launch options a per-call size may choose (each value is a compile of its own)
+_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+#: compiles listed in a message, and per-call values shown for each
+_SHOWN, _VALUES = 6, 4
 
 
-def _erase(param, entry: tuple) -> tuple:
+def _width(param, entry: tuple):
+    """What a sweep may not change without a compile nobody can avoid: an integer's width (a value past 2^31 is
+    int64, whatever do_not_specialize says) and a pointer's dtype."""
     if getattr(param, "is_constexpr", False):
-        return entry
+        return "constexpr"
     t = entry[0] if entry else None
     if t == "constexpr":  # an integer equal to 1
-        return ("int", "i32")
+        return "i32"
     if t in _INTS:
-        return ("int", "i64" if t in ("i64", "u64") else "i32")
-    if isinstance(t, str) and t.startswith("*"):
-        return (t,)
-    return entry
+        return "i64" if t in ("i64", "u64") else "i32"
+    return t if isinstance(t, str) and t.startswith("*") else entry
 
 
 def _variant(entry: tuple) -> str:
@@ -39,57 +45,103 @@ def _variant(entry: tuple) -> str:
     return "divisible by 16" if attr == "D" else "not divisible by 16"
 
 
+def _key(param, ln):
+    i = [p.name for p in ln.kernel.jit.params].index(param.name)
+    return repr(ln.constexprs.get(param.name)) if param.is_constexpr else ln.spec[i]
+
+
+def _flags(params, launches) -> list[int]:
+    """Parameters that take several values within one run of a case (a forward and a backward launch, a flag per
+    layer): different uses of the kernel, not churn of a per-call size."""
+    runs: dict[tuple, list] = defaultdict(list)
+    for ln in launches:
+        runs[(ln.sweep_group, repr(sorted(ln.case.items())), ln.autotune)].append(ln)
+    return [i for i, p in enumerate(params)
+            if any(len({_key(p, ln) for ln in lns}) > 1 for lns in runs.values())]
+
+
+def _short(vals: list) -> str:
+    return ", ".join(map(str, vals[:_VALUES])) + (", …" if len(vals) > _VALUES else "")
+
+
 def check(ctx: Context) -> list[Finding]:
     out = []
     for info in ctx.capture.kernels.values():
         params = list(info.jit.params)
-        groups: dict[tuple, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
-        for ln in info.launches:
-            if ln.unit is None or len(ln.spec) != len(params):
-                continue
-            erased = tuple(_erase(p, e) for p, e in zip(params, ln.spec))
-            groups[(ln.sweep_group, erased, repr(ln.unit.options), ln.autotune)][ln.spec].append(ln)
-        # one finding per sweep (its option and autotune-config variants split the same way: not counted again);
-        # run_check merges the sweeps' findings on the same arguments and counts them
+        launches = [ln for ln in info.launches if ln.unit is not None and len(ln.spec) == len(params)]
+        flags = _flags(params, launches)
+        groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        for ln in launches:
+            widths = tuple(_width(p, e) for p, e in zip(params, ln.spec))
+            uses = tuple(_key(params[i], ln) for i in flags)
+            groups[(ln.sweep_group, widths, uses, ln.autotune)][ln.unit.key].append(ln)
+        # one finding per sweep and use of the kernel (an autotuner's configs split the same way: not counted
+        # again); run_check merges the findings on the same arguments and counts them
         seen = set()
-        for (group, _erased, _opts, _at), variants in groups.items():
-            if len(variants) < 2:
+        for (group, _w, uses, _at), units in groups.items():
+            if len(units) < 2:
                 continue
-            specs = list(variants)
-            split = [i for i in range(len(params)) if len({s[i] for s in specs}) > 1]
-            names = [params[i].name for i in split]
-            if (tuple(names), group) in seen:
+            firsts = [lns[0] for lns in units.values()]
+            split = [i for i in range(len(params)) if len({ln.spec[i] for ln in firsts}) > 1
+                     or (params[i].is_constexpr and len({repr(ln.constexprs.get(params[i].name)) for ln in firsts}) > 1)]
+            opts = [o for o in _OPTIONS if len({getattr(ln.unit.options, o, None) for ln in firsts}) > 1]
+            names = [params[i].name for i in split] + opts
+            if (tuple(names), group, uses) in seen:
                 continue
-            seen.add((tuple(names), group))
-            parts, ptrs = [], []
+            seen.add((tuple(names), group, uses))
+            parts, ints, ptrs, consts = [], [], [], []
             for i in split:
                 p = params[i]
+                if p.is_constexpr:
+                    vals = list(dict.fromkeys(repr(ln.constexprs.get(p.name)) for ln in firsts))
+                    consts.append(p.name)
+                    parts.append(f"constexpr `{p.name}` ({len(vals)} values: {_short(vals)})")
+                    continue
                 by: dict[str, list] = defaultdict(list)
-                for s, lns in variants.items():
-                    vals = by[_variant(s[i])]
+                for lns in units.values():
                     for ln in lns:
                         v = ln.int_args.get(p.name)
+                        vals = by[_variant(ln.spec[i])]
                         if v is not None and v not in vals:
                             vals.append(v)
-                desc = "; ".join(f"{', '.join(map(str, v[:4]))}{', …' if len(v) > 4 else ''} → {k}" if v else k
-                                 for k, v in by.items())
-                parts.append(f"`{p.name}` ({desc})")
-                if str(specs[0][i][0]).startswith("*"):
-                    ptrs.append(p.name)
-            exposer = next(ln for s in specs[1:] for ln in variants[s])
+                (ptrs if str(firsts[0].spec[i][0]).startswith("*") else ints).append(p.name)
+                parts.append(f"`{p.name}` ({'; '.join(f'{_short(v)} → {k}' if v else k for k, v in by.items())})")
+            for o in opts:
+                parts.append(f"{o} ({_short(sorted({getattr(ln.unit.options, o) for ln in firsts}))})")
+            # what drives each compile: the per-call values of the launches that made it
+            listed = []
+            for n, lns in enumerate(list(units.values())[:_SHOWN], 1):
+                keys = lns[0].sweep_keys
+                seen_vals = []
+                for ln in lns:
+                    v = tuple(ln.case.get(k) for k in keys)
+                    if v not in seen_vals:
+                        seen_vals.append(v)
+                what = ", ".join(f"{params[i].name}={lns[0].constexprs[params[i].name]!r}"
+                                 for i in split if params[i].is_constexpr and params[i].name in lns[0].constexprs)
+                what += (", " if what and opts else "") + ", ".join(f"{o}={getattr(lns[0].unit.options, o)}" for o in opts)
+                if len(keys) == 1:
+                    by_case = f"{keys[0]}={_short([v[0] for v in seen_vals])}"
+                else:
+                    by_case = _short(["(" + ", ".join(f"{k}={x}" for k, x in zip(keys, v)) + ")" for v in seen_vals])
+                listed.append(f"#{n} {by_case}" + (f" ({what})" if what else ""))
+            more = f"; {len(units) - _SHOWN} more" if len(units) > _SHOWN else ""
+            exposer = list(units.values())[1][0]
             fixes = []
-            ints = [n for n in names if n not in ptrs]
             if ints:
-                fixes.append(f"@triton.jit(do_not_specialize={ints!r})")
+                fixes.append(f"@triton.jit(do_not_specialize={ints!r}) if they are per-call values")
             if ptrs:
                 fixes.append(f"@triton.jit(do_not_specialize_on_alignment={ptrs!r})")
+            if consts or opts:
+                fixes.append(f"make {', '.join(f'`{n}`' for n in consts + opts)} a function of the model's sizes "
+                             f"(or of a few coarse buckets), not of the per-call size; a value needed per call "
+                             f"belongs in a runtime argument and a loop")
             where = f" within sweep {group}" if group else ""
             out.append(Finding(
                 RULE.id, RULE.severity, info.name, info.file, info.line,
-                f"`{info.name}` compiles {len(variants)} times{where} for launches that differ only in "
-                f"{' and '.join(parts)}",
+                f"`{info.name}` compiles {len(units)} times{where}, split by {' and '.join(parts)}: "
+                f"{'; '.join(listed)}{more}",
                 exposer.case,
-                fix=" and ".join(fixes) + " if these are per-call values; keep them specialized only when the "
-                    "kernel really gets faster",
+                fix="; ".join(fixes) + " (keep a specialization only where the kernel really gets faster)",
                 tag=",".join(names)))
     return out
