@@ -72,7 +72,8 @@ def test_exit_code_is_one_with_errors(report):
 
 
 @pytest.mark.parametrize("kernel,operand", [
-    ("_kv_write_i32_kernel", "blk"), ("_paged_decode_bt32_kernel", "block"), ("_moe_gather_i32_kernel", "row")])
+    ("_kv_write_i32_kernel", "blk"), ("_paged_decode_bt32_kernel", "block"),
+    ("_moe_gather_i32_kernel", "row[:, None]")])
 def test_int32_offset_names_the_operand_to_widen(report, kernel, operand):
     (f,) = [f for f in report.findings if f.kernel == kernel]
     assert f.severity == "error"

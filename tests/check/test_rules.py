@@ -38,6 +38,29 @@ def flat_overflows(n):
     _flat_big_kernel[(triton.cdiv(n, 1024),)](torch.empty(n, dtype=torch.int8, **M), n, BLOCK=1024)
 
 
+def _make_nested_kernel():
+    # defined inside a function: Triton reads its columns in the dedented source
+    @triton.jit
+    def _nested_kernel(x_ptr, q_ptr, stride, H, BLOCK: tl.constexpr):
+        row = tl.program_id(1)
+        i_h = tl.program_id(2)
+        bos = row * 4
+        x_ptr += (bos * H + i_h) * stride
+        q_ptr += BLOCK * tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(q_ptr + offs))
+    return _nested_kernel
+
+
+_nested_kernel = _make_nested_kernel()
+
+
+@tritonkit.case(rows=[60_000])
+def nested(rows):
+    _nested_kernel[(3_000_000, rows, 8)](torch.empty(2**31 + 2**30, dtype=torch.int8, **M),
+                                        torch.empty(2**33, dtype=torch.int8, **M), 2048, 8, BLOCK=1024)
+
+
 @triton.jit
 def _mixed_kernel(x_ptr, stride, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -571,6 +594,23 @@ def test_elementwise_indexing_flagged_once_the_grid_pushes_it_past_int32(report)
     assert "program id" in f.message
 
 
+def test_int32_offset_speaks_in_source_terms(report):
+    (f,) = _on(report, "_flat_big_kernel", "int32-offset")
+    assert f.message.startswith("`tl.program_id(0) * BLOCK` is computed in int32")
+    assert "`tl.program_id(0)` in [0, 2,097,152]" in f.message and "`BLOCK` = 1,024" in f.message
+    assert "`tl.program_id(0).to(tl.int64) * BLOCK`" in f.fix
+    fs = {f.line: f for f in _on(report, "_nested_kernel", "int32-offset")}
+    aug = fs[_line_after("_nested_kernel", "x_ptr += (bos")]
+    # the int32 operand of `p * stride` is a parenthesized sum: quoted as written, never an IR name
+    assert aug.message.startswith("`(bos * H + i_h) * stride` is computed in int32")
+    assert "`bos * H + i_h` in [0," in aug.message and "`(bos * H + i_h).to(tl.int64) * stride`" in aug.fix
+    swapped = fs[_line_after("_nested_kernel", "q_ptr += BLOCK")]
+    # a constant on the left: canonicalization puts it on the right in the IR; the source order is kept
+    assert swapped.message.startswith("`BLOCK * tl.program_id(0)` is computed")
+    assert "`BLOCK * tl.program_id(0).to(tl.int64)`" in swapped.fix
+    assert not any("%" in f.message or "_i32" in f.message for f in report.findings)
+
+
 def test_witness_is_a_real_launch_not_the_union_of_launches(report):
     assert _on(report, "_mixed_kernel") == []
 
@@ -606,7 +646,7 @@ def test_store_then_load_disjoint_halves_are_not_flagged(report):
 def _line_after(kernel: str, text: str) -> int:
     """1-based line, in the written case file, of the first line holding ``text`` after ``def kernel``."""
     lines = textwrap.dedent(KERNELS).splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"def {kernel}("))
+    start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith(f"def {kernel}("))
     return next(i for i in range(start, len(lines)) if text in lines[i]) + 1
 
 

@@ -69,15 +69,18 @@ class Context:
 
     def frame(self, unit: Unit, op: Op | None) -> tuple[str, int, int]:
         """(file, line, col) of an op in user code; the kernel's def line when the IR has no location."""
-        if op is not None:
-            parsed = unit.func()
-            locs = self._locs.get(id(unit))
-            if locs is None:
-                locs = self._locs[id(unit)] = Locations(parsed[1].aliases)
-            fr = locs.user_frame(op.loc, (_TRITON_DIR,))
-            if fr is not None and fr.file:
-                return fr.file, fr.line, fr.col
-        return unit.kernel.file, unit.kernel.line, 0
+        return self.located(unit, op) or (unit.kernel.file, unit.kernel.line, 0)
+
+    def located(self, unit: Unit, op: Op | None) -> tuple[str, int, int] | None:
+        """(file, line, col) of an op in user code, or None when the IR gives it no location there."""
+        if op is None:
+            return None
+        parsed = unit.func()
+        locs = self._locs.get(id(unit))
+        if locs is None:
+            locs = self._locs[id(unit)] = Locations(parsed[1].aliases)
+        fr = locs.user_frame(op.loc, (_TRITON_DIR,))
+        return (fr.file, fr.line, fr.col) if fr is not None and fr.file else None
 
     # -- ranges ---------------------------------------------------------------------------------------------
     def bindings(self, unit: Unit, f: Func, launches: list[Launch]) -> Bindings:

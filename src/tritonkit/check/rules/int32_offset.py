@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from ..mlir import Func, Op
+from ..pointers import THROUGH
 from ..ranges import Iv, Overflow, RangeAnalysis, Unknown, is_int32_offset, offset_slice
+from ..source import binop_at, dedent_col, within
 from . import Context, Finding, RuleInfo, display
 
 RULE = RuleInfo(
@@ -50,8 +52,10 @@ def _origin(f: Func, name: str) -> str:
     return "const" if "const" in found else "expr"
 
 
-def _describe(f: Func, name: str, v, grid_note: str) -> str:
-    label = display(name) or "the operand"
+def _describe(f: Func, name: str, label: str, v, grid_note: str) -> str | None:
+    """What the analysis knows of one operand, under the name the source gives it (None: a literal says it all)."""
+    if isinstance(v, Iv) and v.lo == v.hi and label.replace("_", "").isdigit():
+        return None
     if isinstance(v, Iv):
         if v.lo == v.hi:
             return f"`{label}` = {_fmt(v.lo)}"
@@ -65,23 +69,52 @@ def _describe(f: Func, name: str, v, grid_note: str) -> str:
     return f"`{label}` unbounded"
 
 
-_THROUGH = {"tt.splat", "tt.broadcast", "tt.expand_dims", "arith.extsi", "arith.extui", "tt.reshape",
-            "ttg.convert_layout", "tt.trans"}
-
-
-def _source_name(f: Func, name: str, stmt: str) -> str:
-    """Look through shape ops for the value the user named (``row[:, None]`` -> ``row``): SSA names come from the
-    statement being assigned, so the operands of ``x = tl.load(p + row[:, None] * s)`` are all called ``x``."""
-    v = name
+def _real(f: Func, name: str) -> str:
+    """The value behind casts and shape ops: the op whose location tells where the operand was written."""
     for _ in range(16):
-        d = display(v)
-        if d and d != stmt:
-            return v
-        op = f.defs.get(v)
-        if op is None or op.name not in _THROUGH or not op.operands:
+        op = f.defs.get(name)
+        if op is None or op.name not in THROUGH or not op.operands:
             break
-        v = op.operands[0]
-    return v
+        name = op.operands[0]
+    return name
+
+
+def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, list[str], list[str]]:
+    """The expression as written and the source text of each IR operand (with no source, an operand is named by
+    its value, or by the variable it was assigned to; never by an IR name)."""
+    file, line, col = ctx.frame(unit, op)
+    src = binop_at(file, line, col, op.name)
+    a, b = (op.operands + ["?", "?"])[:2]
+    if src is None:
+        names = []
+        for n, v in zip((a, b), ov.operands):
+            if isinstance(v, Iv) and v.lo == v.hi:
+                names.append(_fmt(v.lo))
+            else:
+                names.append(display(_real(f, n)) or "the operand")
+        return f"{names[0]} {_SYM.get(op.name, op.name)} {names[1]}", names, ["left", "right"]
+    # which source side each IR operand came from: by where its defining op was written (canonicalization may
+    # swap a constant to the right), by name for kernel arguments, else in source order
+    sides: list[str | None] = []
+    for n in (a, b):
+        r = _real(f, n)
+        d = f.defs.get(r)
+        at = ctx.located(unit, d) if d is not None and d.name != "arith.constant" else None
+        side = None
+        if at is not None and at[0] == file:
+            pos = dedent_col(file, at[1], at[2])
+            side = "left" if within(pos, src.left_span) else "right" if within(pos, src.right_span) else None
+        elif d is None and display(r) in (src.left, src.right):
+            side = "left" if display(r) == src.left else "right"
+        sides.append(side)
+    if sides[0] == sides[1] or None in sides:
+        known = next((x for x in sides if x is not None), None)
+        if known is None or sides[0] == sides[1]:
+            sides = ["left", "right"]
+        else:
+            k = sides.index(known)
+            sides[1 - k] = "right" if known == "left" else "left"
+    return src.text, [src.left if x == "left" else src.right for x in sides], sides
 
 
 def _cast_target(f: Func, op: Op, ov: Overflow) -> str | None:
@@ -97,31 +130,41 @@ def _cast_target(f: Func, op: Op, ov: Overflow) -> str | None:
     return best[1] if best else None
 
 
-def _message(f: Func, op: Op, ov: Overflow, grid) -> tuple[str, str]:
-    stmt = display(op.results[0]) if op.results else ""
-    a, b = (_source_name(f, x, stmt) for x in (op.operands + ["?", "?"])[:2])
-    sym = _SYM.get(op.name, op.name)
-    an, bn = display(a) or "…", display(b) or "…"
-    for name, v in zip((a, b), ov.operands):
-        if _origin(f, name) == "const" and isinstance(v, Iv):
-            if name == a:
-                an = _fmt(v.lo)
-            else:
-                bn = _fmt(v.lo)
-    expr = f"{an} {sym} {bn}"
+def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid) -> tuple[str, str]:
+    expr, labels, sides = _labels(ctx, unit, f, op, ov)
     peak = max(abs(ov.iv.lo), abs(ov.iv.hi))
     grid_note = f"program id < grid {grid}" if grid else "program id"
-    parts = "; ".join(_describe(f, n, v, grid_note) for n, v in zip((a, b), ov.operands))
+    parts = [d for n, label, v in zip(op.operands, labels, ov.operands)
+             if (d := _describe(f, _real(f, n), label, v, grid_note)) is not None]
     msg = (f"`{expr}` is computed in int{ov.bits} and can reach {_fmt(peak)}, past the int32 limit of "
-           f"{_fmt(2**31 - 1)}, before it offsets a pointer ({parts})")
-    target = _cast_target(f, Op(op.name, op.results, [a, b], op.types, op.text, op.loc, op.block, op.pos), ov)
-    if target is not None and display(target):
-        t = display(target)
-        fix = (f"cast `{t}` to tl.int64 before the {'multiply' if sym == '*' else 'arithmetic'}: "
-               f"`{t}.to(tl.int64)`; cast program ids and loaded indices before they meet a stride")
+           f"{_fmt(2**31 - 1)}, before it offsets a pointer" + (f" ({'; '.join(parts)})" if parts else ""))
+    target = _cast_target(f, op, ov)
+    sym = _SYM.get(op.name, op.name)
+    if target is not None:
+        k = op.operands.index(target)
+        t, other = labels[k], labels[1 - k]
+        wrapped = t if _atom(t) else f"({t})"
+        cast = f"{wrapped}.to(tl.int64) {sym} {other}" if sides[k] == "left" else \
+            f"{other} {sym} {wrapped}.to(tl.int64)"
+        fix = (f"cast `{t}` to tl.int64 before the {_WHAT.get(op.name, 'arithmetic')}: `{cast}`; cast program ids "
+               f"and loaded indices before they meet a stride")
     else:
         fix = "cast one operand to tl.int64 before this operation so the offset is computed in 64 bits"
     return msg, fix
+
+
+def _atom(text: str) -> bool:
+    """``text`` needs no parentheses before ``.to(...)``: no operator outside brackets."""
+    depth = 0
+    for ch in text:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if depth == 0 and ch in " +-*/%<>&|^~":
+            return False
+    return True
+
+
+_WHAT = {"arith.muli": "multiply", "arith.addi": "addition", "arith.subi": "subtraction", "arith.shli": "shift"}
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -159,6 +202,6 @@ def check(ctx: Context) -> list[Finding]:
         for pos, (ln, ov) in sorted(witness.items()):
             op = cands[pos]
             file, line, col = ctx.frame(unit, op)
-            msg, fix = _message(f, op, ov, ln.grid)
+            msg, fix = _message(ctx, unit, f, op, ov, ln.grid)
             out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, ln.case, fix=fix, col=col))
     return out
