@@ -148,7 +148,7 @@ def test_kernels_defined_while_interpreting_are_compiled(tmp_path):
 
         @tritonkit.case(n=[4])
         def interp(n):
-            x = torch.empty(4096, device="meta", dtype=torch.float32)
+            x = torch.empty(2**32, device="meta", dtype=torch.float32)
             slot = torch.empty(n, device="meta", dtype=torch.int32)
             _interp_kernel[(n,)](x, slot, 1024, BLOCK=64)
     """))

@@ -38,6 +38,26 @@ def flat_overflows(n):
     _flat_big_kernel[(triton.cdiv(n, 1024),)](torch.empty(n, dtype=torch.int8, **M), n, BLOCK=1024)
 
 
+@triton.jit
+def _slot_sized_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    tl.store(cache_ptr + slot * stride + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _wrap_then_divide_kernel(x_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    # the wrapped product is divided: no longer exact modulo 2^32, whatever the final offset
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    tl.store(x_ptr + (slot * stride) // 4096 + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+
+@tritonkit.case(cache_elements=[2**20, 2**33])
+def sized(cache_elements):
+    slots = torch.empty(4, dtype=torch.int32, **M)
+    _slot_sized_kernel[(4,)](torch.empty(cache_elements, **M), slots, 512, BLOCK=16)
+    _wrap_then_divide_kernel[(4,)](torch.empty(2**20, **M), slots, 512, BLOCK=16)
+
+
 def _make_nested_kernel():
     # defined inside a function: Triton reads its columns in the dedented source
     @triton.jit
@@ -104,7 +124,8 @@ def _slot_declared_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
 
 
 def _slot_args(n):
-    return torch.empty(4096 * 512, **M), torch.empty(n, dtype=torch.int32, **M), 512
+    # a cache of 2^33 elements: a slot index times its 512-element stride can need more than 31 bits
+    return torch.empty(2**33, **M), torch.empty(n, dtype=torch.int32, **M), 512
 
 
 @tritonkit.case(n=[4])
@@ -185,7 +206,7 @@ def state_shift(seqlen):
     state = torch.empty(4 * 70_000, **M)
     _state_shift_kernel[(1,)](state, seqlen, 4, 70_000, BLOCK=16)
     _state_shift_else_kernel[(1,)](state, seqlen, 4, 70_000, BLOCK=16)
-    _state_shift_wide_kernel[(1,)](state, seqlen, 100_000, 70_000, BLOCK=16)
+    _state_shift_wide_kernel[(1,)](torch.empty(100_000 * 70_000, **M), seqlen, 100_000, 70_000, BLOCK=16)
 
 
 @triton.jit
@@ -592,6 +613,15 @@ def test_elementwise_indexing_flagged_once_the_grid_pushes_it_past_int32(report)
     (f,) = _on(report, "_flat_big_kernel", "int32-offset")
     assert f.case == {"n": 2**31 + 1}
     assert "program id" in f.message
+
+
+def test_an_overflow_only_an_out_of_bounds_index_reaches_is_not_reported(report):
+    # into an allocation of 2^20 elements any in-bounds offset fits int32 (and a wrapped product comes back
+    # exact); into 2^33 elements a valid slot can need 64 bits
+    (f,) = _on(report, "_slot_sized_kernel", "int32-offset")
+    assert f.case == {"cache_elements": 2**33}
+    (g,) = _on(report, "_wrap_then_divide_kernel", "int32-offset")
+    assert g.message.startswith("`slot * stride`")
 
 
 def test_int32_offset_speaks_in_source_terms(report):

@@ -88,6 +88,8 @@ class Launch:
     sweep_group: str
     sweep_keys: tuple[str, ...]  # the case parameters that vary within the sweep
     constexprs: dict[str, Any]  # the launch's constexpr values, by parameter name
+    #: elements of the allocation behind each tensor argument (its storage, in the tensor's element size)
+    extents: dict[str, int]
     site: tuple[str, int] | None
     #: argument pairs (sorted) whose views share bytes: (view of the first, view of the second, a shared byte)
     aliases: dict[tuple[str, str], tuple[View, View, int | bool]]
@@ -155,6 +157,13 @@ def _aliases(bound: dict[str, Any]) -> dict[tuple[str, str], tuple[View, View, i
                 (x, vx), (y, vy) = sorted(((a, va), (b, vb)), key=lambda kv: kv[0])
                 out[(x, y)] = (vx, vy, byte)
     return out
+
+
+def _storage_elements(t) -> int | None:
+    try:
+        return t.untyped_storage().nbytes() // t.element_size()
+    except Exception:  # noqa: BLE001 - no storage to read: no bound
+        return None
 
 
 def _grid3(grid, bound) -> tuple[int, int, int] | None:
@@ -344,7 +353,9 @@ class Capture:
             if not p.is_constexpr and p.name in bound and (v := _as_int(bound[p.name])) is not None:
                 int_args[p.name] = v
         consts = {p.name: bound.get(p.name) for p in jit.params if p.is_constexpr and p.name in bound}
-        ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, self.sweep_keys, consts, site,
+        extents = {k: e for k, v in bound.items() if hasattr(v, "data_ptr") and (e := _storage_elements(v)) is not None}
+        ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, self.sweep_keys, consts,
+                    extents, site,
                     _aliases(bound), dict(self.loaded_bounds), self._autotune)
         info.launches.append(ln)
         # an optional pointer passed as None in this launch is still a pointer parameter a bound may name

@@ -147,12 +147,13 @@ def _gather(kernel, num_tokens):
                                                     out.stride(0), 4096, TOP_K=TOP_K, BLOCK_M=16, BLOCK_K=256)
 
 
-@tritonkit.case(num_tokens=[1, 17, 4096])
+# 600,000 tokens x 4096 = 2.5e9 elements of x (a large data-parallel prefill): rows past 524,287 need 64 bits
+@tritonkit.case(num_tokens=[1, 17, 4096, 600_000])
 def gather_int32(num_tokens):
     _gather(_moe_gather_i32_kernel, num_tokens)
 
 
-@tritonkit.case(num_tokens=[1, 17, 4096])
+@tritonkit.case(num_tokens=[1, 17, 4096, 600_000])
 def gather(num_tokens):
     _gather(_moe_gather_kernel, num_tokens)
 

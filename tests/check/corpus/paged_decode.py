@@ -143,8 +143,9 @@ def _run(kernel, num_seqs, max_blocks):
     m = dict(device="meta", dtype=torch.bfloat16)
     q = torch.empty(num_seqs, 32, 128, **m)
     out = torch.empty_like(q)
-    k_cache = torch.empty(120_000, 16, 8, 128, **m)
-    v_cache = torch.empty(120_000, 16, 8, 128, **m)
+    # 200,000 blocks x 16 x 8 x 128 = 3.3e9 elements: block ids past 131,071 address beyond 2^31
+    k_cache = torch.empty(200_000, 16, 8, 128, **m)
+    v_cache = torch.empty(200_000, 16, 8, 128, **m)
     block_table = torch.empty(num_seqs, max_blocks, device="meta", dtype=torch.int32)
     seq_lens = torch.empty(num_seqs, device="meta", dtype=torch.int32)
     paged_decode(kernel, out, q, k_cache, v_cache, block_table, seq_lens, 128 ** -0.5)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..mlir import Func, Op
-from ..pointers import THROUGH
-from ..ranges import Iv, Overflow, RangeAnalysis, Unknown, is_int32_offset, offset_slice
+from ..pointers import THROUGH, base_arg
+from ..ranges import Iv, Overflow, Unknown, is_int32_offset, offset_slice
 from ..source import binop_at, dedent_col, within
 from . import Context, Finding, RuleInfo, display
 
@@ -167,35 +167,75 @@ def _atom(text: str) -> bool:
 _WHAT = {"arith.muli": "multiply", "arith.addi": "addition", "arith.subi": "subtraction", "arith.shli": "shift"}
 
 
+#: ops whose int32 result is exact modulo 2^32: a wrapped intermediate comes back right when the final value fits
+_RING = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.select", "tt.splat", "tt.broadcast",
+         "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout"}
+_INT32_MAX = 2**31 - 1
+
+
+def _ring_slice(f: Func, name: str) -> set[int]:
+    """Positions of the ops that reach ``name`` through wrapping arithmetic only."""
+    out, seen, stack = set(), set(), [name]
+    while stack and len(seen) < 4096:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        op = f.defs.get(v)
+        if op is None or op.name not in _RING:
+            continue
+        out.add(op.pos)
+        stack += op.operands[1:] if op.name == "arith.select" else op.operands
+    return out
+
+
+def _in_bounds_fit(ln, feeds, param_of) -> bool:
+    """Every pointer the overflow feeds, through wrapping arithmetic only, addresses an allocation of fewer than
+    2^31 elements in this launch: an in-bounds offset then fits int32, and the wrapped intermediate comes back
+    exact. (Such a launch shows no overflow a correct index can reach.)"""
+    for base, modular in feeds:
+        n = ln.extents.get(param_of.get(base, base)) if base is not None else None
+        if not modular or n is None or n > _INT32_MAX:
+            return False
+    return True
+
+
 def check(ctx: Context) -> list[Finding]:
     out = []
     for unit, f, _mod in ctx.units():
         ra = ctx.union_ranges(unit, f)
         cands: dict[int, Op] = {}
+        feeds: dict[int, list[tuple[str | None, bool]]] = {}  # candidate -> (pointer's argument, exact mod 2^32)
         for op in f.ops:
             if op.name != "tt.addptr" or len(op.operands) < 2 or not is_int32_offset(f, op.operands[1]):
                 continue
             v = ra.get(op.operands[1])
             if isinstance(v, Unknown):
                 ctx.note(unit, op, f"int32-offset could not bound this pointer offset: {v.reason}")
+            ring = None
             for s in offset_slice(f, op.operands[1]):
                 if s.pos in ra.overflows:
                     cands.setdefault(s.pos, s)
+                    ring = _ring_slice(f, op.operands[1]) if ring is None else ring
+                    feeds.setdefault(s.pos, []).append((base_arg(f, op.operands[0]), s.pos in ring))
         if not cands:
             continue
+        names = [a for a, _t, _l in f.args]
+        param_of = dict(zip(names, unit.ir_params)) if len(names) == len(unit.ir_params) else {}
         # the union over launches over-approximates; find a real launch that overflows
         witness: dict[int, tuple[object, Overflow]] = {}
         tried: set = set()
         for ln in unit.launches:
-            sig = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())))
+            sig = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())),
+                   tuple(sorted(ln.extents.items())))
             if sig in tried:
                 continue
             tried.add(sig)
             if len(tried) > MAX_WITNESS_TRIES:
                 break
-            one = RangeAnalysis(f, ctx.bindings(unit, f, [ln])).run()
+            one = ctx.launch_ranges(unit, f, ln)
             for pos in cands:
-                if pos in one.overflows and pos not in witness:
+                if pos in one.overflows and pos not in witness and not _in_bounds_fit(ln, feeds[pos], param_of):
                     witness[pos] = (ln, one.overflows[pos])
             if len(witness) == len(cands):
                 break
