@@ -69,13 +69,40 @@ def root(f: Func, name: str) -> str:
     return name
 
 
+def strip_shape(f: Func, name: str) -> str:
+    """The value behind shape ops and sign extensions (a lane's integer, whatever tile carries it)."""
+    for _ in range(32):
+        op = f.defs.get(name)
+        if op is None or op.name not in _SHAPE + _CASTS or not op.operands:
+            break
+        name = op.operands[0]
+    return name
+
+
 def same_values(f: Func) -> dict[str, list[str]]:
-    """root -> every value that holds the same integer (the root and its extensions)."""
+    """root -> every value that holds the same integer: the root, its extensions, and loads of the same address
+    with nothing stored in between (``if tl.load(p) < 0: return`` guards a later ``tl.load(p)`` too)."""
     out: dict[str, list[str]] = {}
     for op in f.ops:
         if op.name in _CASTS and op.results:
             r = root(f, op.results[0])
             out.setdefault(r, [r]).append(op.results[0])
+    loads: dict[tuple, list] = {}
+    for op in f.ops:
+        if op.name == "tt.load" and op.results:
+            loads.setdefault(tuple(op.operands), []).append(op)
+    writes = [op.pos for op in f.ops if op.name in ("tt.store", "tt.atomic_rmw", "tt.atomic_cas")]
+    for group in loads.values():
+        for i, first in enumerate(group):
+            for later in group[i + 1:]:
+                if any(first.pos < w < later.pos for w in writes):
+                    continue
+                a, b = first.results[0], later.results[0]
+                for x, y in ((a, b), (b, a)):
+                    bucket = out.setdefault(root(f, x), [root(f, x)])
+                    for v in [y] + out.get(root(f, y), []):
+                        if v not in bucket:
+                            bucket.append(v)
     return out
 
 
@@ -159,3 +186,33 @@ class Diffs:
         x, y = root(f, x), root(f, y)
         lo, up = self.low.get((x, y)), self.low.get((y, x))
         return lo, (-up if up is not None else None)
+
+
+def block_facts(f: Func) -> dict[int, list[Fact]]:
+    """The facts in force in each function-level block: a block reached from one ``cf.cond_br`` edge (what
+    ``if slot < 0: return`` leaves) runs where the edge's condition holds, and where its own predecessor's did."""
+    blocks = f.blocks or [f.body]
+    preds: dict[str, list[tuple[object, list[Fact]]]] = {}
+    for blk in blocks:
+        last = blk.ops[-1] if blk.ops else None
+        succ = blk.successors()
+        for k, label in enumerate(succ):
+            edge = []
+            if last.name == "cf.cond_br" and last.operands and len(succ) == 2 and succ[0] != succ[1]:
+                edge = facts(f, last.operands[0], k == 0)
+            preds.setdefault(label, []).append((blk, edge))
+    out: dict[int, list[Fact]] = {}
+    for i, blk in enumerate(blocks):
+        ps = preds.get(blk.label, []) if i and blk.label else []
+        out[id(blk)] = out.get(id(ps[0][0]), []) + ps[0][1] if len(ps) == 1 else []
+    return out
+
+
+def facts_at(f: Func, op, by_block: dict[int, list[Fact]]) -> list[Fact]:
+    """The facts in force where ``op`` runs: its function-level block's, and every enclosing ``scf.if`` branch's."""
+    out, b = [], op.block
+    while b is not None and b.parent is not None:
+        if b.parent.name == "scf.if" and b.parent.operands and b.region < 2:
+            out += facts(f, b.parent.operands[0], b.region == 0)
+        b = b.parent.block
+    return out + (by_block.get(id(b), []) if b is not None else [])

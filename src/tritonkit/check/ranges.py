@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .conditions import Diffs, Fact, facts, narrow, possible, root, same_values
+from .conditions import Diffs, Fact, block_facts, facts, narrow, possible, root, same_values, strip_shape
 from .mlir import Func, Op, elem_type, int_bits, shape_of
 from .pointers import base_arg
 
@@ -82,7 +82,10 @@ class RangeAnalysis:
         self.overflows: dict[int, Overflow] = {}  # op.pos -> first-in-chain overflow
         self.diffs = Diffs()  # difference bounds from the branch conditions in force
         self._same: dict[str, list[str]] | None = None
+        self._group: dict[str, str] = {}  # value -> the root of its group in _same
+        self._active: dict[str, tuple[int, int]] = {}  # group root -> bounds the conditions in force put on it
         self._dead = 0  # > 0 inside a branch whose condition these bindings never meet: it reports no overflow
+        self.seen: dict[int, list[Val]] = {}  # op position -> its operands' values where it ran
 
     # -- driver ---------------------------------------------------------------------------------------------
     def run(self) -> RangeAnalysis:
@@ -98,24 +101,11 @@ class RangeAnalysis:
             else:
                 self.env[name] = Unknown(f"no value was captured for argument `{name}`")
         blocks = self.f.blocks or [self.f.body]
-        # a block reached from one cf branch (`if slot < 0: return` leaves one) runs where its condition holds
-        preds: dict[str, list[tuple[object, list[Fact]]]] = {}
+        in_force = block_facts(self.f)
         for blk in blocks:
-            last = blk.ops[-1] if blk.ops else None
-            succ = blk.successors()
-            for k, label in enumerate(succ):
-                edge = []
-                if last.name == "cf.cond_br" and last.operands and len(succ) == 2 and succ[0] != succ[1]:
-                    edge = facts(self.f, last.operands[0], k == 0)
-                preds.setdefault(label, []).append((blk, edge))
-        in_force: dict[int, list[Fact]] = {}
-        for i, blk in enumerate(blocks):
-            ps = preds.get(blk.label, []) if i and blk.label else []
-            fs = in_force.get(id(ps[0][0]), []) + ps[0][1] if len(ps) == 1 else []
-            in_force[id(blk)] = fs
             for a, _t in blk.args if blk is not self.f.body else ():
                 self.env[a] = Unknown("argument of a branch target block")
-            saved = self._assume(fs)
+            saved = self._assume(in_force.get(id(blk), []))
             self.block(blk.ops)
             self._restore(saved)
         return self
@@ -124,9 +114,11 @@ class RangeAnalysis:
         """Narrow the intervals (and record the differences) the facts imply; returns what :meth:`_restore` needs."""
         saved_env: dict[str, Val] = {}
         saved_diffs = dict(self.diffs.low)
+        saved_active = dict(self._active)
         dead = False
         if self._same is None:
             self._same = same_values(self.f)
+            self._group = {n: r for r, names in self._same.items() for n in names}
         for fc in fs:
             a, b = self.get(fc.a), self.get(fc.b)
             a, b = (a if isinstance(a, Iv) else None), (b if isinstance(b, Iv) else None)
@@ -135,20 +127,37 @@ class RangeAnalysis:
             self.diffs.assume(self.f, fc, a, b)
             r = narrow(a, fc.pred, b) if a is not None and b is not None else None
             for name, new in zip((fc.a, fc.b), r or ()):
-                r0 = root(self.f, name)
+                r0 = self._group.get(root(self.f, name), root(self.f, name))
+                lo, hi = self._active.get(r0, (new.lo, new.hi))
+                self._active[r0] = (max(lo, new.lo), min(hi, new.hi))
                 for n in self._same.get(r0, [r0]):
                     old = self.env.get(n)
                     if isinstance(old, Iv) and max(old.lo, new.lo) <= min(old.hi, new.hi):
                         saved_env.setdefault(n, old)
                         self.env[n] = dataclasses.replace(old, lo=max(old.lo, new.lo), hi=min(old.hi, new.hi))
         self._dead += dead
-        return saved_env, saved_diffs, dead
+        return saved_env, saved_diffs, dead, saved_active
+
+    def _where(self, cond: str, holds: bool, name: str, v: Val) -> Val:
+        """``v`` (the value of ``name``) where the i1 ``cond`` is ``holds``."""
+        if not isinstance(v, Iv):
+            return v
+        r0 = root(self.f, name)
+        for fc in facts(self.f, cond, holds):
+            a, b = self.get(fc.a), self.get(fc.b)
+            if isinstance(a, Iv) and isinstance(b, Iv) and (r := narrow(a, fc.pred, b)) is not None:
+                for side, new in zip((fc.a, fc.b), r):
+                    if strip_shape(self.f, side) == strip_shape(self.f, name) or root(self.f, side) == r0:
+                        if max(v.lo, new.lo) <= min(v.hi, new.hi):
+                            v = dataclasses.replace(v, lo=max(v.lo, new.lo), hi=min(v.hi, new.hi))
+        return v
 
     def _restore(self, saved) -> None:
-        env, diffs, dead = saved
+        env, diffs, dead, active = saved
         self.env.update(env)
         self.diffs.low = diffs
         self._dead -= dead
+        self._active = active
 
     def get(self, name: str) -> Val:
         return self.env.get(name, Unknown(f"value %{name} is defined where the analysis did not look"))
@@ -163,11 +172,24 @@ class RangeAnalysis:
     def _set(self, op: Op, v: Val | list[Val]) -> None:
         vals = v if isinstance(v, list) else [v] * len(op.results)
         for r, t, x in zip(op.results, op.types, vals):
+            # a value equal to one a condition in force bounds (a reload of a guarded slot) is bounded too
+            g = self._group.get(r) if self._active else None
+            if isinstance(x, Iv) and g in self._active:
+                lo, hi = self._active[g]
+                if max(x.lo, lo) <= min(x.hi, hi):
+                    x = dataclasses.replace(x, lo=max(x.lo, lo), hi=min(x.hi, hi))
             self.env[r] = x if int_bits(t) is not None else None
 
     # -- ops ------------------------------------------------------------------------------------------------
+    def operands(self, op: Op) -> list[Val]:
+        """The operands' values where ``op`` ran: inside a branch they are narrowed by its condition, which
+        :meth:`get` (the values after the analysis) no longer is."""
+        return self.seen.get(op.pos) or [self.get(x) for x in op.operands]
+
     def op(self, op: Op) -> None:
         n = op.name
+        if not op.regions:
+            self.seen[op.pos] = [self.get(x) for x in op.operands]
         if n == "scf.for":
             return self._for(op)
         if n == "scf.if":
@@ -229,6 +251,10 @@ class RangeAnalysis:
         ops = [self.get(x) for x in op.operands]
         ints = [v for v in ops if v is not None]
         unk = next((v for v in ints if isinstance(v, Unknown)), None)
+        if n == "arith.select" and len(op.operands) == 3:
+            # where(slot >= 0, slot, 0): each side holds where the condition says it is taken
+            ops = [ops[0], self._where(op.operands[0], True, op.operands[1], ops[1]),
+                   self._where(op.operands[0], False, op.operands[2], ops[2])]
         if n in _SHAPE_OPS or n in ("arith.select", "arith.trunci"):
             vals = ops[1:] if n == "arith.select" else ops
             vals = [v for v in vals if v is not None]
@@ -268,6 +294,11 @@ class RangeAnalysis:
             if a.hi <= 0:
                 return Iv(max(a.lo, -m), 0, **fl)
             return Iv(max(a.lo, -m), min(a.hi, m), **fl)
+        if n in ("arith.maxsi", "arith.minsi") and op.results:
+            # max(x, y) - x >= 0 and max(x, y) - y >= 0 (min: the other way): what `hi - lo` needs later
+            for x in op.operands[:2]:
+                self.diffs.add(*((root(self.f, op.results[0]), root(self.f, x)) if n == "arith.maxsi"
+                                 else (root(self.f, x), root(self.f, op.results[0]))), 0)
         if n in ("arith.maxsi", "arith.maxui"):
             return Iv(max(a.lo, b.lo), max(a.hi, b.hi), **fl)
         if n in ("arith.minsi", "arith.minui"):
