@@ -123,6 +123,9 @@ class OpSpec:
                  tolerance (see :mod:`tritonkit.tolerance`).
     inplace      names of outputs the op writes in place (the harness cannot NaN-poison these; it compares them
                  whole, so an unwritten element still differs from the reference).
+    loaded_bounds  optional ``(inputs) -> {kernel pointer parameter: (lo, hi)}``: the range of the integers the
+                 op's kernels load that its contract bounds (cu_seqlens in [0, num_tokens], block ids below
+                 num_blocks); ``tritonkit check`` assumes them as a case's ``loaded_bounds``.
     """
 
     name: str
@@ -141,6 +144,7 @@ class OpSpec:
     inplace: tuple[str, ...] = ()
     description: str = ""
     error_scale: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None = None
+    loaded_bounds: Callable[[dict[str, Any]], Mapping[str, tuple[int, int]]] | None = None
 
     def tolerance_for(self, dtype: torch.dtype) -> Tolerance:
         if dtype in self.interpreter_tolerance and interpreting():

@@ -59,7 +59,7 @@ class Target:
     """One thing to run under capture: a case function or an OpSpec."""
 
     label: str
-    # (case dict, (sweep group, its per-call parameters), loaded bounds, thunk)
+    # (case dict, (sweep group, its per-call parameters), loaded bounds or a function making them, thunk)
     runs: list[tuple[dict[str, Any], tuple[str, tuple[str, ...]], dict[str, tuple[int, int]], Any]]
 
 
@@ -155,6 +155,20 @@ def _case_targets(cases: list[Case]) -> list[Target]:
     return out
 
 
+def _spec_run(spec, shape, dtype):
+    """(loaded bounds, thunk) of one spec shape: the bounds read the inputs the thunk then runs on."""
+    made: dict[str, Any] = {}
+
+    def bounds():
+        made["inputs"] = spec.make_inputs(shape, dtype, MetaFill())
+        return dict(spec.loaded_bounds(made["inputs"])) if spec.loaded_bounds is not None else {}
+
+    def thunk():
+        spec.call(made.pop("inputs", None) or spec.make_inputs(shape, dtype, MetaFill()))
+
+    return bounds, thunk
+
+
 def spec_targets(specs: dict[str, Any], spaces: tuple[str, ...]) -> list[Target]:
     out = []
     for name, spec in specs.items():
@@ -166,8 +180,7 @@ def spec_targets(specs: dict[str, Any], spaces: tuple[str, ...]) -> list[Target]
                     case = {"op": name, "space": space, **dict(shape), "dtype": dt}
                     per_call = tuple(k for k in shape if k in PER_CALL_KEYS)
                     group = _sweep_group(name, {**dict(shape), "dtype": dt}, per_call)
-                    runs.append((case, group, {},
-                                 lambda s=spec, sh=shape, d=dtype: s.call(s.make_inputs(sh, d, MetaFill()))))
+                    runs.append((case, group, *_spec_run(spec, shape, dtype)))
         out.append(Target(f"op {name}", runs))
     return out
 
@@ -192,9 +205,10 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
         silent = []
         refused: set[str] = set()
         for case, group, bounds, thunk in t.runs:
-            capture.case, (capture.sweep_group, capture.sweep_keys), capture.loaded_bounds = case, group, bounds
+            capture.case, (capture.sweep_group, capture.sweep_keys), capture.loaded_bounds = case, group, {}
             before = capture.n_launches
             try:
+                bounds = capture.loaded_bounds = bounds() if callable(bounds) else bounds
                 thunk()
             except KeyboardInterrupt:
                 raise
@@ -204,7 +218,7 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
                 if capture.n_launches == before:
                     silent.append(case)
             new = capture.launches[before:]
-            bad = unknown_bounds(bounds, new) if new else []
+            bad = unknown_bounds(bounds, new) if new and isinstance(bounds, dict) else []
             if bad:
                 capture.discard(new)
                 if not refused.issuperset(bad):

@@ -261,6 +261,15 @@ _INTERPRETER_TOLERANCE = {
 }
 
 
+def loaded_bounds(inputs: dict) -> dict[str, tuple[int, int]]:
+    """What the kernels load, by the op's contract: token offsets within q, key counts within a row of the block
+    table, physical pages within the cache."""
+    bs = inputs["k_cache"].shape[-3]
+    return {"cu_seqlens_q_ptr": (0, inputs["q"].shape[0]),
+            "seqused_k_ptr": (0, inputs["block_table"].shape[1] * bs),
+            "block_table_ptr": (0, inputs["k_cache"].shape[0] - 1)}
+
+
 SPEC = OpSpec(
     name="paged_attention",
     fn=paged_attention,
@@ -275,6 +284,7 @@ SPEC = OpSpec(
     families=("randn", "near_max", "constant"),
     tolerance=_TOLERANCE,
     interpreter_tolerance=_INTERPRETER_TOLERANCE,
+    loaded_bounds=loaded_bounds,
     description="varlen attention over a paged KV cache (decode, prefill, mixed; GQA, causal, window, softcap, "
                 "sinks, fp8 cache)",
 )
