@@ -36,7 +36,8 @@ def test_sarif_2_1_0(report):
     (run,) = d["runs"]
     rules = run["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == ["grid-limit", "int32-offset", "store-then-load", "load-then-store",
-                                        "recompile", "low-precision-accumulation", "autotune-cost"]
+                                        "recompile", "int-division-sign", "low-precision-accumulation",
+                                        "autotune-cost"]
     assert {r["defaultConfiguration"]["level"] for r in rules} == {"error", "warning", "note"}
     for res in run["results"]:
         assert rules[res["ruleIndex"]]["id"] == res["ruleId"]

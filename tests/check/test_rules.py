@@ -473,6 +473,71 @@ def carried(rows):
 
 
 @triton.jit
+def _ring_negmod_kernel(ring_ptr, out_ptr, pos, window, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    # the slot `window` steps back in a ring of CAP rows: negative while pos < window
+    slot = (pos - window) % CAP
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(ring_ptr + slot * BLOCK + offs))
+
+
+@triton.jit
+def _ring_kernel(ring_ptr, out_ptr, pos, window, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    slot = (pos - window + CAP) % CAP
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(ring_ptr + slot * BLOCK + offs))
+
+
+@triton.jit
+def _slot_unguarded_kernel(cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0)).to(tl.int64)
+    tl.store(cache_ptr + (slot // BS) * (BS * D) + (slot % BS) * D + tl.arange(0, D), tl.zeros([D], tl.float32))
+
+
+@triton.jit
+def _slot_guarded_kernel(cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.constexpr):
+    # the four ways a padding slot of -1 is kept from the division: return, reload after return, where, mask
+    slot = tl.load(slot_ptr + tl.program_id(0)).to(tl.int64)
+    if tl.load(slot_ptr + tl.program_id(1)) < 0:
+        return
+    again = tl.load(slot_ptr + tl.program_id(1)).to(tl.int64)
+    tl.store(cache_ptr + (again // BS) * (BS * D) + tl.arange(0, D), tl.zeros([D], tl.float32))
+    clamped = tl.where(slot >= 0, slot, 0)
+    tl.store(cache_ptr + (clamped // BS) * (BS * D) + tl.arange(0, D), tl.zeros([D], tl.float32))
+    mask = (tl.arange(0, D) < D) & (slot >= 0)
+    tl.store(cache_ptr + (slot // BS) * (BS * D) + (slot % BS) * D + tl.arange(0, D), tl.zeros([D], tl.float32),
+             mask=mask)
+    if slot < 0:
+        return
+    tl.store(cache_ptr + (slot % BS) * D + tl.arange(0, D), tl.zeros([D], tl.float32))
+
+
+@triton.jit
+def _tiles_kernel(x_ptr, lo, n, splits, BLOCK: tl.constexpr):
+    # hi >= lo by construction (a max): the tile count per split is never negative
+    hi = tl.maximum(n // BLOCK, lo)
+    per_split = (hi - lo + splits - 1) // splits
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + per_split * 0 + offs // 4, tl.zeros([BLOCK], tl.float32))
+
+
+@tritonkit.case(pos=[0, 3, 100])
+def division(pos):
+    ring = torch.empty(8 * 64, **M)
+    _ring_negmod_kernel[(1,)](ring, torch.empty(64, **M), pos, 5, CAP=8, BLOCK=64)
+    _ring_kernel[(1,)](ring, torch.empty(64, **M), pos, 5, CAP=8, BLOCK=64)
+    cache, slots = torch.empty(1000 * 16 * 64, **M), torch.empty(4, dtype=torch.int32, **M)
+    _slot_unguarded_kernel[(4,)](cache, slots, BS=16, D=64)
+    _slot_guarded_kernel[(4, 4)](cache, slots, BS=16, D=64)
+    _tiles_kernel[(4,)](torch.empty(4096, **M), pos, 4096, 3, BLOCK=64)
+
+
+@tritonkit.case(n=[4], loaded_bounds={"slot_ptr": (0, 15_999)})
+def division_declared(n):
+    _slot_unguarded_kernel[(n,)](torch.empty(1000 * 16 * 64, **M), torch.empty(n, dtype=torch.int32, **M),
+                                 BS=16, D=64)
+
+
+@triton.jit
 def _acc_f16_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float16)
@@ -638,7 +703,7 @@ def test_int32_offset_speaks_in_source_terms(report):
     # a constant on the left: canonicalization puts it on the right in the IR; the source order is kept
     assert swapped.message.startswith("`BLOCK * tl.program_id(0)` is computed")
     assert "`BLOCK * tl.program_id(0).to(tl.int64)`" in swapped.fix
-    assert not any("%" in f.message or "_i32" in f.message for f in report.findings)
+    assert not any("%" in f.message or "_i32" in f.message for f in report.findings if f.rule == "int32-offset")
 
 
 def test_witness_is_a_real_launch_not_the_union_of_launches(report):
@@ -748,6 +813,20 @@ def test_pointers_a_loop_advances_are_followed_across_iterations(report):
     assert _on(report, "_rows_backward_kernel") == []
     (f,) = _on(report, "_sliding_kernel", "store-then-load")
     assert "next iteration of the loop" in f.message
+
+
+def test_division_of_a_value_that_can_be_negative(report):
+    (f,) = _on(report, "_ring_negmod_kernel", "int-division-sign")
+    assert f.severity == "warning" and f.case == {"pos": 0}
+    assert f.message.startswith("`(pos - window) % CAP` divides like C, not like Python, and `pos - window` can be "
+                                "as low as -5: -5 % 8 is -5 in the kernel, 3 in Python")
+    assert _on(report, "_ring_kernel", "int-division-sign") == []
+    fs = _on(report, "_slot_unguarded_kernel", "int-division-sign")
+    assert {f.tag for f in fs} == {"//", "%"} and all("loaded from memory" in f.message for f in fs)
+    # a guard, a reload after it, a where, a mask, and a bound the case declares all keep it quiet
+    assert _on(report, "_slot_guarded_kernel", "int-division-sign") == []
+    assert all(f.case != {"n": 4} for f in fs)
+    assert _on(report, "_tiles_kernel", "int-division-sign") == []
 
 
 def test_loop_accumulator_in_fp16_is_flagged_but_fp16_max_is_not(report):

@@ -13,7 +13,8 @@ import dataclasses
 import functools
 import linecache
 
-_OPS = {"arith.muli": ast.Mult, "arith.addi": ast.Add, "arith.subi": ast.Sub, "arith.shli": ast.LShift}
+_OPS = {"arith.muli": ast.Mult, "arith.addi": ast.Add, "arith.subi": ast.Sub, "arith.shli": ast.LShift,
+        "arith.divsi": ast.FloorDiv, "arith.remsi": ast.Mod}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,4 +93,4 @@ def within(pos: tuple[int, int], span: tuple[int, int, int, int]) -> bool:
     return (l0, c0) <= (l, c) <= (l1, c1)
 
 
-_SYM = {ast.Mult: "*", ast.Add: "+", ast.Sub: "-", ast.LShift: "<<"}
+_SYM = {ast.Mult: "*", ast.Add: "+", ast.Sub: "-", ast.LShift: "<<", ast.FloorDiv: "//", ast.Mod: "%"}

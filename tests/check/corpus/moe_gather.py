@@ -147,13 +147,17 @@ def _gather(kernel, num_tokens):
                                                     out.stride(0), 4096, TOP_K=TOP_K, BLOCK_M=16, BLOCK_K=256)
 
 
+# routed-token ids are token * TOP_K + k, or the padding id num_routed: never negative
+SORTED = {"sorted_ids_ptr": (0, 600_000 * TOP_K + EXPERTS * 63)}
+
+
 # 600,000 tokens x 4096 = 2.5e9 elements of x (a large data-parallel prefill): rows past 524,287 need 64 bits
-@tritonkit.case(num_tokens=[1, 17, 4096, 600_000])
+@tritonkit.case(num_tokens=[1, 17, 4096, 600_000], loaded_bounds=SORTED)
 def gather_int32(num_tokens):
     _gather(_moe_gather_i32_kernel, num_tokens)
 
 
-@tritonkit.case(num_tokens=[1, 17, 4096, 600_000])
+@tritonkit.case(num_tokens=[1, 17, 4096, 600_000], loaded_bounds=SORTED)
 def gather(num_tokens):
     _gather(_moe_gather_kernel, num_tokens)
 
@@ -170,16 +174,16 @@ def _gemm(kernel, num_tokens, n, k, dtype, **blocks):
                  a.stride(0), b.stride(0), b.stride(1), c.stride(0), TOP_K=TOP_K, **blocks)
 
 
-@tritonkit.case(num_tokens=[1, 4096])
+@tritonkit.case(num_tokens=[1, 4096], loaded_bounds=SORTED)
 def gemm_f16_accumulator(num_tokens):
     _gemm(_moe_gemm_f16acc_kernel, num_tokens, 14336, 4096, torch.float16, BLOCK_M=16, BLOCK_N=64, BLOCK_K=64)
 
 
-@tritonkit.case(num_tokens=[1, 4096])
+@tritonkit.case(num_tokens=[1, 4096], loaded_bounds=SORTED)
 def gemm(num_tokens):
     _gemm(_moe_gemm_kernel, num_tokens, 14336, 4096, torch.float16, BLOCK_M=16, BLOCK_N=64, BLOCK_K=64)
 
 
-@tritonkit.case(num_tokens=[1, 4096], nk=[(14336, 4096), (4096, 7168)])
+@tritonkit.case(num_tokens=[1, 4096], nk=[(14336, 4096), (4096, 7168)], loaded_bounds=SORTED)
 def gemm_autotuned(num_tokens, nk):
     _gemm(_moe_gemm_autotuned_kernel, num_tokens, nk[0], nk[1], torch.bfloat16)

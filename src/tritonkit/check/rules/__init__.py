@@ -143,9 +143,10 @@ def display(name: str) -> str:
 
 
 def all_rules():
-    from . import (autotune_cost, grid_limit, int32_offset, load_then_store, low_precision, recompile,
-                   store_then_load)
-    mods = (grid_limit, int32_offset, store_then_load, load_then_store, recompile, low_precision, autotune_cost)
+    from . import (autotune_cost, grid_limit, int32_offset, int_division_sign, load_then_store, low_precision,
+                   recompile, store_then_load)
+    mods = (grid_limit, int32_offset, store_then_load, load_then_store, recompile, int_division_sign,
+            low_precision, autotune_cost)
     return {m.RULE.id: m for m in mods}
 
 

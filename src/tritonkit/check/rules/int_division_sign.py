@@ -1,0 +1,158 @@
+"""int-division-sign: ``//`` or ``%`` on an integer that can be negative, where Triton and Python disagree."""
+
+from __future__ import annotations
+
+from ..conditions import block_facts, facts, facts_at, narrow, strip_shape
+from ..mlir import Func, Op
+from ..ranges import Iv
+from ..source import binop_at
+from . import Context, Finding, RuleInfo, display
+
+RULE = RuleInfo(
+    "int-division-sign", "warning", "integer // or % of a value that can be negative",
+    "Triton divides integers like C: `//` rounds toward zero and `%` takes the dividend's sign, where Python "
+    "floors (-1 // 16 is 0 in a kernel, -1 in Python; -1 % 16 is -1, not 15). A negative index, a padding slot "
+    "of -1 or a ring-buffer position behind its window then lands on the wrong element.")
+
+_OPS = {"arith.divsi": "//", "arith.remsi": "%"}
+#: distinct launch bindings tried when looking for the case that shows a negative operand
+MAX_WITNESS_TRIES = 512
+
+
+def _negative(f: Func, op: Op, ra) -> tuple[Iv, Iv] | None:
+    """(dividend, divisor) intervals when the dividend can be negative, or the divisor can be and does not come
+    from memory; None when both are provably non-negative or unknown."""
+    a, b = ra.operands(op)[:2]
+    if not (isinstance(a, Iv) and isinstance(b, Iv)):
+        return None
+    if a.lo < 0 or (b.lo < 0 and not b.data):
+        return a, b
+    return None
+
+
+_FLOW = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.divsi", "arith.remsi", "arith.extsi",
+         "arith.extui", "arith.trunci", "arith.maxsi", "arith.minsi", "tt.addptr", "tt.splat", "tt.broadcast",
+         "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout"}
+
+
+def _users(f: Func) -> dict[str, list[tuple[Op, int]]]:
+    out: dict[str, list[tuple[Op, int]]] = {}
+    for op in f.ops:
+        for k, x in enumerate(op.operands):
+            out.setdefault(x, []).append((op, k))
+    return out
+
+
+def _nonneg(f: Func, ra, fs, key: str) -> bool:
+    """The facts make the dividend (``key``, behind shape ops and extensions) non-negative."""
+    for fc in fs:
+        a, b = ra.get(fc.a), ra.get(fc.b)
+        if isinstance(a, Iv) and isinstance(b, Iv) and (r := narrow(a, fc.pred, b)) is not None:
+            if any(strip_shape(f, side) == key and v.lo >= 0 for side, v in zip((fc.a, fc.b), r)):
+                return True
+    return False
+
+
+def _requires_nonneg(f: Func, ra, cond: str | None, key: str, holds: bool = True) -> bool:
+    """Where ``cond`` is ``holds``, the dividend (``key``, behind shape ops) is non-negative."""
+    return cond is not None and _nonneg(f, ra, facts(f, cond, holds), key)
+
+
+def _unused_when_negative(f: Func, ra, users, by_block, op: Op) -> bool:
+    """Every use of the result drops it where the dividend is negative: masked loads and stores whose mask
+    requires the dividend >= 0, a ``where`` that takes it only there, a ``max`` with a non-negative value, or the
+    trip count of a loop from 0 (a negative count runs no iteration whichever way it was rounded)."""
+    key = strip_shape(f, op.operands[0])
+    stack, seen = list(op.results), set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        for u, k in users.get(v, []):
+            if _nonneg(f, ra, facts_at(f, u, by_block), key):
+                continue  # used only where a guard (`if slot < 0: return`) has made the dividend non-negative
+            if u.name in ("tt.load", "tt.store"):
+                m = 1 if u.name == "tt.load" else 2
+                if k < m and _requires_nonneg(f, ra, u.operands[m] if len(u.operands) > m else None, key):
+                    continue
+                return False
+            if u.name == "arith.select" and k > 0:
+                if _requires_nonneg(f, ra, u.operands[0], key, holds=k == 1):
+                    continue
+                stack += u.results
+            elif u.name == "scf.for" and k == 1 and isinstance(lb := ra.get(u.operands[0]), Iv) and lb.lo >= 0:
+                continue
+            elif u.name == "arith.maxsi" and isinstance(o := ra.get(u.operands[1 - k]), Iv) and o.lo >= 0:
+                # max(q, y) with y >= 0: a negative dividend's quotient is <= 0 rounded either way, and loses
+                continue
+            elif u.name in _FLOW:
+                stack += u.results
+            else:
+                return False
+    return True
+
+
+def _example(a: Iv, b: Iv, sym: str) -> str:
+    x = -1 if a.lo <= -1 <= a.hi else a.lo
+    d = b.hi if b.hi > 0 else b.lo
+    if x >= 0 or d == 0:
+        x, d = (a.lo if a.lo < 0 else 1), (b.lo if b.lo < 0 else -1)
+    if sym == "//":
+        t = abs(x) // abs(d) * (1 if (x < 0) == (d < 0) else -1)
+        return f"{x} // {d} is {t} in the kernel, {x // d} in Python"
+    r = abs(x) % abs(d) * (1 if x >= 0 else -1)
+    return f"{x} % {d} is {r} in the kernel, {x % d} in Python"
+
+
+def check(ctx: Context) -> list[Finding]:
+    out = []
+    for unit, f, _mod in ctx.units():
+        ops = [op for op in f.ops if op.name in _OPS and len(op.operands) >= 2]
+        if not ops:
+            continue
+        union = ctx.union_ranges(unit, f)
+        users, by_block = _users(f), block_facts(f)
+        cands = [op for op in ops if _negative(f, op, union) is not None
+                 and not _unused_when_negative(f, union, users, by_block, op)]
+        if not cands:
+            continue
+        witness: dict[int, tuple] = {}
+        tried: set = set()
+        for ln in unit.launches:
+            sig = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())))
+            if sig in tried:
+                continue
+            tried.add(sig)
+            if len(tried) > MAX_WITNESS_TRIES:
+                break
+            ra = ctx.launch_ranges(unit, f, ln)
+            for op in cands:
+                if op.pos not in witness and (hit := _negative(f, op, ra)) is not None:
+                    witness[op.pos] = (op, ln, hit)
+            if len(witness) == len(cands):
+                break
+        for _pos, (op, ln, (a, b)) in sorted(witness.items()):
+            file, line, col = ctx.frame(unit, op)
+            sym = _OPS[op.name]
+            src = binop_at(file, line, col, op.name)
+            expr, left = (src.text, src.left) if src is not None else (
+                f"{display(op.operands[0]) or 'x'} {sym} {display(op.operands[1]) or 'y'}",
+                display(op.operands[0]) or "the dividend")
+            who = f"`{left}`"
+            d = f.defs.get(strip_shape(f, op.operands[0]))
+            if a.data and d is not None and d.name == "tt.load":
+                why = f"{who} is loaded from memory (any value of its type)"
+            elif a.lo < 0:
+                why = f"{who} can be as low as {a.lo:,}"
+            else:
+                why = f"the divisor can be as low as {b.lo:,}"
+            out.append(Finding(
+                RULE.id, RULE.severity, unit.kernel.name, file, line,
+                f"`{expr}` divides like C, not like Python, and {why}: {_example(a, b, sym)}",
+                ln.case,
+                fix=("make the value non-negative first (skip negative indices: `if slot < 0: return`; shift a ring "
+                     "position by a multiple of the size: `(pos - window + cap) % cap`), or declare "
+                     "`loaded_bounds` in the case when loaded values are never negative"),
+                col=col, tag=sym))
+    return out
