@@ -411,6 +411,32 @@ def _flag_branches_kernel(x_ptr, flag_ptr, BLOCK: tl.constexpr):
         tl.store(x_ptr + offs, y)
 
 
+@triton.jit
+def _ring_row_kernel(state_ptr, seen_ptr, stride_row, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    # read row (seen - 1) % CAP, write row seen % CAP of the same [BLOCK] columns: a lane meets only itself
+    offs = tl.arange(0, BLOCK)
+    seen = tl.load(seen_ptr)
+    old = tl.load(state_ptr + ((seen + CAP - 1) % CAP) * stride_row + offs)
+    tl.store(state_ptr + (seen % CAP) * stride_row + offs, old * 2)
+
+
+@triton.jit
+def _shift_left_kernel(x_ptr, BLOCK: tl.constexpr):
+    # x[i] = x[i + 1] in place: lane i reads what lane i + 1 overwrites
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + 1 + offs))
+
+
+@triton.jit
+def _broadcast_rows_kernel(x_ptr, ROWS: tl.constexpr, D: tl.constexpr):
+    # every row of the tile reads and writes the same D elements: lanes of one column are different threads
+    rows = tl.arange(0, ROWS)
+    cols = tl.arange(0, D)
+    ptrs = x_ptr + tl.zeros([ROWS, D], tl.int32) + cols[None, :]
+    v = tl.load(ptrs)
+    tl.store(ptrs, v + rows[:, None])
+
+
 @tritonkit.case(seqlen=[1, 2])
 def write_after_read(seqlen):
     state = torch.empty(8, 64, **M)
@@ -421,6 +447,9 @@ def write_after_read(seqlen):
     row = torch.empty(5000, **M)
     _two_pass_kernel[(1,)](row, 5000, BLOCK=1024, num_warps=4)
     _flag_branches_kernel[(1,)](torch.empty(64, **M), torch.empty(1, dtype=torch.int32, **M), BLOCK=64)
+    _ring_row_kernel[(1,)](torch.empty(4, 256, **M), torch.empty(1, dtype=torch.int32, **M), 256, CAP=4, BLOCK=256)
+    _shift_left_kernel[(1,)](torch.empty(257, **M), BLOCK=256)
+    _broadcast_rows_kernel[(1,)](torch.empty(65, **M), ROWS=4, D=64)
 
 
 @triton.jit
@@ -800,6 +829,11 @@ def test_load_then_store_through_another_row_mapping(report):
 
 def test_load_compute_store_of_one_element_per_lane_is_not_reported(report):
     assert _on(report, "_scale_inplace_kernel") == []
+    # the same lane mapping shifted by a uniform row: two lanes never meet, a lane meeting itself is one thread
+    assert _on(report, "_ring_row_kernel", "load-then-store") == []
+    (f,) = _on(report, "_shift_left_kernel", "load-then-store")
+    # a broadcast axis: several lanes of one column address one element
+    (g,) = _on(report, "_broadcast_rows_kernel", "load-then-store")
 
 
 def test_a_scalar_reduction_orders_memory_only_with_more_than_one_warp(report):

@@ -101,17 +101,27 @@ def _trips(ra: RangeAnalysis, loop: Op) -> int | None:
 
 
 def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: list[Term], delta: int = 0,
-               loop: Op | None = None) -> bool:
+               loop: Op | None = None, other_lane: bool = False) -> bool:
     """Whether some active lane of ``a`` and some active lane of ``b`` address the same element: ``a`` at offset
     ``sum(ta)``, ``b`` at ``delta + sum(tb)`` elements from one base; ``b`` in a later iteration of ``loop`` (None:
     in the same pass). Each term is a lane's integer times a stride fixed in the launch: the same term in both
     differs between two lanes by a multiple of its stride, which tells the two halves of a head apart where
-    interval bounds cannot. A pointer advanced by a loop adds ``k * step`` at iteration k."""
+    interval bounds cannot. A pointer advanced by a loop adds ``k * step`` at iteration k. With ``other_lane``,
+    a meeting counts only between two different lanes of accesses that share their lane mapping (the same lane is
+    one thread, which orders its own load before its store)."""
     terms = []
     moves: dict[int, list] = {}  # loop -> [loop, a's step, b's step]
+    shared = _shared_lanes(f, ra, a, ta, b, tb) if other_lane else set()
+    lanes: dict[str, list] = {}  # shared lane term -> [coef, a's (lo, hi), b's (lo, hi)]
     for sign, acc, ts in ((1, a, ta), (-1, b, tb)):
         bounds = _mask_bounds(f, ra, acc)
         for t in ts:
+            if isinstance(t, str) and t in shared:
+                lin = _linear(f, ra, t, bounds)
+                if lin is None:
+                    return True
+                lanes.setdefault(t, [lin[0], None, None])[1 if sign > 0 else 2] = lin[1:]
+                continue
             if isinstance(t, Advance):
                 c = ra.get(t.step) if t.step is not None else None
                 if not (isinstance(c, Iv) and c.lo == c.hi):
@@ -134,7 +144,73 @@ def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: lis
             if n < 2:
                 return False  # no later iteration
             terms.append((-cb, 1, n - 1, None))
-    return solve(terms, delta) is not None
+    if not lanes:
+        return solve(terms, delta) is not None
+    # the same lane of both is one thread, which orders its own accesses: only two different lanes can race, so
+    # some shared lane integer must differ between the two (x_a - x_b != 0)
+    diffs = [(c, ra_[0] - rb[1], ra_[1] - rb[0]) for c, ra_, rb in lanes.values()]
+    for i, (c, lo, hi) in enumerate(diffs):
+        rest = [(cc, l2, h2, None) for j, (cc, l2, h2) in enumerate(diffs) if j != i]
+        for part in ((1, hi), (lo, -1)):
+            if part[0] <= part[1] and solve(terms + rest + [(c, part[0], part[1], None)], delta) is not None:
+                return True
+    return False
+
+
+def _shared_lanes(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: list[Term]) -> set[str]:
+    """The per-lane terms two accesses share when they index one tile shape through the same lane expressions
+    (only their uniform offsets differ): Triton gives such accesses the same thread per lane. Empty when the
+    terms do not tell every lane of the tile apart (a broadcast axis: several lanes, one element)."""
+    shape = shape_of(f.types.get(a.operands[0], ""))
+    if not shape or shape != shape_of(f.types.get(b.operands[0], "")):
+        return set()
+    la = Counter(t for t in ta if isinstance(t, str) and not uniform(f, t))
+    lb = Counter(t for t in tb if isinstance(t, str) and not uniform(f, t))
+    if not la or la != lb or not tells_lanes_apart(f, a.operands[0]):
+        return set()
+    return set(la)
+
+
+def tells_lanes_apart(f: Func, ptr: str) -> bool:
+    """Every axis of the pointer tile with more than one lane is one its address varies along: no two lanes address
+    one element (along a broadcast axis several lanes, several threads, reach the same one)."""
+    shape = shape_of(f.types.get(ptr, ""))
+    return varying_axes(f, ptr, {}) >= {i for i, d in enumerate(shape) if d > 1}
+
+
+_ELEMENTWISE = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.divsi", "arith.remsi", "arith.andi",
+                "arith.ori", "arith.xori", "arith.maxsi", "arith.minsi", "arith.extsi", "arith.extui",
+                "arith.trunci", "arith.select", "tt.addptr", "ttg.convert_layout"}
+
+
+def varying_axes(f: Func, name: str, memo: dict, depth: int = 0) -> set[int]:
+    """The axes along which a tile value can differ between lanes (a broadcast axis does not; an op this walk does
+    not know counts as varying along all its axes)."""
+    if name in memo:
+        return memo[name]
+    shape = shape_of(f.types.get(name, ""))
+    everything = {i for i, d in enumerate(shape) if d > 1}
+    op = f.defs.get(name)
+    if not shape or depth > 64:
+        out = set()
+    elif op is None or op.name == "tt.make_range":
+        out = everything
+    elif op.name in ("tt.splat", "arith.constant"):
+        out = set()
+    elif op.name == "tt.broadcast":
+        out = varying_axes(f, op.operands[0], memo, depth + 1) & everything
+    elif op.name == "tt.expand_dims":
+        axis = op.attr_int("axis") or 0
+        out = {i + (i >= axis) for i in varying_axes(f, op.operands[0], memo, depth + 1)}
+    elif op.name in _ELEMENTWISE:
+        out = set()
+        for x in op.operands:
+            if len(shape_of(f.types.get(x, ""))) == len(shape):
+                out |= varying_axes(f, x, memo, depth + 1)
+    else:
+        out = everything
+    memo[name] = out
+    return out
 
 
 def canon(f: Func, t: Term, values: dict[str, int], memo: dict, depth: int = 0):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .addresses import canon, inside, lanes_meet, same_terms, span, uniform
+from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_apart, uniform
 from .conditions import NEGATE, facts
 from .mlir import Block, Func, Op, shape_of
 from .pointers import decompose
@@ -182,9 +182,9 @@ def _cancel(f: Func, ta: list, tb: list, loop: Op | None, values: dict[str, int]
 
 
 def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, aliases: Aliases,
-            launch=None) -> Overlap | None:
+            launch=None, other_lane: bool = False) -> Overlap | None:
     """What ``second`` may touch of what ``first`` touched, or None when they cannot meet (``ra`` the ranges of
-    ``launch``, or of all launches when it is None)."""
+    ``launch``, or of all launches when it is None; ``other_lane``: see :func:`~.addresses.lanes_meet`)."""
     pa, pb = first.operands[0], second.operands[0]
     if pa == pb and (loop is None or not inside(f, pa, loop)):
         return Overlap("the same pointer")
@@ -205,7 +205,8 @@ def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, 
             if not (a0 < b1 and b0 < a1):  # the bytes the two accesses reach do not meet
                 continue
             d, r = divmod(vb.offset - va.offset, va.itemsize)
-            if va.itemsize == vb.itemsize and not r and not lanes_meet(f, ra, first, cut[0], second, cut[1], d, loop):
+            if va.itemsize == vb.itemsize and not r and not lanes_meet(f, ra, first, cut[0], second, cut[1], d, loop,
+                                                                                other_lane):
                 continue
             return Overlap(_shared(ba, va, bb, vb, byte), pair, ln)
         return None
@@ -213,7 +214,7 @@ def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, 
     if cut is None:
         return None
     (a_lo, a_hi), (b_lo, b_hi) = span(ra, cut[0]), span(ra, cut[1])
-    if a_lo <= b_hi and b_lo <= a_hi and lanes_meet(f, ra, first, cut[0], second, cut[1], 0, loop):
+    if a_lo <= b_hi and b_lo <= a_hi and lanes_meet(f, ra, first, cut[0], second, cut[1], 0, loop, other_lane):
         return Overlap(f"overlapping offsets of `{ba}`")
     return None
 
@@ -222,12 +223,14 @@ def same_mapping(f: Func, a: Op, b: Op, aliases: Aliases) -> bool:
     """The two accesses reach each element through the same index expression on the same view, so one thread
     touches the same elements in both: the load-compute-store of one element per thread."""
     pa, pb = a.operands[0], b.operands[0]
-    if pa == pb:
-        return True
     if shape_of(f.types.get(pa, "")) != shape_of(f.types.get(pb, "")):
         return False
     ba, ta = decompose(f, pa)
     bb, tb = decompose(f, pb)
+    if not tells_lanes_apart(f, pa):
+        return False  # lanes of a broadcast axis share elements: not one element per thread
+    if pa == pb:
+        return True
     if ba is None or bb is None:
         return False
     if ba == bb:
@@ -255,11 +258,11 @@ MAX_CONFIRM = 256
 
 
 def find_overlap(f: Func, union: RangeAnalysis, ranges_of, launches: list, first: Op, second: Op,
-                 loop: Op | None, aliases: Aliases) -> Overlap | None:
+                 loop: Op | None, aliases: Aliases, other_lane: bool = False) -> Overlap | None:
     """An overlap of the two accesses in a real launch (its ``launch`` set), or None. The union of the launches is
     tried first (when it rules the pair out, every launch does); a pair it cannot rule out is confirmed launch by
     launch, where each stride has one value and the lanes' integers their own ranges."""
-    if overlap(f, union, first, second, loop, aliases) is None:
+    if overlap(f, union, first, second, loop, aliases, other_lane=other_lane) is None:
         return None
     seen: set = set()
     for ln in launches:
@@ -270,7 +273,7 @@ def find_overlap(f: Func, union: RangeAnalysis, ranges_of, launches: list, first
         seen.add(sig)
         if len(seen) > MAX_CONFIRM:
             break
-        hit = overlap(f, ranges_of(ln), first, second, loop, aliases, launch=ln)
+        hit = overlap(f, ranges_of(ln), first, second, loop, aliases, launch=ln, other_lane=other_lane)
         if hit is not None:
             hit.launch = hit.launch or ln
             return hit

@@ -33,7 +33,7 @@ def check(ctx: Context) -> list[Finding]:
                 if loop is False or protected(ld, s, loop, points) or same_mapping(f, ld, s, aliases):
                     continue
                 hit = find_overlap(f, ctx.union_ranges(unit, f), lambda ln: ctx.launch_ranges(unit, f, ln),
-                                   unit.launches, ld, s, loop, aliases)
+                                   unit.launches, ld, s, loop, aliases, other_lane=True)
                 if hit is None:
                     continue
                 file, line, col = ctx.frame(unit, s)
