@@ -55,7 +55,7 @@ def test_text_block_has_location_source_rule_why_fix_and_summary(report):
     assert f"rotary_inplace.py:{grid.line}: error [grid-limit] in _rope_head_major_kernel" in text
     assert "_rope_head_major_kernel[grid](q, pos, cs" in text  # the source line
     assert "why: CUDA caps gridDim.y" in text and "fix: put the dimension" in text
-    assert "case: num_tokens=70000" in text and "docs: docs/rules/grid-limit.md" in text
+    assert "case: num_tokens=70000" in text and "docs: tritonkit check --explain grid-limit" in text
     assert text.rstrip().splitlines()[-1].startswith("tritonkit check: 3 errors, 0 warnings, 0 infos in 4 kernels")
 
 
@@ -105,3 +105,20 @@ def test_the_same_kernel_source_in_two_checkouts_is_reported_at_each(tmp_path, m
         (f,) = rep.findings
         seen.append(Path(f.file).parts[-3])
     assert seen == ["a", "b", "a"]
+
+
+def test_every_rule_ships_its_page_and_explain_prints_it(capsys):
+    from tritonkit.check.rules import all_rules, rule_page
+
+    for rid, mod in all_rules().items():
+        page = rule_page(rid)
+        assert page.startswith(f"# `{rid}` ({mod.RULE.severity})") and len(page) > 500
+    assert check_main(["--explain", "int-division-sign"]) == 0
+    assert capsys.readouterr().out.startswith("# `int-division-sign` (warning)")
+    assert check_main(["--explain", "no-such-rule"]) == 2
+    assert "unknown rule 'no-such-rule'" in capsys.readouterr().err
+
+
+def test_sarif_rules_carry_their_page(report):
+    rules = json.loads(to_sarif(report))["runs"][0]["tool"]["driver"]["rules"]
+    assert all(r["help"]["markdown"].startswith(f"# `{r['id']}`") for r in rules)

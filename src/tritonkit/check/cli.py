@@ -30,6 +30,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--space", action="append", dest="spaces", choices=("boundary", "sweep", "large"),
                    help="with no PATH: shape spaces of the built-in ops (default: all three)")
     p.add_argument("--no-cache", action="store_true", help="compile everything again (ignore the on-disk IR cache)")
+    p.add_argument("--explain", metavar="RULE", help="print the rule's page (the bug, a failing kernel, the fix) and exit")
     p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
     return p
 
@@ -49,7 +50,20 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["TRITON_INTERPRET"] = prev
 
 
+def _explain(rule: str) -> int:
+    from .rules import all_rules, rule_page
+
+    rules = all_rules()
+    if rule not in rules:
+        print(f"tritonkit check: unknown rule {rule!r}; rules: {', '.join(rules)}", file=sys.stderr)
+        return 2
+    print(rule_page(rule).rstrip())
+    return 0
+
+
 def _main(args) -> int:
+    if args.explain:
+        return _explain(args.explain)
     try:
         from .report import render
         from .runner import Options, run_check

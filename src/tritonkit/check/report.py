@@ -6,10 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from .rules import all_rules, source_line
+from .rules import all_rules, rule_page, source_line
 from .runner import Report
 
-_DOCS = "docs/rules/{}.md"
+_DOCS = "tritonkit check --explain {}"
 
 
 def _rel(path: str) -> str:
@@ -116,7 +116,8 @@ def to_sarif(rep: Report) -> str:
                     "name": "".join(w.capitalize() for w in rid.split("-")),
                     "shortDescription": {"text": m.RULE.title},
                     "fullDescription": {"text": m.RULE.why},
-                    "help": {"text": f"See {_DOCS.format(rid)} in the tritonkit repository."},
+                    "help": {"text": f"Run `{_DOCS.format(rid)}` for the bug, a failing kernel and the fix.",
+                             "markdown": rule_page(rid)},
                     "defaultConfiguration": {"level": level[m.RULE.severity]},
                 } for rid, m in rules.items()],
             }},

@@ -1,6 +1,7 @@
 """The rules. Each module exposes ``RULE`` (its :class:`RuleInfo`) and ``check(ctx) -> list[Finding]``.
 
-Rule ids are part of the interface (``--rule``, JSON, SARIF, ``docs/rules/<id>.md``).
+Rule ids are part of the interface (``--rule``, JSON, SARIF, suppressions, baselines, ``--explain``); each rule's
+page (the bug, a failing kernel, the fix) ships in the package as ``tritonkit/check/docs/<id>.md``.
 """
 
 from __future__ import annotations
@@ -142,6 +143,13 @@ def display(name: str) -> str:
     return "" if not base or base[0].isdigit() else base
 
 
+def rule_page(rule_id: str) -> str:
+    """The rule's page (markdown), as installed with the package."""
+    from importlib import resources
+
+    return (resources.files("tritonkit.check") / "docs" / f"{rule_id}.md").read_text(encoding="utf-8")
+
+
 def all_rules():
     from . import (autotune_cost, grid_limit, int32_offset, int_division_sign, load_then_store, low_precision,
                    recompile, store_then_load)
@@ -150,4 +158,4 @@ def all_rules():
     return {m.RULE.id: m for m in mods}
 
 
-__all__ = ["Context", "Finding", "RuleInfo", "all_rules", "display", "source_line"]
+__all__ = ["Context", "Finding", "RuleInfo", "all_rules", "display", "rule_page", "source_line"]
