@@ -31,6 +31,10 @@ def parser() -> argparse.ArgumentParser:
                    help="with no PATH: shape spaces of the built-in ops (default: all three)")
     p.add_argument("--no-cache", action="store_true", help="compile everything again (ignore the on-disk IR cache)")
     p.add_argument("--explain", metavar="RULE", help="print the rule's page (the bug, a failing kernel, the fix) and exit")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="findings this file lists (by rule, kernel and the flagged line's code) do not fail the run")
+    p.add_argument("--write-baseline", metavar="FILE",
+                   help="write every current finding (not suppressed in source) to FILE as the accepted baseline")
     p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
     return p
 
@@ -65,6 +69,7 @@ def _main(args) -> int:
     if args.explain:
         return _explain(args.explain)
     try:
+        from .adopt import write_baseline
         from .report import render
         from .runner import Options, run_check
         from .target import CheckError
@@ -73,12 +78,19 @@ def _main(args) -> int:
         return 2
     opts = Options(arch=args.arch, rules=tuple(args.rules) if args.rules else None,
                    spaces=tuple(args.spaces) if args.spaces else Options.spaces,
-                   ops=tuple(args.ops) if args.ops else None, disk_cache=not args.no_cache)
-    if args.output and (why := _unwritable(args.output)):
-        print(f"tritonkit check: cannot write the report to {args.output}: {why}", file=sys.stderr)
-        return 2
+                   ops=tuple(args.ops) if args.ops else None, disk_cache=not args.no_cache,
+                   baseline=args.baseline)
+    for path, what in ((args.output, "the report"), (args.write_baseline, "the baseline")):
+        if path and (why := _unwritable(path)):
+            print(f"tritonkit check: cannot write {what} to {path}: {why}", file=sys.stderr)
+            return 2
     try:
         rep = run_check(args.targets, opts)
+        if args.write_baseline:
+            n = write_baseline(args.write_baseline, rep.findings)
+            for f in rep.findings:
+                f.baseline = f.suppressed is None
+            print(f"tritonkit check: wrote {n} findings to the baseline {args.write_baseline}", file=sys.stderr)
     except CheckError as e:
         print(f"tritonkit check: {e}", file=sys.stderr)
         return 2

@@ -29,7 +29,7 @@ def to_text(rep: Report, color: bool = False) -> str:
     paint = (lambda s, c: f"\033[{c}m{s}\033[0m") if color else (lambda s, c: s)
     tone = {"error": "31;1", "warning": "33;1", "info": "36"}
     out = []
-    for f in rep.findings:
+    for f in (f for f in rep.findings if f.active):
         loc = f"{_rel(f.file)}:{f.line}"
         out.append(f"{paint(loc, '1')}: {paint(f.severity, tone.get(f.severity, '0'))} [{f.rule}] in {f.kernel}")
         src = source_line(f.file, f.line)
@@ -45,6 +45,12 @@ def to_text(rep: Report, color: bool = False) -> str:
         out.append(f"  case: {_case(f.case)}{more}")
         out.append(f"  docs: {_DOCS.format(f.rule)}")
         out.append("")
+    quiet = [f for f in rep.findings if not f.active]
+    if quiet:
+        out.append(f"suppressed or in the baseline ({len(quiet)}):")
+        out += [f"  {_rel(f.file)}:{f.line} [{f.rule}] in {f.kernel}: "
+                + (f"ignored: {f.suppressed}" if f.suppressed is not None else "in the baseline") for f in quiet]
+        out.append("")
     fatal = [p for p in rep.problems if p.fatal]
     notes = [p for p in rep.problems if not p.fatal]
     if fatal:
@@ -55,8 +61,12 @@ def to_text(rep: Report, color: bool = False) -> str:
         out.append(f"notes ({len(notes)}):")
         out += [f"  [{p.kind}] {p.where}: {p.message}" for p in notes]
         out.append("")
-    n = {s: sum(1 for f in rep.findings if f.severity == s) for s in ("error", "warning", "info")}
+    n = {s: sum(1 for f in rep.findings if f.severity == s and f.active) for s in ("error", "warning", "info")}
     counts = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in n.items())
+    n_sup = sum(1 for f in rep.findings if f.suppressed is not None)
+    n_base = sum(1 for f in rep.findings if f.baseline)
+    extra = [x for x in (f"{n_sup} suppressed" if n_sup else "", f"{n_base} in the baseline" if n_base else "") if x]
+    counts += f" ({', '.join(extra)})" if extra else ""
     st = rep.stats
     out.append(f"tritonkit check: {counts} in {len(rep.kernels)} kernels ({st.get('cases', 0)} cases, "
                f"{st.get('launches', 0)} launches, {st.get('compiles', 0)} compiles) for {st.get('arch')} "
@@ -94,14 +104,21 @@ def to_sarif(rep: Report) -> str:
 
     results = []
     for f in rep.findings:
-        results.append({
+        res = {
             "ruleId": f.rule,
             "ruleIndex": ids.index(f.rule) if f.rule in ids else -1,
             "level": level.get(f.severity, "note"),
             "message": {"text": f"{f.message}. Fix: {f.fix}" if f.fix else f.message},
             "locations": [location(f.file, f.line, f.col)],
             "properties": {"kernel": f.kernel, "case": f.case, "count": f.count},
-        })
+        }
+        if f.suppressed is not None:
+            res["suppressions"] = [{"kind": "inSource", "justification": f.suppressed}]
+        elif f.baseline:
+            res["suppressions"] = [{"kind": "external", "justification": "listed in the tritonkit baseline"}]
+        if rep.stats.get("baseline"):
+            res["baselineState"] = "unchanged" if f.baseline else "new"
+        results.append(res)
     notifications = [{"level": "error" if p.fatal else "note", "message": {"text": f"{p.where}: {p.message}"},
                       "descriptor": {"id": p.kind}} for p in rep.problems]
     doc = {

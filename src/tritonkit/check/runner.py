@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..testing.inputs import MetaFill
+from .adopt import apply_baseline, read_baseline, suppress
 from .case import REGISTRY, Case
 from .findings import Finding, Problem
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
@@ -35,6 +36,7 @@ class Options:
     spaces: tuple[str, ...] = SPACES
     ops: tuple[str, ...] | None = None
     disk_cache: bool = True
+    baseline: str | None = None  # a file of accepted findings (--baseline): they do not count toward the exit code
 
 
 @dataclasses.dataclass
@@ -49,7 +51,7 @@ class Report:
         never compiled), else 1 on an error or warning, else 0."""
         if any(p.fatal for p in self.problems) or not self.kernels:
             return 2
-        if any(f.severity in ("error", "warning") for f in self.findings):
+        if any(f.severity in ("error", "warning") and f.active for f in self.findings):
             return 1
         return 0
 
@@ -329,6 +331,7 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     unknown = [r for r in selected if r not in available]
     if unknown:
         raise CheckError(f"unknown rule {', '.join(unknown)}; rules: {', '.join(available)}")
+    accepted = read_baseline(opts.baseline) if opts.baseline else None  # a bad file fails before the run
     if os.environ.get("_TRITONKIT_CHECK_CHILD") != "1" and interpreter_leaked():
         return _run_in_child(paths, opts)
     problems: list[Problem] = []
@@ -354,6 +357,9 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     problems += ctx.problems
     order = {"error": 0, "warning": 1, "info": 2}
     findings = sorted(found.values(), key=lambda f: (order.get(f.severity, 3), f.file, f.line, f.rule))
+    suppress(findings)
+    if accepted is not None:
+        apply_baseline(opts.baseline, accepted, findings, problems)
     kernels = []
     for info in cap.kernels.values():
         kernels.append({"kernel": info.name, "file": info.file, "line": info.line, "launches": len(info.launches),
@@ -364,7 +370,7 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
              "launches": cap.n_launches, "compiles": sum(k["compiles"] for k in kernels),
              "compiled_now": compiler.n_compiled, "compile_seconds": round(compiler.compile_seconds, 3),
              "capture_seconds": round(t_capture, 3), "seconds": round(time.perf_counter() - t0, 3),
-             "rules": list(selected)}
+             "rules": list(selected), "baseline": opts.baseline}
     return Report(findings, problems, kernels, stats)
 
 

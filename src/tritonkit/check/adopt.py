@@ -1,0 +1,88 @@
+"""Adopting the checker on an existing codebase: in-source suppressions and a baseline of accepted findings.
+
+A finding is *suppressed* by a comment on its line, ``# tritonkit: ignore[int32-offset] slots are < 2^20``, and is
+*in the baseline* when a baseline file lists its rule, kernel and the flagged line's code (not its number, which
+moves with every edit above it). Neither counts toward the exit code; both stay in JSON and SARIF, marked.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import re
+from pathlib import Path
+
+from .findings import Finding, Problem
+from .target import CheckError
+
+_IGNORE = re.compile(r"#\s*tritonkit:\s*ignore\[([^\]]*)\]\s*(.*)$")
+BASELINE_VERSION = 1
+
+
+def _code(file: str, line: int) -> str:
+    """The flagged line's code, comment and spacing left out: what a baseline entry matches."""
+    text = linecache.getline(file, line) if line > 0 else ""
+    return " ".join(text.split("#", 1)[0].split())
+
+
+def suppress(findings: list[Finding]) -> None:
+    """Mark the findings whose line carries ``# tritonkit: ignore[<rule>, ...] reason``."""
+    for file in {f.file for f in findings}:
+        linecache.checkcache(file)  # a file edited since an earlier run in this process is read again
+    for f in findings:
+        m = _IGNORE.search(linecache.getline(f.file, f.line) if f.line > 0 else "")
+        if m and f.rule in {r.strip() for r in m.group(1).split(",")}:
+            f.suppressed = m.group(2).strip() or "(no reason given)"
+
+
+def key(f: Finding) -> tuple[str, str, str]:
+    return f.rule, f.kernel, _code(f.file, f.line)
+
+
+def write_baseline(path: str, findings: list[Finding]) -> int:
+    """Write the findings a baseline accepts (the unsuppressed ones); returns how many."""
+    rows = []
+    for f in findings:
+        if f.suppressed is None:
+            rule, kernel, code = key(f)
+            rows.append({"rule": rule, "kernel": kernel, "code": code, "file": _rel(f.file), "message": f.message})
+    rows.sort(key=lambda r: (r["file"], r["rule"], r["kernel"], r["code"]))
+    try:
+        Path(path).write_text(json.dumps({"tritonkit_baseline": BASELINE_VERSION, "findings": rows}, indent=1) + "\n")
+    except OSError as e:
+        raise CheckError(f"cannot write the baseline to {path}: {e.strerror or e}") from None
+    return len(rows)
+
+
+def read_baseline(path: str) -> set[tuple[str, str, str]]:
+    try:
+        d = json.loads(Path(path).read_text())
+        if d.get("tritonkit_baseline") != BASELINE_VERSION:
+            raise ValueError(f"not a tritonkit baseline (version {BASELINE_VERSION})")
+        return {(r["rule"], r["kernel"], r["code"]) for r in d["findings"]}
+    except OSError as e:
+        raise CheckError(f"cannot read the baseline {path}: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckError(f"the baseline {path} is malformed: {e}; write one with --write-baseline") from None
+
+
+def apply_baseline(path: str, accepted: set[tuple[str, str, str]], findings: list[Finding],
+                   problems: list[Problem]) -> None:
+    """Mark the findings the baseline (read from ``path``) lists; note entries that no longer match anything."""
+    seen = set()
+    for f in findings:
+        k = key(f)
+        if f.suppressed is None and k in accepted:
+            f.baseline = True
+            seen.add(k)
+    stale = accepted - seen
+    if stale:
+        problems.append(Problem("baseline", path, f"{len(stale)} entries match no finding any more (fixed, or the "
+                                "line changed): --write-baseline rewrites it", fatal=False))
+
+
+def _rel(path: str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return path

@@ -1,0 +1,109 @@
+"""Adopting the checker: in-source suppressions, a baseline keyed by code rather than line numbers."""
+
+import json
+import textwrap
+
+from tritonkit.check import Options, run_check
+from tritonkit.check.cli import main as check_main
+
+KERNELS = '''
+import torch
+import triton
+import triton.language as tl
+import tritonkit
+
+
+@triton.jit
+def _rows_kernel(x_ptr, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    tl.store(x_ptr + row * stride + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32)){ROW_NOTE}
+
+
+@triton.jit
+def _ring_kernel(x_ptr, pos, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    slot = (pos - 3) % CAP{RING_NOTE}
+    tl.store(x_ptr + slot * BLOCK + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+{EXTRA}
+
+@tritonkit.case(rows=[70_000])
+def rows(rows):
+    _rows_kernel[(rows,)](torch.empty(rows * 40_000, device="meta"), 40_000, BLOCK=16)
+    _ring_kernel[(1,)](torch.empty(8 * 16, device="meta"), 0, CAP=8, BLOCK=16)
+'''
+
+NEW_BUG = '''
+
+@triton.jit
+def _new_kernel(x_ptr, stride, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.program_id(0) * stride + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+
+@tritonkit.case(rows=[70_000])
+def new(rows):
+    _new_kernel[(rows,)](torch.empty(rows * 40_000, device="meta"), 40_000, BLOCK=16)
+'''
+
+
+def _write(path, row_note="", ring_note="", extra="", pad=0):
+    src = KERNELS.replace("{ROW_NOTE}", row_note).replace("{RING_NOTE}", ring_note).replace("{EXTRA}", extra)
+    path.write_text("\n" * pad + textwrap.dedent(src))
+    return str(path)
+
+
+def test_an_ignore_comment_suppresses_its_rule_on_its_line_and_keeps_the_finding(tmp_path, capsys):
+    f = _write(tmp_path / "sup.py", row_note="  # tritonkit: ignore[int32-offset] rows stay below 50,000",
+               ring_note="  # tritonkit: ignore[grid-limit] names another rule")
+    rep = run_check([f], Options(disk_cache=False))
+    by_rule = {x.rule: x for x in rep.findings}
+    assert by_rule["int32-offset"].suppressed == "rows stay below 50,000"
+    assert by_rule["int-division-sign"].suppressed is None and by_rule["int-division-sign"].active
+    assert rep.exit_code() == 1  # the division warning is still active
+    assert check_main([f, "--rule", "int32-offset"]) == 0
+    out = capsys.readouterr().out
+    assert "0 errors, 0 warnings, 0 infos (1 suppressed)" in out and "ignored: rows stay below 50,000" in out
+    assert check_main([f, "--format", "json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    (j,) = [x for x in d["findings"] if x["rule"] == "int32-offset"]
+    assert j["suppressed"] is True and j["justification"] == "rows stay below 50,000"
+    assert check_main([f, "--format", "sarif"]) == 1
+    results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    (s,) = [r for r in results if r["ruleId"] == "int32-offset"]
+    assert s["suppressions"] == [{"kind": "inSource", "justification": "rows stay below 50,000"}]
+
+
+def test_a_baseline_accepts_todays_findings_wherever_their_lines_move(tmp_path, capsys):
+    base = tmp_path / "baseline.json"
+    f = _write(tmp_path / "kernels.py")
+    assert check_main([f, "--write-baseline", str(base)]) == 0
+    entries = json.loads(base.read_text())["findings"]
+    assert {e["rule"] for e in entries} == {"int32-offset", "int-division-sign"}
+    assert all("line" not in e for e in entries)
+    # ten lines added above: the same findings, at other lines, are still the baseline's
+    f = _write(tmp_path / "kernels_moved.py", pad=10)
+    capsys.readouterr()
+    assert check_main([f, "--baseline", str(base)]) == 0
+    assert "(2 in the baseline)" in capsys.readouterr().out
+    # a new bug fails the run, alone
+    f = _write(tmp_path / "kernels_new.py", extra=NEW_BUG)
+    assert check_main([f, "--baseline", str(base), "--format", "json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert [x["kernel"] for x in d["findings"] if not x["baseline"]] == ["_new_kernel"]
+    assert check_main([f, "--baseline", str(base), "--format", "sarif"]) == 1
+    states = {r["properties"]["kernel"]: r["baselineState"]
+              for r in json.loads(capsys.readouterr().out)["runs"][0]["results"]}
+    assert states == {"_new_kernel": "new", "_rows_kernel": "unchanged", "_ring_kernel": "unchanged"}
+    # a fixed finding leaves a stale entry: noted, not fatal
+    f = _write(tmp_path / "kernels_fixed.py", row_note="  # tritonkit: ignore[int32-offset] reviewed")
+    rep = run_check([f], Options(disk_cache=False, baseline=str(base)))
+    assert rep.exit_code() == 0
+    assert any(p.kind == "baseline" and "1 entries match no finding" in p.message for p in rep.problems)
+
+
+def test_a_bad_baseline_fails_in_one_line_before_the_run(tmp_path, capsys):
+    f = _write(tmp_path / "kernels.py")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    for path in (bad, tmp_path / "missing.json"):
+        assert check_main([f, "--baseline", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert len([ln for ln in err.splitlines() if "baseline" in ln]) == 1 and "Traceback" not in err
