@@ -541,6 +541,35 @@ def _slot_guarded_kernel(cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.constexpr)
 
 
 @triton.jit
+def _reload_kernel(cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.constexpr):
+    # a guard on one load of the slot covers a reload after stores to other arguments
+    i = tl.program_id(0)
+    if tl.load(slot_ptr + i) < 0:
+        return
+    tl.store(cache_ptr + tl.arange(0, D), tl.zeros([D], tl.float32))
+    slot = tl.load(slot_ptr + i)
+    tl.store(cache_ptr + (slot // BS) * (BS * D) + tl.arange(0, D), tl.zeros([D], tl.float32))
+
+
+@triton.jit
+def _reload_rewritten_kernel(cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.constexpr):
+    # ... not after a store to the slots themselves
+    i = tl.program_id(0)
+    if tl.load(slot_ptr + i) < 0:
+        return
+    tl.store(slot_ptr + i, -1)
+    slot = tl.load(slot_ptr + i)
+    tl.store(cache_ptr + (slot // BS) * (BS * D) + tl.arange(0, D), tl.zeros([D], tl.float32))
+
+
+@triton.jit
+def _cdiv_kernel(x_ptr, len_ptr, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
+    n = tl.load(len_ptr + tl.program_id(0))
+    per = tl.cdiv(n, SPLITS)
+    tl.store(x_ptr + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32) + per)
+
+
+@triton.jit
 def _tiles_kernel(x_ptr, lo, n, splits, BLOCK: tl.constexpr):
     # hi >= lo by construction (a max): the tile count per split is never negative
     hi = tl.maximum(n // BLOCK, lo)
@@ -558,6 +587,9 @@ def division(pos):
     _slot_unguarded_kernel[(4,)](cache, slots, BS=16, D=64)
     _slot_guarded_kernel[(4, 4)](cache, slots, BS=16, D=64)
     _tiles_kernel[(4,)](torch.empty(4096, **M), pos, 4096, 3, BLOCK=64)
+    _reload_kernel[(4,)](cache, slots, BS=16, D=64)
+    _reload_rewritten_kernel[(4,)](cache, slots, BS=16, D=64)
+    _cdiv_kernel[(4,)](torch.empty(64, **M), slots, SPLITS=8, BLOCK=64)
 
 
 @tritonkit.case(n=[4], loaded_bounds={"slot_ptr": (0, 15_999)})
@@ -861,6 +893,11 @@ def test_division_of_a_value_that_can_be_negative(report):
     assert _on(report, "_slot_guarded_kernel", "int-division-sign") == []
     assert all(f.case != {"n": 4} for f in fs)
     assert _on(report, "_tiles_kernel", "int-division-sign") == []
+    assert _on(report, "_reload_kernel", "int-division-sign") == []
+    (r,) = _on(report, "_reload_rewritten_kernel", "int-division-sign")
+    # a division inlined from tl.cdiv is quoted as the call, never by IR names
+    (c,) = _on(report, "_cdiv_kernel", "int-division-sign")
+    assert c.message.startswith("`tl.cdiv(n, SPLITS)` divides like C, not like Python, and its dividend")
 
 
 def test_loop_accumulator_in_fp16_is_flagged_but_fp16_max_is_not(report):

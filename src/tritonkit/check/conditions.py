@@ -12,6 +12,7 @@ import dataclasses
 import re
 
 from .mlir import Func
+from .pointers import base_arg
 
 NEGATE = {"slt": "sge", "sle": "sgt", "sgt": "sle", "sge": "slt", "eq": "ne", "ne": "eq",
           "ult": "uge", "ule": "ugt", "ugt": "ule", "uge": "ult"}
@@ -91,11 +92,16 @@ def same_values(f: Func) -> dict[str, list[str]]:
     for op in f.ops:
         if op.name == "tt.load" and op.results:
             loads.setdefault(tuple(op.operands), []).append(op)
-    writes = [op.pos for op in f.ops if op.name in ("tt.store", "tt.atomic_rmw", "tt.atomic_cas")]
+    # what a store writes: its kernel argument (None when unknown, which may be anything)
+    writes = [(op.pos, base_arg(f, op.operands[0]) if op.operands else None) for op in f.ops
+              if op.name in ("tt.store", "tt.atomic_rmw", "tt.atomic_cas")]
     for group in loads.values():
+        base = base_arg(f, group[0].operands[0]) if group[0].operands else None
         for i, first in enumerate(group):
             for later in group[i + 1:]:
-                if any(first.pos < w < later.pos for w in writes):
+                # a store between them may change the value, unless it writes another argument (an index array
+                # a kernel reads is not also an output it writes)
+                if any(first.pos < w < later.pos and (wb is None or base is None or wb == base) for w, wb in writes):
                     continue
                 a, b = first.results[0], later.results[0]
                 for x, y in ((a, b), (b, a)):

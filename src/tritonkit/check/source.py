@@ -81,6 +81,22 @@ def binop_at(file: str | None, line: int, col: int, op_name: str) -> Expr | None
     return None
 
 
+def call_at(file: str | None, line: int, col: int) -> str | None:
+    """The source of the call an op inlined from a jit function (``tl.cdiv(n, SPLITS)``) was generated from: its
+    location is its last argument's start."""
+    got = _tree(file) if file else None
+    fn = _function_at(got[0], line) if got else None
+    if fn is None:
+        return None
+    fcol = col + fn.col_offset
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            last = (list(node.args) + [k.value for k in node.keywords])[-1:] or [node]
+            if last[0].lineno == line and last[0].col_offset == fcol:
+                return " ".join((ast.get_source_segment(got[1], node) or "").split()) or None
+    return None
+
+
 def dedent_col(file: str | None, line: int, col: int) -> tuple[int, int]:
     """A TTIR location's (line, column) in file coordinates."""
     got = _tree(file) if file else None

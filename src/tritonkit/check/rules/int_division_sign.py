@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..conditions import block_facts, facts, facts_at, narrow, strip_shape
 from ..mlir import Func, Op
 from ..ranges import Iv
-from ..source import binop_at
-from . import Context, Finding, RuleInfo, display
+from ..source import binop_at, call_at
+from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
     "int-division-sign", "warning", "integer // or % of a value that can be negative",
@@ -136,10 +136,11 @@ def check(ctx: Context) -> list[Finding]:
             file, line, col = ctx.frame(unit, op)
             sym = _OPS[op.name]
             src = binop_at(file, line, col, op.name)
-            expr, left = (src.text, src.left) if src is not None else (
-                f"{display(op.operands[0]) or 'x'} {sym} {display(op.operands[1]) or 'y'}",
-                display(op.operands[0]) or "the dividend")
-            who = f"`{left}`"
+            if src is not None:
+                expr, who = src.text, f"`{src.left}`"
+            else:
+                # inlined from a call (tl.cdiv(n, d) divides n + d - 1), or no source: never an IR name
+                expr, who = call_at(file, line, col) or f"the {sym} on this line", "its dividend"
             d = f.defs.get(strip_shape(f, op.operands[0]))
             if a.data and d is not None and d.name == "tt.load":
                 why = f"{who} is loaded from memory (any value of its type)"
