@@ -1,4 +1,5 @@
-"""One walk from a pointer value back to the kernel argument whose elements it addresses.
+"""One walk from a pointer value back to the kernel argument whose elements it addresses (and, at the end, the
+backward slice of the integer ops an offset is computed from).
 
 It follows ``tt.addptr`` (collecting the offsets added), shape ops, and pointers carried by ``scf.for`` (an
 :class:`Advance` per loop crossed: iteration k adds ``k * step``) and ``scf.while``; block pointers are followed
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .mlir import Func, Op, shape_of
+from .mlir import Func, Op, elem_type, int_bits, shape_of
 
 #: ops an integer passes through unchanged (a lane's value, whatever tile shape or width carries it)
 THROUGH = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout",
@@ -110,3 +111,54 @@ def decompose(f: Func, name: str, block_ptrs: bool = False) -> tuple[str | None,
 def base_arg(f: Func, name: str) -> str | None:
     """The kernel argument whose elements a pointer value addresses (block pointers included), or None."""
     return decompose(f, name, block_ptrs=True)[0]
+
+
+def offset_slice(f: Func, name: str, limit: int = 4096) -> list[Op]:
+    """Integer ops (in def order, deduplicated) whose values feed ``name``: the backward slice of an offset."""
+    seen: set[str] = set()
+    out: dict[int, Op] = {}
+    stack = [name]
+    while stack and len(seen) < limit:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in f.block_args:
+            blk, k = f.block_args[v]
+            owner = blk.parent
+            if owner is not None and owner.name == "scf.for":
+                if k == 0:
+                    stack += owner.operands[:3]
+                else:
+                    if 3 + k - 1 < len(owner.operands):
+                        stack.append(owner.operands[3 + k - 1])
+                    y = blk.ops[-1] if blk.ops else None
+                    if y is not None and y.name == "scf.yield" and k - 1 < len(y.operands):
+                        stack.append(y.operands[k - 1])
+            continue
+        op = f.defs.get(v)
+        if op is None or op.name == "tt.load":
+            continue
+        if int_bits(f.types.get(v)) is None and op.name not in ("tt.splat", "tt.broadcast"):
+            continue
+        out[op.pos] = op
+        if op.name == "scf.for":
+            k = op.results.index(v)
+            y = op.regions[0][0].ops[-1] if op.regions and op.regions[0][0].ops else None
+            if y is not None and y.name == "scf.yield" and k < len(y.operands):
+                stack.append(y.operands[k])
+            continue
+        if op.name == "scf.if":
+            k = op.results.index(v)
+            for region in op.regions:
+                y = region[-1].ops[-1] if region and region[-1].ops else None
+                if y is not None and y.name == "scf.yield" and k < len(y.operands):
+                    stack.append(y.operands[k])
+            continue
+        stack += [x for x in op.operands if int_bits(f.types.get(x)) is not None]
+    return [out[k] for k in sorted(out)]
+
+
+def is_int32_offset(f: Func, name: str) -> bool:
+    bits = int_bits(f.types.get(name))
+    return bits is not None and bits <= 32 and elem_type(f.types.get(name, "")) != "i1"

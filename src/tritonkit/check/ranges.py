@@ -19,7 +19,7 @@ import dataclasses
 import re
 
 from .conditions import Diffs, Fact, block_facts, facts, narrow, possible, root, same_values, strip_shape
-from .mlir import Func, Op, elem_type, int_bits, shape_of
+from .mlir import Func, Op, int_bits, shape_of
 from .pointers import base_arg
 
 
@@ -552,54 +552,3 @@ def _div(a: Iv, b: Iv, fl: dict, slop: int) -> Iv:
         return Iv(-m, m, **fl)
     c = [_tdiv(x, d) for x in (a.lo, a.hi) for d in divisors]
     return Iv(min(c) - slop, max(c) + slop, **fl)
-
-
-def offset_slice(f: Func, name: str, limit: int = 4096) -> list[Op]:
-    """Integer ops (in def order, deduplicated) whose values feed ``name``: the backward slice of an offset."""
-    seen: set[str] = set()
-    out: dict[int, Op] = {}
-    stack = [name]
-    while stack and len(seen) < limit:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        if v in f.block_args:
-            blk, k = f.block_args[v]
-            owner = blk.parent
-            if owner is not None and owner.name == "scf.for":
-                if k == 0:
-                    stack += owner.operands[:3]
-                else:
-                    if 3 + k - 1 < len(owner.operands):
-                        stack.append(owner.operands[3 + k - 1])
-                    y = blk.ops[-1] if blk.ops else None
-                    if y is not None and y.name == "scf.yield" and k - 1 < len(y.operands):
-                        stack.append(y.operands[k - 1])
-            continue
-        op = f.defs.get(v)
-        if op is None or op.name == "tt.load":
-            continue
-        if int_bits(f.types.get(v)) is None and op.name not in ("tt.splat", "tt.broadcast"):
-            continue
-        out[op.pos] = op
-        if op.name == "scf.for":
-            k = op.results.index(v)
-            y = op.regions[0][0].ops[-1] if op.regions and op.regions[0][0].ops else None
-            if y is not None and y.name == "scf.yield" and k < len(y.operands):
-                stack.append(y.operands[k])
-            continue
-        if op.name == "scf.if":
-            k = op.results.index(v)
-            for region in op.regions:
-                y = region[-1].ops[-1] if region and region[-1].ops else None
-                if y is not None and y.name == "scf.yield" and k < len(y.operands):
-                    stack.append(y.operands[k])
-            continue
-        stack += [x for x in op.operands if int_bits(f.types.get(x)) is not None]
-    return [out[k] for k in sorted(out)]
-
-
-def is_int32_offset(f: Func, name: str) -> bool:
-    bits = int_bits(f.types.get(name))
-    return bits is not None and bits <= 32 and elem_type(f.types.get(name, "")) != "i1"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..mlir import Func, Op
-from ..pointers import THROUGH, base_arg
-from ..ranges import Iv, Overflow, Unknown, is_int32_offset, offset_slice
+from ..pointers import THROUGH, base_arg, is_int32_offset, offset_slice
+from ..ranges import Iv, Overflow, Unknown
 from ..source import binop_at, dedent_col, within
 from . import Context, Finding, RuleInfo, display
 
