@@ -12,7 +12,7 @@ from collections import Counter
 
 from .conditions import facts, narrow
 from .mlir import Func, Op, shape_of
-from .pointers import THROUGH, Advance, Term
+from .pointers import Advance, Term, strip
 from .ranges import Iv, RangeAnalysis
 from .views import solve
 
@@ -40,16 +40,6 @@ def span(ra: RangeAnalysis, terms) -> tuple[float, float]:
             return -float("inf"), float("inf")
         lo, hi = lo + v.lo, hi + v.hi
     return lo, hi
-
-
-def strip(f: Func, name: str) -> str:
-    """The value behind shape ops and sign extensions (a lane's integer, whatever tile shape carries it)."""
-    for _ in range(32):
-        op = f.defs.get(name)
-        if op is None or op.name not in THROUGH or not op.operands:
-            break
-        name = op.operands[0]
-    return name
 
 
 def _mask_bounds(f: Func, ra: RangeAnalysis, access: Op) -> dict[str, tuple[int, int]]:

@@ -97,6 +97,20 @@ class Launch:
     autotune: tuple[int, int] | None
 
 
+def distinct(launches: list[Launch], extra=lambda ln: (), limit: int = 512):
+    """The launches that bind different values (grid, integer arguments, loaded bounds, and what ``extra`` adds),
+    at most ``limit`` of them: what a rule analyses one by one to find the case that shows a finding."""
+    seen: set = set()
+    for ln in launches:
+        key = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())), extra(ln))
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(seen) > limit:
+            return
+        yield ln
+
+
 @dataclasses.dataclass(eq=False)
 class AutotuneInfo:
     name: str

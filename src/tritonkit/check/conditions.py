@@ -70,16 +70,6 @@ def root(f: Func, name: str) -> str:
     return name
 
 
-def strip_shape(f: Func, name: str) -> str:
-    """The value behind shape ops and sign extensions (a lane's integer, whatever tile carries it)."""
-    for _ in range(32):
-        op = f.defs.get(name)
-        if op is None or op.name not in _SHAPE + _CASTS or not op.operands:
-            break
-        name = op.operands[0]
-    return name
-
-
 def same_values(f: Func) -> dict[str, list[str]]:
     """root -> every value that holds the same integer: the root, its extensions, and loads of the same address
     with nothing stored in between (``if tl.load(p) < 0: return`` guards a later ``tl.load(p)`` too)."""

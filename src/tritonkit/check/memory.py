@@ -14,6 +14,7 @@ import dataclasses
 import re
 
 from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_apart, uniform
+from .capture import distinct
 from .conditions import NEGATE, facts
 from .mlir import Block, Func, Op, shape_of
 from .pointers import decompose
@@ -264,17 +265,36 @@ def find_overlap(f: Func, union: RangeAnalysis, ranges_of, launches: list, first
     launch, where each stride has one value and the lanes' integers their own ranges."""
     if overlap(f, union, first, second, loop, aliases, other_lane=other_lane) is None:
         return None
-    seen: set = set()
-    for ln in launches:
-        sig = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())),
-               tuple(sorted(ln.aliases)))
-        if sig in seen:
-            continue
-        seen.add(sig)
-        if len(seen) > MAX_CONFIRM:
-            break
+    for ln in distinct(launches, lambda ln: tuple(sorted(ln.aliases)), MAX_CONFIRM):
         hit = overlap(f, ranges_of(ln), first, second, loop, aliases, launch=ln, other_lane=other_lane)
         if hit is not None:
             hit.launch = hit.launch or ln
             return hit
     return None
+
+
+def races(ctx, unit, f: Func, write_first: bool):
+    """For each access reported on (the load of a store-then-load pair, the store of a load-then-store pair), the
+    first earlier access it races with: (reported access, earlier access, loop or None, Overlap). The unit's
+    accesses are paired with :func:`paired`, skipped when ordered by :func:`protected` (or, load first, when they
+    share their mapping), and confirmed in a real launch by :func:`find_overlap`."""
+    stores = [op for op in f.ops if op.name == "tt.store"]
+    if not stores:
+        return
+    loads = [op for op in f.ops if op.name == "tt.load"]
+    union = ctx.union_ranges(unit, f)
+    points = ordering_points(f, getattr(unit.options, "num_warps", 4), union)
+    aliases = Aliases.of(unit, f)
+    earlier, later = (stores, loads) if write_first else (loads, stores)
+    for second in later:
+        for first in earlier:
+            loop = paired(f, first, second)
+            if loop is False or protected(first, second, loop, points) or (
+                    not write_first and same_mapping(f, first, second, aliases)):
+                continue
+            hit = find_overlap(f, union, lambda ln: ctx.launch_ranges(unit, f, ln), unit.launches, first, second,
+                               loop, aliases, other_lane=not write_first)
+            if hit is not None:
+                hit.launch = hit.launch or (unit.launches[0] if unit.launches else None)
+                yield second, first, loop, hit
+                break

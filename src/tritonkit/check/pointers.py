@@ -63,6 +63,16 @@ def _step(f: Func, loop: Op, arg: str, k: int) -> str | None:
     return None if inside or shape_of(f.types.get(step, "")) else step
 
 
+def strip(f: Func, name: str) -> str:
+    """The value behind shape ops and extensions: a lane's integer, whatever tile shape or width carries it."""
+    for _ in range(32):
+        op = f.defs.get(name)
+        if op is None or op.name not in THROUGH or not op.operands:
+            break
+        name = op.operands[0]
+    return name
+
+
 def split_sum(f: Func, name: str) -> list[str]:
     """The addends of an integer offset (``a + b * s`` -> [a, b * s]), looking through shape ops and extensions."""
     op = f.defs.get(name)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .conditions import Diffs, Fact, block_facts, facts, narrow, possible, root, same_values, strip_shape
+from .conditions import Diffs, Fact, block_facts, facts, narrow, possible, root, same_values
 from .mlir import Func, Op, int_bits, shape_of
-from .pointers import base_arg
+from .pointers import base_arg, strip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +147,7 @@ class RangeAnalysis:
             a, b = self.get(fc.a), self.get(fc.b)
             if isinstance(a, Iv) and isinstance(b, Iv) and (r := narrow(a, fc.pred, b)) is not None:
                 for side, new in zip((fc.a, fc.b), r):
-                    if strip_shape(self.f, side) == strip_shape(self.f, name) or root(self.f, side) == r0:
+                    if strip(self.f, side) == strip(self.f, name) or root(self.f, side) == r0:
                         if max(v.lo, new.lo) <= min(v.hi, new.hi):
                             v = dataclasses.replace(v, lo=max(v.lo, new.lo), hi=min(v.hi, new.hi))
         return v

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ..capture import distinct
 from ..mlir import Func, Op
-from ..pointers import THROUGH, base_arg, is_int32_offset, offset_slice
+from ..pointers import base_arg, is_int32_offset, offset_slice, strip
 from ..ranges import Iv, Overflow, Unknown
 from ..source import binop_at, dedent_col, within
 from . import Context, Finding, RuleInfo, display
@@ -69,16 +70,6 @@ def _describe(f: Func, name: str, label: str, v, grid_note: str) -> str | None:
     return f"`{label}` unbounded"
 
 
-def _real(f: Func, name: str) -> str:
-    """The value behind casts and shape ops: the op whose location tells where the operand was written."""
-    for _ in range(16):
-        op = f.defs.get(name)
-        if op is None or op.name not in THROUGH or not op.operands:
-            break
-        name = op.operands[0]
-    return name
-
-
 def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, list[str], list[str]]:
     """The expression as written and the source text of each IR operand (with no source, an operand is named by
     its value, or by the variable it was assigned to; never by an IR name)."""
@@ -91,13 +82,13 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             if isinstance(v, Iv) and v.lo == v.hi:
                 names.append(_fmt(v.lo))
             else:
-                names.append(display(_real(f, n)) or "the operand")
+                names.append(display(strip(f, n)) or "the operand")
         return f"{names[0]} {_SYM.get(op.name, op.name)} {names[1]}", names, ["left", "right"]
     # which source side each IR operand came from: by where its defining op was written (canonicalization may
     # swap a constant to the right), by name for kernel arguments, else in source order
     sides: list[str | None] = []
     for n in (a, b):
-        r = _real(f, n)
+        r = strip(f, n)
         d = f.defs.get(r)
         at = ctx.located(unit, d) if d is not None and d.name != "arith.constant" else None
         side = None
@@ -135,7 +126,7 @@ def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid) -> tuple[s
     peak = max(abs(ov.iv.lo), abs(ov.iv.hi))
     grid_note = f"program id < grid {grid}" if grid else "program id"
     parts = [d for n, label, v in zip(op.operands, labels, ov.operands)
-             if (d := _describe(f, _real(f, n), label, v, grid_note)) is not None]
+             if (d := _describe(f, strip(f, n), label, v, grid_note)) is not None]
     msg = (f"`{expr}` is computed in int{ov.bits} and can reach {_fmt(peak)}, past the int32 limit of "
            f"{_fmt(2**31 - 1)}, before it offsets a pointer" + (f" ({'; '.join(parts)})" if parts else ""))
     target = _cast_target(f, op, ov)
@@ -224,15 +215,7 @@ def check(ctx: Context) -> list[Finding]:
         param_of = dict(zip(names, unit.ir_params)) if len(names) == len(unit.ir_params) else {}
         # the union over launches over-approximates; find a real launch that overflows
         witness: dict[int, tuple[object, Overflow]] = {}
-        tried: set = set()
-        for ln in unit.launches:
-            sig = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())),
-                   tuple(sorted(ln.extents.items())))
-            if sig in tried:
-                continue
-            tried.add(sig)
-            if len(tried) > MAX_WITNESS_TRIES:
-                break
+        for ln in distinct(unit.launches, lambda ln: tuple(sorted(ln.extents.items())), MAX_WITNESS_TRIES):
             one = ctx.launch_ranges(unit, f, ln)
             for pos in cands:
                 if pos in one.overflows and pos not in witness and not _in_bounds_fit(ln, feeds[pos], param_of):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from ..conditions import block_facts, facts, facts_at, narrow, strip_shape
+from ..capture import distinct
+from ..conditions import block_facts, facts, facts_at, narrow
 from ..mlir import Func, Op
+from ..pointers import strip
 from ..ranges import Iv
 from ..source import binop_at, call_at
 from . import Context, Finding, RuleInfo
@@ -48,7 +50,7 @@ def _nonneg(f: Func, ra, fs, key: str) -> bool:
     for fc in fs:
         a, b = ra.get(fc.a), ra.get(fc.b)
         if isinstance(a, Iv) and isinstance(b, Iv) and (r := narrow(a, fc.pred, b)) is not None:
-            if any(strip_shape(f, side) == key and v.lo >= 0 for side, v in zip((fc.a, fc.b), r)):
+            if any(strip(f, side) == key and v.lo >= 0 for side, v in zip((fc.a, fc.b), r)):
                 return True
     return False
 
@@ -62,7 +64,7 @@ def _unused_when_negative(f: Func, ra, users, by_block, op: Op) -> bool:
     """Every use of the result drops it where the dividend is negative: masked loads and stores whose mask
     requires the dividend >= 0, a ``where`` that takes it only there, a ``max`` with a non-negative value, or the
     trip count of a loop from 0 (a negative count runs no iteration whichever way it was rounded)."""
-    key = strip_shape(f, op.operands[0])
+    key = strip(f, op.operands[0])
     stack, seen = list(op.results), set()
     while stack:
         v = stack.pop()
@@ -118,14 +120,7 @@ def check(ctx: Context) -> list[Finding]:
         if not cands:
             continue
         witness: dict[int, tuple] = {}
-        tried: set = set()
-        for ln in unit.launches:
-            sig = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())))
-            if sig in tried:
-                continue
-            tried.add(sig)
-            if len(tried) > MAX_WITNESS_TRIES:
-                break
+        for ln in distinct(unit.launches, limit=MAX_WITNESS_TRIES):
             ra = ctx.launch_ranges(unit, f, ln)
             for op in cands:
                 if op.pos not in witness and (hit := _negative(f, op, ra)) is not None:
@@ -141,7 +136,7 @@ def check(ctx: Context) -> list[Finding]:
             else:
                 # inlined from a call (tl.cdiv(n, d) divides n + d - 1), or no source: never an IR name
                 expr, who = call_at(file, line, col) or f"the {sym} on this line", "its dividend"
-            d = f.defs.get(strip_shape(f, op.operands[0]))
+            d = f.defs.get(strip(f, op.operands[0]))
             if a.data and d is not None and d.name == "tt.load":
                 why = f"{who} is loaded from memory (any value of its type)"
             elif a.lo < 0:

@@ -8,7 +8,7 @@ in the store, and nothing makes the store wait for the load. A load and a store 
 
 from __future__ import annotations
 
-from ..memory import Aliases, find_overlap, ordering_points, paired, protected, same_mapping
+from ..memory import races
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
@@ -21,33 +21,17 @@ RULE = RuleInfo(
 def check(ctx: Context) -> list[Finding]:
     out = []
     for unit, f, _mod in ctx.units():
-        stores = [op for op in f.ops if op.name == "tt.store"]
-        if not stores:
-            continue
-        loads = [op for op in f.ops if op.name == "tt.load"]
-        points = ordering_points(f, getattr(unit.options, "num_warps", 4), ctx.union_ranges(unit, f))
-        aliases = Aliases.of(unit, f)
-        for s in stores:
-            for ld in loads:
-                loop = paired(f, ld, s)
-                if loop is False or protected(ld, s, loop, points) or same_mapping(f, ld, s, aliases):
-                    continue
-                hit = find_overlap(f, ctx.union_ranges(unit, f), lambda ln: ctx.launch_ranges(unit, f, ln),
-                                   unit.launches, ld, s, loop, aliases, other_lane=True)
-                if hit is None:
-                    continue
-                file, line, col = ctx.frame(unit, s)
-                _lf, lline, _ = ctx.frame(unit, ld)
-                when = (f"in the previous iteration of the loop at line {ctx.frame(unit, loop)[1]}"
-                        if loop is not None else "earlier in the same program")
-                msg = (f"this store writes {hit.why} that the load at line {lline} read {when} through another "
-                       f"index mapping, with no tl.debug_barrier() between them: a thread may overwrite an element "
-                       f"another thread has not loaded yet")
-                fix = (f"put tl.debug_barrier() between the load (line {lline}) and this store, or load and store "
-                       f"through the same index expression")
-                exposer = hit.launch or (unit.launches[0] if unit.launches else None)
-                out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg,
-                                   exposer.case if exposer is not None else {}, fix=fix, col=col,
-                                   tag=f"load@{lline}"))
-                break
+        for s, ld, loop, hit in races(ctx, unit, f, write_first=False):
+            file, line, col = ctx.frame(unit, s)
+            _lf, lline, _ = ctx.frame(unit, ld)
+            when = (f"in the previous iteration of the loop at line {ctx.frame(unit, loop)[1]}"
+                    if loop is not None else "earlier in the same program")
+            msg = (f"this store writes {hit.why} that the load at line {lline} read {when} through another "
+                   f"index mapping, with no tl.debug_barrier() between them: a thread may overwrite an element "
+                   f"another thread has not loaded yet")
+            fix = (f"put tl.debug_barrier() between the load (line {lline}) and this store, or load and store "
+                   f"through the same index expression")
+            out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg,
+                               hit.launch.case if hit.launch is not None else {}, fix=fix, col=col,
+                               tag=f"load@{lline}"))
     return out

@@ -7,10 +7,8 @@ written yet. ``tl.debug_barrier()`` between them is the fix.
 
 from __future__ import annotations
 
-from ..memory import Aliases, find_overlap, is_barrier, ordering_points, paired, protected
+from ..memory import races
 from . import Context, Finding, RuleInfo
-
-__all__ = ["RULE", "check", "is_barrier"]
 
 RULE = RuleInfo(
     "store-then-load", "error", "load may read this program's earlier store without a barrier",
@@ -21,34 +19,18 @@ RULE = RuleInfo(
 def check(ctx: Context) -> list[Finding]:
     out = []
     for unit, f, _mod in ctx.units():
-        stores = [op for op in f.ops if op.name == "tt.store"]
-        if not stores:
-            continue
-        loads = [op for op in f.ops if op.name == "tt.load"]
-        points = ordering_points(f, getattr(unit.options, "num_warps", 4), ctx.union_ranges(unit, f))
-        aliases = Aliases.of(unit, f)
-        for ld in loads:
-            for s in stores:
-                loop = paired(f, s, ld)
-                if loop is False or protected(s, ld, loop, points):
-                    continue
-                hit = find_overlap(f, ctx.union_ranges(unit, f), lambda ln: ctx.launch_ranges(unit, f, ln),
-                                   unit.launches, s, ld, loop, aliases)
-                if hit is None:
-                    continue
-                file, line, col = ctx.frame(unit, ld)
-                _sf, sline, _ = ctx.frame(unit, s)
-                when = (f"in the next iteration of the loop at line {ctx.frame(unit, loop)[1]}" if loop is not None
-                        else "earlier in the same program")
-                msg = (f"this load reads {hit.why} that the store at line {sline} wrote {when}, with no "
-                       f"tl.debug_barrier() between them: a thread may read an element another thread has not "
-                       f"stored yet")
-                fix = (f"put tl.debug_barrier() between the store (line {sline}) and this load, or keep the stored "
-                       f"values in registers instead of reading them back")
-                # an aliasing finding shows the case whose launch passed the two views
-                exposer = hit.launch or (unit.launches[0] if unit.launches else None)
-                case = exposer.case if exposer is not None else {}
-                out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, case, fix=fix,
-                                   col=col, tag=f"store@{sline}"))
-                break
+        for ld, s, loop, hit in races(ctx, unit, f, write_first=True):
+            file, line, col = ctx.frame(unit, ld)
+            _sf, sline, _ = ctx.frame(unit, s)
+            when = (f"in the next iteration of the loop at line {ctx.frame(unit, loop)[1]}" if loop is not None
+                    else "earlier in the same program")
+            msg = (f"this load reads {hit.why} that the store at line {sline} wrote {when}, with no "
+                   f"tl.debug_barrier() between them: a thread may read an element another thread has not "
+                   f"stored yet")
+            fix = (f"put tl.debug_barrier() between the store (line {sline}) and this load, or keep the stored "
+                   f"values in registers instead of reading them back")
+            # an aliasing finding shows the case whose launch passed the two views
+            case = hit.launch.case if hit.launch is not None else {}
+            out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, case, fix=fix,
+                               col=col, tag=f"store@{sline}"))
     return out
