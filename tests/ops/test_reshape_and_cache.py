@@ -64,6 +64,15 @@ def test_writes_land_only_in_target_slots_and_padding_is_skipped(dtype):
     assert (kc[0, 1] == 7.0).all() and (vc[2, 2] == -7.0).all()
 
 
+def test_key_rows_past_slot_mapping_are_not_written():
+    # vLLM V1 pads key/value to a captured CUDA-graph size and passes the real tokens' slots only
+    key, value, kc, vc, slots = _setup(t=6, slots=[5, 0, 11, 6, 1, 2])
+    ek, ev = _expected(key[:4], kc, slots[:4]), _expected(value[:4], vc, slots[:4])
+    reshape_and_cache(key, value, kc, vc, slots[:4])
+    assert torch.equal(kc, ek) and torch.equal(vc, ev)
+    assert (kc[0, 1] == 7.0).all() and (kc[0, 2] == 7.0).all()  # slots 1 and 2 belong to rows 4 and 5
+
+
 def test_all_padding_writes_nothing():
     key, value, kc, vc, _ = _setup()
     k0, v0 = kc.clone(), vc.clone()
@@ -229,7 +238,8 @@ BAD = [
     (dict(value_cache=lambda a: a["value_cache"][:2]), ValueError, "value_cache must have shape"),
     (dict(value_cache=lambda a: a["value_cache"].float()), TypeError, "value_cache must have dtype"),
     (dict(slot_mapping=lambda a: a["slot_mapping"].float()), TypeError, "slot_mapping must have dtype int32/int64"),
-    (dict(slot_mapping=lambda a: a["slot_mapping"][:5]), ValueError, r"slot_mapping must have shape \(6,\)"),
+    (dict(slot_mapping=lambda a: torch.cat([a["slot_mapping"], a["slot_mapping"][:1]])), ValueError,
+     "slot_mapping must have at most 6 entries"),
     (dict(slot_mapping=lambda a: a["slot_mapping"].view(6, 1)), ValueError, "slot_mapping must have 1 dimensions"),
     (dict(slot_mapping=lambda a: a["slot_mapping"].to("meta")), ValueError, "slot_mapping is on meta"),
     (dict(kv_cache_dtype="fp8_e5m2"), ValueError, "kv_cache_dtype must be one of 'auto', 'fp8', 'fp8_e4m3'"),

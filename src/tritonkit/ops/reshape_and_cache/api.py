@@ -32,7 +32,8 @@ def _native_fp8(device: torch.device) -> bool:
 def _forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
              slot_mapping: torch.Tensor, kv_cache_dtype: str, k_scale: torch.Tensor | None,
              v_scale: torch.Tensor | None) -> None:
-    num_tokens, num_heads, head_dim = key.shape
+    num_tokens = slot_mapping.shape[0]  # key/value may hold more rows (padding to a CUDA-graph size)
+    _, num_heads, head_dim = key.shape
     if num_tokens == 0:
         return
     fp8 = kv_cache_dtype != "auto"
@@ -107,7 +108,9 @@ def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_s
     _checks.same_dtype("value_cache", value_cache, "key_cache", key_cache)
     _checks.shape_equal("value_cache", value_cache, tuple(key_cache.shape), "key_cache's shape")
     _checks.tensor("slot_mapping", slot_mapping, dtypes=_checks.INDEX_DTYPES, ndim=1, last_contiguous=True)
-    _checks.shape_equal("slot_mapping", slot_mapping, (num_tokens,), "one slot per token of key")
+    if slot_mapping.shape[0] > num_tokens:
+        raise ValueError(f"slot_mapping must have at most {num_tokens} entries (one per row of key; key may hold "
+                         f"more rows, which are not written), got shape {tuple(slot_mapping.shape)}")
     scales = {n: s for n, s in (("k_scale", k_scale), ("v_scale", v_scale)) if isinstance(s, torch.Tensor)}
     _checks.same_device(key=key, value=value, key_cache=key_cache, value_cache=value_cache,
                         slot_mapping=slot_mapping, **scales)
@@ -124,13 +127,16 @@ def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.T
                       k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
     """Write ``key``/``value`` rows into the paged caches in place (vLLM's ``reshape_and_cache_flash``).
 
-    key, value    ``[num_tokens, num_kv_heads, head_dim]`` float16/bfloat16/float32, same dtype and shape. Any
+    key, value    ``[num_rows, num_kv_heads, head_dim]`` float16/bfloat16/float32, same dtype and shape. Any
                   token and head strides (e.g. views of a fused qkv projection); the last dim must be contiguous.
+                  Only the first ``slot_mapping.shape[0]`` rows are written: vLLM pads key/value to a captured
+                  CUDA-graph size and passes the slots of the real tokens.
     key_cache,    ``[num_blocks, block_size, num_kv_heads, head_dim]``, the flash layout: cache slot ``s`` is
     value_cache   block ``s // block_size``, row ``s % block_size``, and holds every kv head of one token. Any
                   strides with a contiguous last dim (views into a larger, padded allocation are fine).
                   kv_cache_dtype="auto": key's dtype. "fp8"/"fp8_e4m3": float8_e4m3fn (or uint8 holding its bytes).
-    slot_mapping  ``[num_tokens]`` int32/int64: token ``t`` goes to slot ``slot_mapping[t]``; ``-1`` (any negative)
+    slot_mapping  ``[num_tokens]`` int32/int64, ``num_tokens <= num_rows``: token ``t`` goes to slot
+                  ``slot_mapping[t]``; ``-1`` (any negative)
                   is padding: that token is neither read nor written. Slots must be distinct and below
                   ``num_blocks * block_size`` (not checked: slots are never read on the host).
     kv_cache_dtype  "auto" copies the rows bit for bit. "fp8" stores ``x / scale``: one correctly rounded float32
