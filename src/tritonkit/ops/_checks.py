@@ -35,6 +35,17 @@ def tensor(name: str, t, *, dtypes=None, ndim: int | None = None, min_ndim: int 
     return t
 
 
+def inference_only(**tensors) -> None:
+    """The ops have no backward: with grad mode on, an input that requires grad would silently lose its graph."""
+    if not torch.is_grad_enabled():
+        return
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            raise RuntimeError(f"{name} requires grad, but tritonkit ops are inference ops with no backward (the "
+                               f"output would silently drop the autograd graph): call them under torch.no_grad() "
+                               f"or torch.inference_mode(), or pass {name}.detach()")
+
+
 def same_device(**tensors: torch.Tensor | None) -> torch.device:
     """All given tensors on one device; the op runs there (CUDA, CPU under TRITON_INTERPRET=1, or meta)."""
     items = [(n, t) for n, t in tensors.items() if t is not None]

@@ -9,7 +9,7 @@ import torch
 
 from .. import _alloc, _checks
 from .._launch import launch
-from .._library import is_compiling
+from .._library import through_dispatcher
 from . import config
 from .kernel import (
     _paged_attention_decode_kernel,
@@ -186,6 +186,7 @@ def _scale_tensor(name: str, s, device: torch.device) -> torch.Tensor:
 
 def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
            causal, window_size, softcap, sinks, out, k_scale, v_scale):
+    _checks.inference_only(q=q, k_cache=k_cache, v_cache=v_cache, sinks=sinks, out=out)
     _checks.tensor("q", q, dtypes=Q_DTYPES, ndim=3, last_contiguous=True)
     num_tokens, num_heads, head_dim = q.shape
     _checks.tensor("k_cache", k_cache, ndim=4, last_contiguous=True)
@@ -299,7 +300,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         v_scale = _scale_tensor("v_scale", v_scale, q.device)
     args = (q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale, causal,
             left, right, softcap, sinks, k_scale, v_scale)
-    if is_compiling():
+    if through_dispatcher(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, out):
         if out is None:
             return torch.ops.tritonkit.paged_attention(*args)
         torch.ops.tritonkit.paged_attention_out(out, *args)

@@ -8,7 +8,7 @@ import triton
 from .. import _checks, _device
 from .._ints import cdiv
 from .._launch import launch
-from .._library import is_compiling
+from .._library import through_dispatcher
 from .config import reshape_and_cache_config
 from .kernel import _reshape_and_cache_kernel
 
@@ -82,6 +82,7 @@ def _check_scale(name: str, s) -> None:
 
 
 def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale) -> None:
+    _checks.inference_only(key=key, value=value, key_cache=key_cache, value_cache=value_cache)
     _checks.tensor("key", key, dtypes=_checks.FLOAT_DTYPES, ndim=3, last_contiguous=True)
     _checks.tensor("value", value, ndim=3, last_contiguous=True)
     _checks.same_dtype("value", value, "key", key)
@@ -148,7 +149,7 @@ def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.T
     Returns None. Arguments are checked before anything is written; a rejected call leaves the caches untouched.
     """
     _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
-    if is_compiling():
+    if through_dispatcher(key, value, key_cache, value_cache, slot_mapping):
         torch.ops.tritonkit.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
                                               k_scale, v_scale)
         return None

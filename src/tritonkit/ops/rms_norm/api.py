@@ -7,7 +7,7 @@ import torch
 
 from .. import _alloc, _checks
 from .._launch import launch
-from .._library import is_compiling
+from .._library import through_dispatcher
 from .config import rms_norm_config
 from .kernel import _rms_norm_fwd_kernel
 
@@ -69,6 +69,7 @@ def _(x, residual, weight, eps):
 
 
 def _check(x, weight, eps, residual) -> None:
+    _checks.inference_only(x=x, weight=weight, residual=residual)
     _checks.tensor("x", x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
     if x.shape[-1] == 0:
         raise ValueError(f"x must have a non-empty last (hidden) dimension, got shape {tuple(x.shape)}")
@@ -98,7 +99,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, residu
     """
     _check(x, weight, eps, residual)
     eps = float(eps)
-    if is_compiling():
+    if through_dispatcher(x, weight, residual):
         if residual is None:
             return torch.ops.tritonkit.rms_norm(x, weight, eps)
         return torch.ops.tritonkit.fused_add_rms_norm(x, residual, weight, eps)

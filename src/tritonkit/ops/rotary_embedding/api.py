@@ -9,7 +9,7 @@ import torch
 from .. import _checks
 from .._ints import cdiv
 from .._launch import launch
-from .._library import is_compiling
+from .._library import through_dispatcher
 from .config import rotary_config
 from .kernel import _rotary_embedding_fwd_kernel
 
@@ -64,6 +64,7 @@ def _layout_overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
 
 
 def _check(positions, q, k, cos_sin_cache, is_neox) -> None:
+    _checks.inference_only(q=q, k=k, cos_sin_cache=cos_sin_cache)
     _checks.tensor("q", q, dtypes=_checks.FLOAT_DTYPES, ndim=3, last_contiguous=True)
     num_tokens, _, head_dim = q.shape
     _checks.tensor("positions", positions, dtypes=_checks.INDEX_DTYPES, ndim=1)
@@ -89,8 +90,9 @@ def _check(positions, q, k, cos_sin_cache, is_neox) -> None:
     if not isinstance(is_neox, bool):
         raise TypeError(f"is_neox must be a bool, got {type(is_neox).__name__}")
     _checks.same_device(q=q, k=k, positions=positions, cos_sin_cache=cos_sin_cache)
-    if is_compiling():
-        # Dynamo cannot trace the stride sort below; functionalization already rejects writes to overlapping memory
+    if through_dispatcher(positions, q, k, cos_sin_cache):
+        # Dynamo cannot trace the stride sort below, fake tensors have no data pointer; functionalization already
+        # rejects writes to overlapping memory
         return
     # q and k are written in place: an element reachable twice would be rotated twice, racing
     for name, t in (("q", q), ("k", k)):
@@ -146,7 +148,7 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor |
     propagate as in that formula. Returns ``(q, k)``, the same tensors, updated.
     """
     _check(positions, q, k, cos_sin_cache, is_neox)
-    if is_compiling():
+    if through_dispatcher(positions, q, k, cos_sin_cache):
         torch.ops.tritonkit.rotary_embedding(positions, q, k, cos_sin_cache, is_neox)
     else:
         _forward(positions, q, k, cos_sin_cache, is_neox)

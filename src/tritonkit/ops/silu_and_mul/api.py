@@ -7,7 +7,7 @@ import torch
 from .. import _alloc, _checks
 from .._ints import cdiv
 from .._launch import launch
-from .._library import is_compiling
+from .._library import through_dispatcher
 from .config import silu_and_mul_config
 from .kernel import _silu_and_mul_fwd_kernel
 
@@ -38,6 +38,7 @@ def _(x):
 
 
 def _check(x) -> None:
+    _checks.inference_only(x=x)
     _checks.tensor("x", x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
     if x.shape[-1] % 2:
         raise ValueError(f"x must have an even last dimension (gate and up halves, [..., 2d]), got shape "
@@ -54,6 +55,6 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     inf propagate elementwise as in ``torch.nn.functional.silu(g) * u`` (``silu(-inf)`` is NaN, ``silu(+inf)`` inf).
     """
     _check(x)
-    if is_compiling():
+    if through_dispatcher(x):
         return torch.ops.tritonkit.silu_and_mul(x)
     return _forward(x)
