@@ -10,7 +10,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from tritonkit.ops import paged_attention, reshape_and_cache, rms_norm, rotary_embedding, silu_and_mul
+from tritonkit.ops import paged_attention, reshape_and_cache, rms_norm, rotary_embedding, silu_and_mul, vllm
 
 
 def _attention_inputs(dtype=torch.float16):
@@ -35,11 +35,19 @@ CALLS = {
     "paged_attention": lambda: (lambda q, kc, vc, cu, used, bt: paged_attention(
         q, kc, vc, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=3, max_seqlen_k=20))(
         *_attention_inputs()),
+    "vllm.rms_norm": lambda: vllm.rms_norm(torch.empty(3, 64), torch.randn(3, 64), torch.randn(64), 1e-6),
+    "vllm.fused_add_rms_norm": lambda: vllm.fused_add_rms_norm(torch.randn(3, 64), torch.randn(3, 64),
+                                                               torch.randn(64), 1e-6),
+    "vllm.silu_and_mul": lambda: vllm.silu_and_mul(torch.empty(3, 32), torch.randn(3, 64)),
+    "vllm.rotary_embedding": lambda: vllm.rotary_embedding(torch.arange(3), torch.randn(3, 64), torch.randn(3, 32),
+                                                           32, torch.randn(8, 32), True),
 }
 
 OPS = {"rms_norm": "rms_norm", "rms_norm_residual": "fused_add_rms_norm", "silu_and_mul": "silu_and_mul",
        "rotary_embedding": "rotary_embedding", "reshape_and_cache": "reshape_and_cache",
-       "paged_attention": "paged_attention"}
+       "paged_attention": "paged_attention", "vllm.rms_norm": "vllm_rms_norm",
+       "vllm.fused_add_rms_norm": "vllm_fused_add_rms_norm", "vllm.silu_and_mul": "vllm_silu_and_mul",
+       "vllm.rotary_embedding": "rotary_embedding"}
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
@@ -72,6 +80,10 @@ GRAD = [
     ("q", lambda g: (lambda q, kc, vc, cu, used, bt: paged_attention(
         q.requires_grad_(g), kc, vc, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=3,
         max_seqlen_k=20))(*_attention_inputs(torch.float16))),
+    ("input", lambda g: vllm.rms_norm(torch.empty(3, 64), torch.randn(3, 64, requires_grad=g), torch.randn(64),
+                                      1e-6)),
+    ("query", lambda g: vllm.rotary_embedding(torch.arange(3), torch.randn(3, 64, requires_grad=g), None, 32,
+                                              torch.randn(8, 32), True)),
 ]
 
 

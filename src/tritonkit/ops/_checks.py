@@ -75,10 +75,19 @@ def rows(name: str, t: torch.Tensor) -> torch.Tensor:
         return t.reshape(-1, n)
 
 
-def rows_and_stride(name: str, t: torch.Tensor) -> tuple[torch.Tensor, int]:
+def rows_and_stride(name: str, t: torch.Tensor, output: bool = False) -> tuple[torch.Tensor, int]:
     """``t`` and its row stride, for a kernel that takes ``[rows, n]`` as a pointer and a row stride: a contiguous
-    tensor is passed as it is (a view costs a few µs of host time on every call), anything else through ``rows``."""
+    tensor is passed as it is (a view costs a few µs of host time on every call), anything else through ``rows``.
+    An ``output`` must be viewable so (a copy would take the writes): otherwise a ValueError names it."""
     if t.is_contiguous():
         return t, t.shape[-1]
+    if output:
+        try:
+            t2 = t.view(-1, t.shape[-1])
+        except RuntimeError:
+            raise ValueError(f"{name} must be viewable as rows of its last dimension (one stride between rows, "
+                             f"the last dimension contiguous), got shape {tuple(t.shape)} and strides "
+                             f"{tuple(t.stride())}") from None
+        return t2, t2.stride(0)
     t2 = rows(name, t)
     return t2, t2.stride(0)

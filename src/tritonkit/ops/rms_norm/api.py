@@ -14,20 +14,23 @@ from .kernel import _rms_norm_fwd_kernel
 
 def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None,
             y: torch.Tensor, r: torch.Tensor | None) -> None:
-    """``y`` and ``r`` are fresh contiguous outputs of x's shape."""
+    """``y`` and ``r`` are outputs of x's shape whose rows can be addressed by one stride (fresh contiguous ones,
+    or the caller's, which may be x and residual themselves: each row is read before it is written)."""
     hidden = x.shape[-1]
     n_rows = y.numel() // hidden
     if n_rows == 0:
         return
     cfg = rms_norm_config(hidden, x.element_size())
     x, stride_x = _checks.rows_and_stride("x", x)
+    y, stride_y = _checks.rows_and_stride("out", y, output=True)
     has_res = residual is not None
     if has_res:
         residual, stride_res = _checks.rows_and_stride("residual", residual)
+        r, stride_r = _checks.rows_and_stride("residual", r, output=True)
     launch(
         _rms_norm_fwd_kernel, (n_rows,),
         (x, residual if has_res else x, weight, y, r if has_res else y,
-         stride_x, stride_res if has_res else 0, hidden, hidden if has_res else 0,
+         stride_x, stride_res if has_res else 0, stride_y, stride_r if has_res else 0,
          hidden, eps),
         {"HAS_RESIDUAL": has_res, "BLOCK": cfg.block, "SINGLE_PASS": cfg.single_pass}, cfg.num_warps,
     )
@@ -68,21 +71,23 @@ def _(x, residual, weight, eps):
     return x.new_empty(x.shape), x.new_empty(x.shape)
 
 
-def _check(x, weight, eps, residual) -> None:
-    _checks.inference_only(x=x, weight=weight, residual=residual)
-    _checks.tensor("x", x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
+def _check(x, weight, eps, residual, x_name: str = "x", eps_name: str = "eps") -> None:
+    """``x_name``/``eps_name``: what the caller calls them (vLLM's forms say ``input`` and ``epsilon``)."""
+    _checks.inference_only(**{x_name: x, "weight": weight, "residual": residual})
+    _checks.tensor(x_name, x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
     if x.shape[-1] == 0:
-        raise ValueError(f"x must have a non-empty last (hidden) dimension, got shape {tuple(x.shape)}")
+        raise ValueError(f"{x_name} must have a non-empty last (hidden) dimension, got shape {tuple(x.shape)}")
     _checks.tensor("weight", weight, dtypes=_checks.FLOAT_DTYPES, ndim=1, last_contiguous=True)
     if weight.shape[0] != x.shape[-1]:
-        raise ValueError(f"weight must have shape ({x.shape[-1]},) to match x's hidden size, got {tuple(weight.shape)}")
+        raise ValueError(f"weight must have shape ({x.shape[-1]},) to match {x_name}'s hidden size, got "
+                         f"{tuple(weight.shape)}")
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
-        raise ValueError(f"eps must be a non-negative float, got {eps!r}")
+        raise ValueError(f"{eps_name} must be a non-negative float, got {eps!r}")
     if residual is not None:
         _checks.tensor("residual", residual, last_contiguous=True)
-        _checks.same_dtype("residual", residual, "x", x)
-        _checks.shape_equal("residual", residual, tuple(x.shape), "x's shape")
-    _checks.same_device(x=x, weight=weight, residual=residual)
+        _checks.same_dtype("residual", residual, x_name, x)
+        _checks.shape_equal("residual", residual, tuple(x.shape), f"{x_name}'s shape")
+    _checks.same_device(**{x_name: x, "weight": weight, "residual": residual})
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, residual: torch.Tensor | None = None):

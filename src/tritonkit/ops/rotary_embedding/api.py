@@ -63,23 +63,24 @@ def _layout_overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return False
 
 
-def _check(positions, q, k, cos_sin_cache, is_neox) -> None:
-    _checks.inference_only(q=q, k=k, cos_sin_cache=cos_sin_cache)
-    _checks.tensor("q", q, dtypes=_checks.FLOAT_DTYPES, ndim=3, last_contiguous=True)
+def _check(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: str = "k") -> None:
+    """``q_name``/``k_name``: what the caller calls them (vLLM's form says ``query`` and ``key``)."""
+    _checks.inference_only(**{q_name: q, k_name: k, "cos_sin_cache": cos_sin_cache})
+    _checks.tensor(q_name, q, dtypes=_checks.FLOAT_DTYPES, ndim=3, last_contiguous=True)
     num_tokens, _, head_dim = q.shape
     _checks.tensor("positions", positions, dtypes=_checks.INDEX_DTYPES, ndim=1)
     if positions.shape[0] != num_tokens:
-        raise ValueError(f"positions must have shape ({num_tokens},) (one per token of q), got "
+        raise ValueError(f"positions must have shape ({num_tokens},) (one per token of {q_name}), got "
                          f"{tuple(positions.shape)}")
     if k is not None:
-        _checks.tensor("k", k, ndim=3, last_contiguous=True)
-        _checks.same_dtype("k", k, "q", q)
+        _checks.tensor(k_name, k, ndim=3, last_contiguous=True)
+        _checks.same_dtype(k_name, k, q_name, q)
         if k.shape[0] != num_tokens or k.shape[2] != head_dim:
-            raise ValueError(f"k must have shape ({num_tokens}, num_kv_heads, {head_dim}) to match q's tokens "
-                             f"and head_dim, got {tuple(k.shape)}")
+            raise ValueError(f"{k_name} must have shape ({num_tokens}, num_kv_heads, {head_dim}) to match "
+                             f"{q_name}'s tokens and head_dim, got {tuple(k.shape)}")
     _checks.tensor("cos_sin_cache", cos_sin_cache, ndim=2, last_contiguous=True)
     if cos_sin_cache.dtype not in (torch.float32, q.dtype):
-        raise TypeError(f"cos_sin_cache must be float32 or q's dtype {q.dtype}, got {cos_sin_cache.dtype}")
+        raise TypeError(f"cos_sin_cache must be float32 or {q_name}'s dtype {q.dtype}, got {cos_sin_cache.dtype}")
     max_position, rot_dim = cos_sin_cache.shape
     if rot_dim < 2 or rot_dim % 2 or rot_dim > head_dim:
         raise ValueError(f"cos_sin_cache must be [max_position, rot_dim] with rot_dim even and 2 <= rot_dim <= "
@@ -89,20 +90,20 @@ def _check(positions, q, k, cos_sin_cache, is_neox) -> None:
                          f"{tuple(cos_sin_cache.shape)}")
     if not isinstance(is_neox, bool):
         raise TypeError(f"is_neox must be a bool, got {type(is_neox).__name__}")
-    _checks.same_device(q=q, k=k, positions=positions, cos_sin_cache=cos_sin_cache)
+    _checks.same_device(**{q_name: q, k_name: k, "positions": positions, "cos_sin_cache": cos_sin_cache})
     if through_dispatcher(positions, q, k, cos_sin_cache):
         # Dynamo cannot trace the stride sort below, fake tensors have no data pointer; functionalization already
         # rejects writes to overlapping memory
         return
     # q and k are written in place: an element reachable twice would be rotated twice, racing
-    for name, t in (("q", q), ("k", k)):
+    for name, t in ((q_name, q), (k_name, k)):
         if t is not None and _overlaps_itself(t):
             raise ValueError(f"{name} must not have overlapping elements (it is written in place), got shape "
                              f"{tuple(t.shape)} and strides {tuple(t.stride())}")
     # meta tensors (``tritonkit check``) all report data_ptr 0
     if k is not None and q.device.type != "meta" and k.numel() and q.numel() and _may_overlap(q, k):
-        raise ValueError("k must not overlap q (both are rotated in place), got q with strides "
-                         f"{tuple(q.stride())} and k with strides {tuple(k.stride())} sharing memory")
+        raise ValueError(f"{k_name} must not overlap {q_name} (both are rotated in place), got {q_name} with "
+                         f"strides {tuple(q.stride())} and {k_name} with strides {tuple(k.stride())} sharing memory")
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -148,8 +149,13 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor |
     propagate as in that formula. Returns ``(q, k)``, the same tensors, updated.
     """
     _check(positions, q, k, cos_sin_cache, is_neox)
+    _run(positions, q, k, cos_sin_cache, is_neox)
+    return q, k
+
+
+def _run(positions, q, k, cos_sin_cache, is_neox) -> None:
+    """A checked call: through the dispatcher when tracing, else a direct launch."""
     if through_dispatcher(positions, q, k, cos_sin_cache):
         torch.ops.tritonkit.rotary_embedding(positions, q, k, cos_sin_cache, is_neox)
     else:
         _forward(positions, q, k, cos_sin_cache, is_neox)
-    return q, k

@@ -12,17 +12,18 @@ from .config import silu_and_mul_config
 from .kernel import _silu_and_mul_fwd_kernel
 
 
-def _forward(x: torch.Tensor) -> torch.Tensor:
+def _forward(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``out`` (the caller's ``[..., d]``, rows addressable by one stride) or a fresh contiguous output."""
     d = x.shape[-1] // 2
-    y = _alloc.empty((*x.shape[:-1], d), x.dtype, x.device)
+    y = out if out is not None else _alloc.empty((*x.shape[:-1], d), x.dtype, x.device)
     if y.numel() == 0:
         return y
     n_rows = y.numel() // d
-    # y is a fresh contiguous output: its row stride is d
     x, stride_x = _checks.rows_and_stride("x", x)
+    y2, stride_y = _checks.rows_and_stride("out", y, output=True)
     cfg = silu_and_mul_config(d, x.element_size())
     grid = (cdiv(n_rows, cfg.block_m), cdiv(d, cfg.block_n))
-    launch(_silu_and_mul_fwd_kernel, grid, (x, y, n_rows, d, stride_x, d),
+    launch(_silu_and_mul_fwd_kernel, grid, (x, y2, n_rows, d, stride_x, stride_y),
            {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}, cfg.num_warps)
     return y
 
@@ -37,11 +38,11 @@ def _(x):
     return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
 
 
-def _check(x) -> None:
-    _checks.inference_only(x=x)
-    _checks.tensor("x", x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
+def _check(x, x_name: str = "x") -> None:
+    _checks.inference_only(**{x_name: x})
+    _checks.tensor(x_name, x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
     if x.shape[-1] % 2:
-        raise ValueError(f"x must have an even last dimension (gate and up halves, [..., 2d]), got shape "
+        raise ValueError(f"{x_name} must have an even last dimension (gate and up halves, [..., 2d]), got shape "
                          f"{tuple(x.shape)}")
 
 
