@@ -51,6 +51,18 @@ def _wrap_then_divide_kernel(x_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
     tl.store(x_ptr + (slot * stride) // 4096 + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
 
 
+@triton.jit
+def _fill_tail_kernel(x_ptr, start, end, BLOCK: tl.constexpr):
+    # the last block's tail lanes pass the end of x; past 2^31 they wrap negative and pass the mask
+    offs = start + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.zeros([BLOCK], tl.float16), mask=offs < end)
+
+
+@tritonkit.case(n=[2**31 - 10])
+def fill_tail(n):
+    _fill_tail_kernel[(triton.cdiv(n - 100, 1024),)](torch.empty(n, dtype=torch.float16, **M), 100, n, BLOCK=1024)
+
+
 @tritonkit.case(cache_elements=[2**20, 2**33])
 def sized(cache_elements):
     slots = torch.empty(4, dtype=torch.int32, **M)
@@ -748,6 +760,9 @@ def test_an_overflow_only_an_out_of_bounds_index_reaches_is_not_reported(report)
     assert f.case == {"cache_elements": 2**33}
     (g,) = _on(report, "_wrap_then_divide_kernel", "int32-offset")
     assert g.message.startswith("`slot * stride`")
+    # the filter is for loaded indices: a grid-derived tail past 2^31 overflows into an allocation under 2^31
+    (h,) = _on(report, "_fill_tail_kernel", "int32-offset")
+    assert "2,147,483,747" in h.message
 
 
 def test_int32_offset_speaks_in_source_terms(report):

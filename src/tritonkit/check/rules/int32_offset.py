@@ -180,10 +180,14 @@ def _ring_slice(f: Func, name: str) -> set[int]:
     return out
 
 
-def _in_bounds_fit(ln, feeds, param_of) -> bool:
-    """Every pointer the overflow feeds, through wrapping arithmetic only, addresses an allocation of fewer than
-    2^31 elements in this launch: an in-bounds offset then fits int32, and the wrapped intermediate comes back
-    exact. (Such a launch shows no overflow a correct index can reach.)"""
+def _in_bounds_fit(ln, feeds, param_of, ov: Overflow) -> bool:
+    """The overflow scales a loaded index, and every pointer it feeds, through wrapping arithmetic only,
+    addresses an allocation of fewer than 2^31 elements in this launch: a valid index then gives an in-bounds
+    offset, which fits int32, and a wrapped intermediate comes back exact. (Such a launch shows no overflow a
+    valid index can reach.) An overflow computed from program ids, arguments and loop counters is real whatever
+    the allocation: a masked tail lane past the end wraps negative and passes an ``offs < n`` mask."""
+    if not any(isinstance(v, Iv) and v.data for v in ov.operands):
+        return False
     for base, modular in feeds:
         n = ln.extents.get(param_of.get(base, base)) if base is not None else None
         if not modular or n is None or n > _INT32_MAX:
@@ -218,7 +222,8 @@ def check(ctx: Context) -> list[Finding]:
         for ln in distinct(unit.launches, lambda ln: tuple(sorted(ln.extents.items())), MAX_WITNESS_TRIES):
             one = ctx.launch_ranges(unit, f, ln)
             for pos in cands:
-                if pos in one.overflows and pos not in witness and not _in_bounds_fit(ln, feeds[pos], param_of):
+                if pos in one.overflows and pos not in witness \
+                        and not _in_bounds_fit(ln, feeds[pos], param_of, one.overflows[pos]):
                     witness[pos] = (ln, one.overflows[pos])
             if len(witness) == len(cands):
                 break
