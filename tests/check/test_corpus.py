@@ -17,7 +17,7 @@ EXPECTED = {
     "_paged_decode_bt32_kernel": {"int32-offset"},
     "_paged_decode_f16sum_kernel": {"low-precision-accumulation"},
     "_paged_decode_kernel": set(),
-    "_qk_norm_rope_racy_kernel": {"store-then-load"},
+    "_qk_norm_rope_racy_kernel": {"store-then-load", "load-then-store"},
     "_qk_norm_rope_kernel": set(),
     "_rope_head_major_kernel": {"grid-limit"},
     "_rope_kernel": set(),

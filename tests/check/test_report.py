@@ -27,7 +27,7 @@ def test_json_schema(report):
     for k in d["kernels"]:
         assert {"kernel", "file", "launches", "compiles", "max_grid"} <= set(k)
         assert len(k["max_grid"]) == 3
-    assert {f["rule"] for f in d["findings"]} == {"store-then-load", "grid-limit"}
+    assert {f["rule"] for f in d["findings"]} == {"store-then-load", "load-then-store", "grid-limit"}
 
 
 def test_sarif_2_1_0(report):
@@ -56,7 +56,7 @@ def test_text_block_has_location_source_rule_why_fix_and_summary(report):
     assert "_rope_head_major_kernel[grid](q, pos, cs" in text  # the source line
     assert "why: CUDA caps gridDim.y" in text and "fix: put the dimension" in text
     assert "case: num_tokens=70000" in text and "docs: tritonkit check --explain grid-limit" in text
-    assert text.rstrip().splitlines()[-1].startswith("tritonkit check: 3 errors, 0 warnings, 0 infos in 4 kernels")
+    assert text.rstrip().splitlines()[-1].startswith("tritonkit check: 5 errors, 0 warnings, 0 infos in 4 kernels")
 
 
 def test_cli_formats_rule_selection_and_exit_codes(tmp_path, capsys):

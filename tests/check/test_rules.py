@@ -476,8 +476,18 @@ def _two_pass_one_warp_kernel(x_ptr, n, BLOCK: tl.constexpr):
         tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) - m - first, mask=offs < n)
 
 
+@triton.jit
+def _reverse_after_small_sum_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    # a 32-element sum is reduced within one warp: no bar.sync (sm_90 PTX), so it orders nothing
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(y_ptr + offs) * 2)
+    s = tl.sum(tl.load(y_ptr + offs), axis=0)
+    tl.store(y_ptr + offs, tl.load(x_ptr + BLOCK - 1 - offs) + s)
+
+
 @tritonkit.case(n=[5000])
 def one_warp(n):
+    _reverse_after_small_sum_kernel[(1,)](torch.empty(32, **M), torch.empty(32, **M), BLOCK=32, num_warps=4)
     # one warp: its shuffles order nothing, so the reduction is no barrier
     _two_pass_one_warp_kernel[(1,)](torch.empty(n, **M), n, BLOCK=1024, num_warps=1)
 
@@ -885,6 +895,7 @@ def test_load_compute_store_of_one_element_per_lane_is_not_reported(report):
 
 def test_a_scalar_reduction_orders_memory_only_with_more_than_one_warp(report):
     assert _on(report, "_two_pass_kernel") == []
+    (g,) = _on(report, "_reverse_after_small_sum_kernel", "store-then-load")
     (f,) = _on(report, "_two_pass_one_warp_kernel", "load-then-store")
     assert f"load at line {_line_after('_two_pass_one_warp_kernel', 'first = tl.load(')}" in f.message
 

@@ -4,8 +4,8 @@ Triton gives each ``tl.load``/``tl.store`` its own thread-to-element mapping, an
 access before another thread's access of the same element unless a CTA barrier lies between them. This module
 pairs accesses of one unit (one compiled kernel), decides whether the two may touch the same element (same pointer,
 overlapping offsets of one argument, or two arguments whose views share bytes in a case) and whether something
-orders them on every path: ``tl.debug_barrier()``, or a reduction of a whole 1-D tile to a scalar in a program of
-more than one warp.
+orders them on every path: ``tl.debug_barrier()``, or a reduction to a scalar of a 1-D tile too long for one warp,
+in a program of more than one warp.
 """
 
 from __future__ import annotations
@@ -47,17 +47,23 @@ def _runs_once(ra: RangeAnalysis | None, loop: Op) -> bool:
     return all(isinstance(v, Iv) for v in (lb, ub, st)) and st.lo > 0 and lb.hi < ub.lo
 
 
+#: a 1-D tile longer than one warp can hold (32 lanes x 16 elements, the widest a lane's vector gets) has its
+#: elements in more than one warp: reducing it needs a cross-warp exchange through shared memory, behind bar.sync
+#: (a shorter tile may be reduced within a warp with shuffles and no barrier: sm_90 PTX of a 32-element sum has none)
+CROSS_WARP_ELEMENTS = 512
+
+
 def ordering_points(f: Func, num_warps: int, ra: RangeAnalysis | None = None) -> list[Point]:
     """Where every thread of the program sees the global accesses every thread made before: a barrier, and a 1-D
-    tile reduced to a scalar when the program has more than one warp (every warp holds part of the tile, and the
-    partial results meet in shared memory behind a CTA barrier; a reduction along one axis of a 2-D tile may stay
-    within warps, and one warp's shuffles order nothing). ``ra`` tells which loops run at least once."""
+    tile of more than CROSS_WARP_ELEMENTS elements reduced to a scalar in a program of more than one warp (a
+    reduction along one axis of a 2-D tile may stay within warps, and one warp's shuffles order nothing).
+    ``ra`` tells which loops run at least once."""
     out = []
     for op in f.ops:
+        src = shape_of(f.types.get(op.operands[0], "")) if op.name == "tt.reduce" and op.operands else ()
         if not (is_barrier(op.name) or (
-                op.name == "tt.reduce" and num_warps > 1 and op.results and op.operands
-                and not shape_of(f.types.get(op.results[0], ""))
-                and len(shape_of(f.types.get(op.operands[0], ""))) == 1)):
+                op.name == "tt.reduce" and num_warps > 1 and op.results and len(src) == 1
+                and src[0] > CROSS_WARP_ELEMENTS and not shape_of(f.types.get(op.results[0], "")))):
             continue
         blk = op.block
         while blk is not None and blk.parent is not None and blk.region == 0 and _runs_once(ra, blk.parent) \

@@ -3,7 +3,8 @@
 
 Seeded bugs:
 - store-then-load: a fused per-head RMS norm writes the normalized head back in place and then re-reads its two
-  halves for the rotation, with no barrier between the store and the loads.
+  halves for the rotation, with no barrier between the store and the loads; load-then-store: the rotated halves
+  are then stored over elements other lanes loaded whole at the top, with no barrier between either.
 - grid-limit: a per-head grid laid out (num_heads, num_tokens) puts the token count in grid[1].
 The twins put a tl.debug_barrier() between the store and the re-read, and put tokens in grid[0].
 """
@@ -34,8 +35,9 @@ def _qk_norm_rope_racy_kernel(
     sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + offs_h).to(tl.float32)
     x1 = tl.load(base + offs_h).to(tl.float32)  # seeded bug: store-then-load
     x2 = tl.load(base + HALF + offs_h).to(tl.float32)  # seeded bug: store-then-load
-    tl.store(base + offs_h, (x1 * cos - x2 * sin).to(q_ptr.dtype.element_ty))
-    tl.store(base + HALF + offs_h, (x2 * cos + x1 * sin).to(q_ptr.dtype.element_ty))
+    # and these overwrite elements that other lanes loaded whole at the top, with no barrier since
+    tl.store(base + offs_h, (x1 * cos - x2 * sin).to(q_ptr.dtype.element_ty))  # seeded bug: load-then-store
+    tl.store(base + HALF + offs_h, (x2 * cos + x1 * sin).to(q_ptr.dtype.element_ty))  # seeded bug: load-then-store
 
 
 @triton.jit
