@@ -12,7 +12,7 @@ VERBS = {
     "inductor": ("tritonkit.bench.inductor_cli", "write the Triton code Inductor generates for an op's reference"),
 }
 
-USAGE = "usage: tritonkit {" + ",".join(VERBS) + "} [options]\n\n" + "\n".join(
+USAGE = "usage: tritonkit {" + ",".join(VERBS) + "} [options]\n       tritonkit --version\n\n" + "\n".join(
     f"  {v:<9} {doc}" for v, (_, doc) in VERBS.items())
 
 
@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
+    if argv[0] == "--version":
+        from . import __version__
+        print(f"tritonkit {__version__}")
+        return 0
     verb, rest = argv[0], argv[1:]
     if verb not in VERBS:
         print(f"tritonkit: unknown command {verb!r}\n\n{USAGE}", file=sys.stderr)
