@@ -449,6 +449,20 @@ def _broadcast_rows_kernel(x_ptr, ROWS: tl.constexpr, D: tl.constexpr):
     tl.store(ptrs, v + rows[:, None])
 
 
+@triton.jit
+def _histogram_kernel(hist_ptr, idx_ptr, BLOCK: tl.constexpr):
+    # a non-atomic histogram: lanes holding the same index read and write one counter
+    idx = tl.load(idx_ptr + tl.arange(0, BLOCK))
+    tl.store(hist_ptr + idx, tl.load(hist_ptr + idx) + 1)
+
+
+@triton.jit
+def _pairs_kernel(x_ptr, BLOCK: tl.constexpr):
+    # lanes 2i and 2i + 1 address element i
+    offs = tl.arange(0, BLOCK) // 2
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+
 @tritonkit.case(seqlen=[1, 2])
 def write_after_read(seqlen):
     state = torch.empty(8, 64, **M)
@@ -462,6 +476,9 @@ def write_after_read(seqlen):
     _ring_row_kernel[(1,)](torch.empty(4, 256, **M), torch.empty(1, dtype=torch.int32, **M), 256, CAP=4, BLOCK=256)
     _shift_left_kernel[(1,)](torch.empty(257, **M), BLOCK=256)
     _broadcast_rows_kernel[(1,)](torch.empty(65, **M), ROWS=4, D=64)
+    _histogram_kernel[(1,)](torch.empty(256, dtype=torch.int32, **M), torch.empty(64, dtype=torch.int32, **M),
+                            BLOCK=64)
+    _pairs_kernel[(1,)](torch.empty(32, **M), BLOCK=64)
 
 
 @triton.jit
@@ -889,8 +906,10 @@ def test_load_compute_store_of_one_element_per_lane_is_not_reported(report):
     # the same lane mapping shifted by a uniform row: two lanes never meet, a lane meeting itself is one thread
     assert _on(report, "_ring_row_kernel", "load-then-store") == []
     (f,) = _on(report, "_shift_left_kernel", "load-then-store")
-    # a broadcast axis: several lanes of one column address one element
+    # several lanes, one element: a broadcast axis, a loaded index, offs // 2
     (g,) = _on(report, "_broadcast_rows_kernel", "load-then-store")
+    (h,) = _on(report, "_histogram_kernel", "load-then-store")
+    (p,) = _on(report, "_pairs_kernel", "load-then-store")
 
 
 def test_a_scalar_reduction_orders_memory_only_with_more_than_one_warp(report):

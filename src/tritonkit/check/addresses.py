@@ -156,16 +156,60 @@ def _shared_lanes(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: 
         return set()
     la = Counter(t for t in ta if isinstance(t, str) and not uniform(f, t))
     lb = Counter(t for t in tb if isinstance(t, str) and not uniform(f, t))
-    if not la or la != lb or not tells_lanes_apart(f, a.operands[0]):
+    if not la or la != lb or not tells_lanes_apart(f, ra, a, ta):
         return set()
     return set(la)
 
 
-def tells_lanes_apart(f: Func, ptr: str) -> bool:
-    """Every axis of the pointer tile with more than one lane is one its address varies along: no two lanes address
-    one element (along a broadcast axis several lanes, several threads, reach the same one)."""
+def _injective(f: Func, ra: RangeAnalysis, name: str, depth: int = 0) -> bool:
+    """Different lanes give different values: ``tl.arange`` moved by a uniform amount or scaled by a non-zero
+    constant (``//``, ``%``, masks, min/max and loaded values map several lanes to one value)."""
+    n = strip(f, name)
+    op = f.defs.get(n)
+    if op is None or depth > 16:
+        return False
+    if op.name == "tt.make_range":
+        return True
+    if op.name in ("arith.addi", "arith.subi") and len(op.operands) == 2:
+        x, y = op.operands
+        if not varying_axes(f, y, {}):
+            return _injective(f, ra, x, depth + 1)
+        if not varying_axes(f, x, {}) and op.name == "arith.addi":
+            return _injective(f, ra, y, depth + 1)
+        return False
+    if op.name in ("arith.muli", "arith.shli") and len(op.operands) == 2:
+        for x, c in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+            v = ra.get(c)  # one value per launch: any value but 0 keeps the lanes apart
+            if not varying_axes(f, c, {}) and isinstance(v, Iv) and (v.lo > 0 or v.hi < 0):
+                return _injective(f, ra, x, depth + 1) and (op.name == "arith.muli" or c == op.operands[1])
+    return False
+
+
+def tells_lanes_apart(f: Func, ra: RangeAnalysis, access: Op, terms: list[Term]) -> bool:
+    """No two active lanes of the access address one element: every axis of the tile with more than one lane is
+    varied by some term, each per-lane term gives different lanes different values, and the terms cannot cancel
+    between two lanes (``rows * stride + cols`` with cols narrower than the stride). Along a broadcast axis, or
+    through ``offs // 2`` or a loaded index, several lanes (several threads) reach the same element."""
+    ptr = access.operands[0]
     shape = shape_of(f.types.get(ptr, ""))
-    return varying_axes(f, ptr, {}) >= {i for i, d in enumerate(shape) if d > 1}
+    if not varying_axes(f, ptr, {}) >= {i for i, d in enumerate(shape) if d > 1}:
+        return False
+    bounds = _mask_bounds(f, ra, access)
+    diffs = []
+    for t in terms:
+        if not isinstance(t, str) or uniform(f, t) or not varying_axes(f, t, {}):
+            continue  # the same for every lane (a tile axis of one lane included)
+        lin = _linear(f, ra, t, bounds) if _injective(f, ra, t) else None
+        if lin is None:
+            return False
+        c, lo, hi = lin
+        diffs.append((c, lo - hi, hi - lo))
+    # two lanes differ in some term (by symmetry, a positive difference suffices): can the rest cancel it?
+    for i, (c, _lo, hi) in enumerate(diffs):
+        rest = [(cc, l2, h2, None) for j, (cc, l2, h2) in enumerate(diffs) if j != i]
+        if hi >= 1 and solve(rest + [(c, 1, hi, None)], 0) is not None:
+            return False
+    return True
 
 
 _ELEMENTWISE = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.divsi", "arith.remsi", "arith.andi",

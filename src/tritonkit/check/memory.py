@@ -226,7 +226,7 @@ def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, 
     return None
 
 
-def same_mapping(f: Func, a: Op, b: Op, aliases: Aliases) -> bool:
+def same_mapping(f: Func, ra: RangeAnalysis, a: Op, b: Op, aliases: Aliases) -> bool:
     """The two accesses reach each element through the same index expression on the same view, so one thread
     touches the same elements in both: the load-compute-store of one element per thread."""
     pa, pb = a.operands[0], b.operands[0]
@@ -234,12 +234,14 @@ def same_mapping(f: Func, a: Op, b: Op, aliases: Aliases) -> bool:
         return False
     ba, ta = decompose(f, pa)
     bb, tb = decompose(f, pb)
-    if not tells_lanes_apart(f, pa):
-        return False  # lanes of a broadcast axis share elements: not one element per thread
+    if ba is None or bb is None:
+        # no element offsets to read (a block pointer's tile holds distinct elements): the same pointer value is
+        # the same mapping, anything else is not known to be
+        return pa == pb
+    if not tells_lanes_apart(f, ra, a, ta):
+        return False  # several lanes reach one element (a broadcast axis, offs // 2, a histogram's index)
     if pa == pb:
         return True
-    if ba is None or bb is None:
-        return False
     if ba == bb:
         return same_terms(f, ta, tb, {})
     # two arguments: the same view in every launch that aliases them, and terms equal with that launch's integers
@@ -265,14 +267,17 @@ MAX_CONFIRM = 256
 
 
 def find_overlap(f: Func, union: RangeAnalysis, ranges_of, launches: list, first: Op, second: Op,
-                 loop: Op | None, aliases: Aliases, other_lane: bool = False) -> Overlap | None:
+                 loop: Op | None, aliases: Aliases, other_lane: bool = False, exempt=None) -> Overlap | None:
     """An overlap of the two accesses in a real launch (its ``launch`` set), or None. The union of the launches is
     tried first (when it rules the pair out, every launch does); a pair it cannot rule out is confirmed launch by
     launch, where each stride has one value and the lanes' integers their own ranges."""
     if overlap(f, union, first, second, loop, aliases, other_lane=other_lane) is None:
         return None
     for ln in distinct(launches, lambda ln: tuple(sorted(ln.aliases)), MAX_CONFIRM):
-        hit = overlap(f, ranges_of(ln), first, second, loop, aliases, launch=ln, other_lane=other_lane)
+        ra = ranges_of(ln)
+        if exempt is not None and exempt(ra):
+            continue
+        hit = overlap(f, ra, first, second, loop, aliases, launch=ln, other_lane=other_lane)
         if hit is not None:
             hit.launch = hit.launch or ln
             return hit
@@ -295,11 +300,12 @@ def races(ctx, unit, f: Func, write_first: bool):
     for second in later:
         for first in earlier:
             loop = paired(f, first, second)
-            if loop is False or protected(first, second, loop, points) or (
-                    not write_first and same_mapping(f, first, second, aliases)):
+            if loop is False or protected(first, second, loop, points):
                 continue
+            # one element per thread through the same expression: decided in each launch (strides have values)
+            exempt = None if write_first else (lambda ra, a=first, b=second: same_mapping(f, ra, a, b, aliases))
             hit = find_overlap(f, union, lambda ln: ctx.launch_ranges(unit, f, ln), unit.launches, first, second,
-                               loop, aliases, other_lane=not write_first)
+                               loop, aliases, other_lane=not write_first, exempt=exempt)
             if hit is not None:
                 hit.launch = hit.launch or (unit.launches[0] if unit.launches else None)
                 yield second, first, loop, hit
