@@ -38,8 +38,27 @@ def _dtype(name: str) -> torch.dtype:
     return d
 
 
+def _writable(path: str) -> str | None:
+    """Why ``path`` cannot be written (a missing folder, a directory, no permission), or None when it can. Opened
+    for append so an existing file is left as it is; a file made only to find out is removed again."""
+    existed = os.path.lexists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    if not existed:
+        os.remove(path)
+    return None
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    # a results file that cannot be written must fail now, not after a run of minutes
+    why = _writable(args.json) if args.json is not None else None
+    if why:
+        print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({why})", file=sys.stderr)
+        return 2
     on_gpu = torch.cuda.is_available()
     if not on_gpu:
         if args.shapes == "large":
@@ -88,15 +107,20 @@ def main(argv: list[str]) -> int:
     print_table(results, failures_only=args.quiet)
     n_fail = sum(not r.passed for r in results)
     print(f"{len(results) - n_fail} passed, {n_fail} failed in {elapsed:.1f} s")
-    if args.json:
+    if args.json is not None:
         meta = {"command": "tritonkit validate " + " ".join(argv), "device": where, "shapes": args.shapes,
                 "torch": torch.__version__, "triton": _triton_version(), "python": platform.python_version(),
                 "interpreter": not on_gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "git_sha": git_info()[0], "seconds": elapsed}
         if on_gpu:
             meta["driver"] = driver_version()
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": [r.as_dict() for r in results]}, f, indent=1, default=str)
+        try:
+            with open(args.json, "w") as f:
+                json.dump({"meta": meta, "results": [r.as_dict() for r in results]}, f, indent=1, default=str)
+        except OSError as e:
+            print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror})",
+                  file=sys.stderr)
+            return 2
     return 1 if n_fail else 0
 
 

@@ -1,0 +1,32 @@
+import subprocess
+import sys
+
+import pytest
+
+from tritonkit.testing.cli import main
+
+
+@pytest.mark.parametrize("where", ["missing/dir/v.json", ".", ""])
+def test_unwritable_json_fails_before_the_run(where, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["rms_norm", "--json", where]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing ran: no case count, no table
+    assert err.count("\n") == 1 and err.startswith(f"tritonkit validate: --json {where!r}: cannot write")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_json_is_one_line_from_the_command(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--json", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines() == [f"tritonkit validate: --json {str(tmp_path)!r}: cannot write the "
+                                             "results there (Is a directory)"]
+
+
+def test_writable_json_probe_leaves_an_existing_file_alone(tmp_path, monkeypatch):
+    from tritonkit.testing.cli import _writable
+    f = tmp_path / "old.json"
+    f.write_text("keep")
+    assert _writable(str(f)) is None and f.read_text() == "keep"
+    assert _writable(str(tmp_path / "new.json")) is None and not (tmp_path / "new.json").exists()
