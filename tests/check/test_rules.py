@@ -609,6 +609,19 @@ def _cdiv_kernel(x_ptr, len_ptr, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _loop_count_kernel(x_ptr, seqlen, W: tl.constexpr, BLOCK: tl.constexpr):
+    # range(0, q) runs nothing for q <= 0 however a negative dividend was rounded ...
+    offs = tl.arange(0, BLOCK)
+    for b in range(0, seqlen // BLOCK):
+        tl.store(x_ptr + b * BLOCK + offs, tl.zeros([BLOCK], tl.float32))
+    # ... but not once 1 is added (seqlen = 0: no block in Python, one here), nor for a remainder (-1 vs W - 1)
+    for b in range(0, (seqlen - 1) // BLOCK + 1):
+        tl.store(x_ptr + b * BLOCK + offs, tl.zeros([BLOCK], tl.float32))
+    for b in range(0, seqlen % W):
+        tl.store(x_ptr + b * BLOCK + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
 def _tiles_kernel(x_ptr, lo, n, splits, BLOCK: tl.constexpr):
     # hi >= lo by construction (a max): the tile count per split is never negative
     hi = tl.maximum(n // BLOCK, lo)
@@ -626,6 +639,7 @@ def division(pos):
     _slot_unguarded_kernel[(4,)](cache, slots, BS=16, D=64)
     _slot_guarded_kernel[(4, 4)](cache, slots, BS=16, D=64)
     _tiles_kernel[(4,)](torch.empty(4096, **M), pos, 4096, 3, BLOCK=64)
+    _loop_count_kernel[(1,)](torch.empty(8192, **M), pos - 3, W=8, BLOCK=64)
     _reload_kernel[(4,)](cache, slots, BS=16, D=64)
     _reload_rewritten_kernel[(4,)](cache, slots, BS=16, D=64)
     _cdiv_kernel[(4,)](torch.empty(64, **M), slots, SPLITS=8, BLOCK=64)
@@ -938,6 +952,9 @@ def test_division_of_a_value_that_can_be_negative(report):
     assert _on(report, "_slot_guarded_kernel", "int-division-sign") == []
     assert all(f.case != {"n": 4} for f in fs)
     assert _on(report, "_tiles_kernel", "int-division-sign") == []
+    lines = {f.line for f in _on(report, "_loop_count_kernel", "int-division-sign")}
+    assert lines == {_line_after("_loop_count_kernel", "(seqlen - 1) // BLOCK + 1"),
+                     _line_after("_loop_count_kernel", "seqlen % W")}
     assert _on(report, "_reload_kernel", "int-division-sign") == []
     (r,) = _on(report, "_reload_rewritten_kernel", "int-division-sign")
     # a division inlined from tl.cdiv is quoted as the call, never by IR names

@@ -32,9 +32,11 @@ def _negative(f: Func, op: Op, ra) -> tuple[Iv, Iv] | None:
     return None
 
 
-_FLOW = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.divsi", "arith.remsi", "arith.extsi",
-         "arith.extui", "arith.trunci", "arith.maxsi", "arith.minsi", "tt.addptr", "tt.splat", "tt.broadcast",
-         "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout"}
+#: ops the result passes through unchanged (per lane), and ops that compute something new from it
+_CARRY = {"arith.extsi", "arith.extui", "tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans",
+          "ttg.convert_layout"}
+_FLOW = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.divsi", "arith.remsi", "arith.trunci",
+         "arith.maxsi", "arith.minsi", "tt.addptr"}
 
 
 def _users(f: Func) -> dict[str, list[tuple[Op, int]]]:
@@ -61,16 +63,18 @@ def _requires_nonneg(f: Func, ra, cond: str | None, key: str, holds: bool = True
 
 
 def _unused_when_negative(f: Func, ra, users, by_block, op: Op) -> bool:
-    """Every use of the result drops it where the dividend is negative: masked loads and stores whose mask
-    requires the dividend >= 0, a ``where`` that takes it only there, a ``max`` with a non-negative value, or the
-    trip count of a loop from 0 (a negative count runs no iteration whichever way it was rounded)."""
+    """Every use of the result drops it where the dividend is negative: a use where a guard in force, a load or
+    store mask, or a ``where`` requires the dividend >= 0. For ``//`` whose quotient reaches the use unchanged
+    (no arithmetic on the way) also a ``max`` with a non-negative value and the trip count of a loop from 0: a
+    negative dividend's quotient is <= 0 rounded either way, so it loses the max and runs no iteration. (After
+    ``+ 1``, or for ``%``, whose remainder is -1 in C and W - 1 in Python, the two differ there too.)"""
     key = strip(f, op.operands[0])
-    stack, seen = list(op.results), set()
+    stack, seen = [(r, op.name == "arith.divsi") for r in op.results], set()
     while stack:
-        v = stack.pop()
-        if v in seen:
+        v, plain = stack.pop()
+        if (v, plain) in seen:
             continue
-        seen.add(v)
+        seen.add((v, plain))
         for u, k in users.get(v, []):
             if _nonneg(f, ra, facts_at(f, u, by_block), key):
                 continue  # used only where a guard (`if slot < 0: return`) has made the dividend non-negative
@@ -82,14 +86,16 @@ def _unused_when_negative(f: Func, ra, users, by_block, op: Op) -> bool:
             if u.name == "arith.select" and k > 0:
                 if _requires_nonneg(f, ra, u.operands[0], key, holds=k == 1):
                     continue
-                stack += u.results
-            elif u.name == "scf.for" and k == 1 and isinstance(lb := ra.get(u.operands[0]), Iv) and lb.lo >= 0:
+                stack += [(r, plain) for r in u.results]
+            elif plain and u.name == "scf.for" and k == 1 and isinstance(lb := ra.get(u.operands[0]), Iv) \
+                    and lb.lo >= 0:
                 continue
-            elif u.name == "arith.maxsi" and isinstance(o := ra.get(u.operands[1 - k]), Iv) and o.lo >= 0:
-                # max(q, y) with y >= 0: a negative dividend's quotient is <= 0 rounded either way, and loses
+            elif plain and u.name == "arith.maxsi" and isinstance(o := ra.get(u.operands[1 - k]), Iv) and o.lo >= 0:
                 continue
+            elif u.name in _CARRY:
+                stack += [(r, plain) for r in u.results]
             elif u.name in _FLOW:
-                stack += u.results
+                stack += [(r, False) for r in u.results]
             else:
                 return False
     return True
