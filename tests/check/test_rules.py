@@ -602,6 +602,19 @@ def _reload_rewritten_kernel(cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.conste
 
 
 @triton.jit
+def _countdown_kernel(pos_ptr, out_ptr, steps, W: tl.constexpr):
+    # the guard covers the first read; the loop's own store makes later reads smaller, past zero
+    pid = tl.program_id(0)
+    if tl.load(pos_ptr + pid) < 0:
+        return
+    for i in range(steps):
+        q = tl.load(pos_ptr + pid)
+        tl.store(out_ptr + pid * steps + i, q % W)
+        tl.store(pos_ptr + pid, q - 5)
+        tl.debug_barrier()
+
+
+@triton.jit
 def _cdiv_kernel(x_ptr, len_ptr, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
     n = tl.load(len_ptr + tl.program_id(0))
     per = tl.cdiv(n, SPLITS)
@@ -643,6 +656,7 @@ def division(pos):
     _reload_kernel[(4,)](cache, slots, BS=16, D=64)
     _reload_rewritten_kernel[(4,)](cache, slots, BS=16, D=64)
     _cdiv_kernel[(4,)](torch.empty(64, **M), slots, SPLITS=8, BLOCK=64)
+    _countdown_kernel[(4,)](slots, torch.empty(16, dtype=torch.int32, **M), 4, W=16)
 
 
 @tritonkit.case(n=[4], loaded_bounds={"slot_ptr": (0, 15_999)})
@@ -957,6 +971,7 @@ def test_division_of_a_value_that_can_be_negative(report):
                      _line_after("_loop_count_kernel", "seqlen % W")}
     assert _on(report, "_reload_kernel", "int-division-sign") == []
     (r,) = _on(report, "_reload_rewritten_kernel", "int-division-sign")
+    (cd,) = _on(report, "_countdown_kernel", "int-division-sign")
     # a division inlined from tl.cdiv is quoted as the call, never by IR names
     (c,) = _on(report, "_cdiv_kernel", "int-division-sign")
     assert c.message.startswith("`tl.cdiv(n, SPLITS)` divides like C, not like Python, and its dividend")

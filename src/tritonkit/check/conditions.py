@@ -90,8 +90,13 @@ def same_values(f: Func) -> dict[str, list[str]]:
         for i, first in enumerate(group):
             for later in group[i + 1:]:
                 # a store between them may change the value, unless it writes another argument (an index array
-                # a kernel reads is not also an output it writes)
-                if any(first.pos < w < later.pos and (wb is None or base is None or wb == base) for w, wb in writes):
+                # a kernel reads is not also an output it writes); so may one anywhere in a loop around the later
+                # load that does not hold the first (its earlier iterations come between them too)
+                spans = [(first.pos, later.pos)] + [(lp.pos, lp.end) for lp in later.ancestors()
+                                                     if lp.name in ("scf.for", "scf.while")
+                                                     and not lp.pos < first.pos <= lp.end]
+                if any(lo < w <= hi and (wb is None or base is None or wb == base)
+                       for w, wb in writes for lo, hi in spans):
                     continue
                 a, b = first.results[0], later.results[0]
                 for x, y in ((a, b), (b, a)):
