@@ -8,7 +8,6 @@ import os
 import platform
 import sys
 import time
-import warnings
 
 import torch
 
@@ -72,9 +71,6 @@ def main(argv: list[str]) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
         # the interpreter runs one program at a time; torch's intra-op threads only contend on small tensors
         torch.set_num_threads(1)
-        # the interpreter evaluates with numpy, which warns on the overflow and NaN that the hard families exist for
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
-        warnings.filterwarnings("ignore", message="Conversion of an array with ndim > 0", category=DeprecationWarning)
     from .. import ops as ops_mod
     from ..spec import FAMILIES
     from . import validate as v
