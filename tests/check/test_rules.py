@@ -247,6 +247,20 @@ def _loop_reload_barrier_kernel(x_ptr, iters, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _parity_kernel(x_ptr, out_ptr, n, D: tl.constexpr):
+    # even iterations write a scratch row, odd ones read it reversed: the branches of one iteration exclude each
+    # other, those of two iterations do not
+    offs = tl.arange(0, D)
+    acc = tl.zeros([D], dtype=tl.float32)
+    for i in range(0, n):
+        if i % 2 == 0:
+            tl.store(x_ptr + offs, acc)
+        else:
+            acc += tl.load(x_ptr + (D - 1 - offs))
+    tl.store(out_ptr + offs, acc)
+
+
+@triton.jit
 def _per_iteration_rows_kernel(x_ptr, stride, iters, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     for i in range(0, iters):
@@ -351,6 +365,7 @@ def memory(inplace):
     _loop_reload_kernel[(1,)](x, 8, BLOCK=32)
     _loop_reload_barrier_kernel[(1,)](x, 8, BLOCK=32)
     _per_iteration_rows_kernel[(1,)](x, 32, 2, BLOCK=32)
+    _parity_kernel[(1,)](torch.empty(128, **M), torch.empty(128, **M), 8, D=128)
     _while_carried_kernel[(1,)](x, 2, 0, BLOCK=32)
     _branches_kernel[(1,)](x, inplace, BLOCK=32)
     _copy_kernel[(1,)](x, x if inplace else torch.empty(64, **M), BLOCK=32)
@@ -886,6 +901,13 @@ def test_store_then_load_across_loop_iterations(report):
     # a pointer carried by a while loop is followed back to its argument as one carried by a for loop is
     (f,) = _on(report, "_while_carried_kernel", "store-then-load")
     assert f"next iteration of the loop at line {_line_after('_while_carried_kernel', 'while i')}" in f.message
+
+
+def test_branches_on_a_condition_the_loop_recomputes_meet_across_iterations(report):
+    (f,) = _on(report, "_parity_kernel", "store-then-load")
+    assert "next iteration of the loop" in f.message
+    (g,) = _on(report, "_parity_kernel", "load-then-store")
+    assert "previous iteration of the loop" in g.message
 
 
 def test_store_then_load_in_exclusive_branches_is_not_flagged(report):

@@ -93,10 +93,15 @@ def _conditions(op: Op) -> list[tuple[str, bool]]:
     return out
 
 
-def exclusive(f: Func, a: Op, b: Op) -> bool:
+def exclusive(f: Func, a: Op, b: Op, loop: Op | None = None) -> bool:
     """No run executes both ops: they sit in branches whose conditions cannot both hold (the two branches of one
-    ``if``, or two ``if``s on the same flag, or on a comparison and its negation)."""
+    ``if``, or two ``if``s on the same flag, or on a comparison and its negation). With ``loop`` (``b`` runs in a
+    later iteration) only conditions the loop does not recompute count: ``if i % 2 == 0`` holds in one iteration
+    and not the next."""
     ca, cb = _conditions(a), _conditions(b)
+    if loop is not None:
+        ca = [(x, p) for x, p in ca if not inside(f, x, loop)]
+        cb = [(x, p) for x, p in cb if not inside(f, x, loop)]
     if any(x == y and p != q for x, p in ca for y, q in cb):
         return True
     fa = {(fc.a, fc.pred, fc.b) for x, p in ca for fc in facts(f, x, p)}
@@ -251,15 +256,16 @@ def same_mapping(f: Func, ra: RangeAnalysis, a: Op, b: Op, aliases: Aliases) -> 
         for ln, v0, v1, _byte in launches)
 
 
-def paired(f: Func, first: Op, second: Op) -> Op | None | bool:
-    """Whether ``second`` can run after ``first`` in one program: False if not, else the loop whose next
-    iteration runs it (None: later in the same pass)."""
-    loop = None if first.pos < second.pos else common_loop(first, second)
-    if first.pos > second.pos and loop is None:
-        return False
-    if exclusive(f, first, second) or not f.reaches(f.top_block(first), f.top_block(second)):
-        return False
-    return loop
+def orders(f: Func, first: Op, second: Op) -> list[Op | None]:
+    """How ``second`` can run after ``first`` in one program: None for later in the same pass, a loop for a later
+    iteration of it (both, for accesses in one loop with ``second`` after ``first`` in its body); empty if never."""
+    loop = common_loop(first, second)
+    out: list[Op | None] = []
+    if first.pos < second.pos and not exclusive(f, first, second):
+        out.append(None)
+    if loop is not None and not exclusive(f, first, second, loop):
+        out.append(loop)
+    return out if f.reaches(f.top_block(first), f.top_block(second)) else []
 
 
 #: distinct launches tried to confirm a pair the union of all launches could not rule out
@@ -287,7 +293,7 @@ def find_overlap(f: Func, union: RangeAnalysis, ranges_of, launches: list, first
 def races(ctx, unit, f: Func, write_first: bool):
     """For each access reported on (the load of a store-then-load pair, the store of a load-then-store pair), the
     first earlier access it races with: (reported access, earlier access, loop or None, Overlap). The unit's
-    accesses are paired with :func:`paired`, skipped when ordered by :func:`protected` (or, load first, when they
+    accesses are paired by :func:`orders`, skipped when ordered by :func:`protected` (or, load first, when they
     share their mapping), and confirmed in a real launch by :func:`find_overlap`."""
     stores = [op for op in f.ops if op.name == "tt.store"]
     if not stores:
@@ -298,15 +304,17 @@ def races(ctx, unit, f: Func, write_first: bool):
     aliases = Aliases.of(unit, f)
     earlier, later = (stores, loads) if write_first else (loads, stores)
     for second in later:
+        hit = None
         for first in earlier:
-            loop = paired(f, first, second)
-            if loop is False or protected(first, second, loop, points):
-                continue
-            # one element per thread through the same expression: decided in each launch (strides have values)
-            exempt = None if write_first else (lambda ra, a=first, b=second: same_mapping(f, ra, a, b, aliases))
-            hit = find_overlap(f, union, lambda ln: ctx.launch_ranges(unit, f, ln), unit.launches, first, second,
-                               loop, aliases, other_lane=not write_first, exempt=exempt)
+            for loop in orders(f, first, second):
+                if protected(first, second, loop, points):
+                    continue
+                # one element per thread through the same expression: decided in each launch (strides have values)
+                exempt = None if write_first else (lambda ra, a=first, b=second: same_mapping(f, ra, a, b, aliases))
+                hit = find_overlap(f, union, lambda ln: ctx.launch_ranges(unit, f, ln), unit.launches, first,
+                                   second, loop, aliases, other_lane=not write_first, exempt=exempt)
+                if hit is not None:
+                    yield second, first, loop, hit
+                    break
             if hit is not None:
-                hit.launch = hit.launch or (unit.launches[0] if unit.launches else None)
-                yield second, first, loop, hit
                 break
