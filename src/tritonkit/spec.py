@@ -80,7 +80,15 @@ class Work:
 
 
 class Fill(Protocol):
-    """Makes input data. ``family`` None means the case's family; the op decides which tensors carry it."""
+    """What ``make_inputs`` receives to make its data (:class:`tritonkit.testing.Fill` implements it).
+
+    ``fill(size, dtype, family=None)`` returns a new contiguous tensor of ``size`` and ``dtype`` on ``fill.device``
+    holding the case's input family (``fill.family``: ``near_max``, ``tiny``...) or, when ``family`` is given, that
+    one (``family="randn"`` for a tensor that should not carry the difficulty, such as a weight). Each family is
+    defined per row, along the last dimension. ``fill.randint(low, high, size)`` and ``fill.randperm(n)`` make
+    integer tensors (indices, slots, block tables) from the same seeded ``fill.generator``. On ``device="meta"``
+    (``tritonkit check``) every call only allocates: make_inputs must not read the values it made.
+    """
 
     device: torch.device
     family: str
@@ -97,25 +105,141 @@ class Fill(Protocol):
 FAMILIES = ("randn", "near_max", "tiny", "constant", "outlier", "cancellation", "nonfinite")
 
 
+class NotDeclared(NotImplementedError):
+    """A tool needs a part of an OpSpec that the spec leaves out (a work model for bench, a sweep)."""
+
+
+def as_shape(value: Any, what: str = "shape") -> Shape:
+    """``value`` as a :class:`Shape`: a Shape as it is, any other mapping of named sizes converted; else TypeError
+    naming ``what``."""
+    if isinstance(value, Shape):
+        return value
+    if isinstance(value, Mapping):
+        return Shape(value)
+    raise TypeError(f"{what} must be a Shape or a dict of named sizes, got {type(value).__name__} {value!r}")
+
+
+def outputs_dict(result: Any, what: str) -> dict[str, Any]:
+    """The outputs dict of what ``what`` returned: a dict as it is, a tensor as ``{"out": t}``, a tuple or list of
+    tensors as ``{"out0": t0, "out1": t1, ...}``."""
+    if isinstance(result, Mapping):
+        return dict(result)
+    if isinstance(result, torch.Tensor):
+        return {"out": result}
+    if isinstance(result, (tuple, list)) and result and all(isinstance(t, torch.Tensor) for t in result):
+        return {f"out{i}": t for i, t in enumerate(result)}
+    if result is None:
+        raise TypeError(f"{what} returned None: an op that writes its outputs in place needs its own "
+                        "call=(inputs) -> {name: tensor} returning the tensors it wrote")
+    raise TypeError(f"{what} returned {type(result).__name__}, not a tensor, a tuple of tensors or a dict of them")
+
+
+class _DefaultCall:
+    """``call`` when a spec gives none: ``fn(**inputs)``, its result named as :func:`outputs_dict` names it."""
+
+    def __init__(self, fn: Callable[..., Any], name: str):
+        self.fn, self.name = fn, name
+
+    def __call__(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return outputs_dict(self.fn(**inputs), f"OpSpec {self.name!r}: fn (the default call, fn(**inputs))")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _DefaultCall) and self.fn == other.fn
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "<default call: fn(**inputs)>"
+
+
+class _Undeclared:
+    """Stands in for an optional callable a spec leaves out; calling it raises :class:`NotDeclared`."""
+
+    def __init__(self, name: str, field: str, needed_by: str):
+        self.name, self.field, self.needed_by = name, field, needed_by
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        raise NotDeclared(f"OpSpec {self.name!r} declares no {self.field}: {self.needed_by}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Undeclared) and self.field == other.field
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<{self.field} not declared>"
+
+
+class _SweepShape:
+    """The spec's ``sweep_shape``, its result made a :class:`Shape` (a dict works too)."""
+
+    def __init__(self, fn: Callable[[ModelConfig, int], Any], name: str):
+        self.fn, self.name = fn, name
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    def __call__(self, model: ModelConfig, num_tokens: int) -> Shape:
+        return as_shape(self.fn(model, num_tokens), f"OpSpec {self.name!r}: what sweep_shape returned")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SweepShape) and self.fn == other.fn
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self.fn)
+
+
+_NEEDED_BY = {
+    "sweep_shape": "the num_tokens sweep (tritonkit bench, validate --shapes sweep, inductor) needs "
+                   "sweep_shape=(model, num_tokens) -> shape",
+    "work": "tritonkit bench needs work=(shape, dtype) -> Work(bytes, flops) to report GB/s and TFLOP/s",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class OpSpec:
     """Everything the tools need to know about one op.
 
+    Validation (``tritonkit validate``, :func:`tritonkit.testing.assert_valid`) reads only ``name``, ``fn`` (through
+    ``call``), ``make_inputs``, ``reference``, ``boundary`` and the dtypes, families and tolerances, so a spec for
+    validation alone is::
+
+        OpSpec("my_silu", my_silu, make_inputs,
+               reference=lambda inputs, dtype: {"out": torch.nn.functional.silu(inputs["x"])},
+               boundary=[{"n": 1, "d": 7}, {"n": 17, "d": 4096}])
+
+    Only ``name``, ``fn`` and ``make_inputs`` may be given by position; the rest by keyword.
+
     name         the op's name (``rms_norm``); also the CLI's name for it.
     fn           the public function.
-    make_inputs  ``(shape, dtype, fill) -> inputs``; builds every tensor on ``fill.device``.
-    call         ``(inputs) -> outputs``: runs ``fn`` once.
-    reference    ``(inputs, dtype) -> outputs``: eager PyTorch, no Triton. Given float64 inputs it computes in
-                 float64 (the oracle); given the op's dtype it computes as eager PyTorch would (float32 statistics),
-                 which is the "eager" and "inductor" provider in benchmarks. ``dtype`` is the op's dtype, for the
-                 rounding points the op's contract defines (``r = x + residual`` rounded to x's dtype).
-    boundary     shapes at and around every block size; small enough for the interpreter on CI.
-    sweep_shape  ``(model, num_tokens) -> shape``: one point of the decode-to-prefill sweep.
-    large        GPU-only shapes whose tensors exceed 2**31 elements.
-    work         ``(shape, dtype) -> Work``.
+    make_inputs  ``(shape, dtype, fill) -> inputs``: ``shape`` is a :class:`Shape` (read it like a dict:
+                 ``shape["num_tokens"]``, ``shape.get("causal", 1)``), ``dtype`` the case's dtype, ``fill`` a
+                 :class:`Fill`. Returns a dict of named tensors and plain values, every tensor made on
+                 ``fill.device`` (through ``fill``, or ``torch.*(..., device=fill.device)``); the tensors that carry
+                 the difficulty get the case's family, in ``dtype``.
+    reference    ``(inputs, dtype) -> outputs``: a dict of named tensors; eager PyTorch, no Triton. Given float64
+                 inputs (the harness upcasts every floating tensor of ``inputs``) it computes in float64 (the
+                 oracle); given the op's dtype it computes as eager PyTorch would (float32 statistics), which is
+                 the "eager" and "inductor" provider in benchmarks. ``dtype`` is the op's dtype, for the rounding
+                 points the op's contract defines (``r = x + residual`` rounded to x's dtype). Its names are
+                 ``call``'s: ``{"out": ...}`` for an ``fn`` that returns one tensor under the default ``call``.
+    boundary     shapes at and around every block size; small enough for the interpreter on CI. Each a
+                 :class:`Shape` or a plain dict of named sizes (made a Shape), e.g. ``{"num_tokens": 17,
+                 "hidden": 4096}``.
+    call         ``(inputs) -> outputs``: runs ``fn`` once. Default ``fn(**inputs)`` (make_inputs's names are
+                 fn's keyword arguments), its result named ``{"out": t}`` for a tensor, ``{"out0": .., "out1":
+                 ..}`` for a tuple, kept for a dict. An op that writes in place (returns None) needs its own,
+                 returning the tensors it wrote (and naming them in ``inplace``).
+    sweep_shape  ``(model, num_tokens) -> shape``: one point of the decode-to-prefill sweep (a Shape or a dict).
+                 Optional: left out, the ``sweep`` space is empty and calling it raises :class:`NotDeclared`.
+    large        GPU-only shapes whose tensors exceed 2**31 elements (Shapes or dicts). Default: none.
+    work         ``(shape, dtype) -> Work``. Optional: left out, calling it raises :class:`NotDeclared`
+                 (``tritonkit bench`` needs it).
     dtypes       dtypes the op supports.
-    families     data families the op is validated on.
-    tolerance    per-dtype overrides of the table in :mod:`tritonkit.tolerance`, each with its reason.
+    families     data families the op is validated on (of :data:`FAMILIES`).
+    tolerance    per-dtype overrides of the table in :mod:`tritonkit.tolerance`, each a
+                 :class:`~tritonkit.tolerance.Tolerance` with its reason.
     interpreter_tolerance  per-dtype overrides that apply instead while Triton runs kernels under its interpreter
                  (decided at each call, not at import: the CLI may switch the interpreter on after importing).
     error_scale  optional ``(float64 inputs) -> {output: magnitude}``: for outputs that can cancel, the sum of the
@@ -126,17 +250,21 @@ class OpSpec:
     loaded_bounds  optional ``(inputs) -> {kernel pointer parameter: (lo, hi)}``: the range of the integers the
                  op's kernels load that its contract bounds (cu_seqlens in [0, num_tokens], block ids below
                  num_blocks); ``tritonkit check`` assumes them as a case's ``loaded_bounds``.
+
+    A field of the wrong kind (a boundary that is one dict, not a list of them; a tolerance that is a tuple)
+    raises TypeError or ValueError at construction, naming the field.
     """
 
     name: str
     fn: Callable[..., Any]
     make_inputs: Callable[[Shape, torch.dtype, Fill], dict[str, Any]]
-    call: Callable[[dict[str, Any]], dict[str, torch.Tensor]]
+    _: dataclasses.KW_ONLY
     reference: Callable[[dict[str, Any], torch.dtype], dict[str, torch.Tensor]]
     boundary: tuple[Shape, ...]
-    sweep_shape: Callable[[ModelConfig, int], Shape]
-    large: tuple[Shape, ...]
-    work: Callable[[Shape, torch.dtype], Work]
+    call: Callable[[dict[str, Any]], dict[str, torch.Tensor]] = None  # type: ignore[assignment]
+    sweep_shape: Callable[[ModelConfig, int], Shape] = None  # type: ignore[assignment]
+    large: tuple[Shape, ...] = ()
+    work: Callable[[Shape, torch.dtype], Work] = None  # type: ignore[assignment]
     dtypes: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32)
     families: tuple[str, ...] = ("randn",)
     tolerance: Mapping[torch.dtype, Tolerance] = dataclasses.field(default_factory=dict)
@@ -145,6 +273,70 @@ class OpSpec:
     description: str = ""
     error_scale: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None = None
     loaded_bounds: Callable[[dict[str, Any]], Mapping[str, tuple[int, int]]] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"OpSpec name must be a non-empty string, got {self.name!r}")
+        where = f"OpSpec {self.name!r}"
+        for f in ("fn", "make_inputs", "reference"):
+            if not callable(getattr(self, f)):
+                raise TypeError(f"{where}: {f} must be callable, got {type(getattr(self, f)).__name__}")
+        for f in ("call", "sweep_shape", "work", "error_scale", "loaded_bounds"):
+            v = getattr(self, f)
+            if v is not None and not callable(v):
+                raise TypeError(f"{where}: {f} must be callable or left out, got {type(v).__name__}")
+        set_ = object.__setattr__  # frozen: the normalized fields are set once, here
+        # dataclasses.replace hands the defaults back in: rebind them to this spec's fn and name
+        if self.call is None or isinstance(self.call, _DefaultCall):
+            set_(self, "call", _DefaultCall(self.fn, self.name))
+        if self.sweep_shape is None or isinstance(self.sweep_shape, _Undeclared):
+            set_(self, "sweep_shape", _Undeclared(self.name, "sweep_shape", _NEEDED_BY["sweep_shape"]))
+        else:
+            fn = self.sweep_shape.fn if isinstance(self.sweep_shape, _SweepShape) else self.sweep_shape
+            set_(self, "sweep_shape", _SweepShape(fn, self.name))
+        if self.work is None or isinstance(self.work, _Undeclared):
+            set_(self, "work", _Undeclared(self.name, "work", _NEEDED_BY["work"]))
+        set_(self, "boundary", self._shapes("boundary"))
+        set_(self, "large", self._shapes("large"))
+        set_(self, "dtypes", self._seq("dtypes", torch.dtype, "a torch.dtype (torch.float16)"))
+        set_(self, "inplace", self._seq("inplace", str, "an output name"))
+        set_(self, "families", self._seq("families", str, "a family name"))
+        unknown = [f for f in self.families if f not in FAMILIES]
+        if unknown:
+            raise ValueError(f"{where}: families has unknown {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(FAMILIES)}")
+        for f in ("tolerance", "interpreter_tolerance"):
+            table = getattr(self, f)
+            if not isinstance(table, Mapping):
+                raise TypeError(f"{where}: {f} must be a dict {{torch.dtype: Tolerance}}, got {type(table).__name__}")
+            for k, v in table.items():
+                if not isinstance(k, torch.dtype) or not isinstance(v, Tolerance):
+                    raise TypeError(f"{where}: {f} must map a torch.dtype to a Tolerance(rtol, atol, reason), got "
+                                    f"{k!r}: {v!r}")
+
+    def _shapes(self, field: str) -> tuple[Shape, ...]:
+        v = getattr(self, field)
+        if isinstance(v, Mapping):
+            raise TypeError(f"OpSpec {self.name!r}: {field} must be a list of shapes, got one {type(v).__name__} "
+                            f"(write [{{...}}] for a single shape)")
+        if isinstance(v, str) or not isinstance(v, Iterable):
+            raise TypeError(f"OpSpec {self.name!r}: {field} must be a list of shapes (Shapes or dicts of named "
+                            f"sizes), got {type(v).__name__}")
+        return tuple(as_shape(s, f"OpSpec {self.name!r}: {field}[{i}]") for i, s in enumerate(v))
+
+    def _seq(self, field: str, kind: type, what: str) -> tuple:
+        v = getattr(self, field)
+        if isinstance(v, (str, kind)) or not isinstance(v, Iterable):
+            raise TypeError(f"OpSpec {self.name!r}: {field} must be a list, got {type(v).__name__} {v!r}")
+        v = tuple(v)
+        for i, x in enumerate(v):
+            if not isinstance(x, kind):
+                raise TypeError(f"OpSpec {self.name!r}: {field}[{i}] must be {what}, got {x!r}")
+        return v
+
+    def is_declared(self, field: str) -> bool:
+        """Whether the spec declares the optional callable ``field`` (``sweep_shape``, ``work``) or left it out."""
+        return not isinstance(getattr(self, field), _Undeclared)
 
     def tolerance_for(self, dtype: torch.dtype) -> Tolerance:
         if dtype in self.interpreter_tolerance and interpreting():
@@ -158,7 +350,10 @@ class OpSpec:
         models: Sequence[ModelConfig | str] | None = None,
         num_tokens: Sequence[int] | None = None,
     ) -> tuple[Shape, ...]:
-        """The num_tokens sweep (decode to prefill) crossed with model configs, duplicates removed in order."""
+        """The num_tokens sweep (decode to prefill) crossed with model configs, duplicates removed in order; empty
+        when the spec declares no ``sweep_shape``."""
+        if not self.is_declared("sweep_shape"):
+            return ()
         ms = [MODELS[m] if isinstance(m, str) else m for m in (models or MODELS.values())]
         ts = num_tokens or NUM_TOKENS_SWEEP
         seen: dict[Shape, None] = {}

@@ -1,4 +1,5 @@
-"""``tritonkit validate [OP ...] [--families ...] [--shapes boundary|sweep|large] [--dtype ...] [--json FILE]``"""
+"""``tritonkit validate [OP | FILE | MODULE[:NAME] ...] [--families ...] [--shapes boundary|sweep|large] [--dtype ...]
+[--json FILE]``"""
 
 from __future__ import annotations
 
@@ -17,9 +18,13 @@ from ..spec import dtype_name
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tritonkit validate", description=(
-        "Compare built-in ops with their float64 references at boundary shapes and on difficult inputs. "
-        "On a GPU the kernels run natively; without one they run under Triton's interpreter (TRITON_INTERPRET=1)."))
-    p.add_argument("ops", nargs="*", help="ops to validate (default: all built-in ops)")
+        "Compare ops (built-in ones, or your own OpSpecs) with their float64 references at boundary shapes and on "
+        "difficult inputs. On a GPU the kernels run natively; without one they run under Triton's interpreter "
+        "(TRITON_INTERPRET=1, set before your files are imported)."))
+    p.add_argument("ops", nargs="*", metavar="OP",
+                   help="a built-in op (rms_norm), a python file (every OpSpec at its top level), a module "
+                        "(mypkg.specs) or one spec (mypkg.specs:MY_SPEC, path/to/specs.py:MY_SPEC); "
+                        "default: all built-in ops")
     p.add_argument("--shapes", default="boundary", choices=("boundary", "sweep", "large"),
                    help="shape space (large: GPU only, tensors past 2^31 elements)")
     p.add_argument("--families", nargs="+", metavar="FAMILY", help="input families (default: each op's own)")
@@ -74,19 +79,28 @@ def main(argv: list[str]) -> int:
     from .. import ops as ops_mod
     from ..spec import FAMILIES
     from . import validate as v
+    from .load import LoadError, load_specs
     from .report import print_table, progress
 
-    names = args.ops or list(ops_mod.OP_NAMES)
-    try:
-        specs = [ops_mod.get_spec(n) for n in names]
-    except ValueError as e:
-        print(f"tritonkit validate: {e}", file=sys.stderr)
-        return 2
+    specs = []
+    for target in args.ops or ops_mod.OP_NAMES:
+        try:
+            found = load_specs(target, ops_mod.OP_NAMES)
+        except LoadError as e:
+            print(f"tritonkit validate: {e}", file=sys.stderr)
+            return 2
+        specs += [s for s in found if all(s is not t for t in specs)]
+    names = [s.name for s in specs]
     for f in args.families or ():
         if f not in FAMILIES:
             print(f"tritonkit validate: unknown family {f!r}; known: {', '.join(FAMILIES)}", file=sys.stderr)
             return 2
     dtypes = [_dtype(d) for d in args.dtypes] if args.dtypes else None
+    for s in specs:
+        if not s.shapes(args.shapes):
+            field = "sweep_shape" if args.shapes == "sweep" else args.shapes
+            print(f"tritonkit validate: {s.name} declares no {args.shapes} shapes (OpSpec.{field}); skipped",
+                  file=sys.stderr)
     cases = [(s, c) for s in specs for c in v.iter_cases(s, args.shapes, dtypes, args.families)]
     if not cases:
         supported = "; ".join(f"{s.name}: dtypes {', '.join(dtype_name(d) for d in s.dtypes)}, families "

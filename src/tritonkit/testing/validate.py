@@ -18,12 +18,12 @@ import itertools
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
 from ..ops import poison_outputs
-from ..spec import OpSpec, Shape, dtype_name
+from ..spec import OpSpec, Shape, as_shape, dtype_name
 from .metric import Comparison, compare
 from .inputs import Fill
 
@@ -75,13 +75,15 @@ def quiet_interpreter() -> Iterator[None]:
         yield
 
 
-def validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str = "randn", *,
+def validate_case(spec: OpSpec, shape: Shape | Mapping, dtype: torch.dtype, family: str = "randn", *,
                   device: torch.device | str | None = None, seed: int = 0) -> CaseResult:
     """Run ``spec`` once on ``shape``/``dtype``/``family`` inputs and compare every output with the reference.
+    ``shape`` is a :class:`~tritonkit.spec.Shape` or a dict of named sizes.
 
     Outputs the op allocates start NaN-poisoned, so an element the kernel never writes fails; outputs the op
     updates in place are compared whole. Exceptions are caught and reported as a failed case.
     """
+    shape = as_shape(shape)
     with quiet_interpreter():
         return _validate_case(spec, shape, dtype, family, device, seed)
 
@@ -101,6 +103,10 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
         refs = spec.reference(ref_inputs, dtype)
         scales = spec.error_scale(ref_inputs) if spec.error_scale else {}
         del ref_inputs
+        for what, d in (("call", outs), ("reference", refs)):
+            if not isinstance(d, Mapping):
+                raise TypeError(f"{what} returned {type(d).__name__}, not a dict of named outputs "
+                                f"({{'out': tensor}} matches the default call of an fn returning one tensor)")
         if set(outs) != set(refs):
             raise AssertionError(f"op returned outputs {sorted(outs)}, reference {sorted(refs)}")
         for name, t in outs.items():
@@ -128,7 +134,8 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
     return res
 
 
-def assert_valid(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str = "randn", **kw) -> CaseResult:
+def assert_valid(spec: OpSpec, shape: Shape | Mapping, dtype: torch.dtype, family: str = "randn",
+                 **kw) -> CaseResult:
     """``validate_case`` that raises AssertionError with the details when the case fails."""
     r = validate_case(spec, shape, dtype, family, **kw)
     if not r.passed:
