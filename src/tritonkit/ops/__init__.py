@@ -1,18 +1,37 @@
 """The inference ops, each declared once by an OpSpec in ``ops/<op>/spec.py``.
 
 Public functions import eagerly (they are cheap: Triton compiles on first call); specs are built on demand.
+
+On a machine with no GPU, importing this package first sets ``TRITON_INTERPRET=1`` (unless it is already set either
+way, or Triton was imported before tritonkit), so the ops run on CPU tensors under Triton's interpreter; set
+``TRITON_INTERPRET=0`` to keep it off.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
-from ._alloc import poison_outputs
-from .paged_attention.api import paged_attention
-from .reshape_and_cache.api import reshape_and_cache
-from .rms_norm.api import rms_norm
-from .rotary_embedding.api import rotary_embedding
-from .silu_and_mul.api import silu_and_mul
+import torch
+
+
+def _interpret_without_gpu() -> None:
+    """Switch Triton's interpreter on where nothing else can run the kernels: no GPU, TRITON_INTERPRET unset, and
+    Triton not imported yet (its own jit library, tl.sum and the rest, is defined at its import, and must be
+    interpreted too). Otherwise a launch on CPU tensors fails with one sentence saying what to set."""
+    if "TRITON_INTERPRET" not in os.environ and "triton" not in sys.modules and not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+_interpret_without_gpu()
+
+from ._alloc import poison_outputs  # noqa: E402
+from .paged_attention.api import paged_attention  # noqa: E402
+from .reshape_and_cache.api import reshape_and_cache  # noqa: E402
+from .rms_norm.api import rms_norm  # noqa: E402
+from .rotary_embedding.api import rotary_embedding  # noqa: E402
+from .silu_and_mul.api import silu_and_mul  # noqa: E402
 
 #: Built-in ops in the order the tools report them.
 OP_NAMES = ("rms_norm", "silu_and_mul", "rotary_embedding", "reshape_and_cache", "paged_attention")

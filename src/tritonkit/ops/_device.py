@@ -3,9 +3,29 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 import triton
+
+INTERPRET_VAR = "TRITON_INTERPRET"
+
+
+def explain_launch_error(e: BaseException) -> BaseException | None:
+    """A one-sentence error for the launch failures a user meets first (no GPU driver, CPU tensors on a GPU
+    machine), or None to let Triton's own error through."""
+    msg = str(e)
+    if "0 active drivers" in msg:
+        now = os.environ.get(INTERPRET_VAR)
+        state = f"it is set to {now!r}" if now is not None else "it is unset, but Triton was imported first"
+        return RuntimeError(
+            f"no GPU driver is active, so Triton cannot launch tritonkit's kernels: on a CPU, set {INTERPRET_VAR}=1 "
+            f"before Triton is first imported (importing tritonkit.ops before Triton does it for you while the "
+            f"variable is unset; {state})")
+    if "cannot be accessed from Triton" in msg:
+        return ValueError(f"{msg.strip().splitlines()[0]}: tritonkit ops run on CUDA tensors, or on CPU tensors "
+                          f"only under Triton's interpreter ({INTERPRET_VAR}=1 before import)")
+    return None
 
 
 @functools.lru_cache(maxsize=None)

@@ -39,6 +39,8 @@ import torch
 from triton import knobs
 from triton.language.core import constexpr as _constexpr
 
+from . import _device
+
 ENV_VAR = "TRITONKIT_FAST_LAUNCH"
 
 #: sha256 prefixes of the stripped source of ``JITFunction.run`` and ``CompiledKernel.launch_metadata`` whose
@@ -279,7 +281,13 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, n
         options["num_stages"] = num_stages
     if launch_pdl:
         options["launch_pdl"] = True
-    compiled = kernel[grid](*args, **constexprs, **options)
+    try:
+        compiled = kernel[grid](*args, **constexprs, **options)
+    except (RuntimeError, ValueError) as e:
+        better = _device.explain_launch_error(e)
+        if better is None:
+            raise
+        raise better from e
     if fast is not None:
         fast[0].remember(fast[1], compiled, fast[5])
 
