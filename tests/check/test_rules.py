@@ -548,11 +548,55 @@ def _sliding_kernel(x_ptr, steps, BLOCK: tl.constexpr):
         p += 1
 
 
+@triton.jit
+def _row_index_loop_kernel(x_ptr, n, D: tl.constexpr):
+    # iterations 2k and 2k + 1 work on one row: the next iteration reads reversed what this one stored
+    offs = tl.arange(0, D)
+    for i in range(0, n):
+        r = i // 2
+        v = tl.load(x_ptr + r * D + (D - 1 - offs))
+        tl.debug_barrier()
+        tl.store(x_ptr + r * D + offs, v + 1.0)
+
+
+@triton.jit
+def _two_pass_tiles_kernel(x_ptr, n_rows, N, stride, BM: tl.constexpr, BN: tl.constexpr):
+    # pass 1 reads every column tile, pass 2 rewrites them in place: each element keeps its lane in both loops
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    base = x_ptr + rows[:, None].to(tl.int64) * stride
+    acc = tl.zeros([BM], dtype=tl.float32)
+    for off in range(0, N, BN):
+        cols = off + tl.arange(0, BN)
+        acc += tl.sum(tl.load(base + cols[None, :], mask=(rows[:, None] < n_rows) & (cols[None, :] < N)), axis=1)
+    for off in range(0, N, BN):
+        cols = off + tl.arange(0, BN)
+        m = (rows[:, None] < n_rows) & (cols[None, :] < N)
+        tl.store(base + cols[None, :], tl.load(base + cols[None, :], mask=m) / acc[:, None], mask=m)
+
+
+@triton.jit
+def _block_ptr_tiles_kernel(x_ptr, M, N, sm, sn, STEP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    # a block pointer moved STEP columns an iteration: a whole tile never meets the next; half a tile does
+    p = tl.make_block_ptr(x_ptr, (M, N), (sm, sn), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
+    for _ in range(0, tl.cdiv(N, STEP)):
+        tl.store(p, tl.load(p, boundary_check=(0, 1)) * 2, boundary_check=(0, 1))
+        p = tl.advance(p, (0, STEP))
+
+
 @tritonkit.case(rows=[64, 4096])
 def carried(rows):
     dy = torch.empty(rows, 256, **M)
     _rows_backward_kernel[(4,)](dy, dy, 256, 256, rows // 4, D=256)
     _sliding_kernel[(1,)](torch.empty(4096, **M), 100, BLOCK=32)
+    _row_index_loop_kernel[(1,)](torch.empty(64, 128, **M), 8, D=128)
+    x = torch.empty(rows, 1024, **M)
+    _two_pass_tiles_kernel[(triton.cdiv(rows, 4),)](x, rows, 1024, 1024, BM=4, BN=256)
+
+
+@tritonkit.case(step=[128, 64])
+def block_ptr(step):
+    x = torch.empty(64, 1024, **M)
+    _block_ptr_tiles_kernel[(4,)](x, 64, 1024, 1024, 1, STEP=step, BM=16, BN=128)
 
 
 @triton.jit
@@ -974,6 +1018,17 @@ def test_pointers_a_loop_advances_are_followed_across_iterations(report):
     assert _on(report, "_rows_backward_kernel") == []
     (f,) = _on(report, "_sliding_kernel", "store-then-load")
     assert "next iteration of the loop" in f.message
+
+
+def test_loop_counters_are_followed_as_k_times_step(report):
+    # a row index derived from the counter (i // 2) repeats across iterations: the next one reads what this stored
+    (f,) = _on(report, "_row_index_loop_kernel", "store-then-load")
+    assert "next iteration of the loop" in f.message
+    # two loops over the same column tiles (off = k * BN): an element is read and rewritten by one lane
+    assert _on(report, "_two_pass_tiles_kernel") == []
+    # a block pointer's offset carried as x + STEP: a whole tile per step never meets the next, half a tile does
+    (f,) = _on(report, "_block_ptr_tiles_kernel", "store-then-load")
+    assert f.case == {"step": 64} and "next iteration of the loop" in f.message
 
 
 def test_division_of_a_value_that_can_be_negative(report):

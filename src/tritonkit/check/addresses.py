@@ -80,6 +80,52 @@ def _linear(f: Func, ra: RangeAnalysis, name: str, bounds: dict[str, tuple[int, 
     return (1, r[0], r[1]) if r is not None else None
 
 
+def _point(ra: RangeAnalysis, name: str) -> int | None:
+    v = ra.get(name)
+    return v.lo if isinstance(v, Iv) and v.lo == v.hi else None
+
+
+def iv_affine(f: Func, ra: RangeAnalysis, name: str, depth: int = 0):
+    """A uniform term as ``a * k + b`` of the counter ``k`` (0, 1, ...) of an ``scf.for``: (loop, a, b), or None.
+    ``for off in range(0, n, BLOCK)`` makes ``off`` = BLOCK * k, and ``off * stride`` = BLOCK * stride * k."""
+    n = strip(f, name)
+    if depth > 16:
+        return None
+    if n in f.block_args:
+        blk, k = f.block_args[n]
+        lp = blk.parent
+        if lp is None or lp.name != "scf.for" or len(lp.operands) < 3:
+            return None
+        if k == 0:  # the induction variable: lb + k * step
+            lb, st = _point(ra, lp.operands[0]), _point(ra, lp.operands[2])
+            return (lp, st, lb) if lb is not None and st is not None else None
+        # an integer carried as ``x = x + step`` (a block pointer's offset once Triton rewrites it)
+        y = blk.ops[-1] if blk.ops else None
+        if y is None or y.name != "scf.yield" or k - 1 >= len(y.operands) or 3 + k - 1 >= len(lp.operands):
+            return None
+        nxt = f.defs.get(y.operands[k - 1])
+        if nxt is None or nxt.name != "arith.addi" or n not in nxt.operands:
+            return None
+        other = nxt.operands[1] if nxt.operands[0] == n else nxt.operands[0]
+        st, init = _point(ra, other), _point(ra, lp.operands[3 + k - 1])
+        return (lp, st, init) if st is not None and init is not None else None
+    op = f.defs.get(n)
+    if op is None or len(op.operands) != 2 or op.name not in ("arith.muli", "arith.addi", "arith.subi"):
+        return None
+    x, y = op.operands
+    for u, w, sign in ((x, y, 1), (y, x, 1 if op.name != "arith.subi" else -1)):
+        inner, c = iv_affine(f, ra, u, depth + 1), _point(ra, w)
+        if inner is None or c is None:
+            continue
+        lp, a, b = inner
+        if op.name == "arith.muli":
+            return lp, a * c, b * c
+        if u is x:
+            return lp, a, b + c if op.name == "arith.addi" else b - c
+        return (lp, a, b + c) if sign > 0 else None  # c - (a k + b) is not of the form kept here
+    return None
+
+
 def _trips(ra: RangeAnalysis, loop: Op) -> int | None:
     """The most iterations ``loop`` makes in these bindings (None when unknown)."""
     if loop.name != "scf.for" or len(loop.operands) < 3:
@@ -102,15 +148,25 @@ def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: lis
     terms = []
     moves: dict[int, list] = {}  # loop -> [loop, a's step, b's step]
     shared = _shared_lanes(f, ra, a, ta, b, tb) if other_lane else set()
-    lanes: dict[str, list] = {}  # shared lane term -> [coef, a's (lo, hi), b's (lo, hi)]
+    memo: dict = {}
+    lanes: dict = {}  # shared lane term (by structure) -> [coef, a's (lo, hi), b's (lo, hi)]
     for sign, acc, ts in ((1, a, ta), (-1, b, tb)):
         bounds = _mask_bounds(f, ra, acc)
         for t in ts:
-            if isinstance(t, str) and t in shared:
+            aff = iv_affine(f, ra, t) if isinstance(t, str) and uniform(f, t) else None
+            if aff is not None:
+                # a loop counter's term: a * k + b at iteration k (the crossing loop's k differs between a and b)
+                lp, coef, const = aff
+                m = moves.setdefault(id(lp), [lp, 0, 0])
+                m[1 if sign > 0 else 2] += coef
+                delta -= sign * const
+                continue
+            key = canon(f, t, {}, memo) if shared and isinstance(t, str) else None
+            if key is not None and key in shared:
                 lin = _linear(f, ra, t, bounds)
                 if lin is None:
                     return True
-                lanes.setdefault(t, [lin[0], None, None])[1 if sign > 0 else 2] = lin[1:]
+                lanes.setdefault(key, [lin[0], None, None])[1 if sign > 0 else 2] = lin[1:]
                 continue
             if isinstance(t, Advance):
                 c = ra.get(t.step) if t.step is not None else None
@@ -147,15 +203,17 @@ def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: lis
     return False
 
 
-def _shared_lanes(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: list[Term]) -> set[str]:
-    """The per-lane terms two accesses share when they index one tile shape through the same lane expressions
-    (only their uniform offsets differ): Triton gives such accesses the same thread per lane. Empty when the
+def _shared_lanes(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: list[Term]) -> set:
+    """The per-lane terms two accesses share (by structure, see :func:`canon`) when they index one tile shape
+    through the same lane expressions (only their uniform offsets differ, two ``tl.arange`` of one range count as
+    one): this assumes Triton gives such accesses the same layout, so the same thread per lane. Empty when the
     terms do not tell every lane of the tile apart (a broadcast axis: several lanes, one element)."""
     shape = shape_of(f.types.get(a.operands[0], ""))
     if not shape or shape != shape_of(f.types.get(b.operands[0], "")):
         return set()
-    la = Counter(t for t in ta if isinstance(t, str) and not uniform(f, t))
-    lb = Counter(t for t in tb if isinstance(t, str) and not uniform(f, t))
+    memo: dict = {}
+    la = Counter(canon(f, t, {}, memo) for t in ta if isinstance(t, str) and not uniform(f, t))
+    lb = Counter(canon(f, t, {}, memo) for t in tb if isinstance(t, str) and not uniform(f, t))
     if not la or la != lb or not tells_lanes_apart(f, ra, a, ta):
         return set()
     return set(la)

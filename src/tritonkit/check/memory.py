@@ -173,20 +173,16 @@ def _shared(name_a: str, va: View, name_b: str, vb: View, byte: int | bool) -> s
 
 
 def _cancel(f: Func, ta: list, tb: list, loop: Op | None, values: dict[str, int]):
-    """Drop the uniform terms the two offsets share (equal scalars of one program cancel exactly); None when a
-    shared term is recomputed in each iteration of ``loop`` (each iteration addresses its own slice)."""
+    """Drop the uniform terms the two offsets share: equal scalars of one program cancel exactly, unless ``loop``
+    recomputes them between the two accesses (a loop counter's term is then modeled by lanes_meet; any other
+    keeps its own value on each side)."""
     memo: dict = {}
     keyed_b = [(canon(f, t, values, memo) if uniform(f, t) else None, t) for t in tb]
     rest_a, used = [], set()
     for t in ta:
         k = canon(f, t, values, memo) if uniform(f, t) else None
         j = next((i for i, (kb, _t) in enumerate(keyed_b) if k is not None and kb == k and i not in used), None)
-        if j is None:
-            rest_a.append(t)
-            continue
-        if loop is not None and (inside(f, t, loop) or inside(f, keyed_b[j][1], loop)):
-            if t == keyed_b[j][1]:
-                return None
+        if j is None or (loop is not None and (inside(f, t, loop) or inside(f, keyed_b[j][1], loop))):
             rest_a.append(t)
             continue
         used.add(j)
@@ -211,8 +207,6 @@ def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, 
             va, vb = (v0, v1) if pair[0] == ba else (v1, v0)
             values = {aliases.ir_of.get(p, p): v for p, v in ln.int_args.items()} if launch is not None else {}
             cut = _cancel(f, ta, tb, loop, values)
-            if cut is None:
-                continue
             (a0, a1), (b0, b1) = _bytes(va, *span(ra, cut[0])), _bytes(vb, *span(ra, cut[1]))
             if not (a0 < b1 and b0 < a1):  # the bytes the two accesses reach do not meet
                 continue
@@ -223,8 +217,6 @@ def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, 
             return Overlap(_shared(ba, va, bb, vb, byte), pair, ln)
         return None
     cut = _cancel(f, ta, tb, loop, {})
-    if cut is None:
-        return None
     (a_lo, a_hi), (b_lo, b_hi) = span(ra, cut[0]), span(ra, cut[1])
     if a_lo <= b_hi and b_lo <= a_hi and lanes_meet(f, ra, first, cut[0], second, cut[1], 0, loop, other_lane):
         return Overlap(f"overlapping offsets of `{ba}`")
