@@ -230,15 +230,15 @@ def _injective(f: Func, ra: RangeAnalysis, name: str, depth: int = 0) -> bool:
         return True
     if op.name in ("arith.addi", "arith.subi") and len(op.operands) == 2:
         x, y = op.operands
-        if not varying_axes(f, y, {}):
+        if not varying_axes(f, y):
             return _injective(f, ra, x, depth + 1)
-        if not varying_axes(f, x, {}) and op.name == "arith.addi":
+        if not varying_axes(f, x) and op.name == "arith.addi":
             return _injective(f, ra, y, depth + 1)
         return False
     if op.name in ("arith.muli", "arith.shli") and len(op.operands) == 2:
         for x, c in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
             v = ra.get(c)  # one value per launch: any value but 0 keeps the lanes apart
-            if not varying_axes(f, c, {}) and isinstance(v, Iv) and (v.lo > 0 or v.hi < 0):
+            if not varying_axes(f, c) and isinstance(v, Iv) and (v.lo > 0 or v.hi < 0):
                 return _injective(f, ra, x, depth + 1) and (op.name == "arith.muli" or c == op.operands[1])
     return False
 
@@ -250,12 +250,12 @@ def tells_lanes_apart(f: Func, ra: RangeAnalysis, access: Op, terms: list[Term])
     through ``offs // 2`` or a loaded index, several lanes (several threads) reach the same element."""
     ptr = access.operands[0]
     shape = shape_of(f.types.get(ptr, ""))
-    if not varying_axes(f, ptr, {}) >= {i for i, d in enumerate(shape) if d > 1}:
+    if not varying_axes(f, ptr) >= {i for i, d in enumerate(shape) if d > 1}:
         return False
     bounds = _mask_bounds(f, ra, access)
     diffs = []
     for t in terms:
-        if not isinstance(t, str) or uniform(f, t) or not varying_axes(f, t, {}):
+        if not isinstance(t, str) or uniform(f, t) or not varying_axes(f, t):
             continue  # the same for every lane (a tile axis of one lane included)
         lin = _linear(f, ra, t, bounds) if _injective(f, ra, t) else None
         if lin is None:
@@ -275,9 +275,11 @@ _ELEMENTWISE = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.d
                 "arith.trunci", "arith.select", "tt.addptr", "ttg.convert_layout"}
 
 
-def varying_axes(f: Func, name: str, memo: dict, depth: int = 0) -> set[int]:
+def varying_axes(f: Func, name: str, memo: dict | None = None, depth: int = 0) -> set[int]:
     """The axes along which a tile value can differ between lanes (a broadcast axis does not; an op this walk does
-    not know counts as varying along all its axes)."""
+    not know counts as varying along all its axes). Remembered per function."""
+    if memo is None:
+        memo = f.memo.setdefault("varying_axes", {})
     if name in memo:
         return memo[name]
     shape = shape_of(f.types.get(name, ""))

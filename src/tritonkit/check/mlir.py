@@ -10,6 +10,7 @@ value identity across Triton releases, while the printed form has stayed stable.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 _NAME = r"%[A-Za-z0-9_$.\-]+(?:#\d+)?"
@@ -110,6 +111,7 @@ def _strip_decor(s: str) -> str:
     return _remove_groups(s, ("loc(", "<{", "{"))
 
 
+@functools.lru_cache(maxsize=4096)
 def elem_type(t: str) -> str:
     t = t.strip()
     if t.startswith("tensor<") and t.endswith(">"):
@@ -119,6 +121,7 @@ def elem_type(t: str) -> str:
     return t
 
 
+@functools.lru_cache(maxsize=4096)
 def shape_of(t: str) -> tuple[int, ...]:
     t = t.strip()
     if t.startswith("tensor<") and t.endswith(">"):
@@ -199,6 +202,8 @@ class Func:
     block_args: dict[str, tuple[Block, int]]
     #: the function's blocks in order: more than one when an early ``return`` left ``cf`` branches
     blocks: list[Block] = dataclasses.field(default_factory=list)
+    #: per-value facts analyses derive from the IR alone (they never change once parsed), by analysis
+    memo: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def top_block(self, op: Op) -> Block | None:
         """The function-level block that holds ``op`` (directly or inside a region)."""
