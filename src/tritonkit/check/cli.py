@@ -15,6 +15,16 @@ exit codes: 0 no error or warning; 1 at least one error or warning; 2 could not 
 case or kernel that could not be checked: then the findings of everything else are still reported)."""
 
 
+def _positive(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of processes, got {v!r}")
+    return n
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tritonkit check", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -30,6 +40,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--space", action="append", dest="spaces", choices=("boundary", "sweep", "large"),
                    help="with no PATH: shape spaces of the built-in ops (default: all three)")
     p.add_argument("--no-cache", action="store_true", help="compile everything again (ignore the on-disk IR cache)")
+    p.add_argument("-j", "--jobs", type=_positive, metavar="N",
+                   help="processes lowering kernels to TTIR (default: one per CPU, at most 8)")
     p.add_argument("--explain", metavar="RULE", help="print the rule's page (the bug, a failing kernel, the fix) and exit")
     p.add_argument("--baseline", metavar="FILE",
                    help="findings this file lists (by rule, kernel and the flagged line's code) do not fail the run")
@@ -79,7 +91,7 @@ def _main(args) -> int:
     opts = Options(arch=args.arch, rules=tuple(args.rules) if args.rules else None,
                    spaces=tuple(args.spaces) if args.spaces else Options.spaces,
                    ops=tuple(args.ops) if args.ops else None, disk_cache=not args.no_cache,
-                   baseline=args.baseline)
+                   baseline=args.baseline, jobs=args.jobs)
     for path, what in ((args.output, "the report"), (args.write_baseline, "the baseline")):
         if path and (why := _unwritable(path)):
             print(f"tritonkit check: cannot write {what} to {path}: {why}", file=sys.stderr)

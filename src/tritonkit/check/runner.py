@@ -37,6 +37,7 @@ class Options:
     ops: tuple[str, ...] | None = None
     disk_cache: bool = True
     baseline: str | None = None  # a file of accepted findings (--baseline): they do not count toward the exit code
+    jobs: int | None = None  # processes lowering kernels to TTIR (None: one per CPU)
 
 
 @dataclasses.dataclass
@@ -338,8 +339,10 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     compiler = Compiler(target, disk_cache=opts.disk_cache)
     with interpreter_off():
         targets = collect(paths, problems) if paths else builtin_targets(opts.ops, opts.spaces, problems)
+    compiler.defer = True
     with Capture(compiler) as cap:
         n_runs = _execute(cap, targets, problems)
+        compiler.finish(opts.jobs)
     problems += cap.problems
     ctx = rules_pkg.Context(cap, arch_name(target))
     t_capture = time.perf_counter() - t0

@@ -173,6 +173,9 @@ class Compiler:
         self.disk = _cache_dir() if disk_cache else None
         self.compile_seconds = 0.0
         self.n_compiled = 0
+        #: with ``defer``, compile() only records what to lower and finish() lowers it all, on several processes
+        self.defer = False
+        self.pending: dict[str, tuple[Compiled, tuple, bool]] = {}
 
     def cache_key(self, kernel, signature, constexprs, attrs, options) -> str:
         opts = {k: v for k, v in sorted(options.__dict__.items()) if k != "extern_libs"}
@@ -206,15 +209,31 @@ class Compiler:
             tmp.replace(self.disk / f"{c.key}.json")
 
     def compile(self, kernel, signature, constexprs, attrs, options, want_ttgir: bool = False) -> Compiled:
+        """The TTIR of one specialization: from the caches, else lowered now (or, with ``defer``, filled in by
+        :meth:`finish`; the object returned is the one that gets filled)."""
         key = self.cache_key(kernel, signature, constexprs, attrs, options)
+        if key in self.pending:
+            c, args, tg = self.pending[key]
+            self.pending[key] = (c, args, tg or want_ttgir)
+            return c
         c = self.memory.get(key) or self._load(key)
         if c is not None and (not want_ttgir or c.ttgir_seconds is not None or c.error):
             self.memory[key] = c
             return c
         c = Compiled(key)
+        self.memory[key] = c
+        args = (kernel, signature, constexprs, attrs, options)
+        if self.defer:
+            self.pending[key] = (c, args, want_ttgir)
+            return c
+        self._lower(c, args, want_ttgir)
+        self._done(c)
+        return c
+
+    def _lower(self, c: Compiled, args: tuple, want_ttgir: bool) -> None:
         t0 = time.perf_counter()
         try:
-            mod, stages = self._ttir(kernel, signature, constexprs, attrs, options)
+            mod, stages = self._ttir(*args)
             c.seconds = time.perf_counter() - t0
             c.ttir = mod.str()
             if want_ttgir:
@@ -224,11 +243,60 @@ class Compiler:
         except Exception as e:  # noqa: BLE001 - reported by name, the rest is still checked
             c.error = _short_error(e)
             c.seconds = time.perf_counter() - t0
-        self.compile_seconds += time.perf_counter() - t0
+
+    def _done(self, c: Compiled) -> None:
+        self.compile_seconds += c.seconds + (c.ttgir_seconds or 0.0)
         self.n_compiled += 1
-        self.memory[key] = c
         self._store(c)
-        return c
+
+    def finish(self, jobs: int | None = None) -> None:
+        """Lower everything :meth:`compile` deferred, on up to ``jobs`` processes (default: one per CPU). Triton's
+        frontend is Python under one interpreter lock, so the extra processes are forks of this one (they inherit
+        the captured kernels) that send their IR back; where fork is missing, or a worker dies, the rest is
+        lowered here."""
+        todo = list(self.pending.values())
+        self.pending = {}
+        n = max(1, min(jobs or os.cpu_count() or 1, 8, len(todo)))
+        workers = []
+        if n > 1 and hasattr(os, "fork"):
+            for w in range(1, n):
+                r, wfd = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the worker: lower its share, send it back, leave without running any cleanup
+                    code = 1
+                    try:
+                        os.close(r)
+                        out = []
+                        for c, args, tg in todo[w::n]:
+                            self._lower(c, args, tg)
+                            out.append([c.ttir, c.error, c.seconds, c.ttgir_seconds])
+                        with os.fdopen(wfd, "wb") as fh:
+                            fh.write(json.dumps(out).encode())
+                        code = 0
+                    finally:
+                        os._exit(code)
+                os.close(wfd)
+                workers.append((w, pid, r))
+        else:
+            n = 1
+        for c, args, tg in todo[0::n]:
+            self._lower(c, args, tg)
+            self._done(c)
+        for w, pid, r in workers:
+            with os.fdopen(r, "rb") as fh:
+                data = fh.read()
+            os.waitpid(pid, 0)
+            share = todo[w::n]
+            try:
+                got = json.loads(data)
+            except ValueError:
+                got = None
+            for i, (c, args, tg) in enumerate(share):
+                if got is not None and len(got) == len(share):
+                    c.ttir, c.error, c.seconds, c.ttgir_seconds = got[i]
+                else:
+                    self._lower(c, args, tg)
+                self._done(c)
 
     def _ttir(self, kernel, signature, constexprs, attrs, options):
         from triton._C.libtriton import ir
