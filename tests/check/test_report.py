@@ -119,6 +119,16 @@ def test_every_rule_ships_its_page_and_explain_prints_it(capsys):
     assert "unknown rule 'no-such-rule'" in capsys.readouterr().err
 
 
+def test_help_lists_every_rule(capsys):
+    from tritonkit.check.cli import RULE_IDS
+    from tritonkit.check.rules import all_rules
+
+    assert RULE_IDS == tuple(all_rules())
+    with pytest.raises(SystemExit):
+        check_main(["--help"])
+    assert "load-then-store" in " ".join(capsys.readouterr().out.split())
+
+
 def test_sarif_rules_carry_their_page(report):
     rules = json.loads(to_sarif(report))["runs"][0]["tool"]["driver"]["rules"]
     assert all(r["help"]["markdown"].startswith(f"# `{r['id']}`") for r in rules)

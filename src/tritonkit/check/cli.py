@@ -15,6 +15,11 @@ exit codes: 0 no error or warning; 1 at least one error or warning; 2 could not 
 case or kernel that could not be checked: then the findings of everything else are still reported)."""
 
 
+#: the rules, in report order (kept here so --help needs no Triton import; a test holds it to rules.all_rules())
+RULE_IDS = ("grid-limit", "int32-offset", "store-then-load", "load-then-store", "recompile", "int-division-sign",
+            "low-precision-accumulation", "autotune-cost")
+
+
 def _positive(v: str) -> int:
     try:
         n = int(v)
@@ -33,8 +38,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", default="sm_90", help="target GPU: sm_80, sm_90 (default) or sm_100")
     p.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     p.add_argument("--rule", action="append", dest="rules", metavar="ID",
-                   help="apply only this rule (repeatable): grid-limit, int32-offset, store-then-load, recompile, "
-                        "low-precision-accumulation, autotune-cost")
+                   help="apply only this rule (repeatable): " + ", ".join(RULE_IDS))
     p.add_argument("--op", action="append", dest="ops", metavar="NAME",
                    help="with no PATH: check only this built-in op (repeatable)")
     p.add_argument("--space", action="append", dest="spaces", choices=("boundary", "sweep", "large"),
