@@ -593,6 +593,35 @@ def carried(rows):
     _two_pass_tiles_kernel[(triton.cdiv(rows, 4),)](x, rows, 1024, 1024, BM=4, BN=256)
 
 
+@triton.jit
+def _square_tile_shift_kernel(x_ptr, S, ncols, B: tl.constexpr):
+    # one arange for rows and columns, only the columns masked: lane (i, j) reads row i + 1, writes row i
+    r = tl.arange(0, B)
+    mask = r[None, :] < ncols
+    v = tl.load(x_ptr + (r[:, None] + 1) * S + r[None, :], mask=mask)
+    tl.store(x_ptr + r[:, None] * S + r[None, :], v * 2, mask=mask)
+
+
+@triton.jit
+def _masked_column_halves_kernel(x_ptr, n_rows, n, S, R: tl.constexpr, B: tl.constexpr):
+    # columns [0, n) are stored, [n, 2n) read back: the column mask, built 1-D and laid along axis 1, keeps
+    # them apart
+    rows = tl.arange(0, R)
+    cols = tl.arange(0, B)
+    cmask = cols < n
+    mask = (rows < n_rows)[:, None] & cmask[None, :]
+    tl.store(x_ptr + rows[:, None] * S + cols[None, :], tl.zeros([R, B], tl.float32), mask=mask)
+    y = tl.load(x_ptr + rows[:, None] * S + (cols[None, :] + n), mask=mask)
+    tl.store(x_ptr + rows[:, None] * S + 2 * n + cols[None, :], y, mask=mask)
+
+
+@tritonkit.case(ncols=[1])
+def mask_axes(ncols):
+    x = torch.empty(64, 64, **M)
+    _square_tile_shift_kernel[(1,)](x, 64, ncols, B=32)
+    _masked_column_halves_kernel[(1,)](x, 64, 5, 64, R=64, B=16)
+
+
 @tritonkit.case(step=[128, 64])
 def block_ptr(step):
     x = torch.empty(64, 1024, **M)
@@ -1018,6 +1047,13 @@ def test_pointers_a_loop_advances_are_followed_across_iterations(report):
     assert _on(report, "_rows_backward_kernel") == []
     (f,) = _on(report, "_sliding_kernel", "store-then-load")
     assert "next iteration of the loop" in f.message
+
+
+def test_a_mask_bounds_an_integer_only_along_the_axis_it_masks(report):
+    # masking the columns says nothing of the rows laid from the same arange: the race is there for one column
+    (f,) = _on(report, "_square_tile_shift_kernel", "load-then-store")
+    assert f.case == {"ncols": 1}
+    assert _on(report, "_masked_column_halves_kernel") == []
 
 
 def test_loop_counters_are_followed_as_k_times_step(report):

@@ -12,7 +12,7 @@ from collections import Counter
 
 from .conditions import facts, narrow
 from .mlir import Func, Op, shape_of
-from .pointers import Advance, Term, strip
+from .pointers import THROUGH, Advance, Term, strip
 from .ranges import Iv, RangeAnalysis
 from .views import solve
 
@@ -42,17 +42,52 @@ def span(ra: RangeAnalysis, terms) -> tuple[float, float]:
     return lo, hi
 
 
+def _placements(f: Func, access: Op) -> dict[str, set]:
+    """Each integer the access's pointer and mask are computed from (as :func:`strip` names it) -> the ways it is
+    laid into the access's tile: the ``expand_dims`` axes on the path between them (None past a transpose or
+    reshape)."""
+    memo = f.memo.setdefault("placements", {})
+    if id(access) in memo:
+        return memo[id(access)]
+    out: dict[str, set] = {}
+    seen: set = set()
+    stack: list = [(x, ()) for x in access.operands[:3]] if access.name in ("tt.load", "tt.store") else []
+    while stack and len(seen) < 8192:
+        v, ctx = stack.pop()
+        if (v, ctx) in seen:
+            continue
+        seen.add((v, ctx))
+        op = f.defs.get(v)
+        if op is not None and op.name in THROUGH and op.operands:
+            if ctx is not None and op.name == "tt.expand_dims":
+                ctx = (*ctx, op.attr_int("axis") or 0)
+            elif op.name in ("tt.trans", "tt.reshape"):
+                ctx = None
+            stack.append((op.operands[0], ctx))
+            continue
+        out.setdefault(v, set()).add(ctx)
+        stack += [(x, ctx) for x in (op.operands if op is not None else ())]
+    memo[id(access)] = out
+    return out
+
+
 def _mask_bounds(f: Func, ra: RangeAnalysis, access: Op) -> dict[str, tuple[int, int]]:
-    """Bounds the access's mask puts on the lanes' integers (``offs < n`` keeps the active lanes below n)."""
+    """Bounds the access's mask puts on the lanes' integers (``offs < n`` keeps the active lanes below n). An
+    integer laid along two tile axes (one ``tl.arange`` for rows and columns) is left unbounded: the mask bounds
+    it along one axis only."""
     mask = access.operands[1] if access.name == "tt.load" and len(access.operands) > 1 else \
         access.operands[2] if access.name == "tt.store" and len(access.operands) > 2 else None
     out: dict[str, tuple[int, int]] = {}
+    places = _placements(f, access) if mask is not None else {}
     for fc in facts(f, mask, True) if mask is not None else ():
         a, b = ra.get(fc.a), ra.get(fc.b)
         if isinstance(a, Iv) and isinstance(b, Iv) and (r := narrow(a, fc.pred, b)) is not None:
             for name, v in zip((fc.a, fc.b), r):
-                lo, hi = out.get(strip(f, name), (v.lo, v.hi))
-                out[strip(f, name)] = (max(lo, v.lo), min(hi, v.hi))
+                root = strip(f, name)
+                if len(places.get(root, ())) > 1:
+                    continue
+                lo, hi = out.get(root, (v.lo, v.hi))
+                out[root] = (max(lo, v.lo), min(hi, v.hi))
     return out
 
 
