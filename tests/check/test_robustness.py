@@ -283,3 +283,66 @@ def test_a_loaded_bounds_key_naming_no_pointer_parameter_refuses_the_case(tmp_pa
     # the refused cases' launches are not checked; the well-formed one is, and is clean
     assert [(k["kernel"], k["launches"]) for k in rep.kernels] == [("_typo_kernel", 1), ("_optional_kernel", 1)]
     assert rep.findings == [] and rep.exit_code() == 2
+
+
+MANY_LAUNCHES = '''
+import torch, triton, triton.language as tl, tritonkit
+
+@triton.jit(do_not_specialize=["stride", "tag"])
+def _rows_kernel(x_ptr, stride, tag, D: tl.constexpr):
+    tl.store(x_ptr + tl.program_id(0) * stride + tl.arange(0, D), tl.zeros([D], tl.float32))
+
+@tritonkit.case(i=list(range({N})))
+def many(i):
+    # every launch binds other values; only launch {BAD} multiplies past 2^31 ({BAD_STRIDE} * 999)
+    stride, tag = ({BAD_STRIDE}, 0) if i == {BAD} else (1000, {TAG} + i)
+    _rows_kernel[(1000,)](torch.empty(64, device="meta"), stride, tag, D=16)
+'''
+
+
+@pytest.mark.parametrize("bad, tag, expect", [
+    (650, 10**9, "unchecked"),  # past the first 512, and not among the largest of the rest: the run says so
+    (650, 0, "found"),          # the largest of the rest is analysed too: the last case of a sweep is often it
+    (3, 10**9, "found"),
+])
+def test_a_rule_that_gives_up_before_deciding_makes_the_run_exit_2(tmp_path, capsys, bad, tag, expect):
+    f = tmp_path / "many.py"
+    f.write_text(MANY_LAUNCHES.replace("{N}", "700").replace("{BAD}", str(bad)).replace("{TAG}", str(tag))
+                 .replace("{BAD_STRIDE}", str(2**22)))
+    rep = run_check([str(f)], Options(disk_cache=False, rules=("int32-offset",)))
+    if expect == "found":
+        (fi,) = rep.findings
+        assert fi.case == {"i": bad} and not [p for p in rep.problems if p.fatal]
+        return
+    assert rep.findings == []
+    (p,) = [p for p in rep.problems if p.fatal]
+    assert p.kind == "rule" and "_rows_kernel" in p.where
+    assert p.message.startswith("int32-offset could not decide: an int32 overflow of this offset is possible")
+    assert "the first 512 of 700 distinct ones in case order" in p.message and "124 were not analysed" in p.message
+    assert check_main([str(f), "--rule", "int32-offset"]) == 2
+
+
+MANY_SHIFTS = '''
+import torch, triton, triton.language as tl, tritonkit
+
+@triton.jit(do_not_specialize=["shift"])
+def _shifted_reload_kernel(x_ptr, shift, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.zeros([BLOCK], tl.float32))
+    tl.store(x_ptr + offs + 2 * BLOCK, tl.load(x_ptr + shift + offs))
+
+@tritonkit.case(i=list(range(300)))
+def shifts(i):
+    # only launch 295 reads back what it stored (shift 5 < BLOCK); all reach as far (their allocation)
+    _shifted_reload_kernel[(1,)](torch.empty(2**21, device="meta"), 5 if i == 295 else 10**6 + i, BLOCK=32)
+'''
+
+
+def test_a_memory_rule_that_gives_up_before_deciding_makes_the_run_exit_2(tmp_path):
+    f = tmp_path / "shifts.py"
+    f.write_text(MANY_SHIFTS)
+    rep = run_check([str(f)], Options(disk_cache=False, rules=("store-then-load",)))
+    assert rep.findings == []
+    (p,) = [p for p in rep.problems if p.fatal]
+    assert p.message.startswith("store-then-load could not decide: this load meeting the store at line 7 is possible")
+    assert "the first 256 of 300 distinct ones" in p.message and rep.exit_code() == 2

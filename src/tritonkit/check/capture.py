@@ -97,18 +97,52 @@ class Launch:
     autotune: tuple[int, int] | None
 
 
-def distinct(launches: list[Launch], extra=lambda ln: (), limit: int = 512):
+def _magnitude(ln: Launch) -> int:
+    """How far a launch reaches: its largest grid, integer argument or allocation (where offsets grow)."""
+    g = ln.grid or (1, 1, 1)
+    return max([g[0] * g[1] * g[2], *(abs(v) for v in ln.int_args.values()), *ln.extents.values()])
+
+
+@dataclasses.dataclass
+class Distinct:
+    """The launches a rule analyses one by one: the first ``first`` in case order, then the largest of the rest;
+    ``total`` distinct ones in all."""
+
+    launches: list[Launch]
+    first: int
+    total: int
+
+    def __iter__(self):
+        return iter(self.launches)
+
+    @property
+    def left_out(self) -> int:
+        return self.total - len(self.launches)
+
+    def unchecked(self, rule: str, what: str) -> str:
+        """The problem to report when ``what`` stays unconfirmed while launches were left out."""
+        return (f"{rule} could not decide: {what} is possible in the union of this kernel's launches, but none of the "
+                f"{len(self.launches)} launches analysed (the first {self.first} of {self.total} distinct ones in "
+                f"case order, then the largest of the rest) shows it, and {self.left_out} were not analysed: "
+                f"split the case or narrow its sweep")
+
+
+def distinct(launches: list[Launch], extra=lambda ln: (), limit: int = 512) -> Distinct:
     """The launches that bind different values (grid, integer arguments, loaded bounds, and what ``extra`` adds),
-    at most ``limit`` of them: what a rule analyses one by one to find the case that shows a finding."""
+    in case order: what a rule analyses one by one to find the case that shows a finding. Past ``limit``, the
+    first ``limit`` and then the ``limit // 8`` largest of the rest (overflows show in the largest; the last case
+    of a sweep is often the one)."""
     seen: set = set()
+    out = []
     for ln in launches:
         key = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())), extra(ln))
-        if key in seen:
-            continue
-        seen.add(key)
-        if len(seen) > limit:
-            return
-        yield ln
+        if key not in seen:
+            seen.add(key)
+            out.append(ln)
+    if len(out) <= limit:
+        return Distinct(out, len(out), len(out))
+    rest = sorted(out[limit:], key=_magnitude, reverse=True)[:limit // 8]
+    return Distinct(out[:limit] + rest, limit, len(out))
 
 
 @dataclasses.dataclass(eq=False)

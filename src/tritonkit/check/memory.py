@@ -265,20 +265,25 @@ MAX_CONFIRM = 256
 
 
 def find_overlap(f: Func, union: RangeAnalysis, ranges_of, launches: list, first: Op, second: Op,
-                 loop: Op | None, aliases: Aliases, other_lane: bool = False, exempt=None) -> Overlap | None:
+                 loop: Op | None, aliases: Aliases, other_lane: bool = False, exempt=None,
+                 unconfirmed: list | None = None) -> Overlap | None:
     """An overlap of the two accesses in a real launch (its ``launch`` set), or None. The union of the launches is
     tried first (when it rules the pair out, every launch does); a pair it cannot rule out is confirmed launch by
-    launch, where each stride has one value and the lanes' integers their own ranges."""
+    launch, where each stride has one value and the lanes' integers their own ranges. When launches had to be
+    left out and none confirmed it, the :class:`~.capture.Distinct` tried goes to ``unconfirmed``."""
     if overlap(f, union, first, second, loop, aliases, other_lane=other_lane) is None:
         return None
-    for ln in distinct(launches, lambda ln: tuple(sorted(ln.aliases)), MAX_CONFIRM):
+    tried = distinct(launches, lambda ln: tuple(sorted(ln.aliases)), MAX_CONFIRM)
+    for ln in tried:
         ra = ranges_of(ln)
         if exempt is not None and exempt(ra):
             continue
         hit = overlap(f, ra, first, second, loop, aliases, launch=ln, other_lane=other_lane)
         if hit is not None:
-            hit.launch = hit.launch or ln
+            hit.launch = ln
             return hit
+    if tried.left_out and unconfirmed is not None:
+        unconfirmed.append(tried)
     return None
 
 
@@ -303,10 +308,17 @@ def races(ctx, unit, f: Func, write_first: bool):
                     continue
                 # one element per thread through the same expression: decided in each launch (strides have values)
                 exempt = None if write_first else (lambda ra, a=first, b=second: same_mapping(f, ra, a, b, aliases))
+                unconfirmed: list = []
                 hit = find_overlap(f, union, lambda ln: ctx.launch_ranges(unit, f, ln), unit.launches, first,
-                                   second, loop, aliases, other_lane=not write_first, exempt=exempt)
+                                   second, loop, aliases, other_lane=not write_first, exempt=exempt,
+                                   unconfirmed=unconfirmed)
                 if hit is not None:
                     yield second, first, loop, hit
                     break
+                if unconfirmed:
+                    kinds = ("load", "store") if write_first else ("store", "load")
+                    what = f"this {kinds[0]} meeting the {kinds[1]} at line {ctx.frame(unit, first)[1]}"
+                    ctx.unchecked(unit, second, unconfirmed[0].unchecked(
+                        "store-then-load" if write_first else "load-then-store", what))
             if hit is not None:
                 break

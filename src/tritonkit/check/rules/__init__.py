@@ -53,6 +53,11 @@ class Context:
         file, line, _ = self.frame(unit, op)
         self.problem("ir", f"{unit.kernel.name} at {file}:{line}", message, fatal=False)
 
+    def unchecked(self, unit: Unit, op: Op, message: str) -> None:
+        """Part of the kernel went unchecked (the run exits 2): a rule gave up before it could decide."""
+        file, line, _ = self.frame(unit, op)
+        self.problem("rule", f"{unit.kernel.name} at {file}:{line}", message, fatal=True)
+
     # -- IR -------------------------------------------------------------------------------------------------
     def units(self) -> Iterator[tuple[Unit, Func, Module]]:
         for info in self.capture.kernels.values():

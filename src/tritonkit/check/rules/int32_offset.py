@@ -219,7 +219,8 @@ def check(ctx: Context) -> list[Finding]:
         param_of = dict(zip(names, unit.ir_params)) if len(names) == len(unit.ir_params) else {}
         # the union over launches over-approximates; find a real launch that overflows
         witness: dict[int, tuple[object, Overflow]] = {}
-        for ln in distinct(unit.launches, lambda ln: tuple(sorted(ln.extents.items())), MAX_WITNESS_TRIES):
+        tried = distinct(unit.launches, lambda ln: tuple(sorted(ln.extents.items())), MAX_WITNESS_TRIES)
+        for ln in tried:
             one = ctx.launch_ranges(unit, f, ln)
             for pos in cands:
                 if pos in one.overflows and pos not in witness \
@@ -227,6 +228,9 @@ def check(ctx: Context) -> list[Finding]:
                     witness[pos] = (ln, one.overflows[pos])
             if len(witness) == len(cands):
                 break
+        if tried.left_out and len(witness) < len(cands):
+            op = next(op for pos, op in sorted(cands.items()) if pos not in witness)
+            ctx.unchecked(unit, op, tried.unchecked(RULE.id, "an int32 overflow of this offset"))
         for pos, (ln, ov) in sorted(witness.items()):
             op = cands[pos]
             file, line, col = ctx.frame(unit, op)

@@ -126,13 +126,17 @@ def check(ctx: Context) -> list[Finding]:
         if not cands:
             continue
         witness: dict[int, tuple] = {}
-        for ln in distinct(unit.launches, limit=MAX_WITNESS_TRIES):
+        tried = distinct(unit.launches, limit=MAX_WITNESS_TRIES)
+        for ln in tried:
             ra = ctx.launch_ranges(unit, f, ln)
             for op in cands:
                 if op.pos not in witness and (hit := _negative(f, op, ra)) is not None:
                     witness[op.pos] = (op, ln, hit)
             if len(witness) == len(cands):
                 break
+        if tried.left_out and len(witness) < len(cands):
+            op = next(op for op in cands if op.pos not in witness)
+            ctx.unchecked(unit, op, tried.unchecked(RULE.id, "a negative dividend here"))
         for _pos, (op, ln, (a, b)) in sorted(witness.items()):
             file, line, col = ctx.frame(unit, op)
             sym = _OPS[op.name]

@@ -32,6 +32,6 @@ def check(ctx: Context) -> list[Finding]:
             fix = (f"put tl.debug_barrier() between the load (line {lline}) and this store, or load and store "
                    f"through the same index expression")
             out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg,
-                               hit.launch.case if hit.launch is not None else {}, fix=fix, col=col,
+                               hit.launch.case, fix=fix, col=col,
                                tag=f"load@{lline}"))
     return out

@@ -30,7 +30,7 @@ def check(ctx: Context) -> list[Finding]:
             fix = (f"put tl.debug_barrier() between the store (line {sline}) and this load, or keep the stored "
                    f"values in registers instead of reading them back")
             # an aliasing finding shows the case whose launch passed the two views
-            case = hit.launch.case if hit.launch is not None else {}
+            case = hit.launch.case
             out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, case, fix=fix,
                                col=col, tag=f"store@{sline}"))
     return out
