@@ -857,6 +857,22 @@ def per_call_constexpr(num_reqs):
     for backward in (0, 1):
         _bucketed_kernel[(1,)](x, num_reqs, BLOCK_R=triton.next_power_of_2(num_reqs), BACKWARD=backward)
     _warps_kernel[(1,)](x, num_reqs, BLOCK=64, num_warps=4 if num_reqs < 16 else 8)
+    _fusion_kernel[(1,)](x, BLOCK=64, enable_fp_fusion=num_reqs > 16)
+
+
+@triton.jit
+def _fusion_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2.0 + 1.0)
+
+
+@tritonkit.case(model=["llama"])
+def bucketed_in_one_call(model):
+    # another case launching the kernel several times in one call: its BLOCK_R values are uses of that case,
+    # they must not hide the churn of the sweep above
+    x = torch.empty(64, **M)
+    for n in (1, 3):
+        _bucketed_kernel[(1,)](x, n, BLOCK_R=triton.next_power_of_2(n), BACKWARD=0)
 
 
 @triton.jit
@@ -1140,8 +1156,12 @@ def test_recompile_counts_constexprs_and_options_a_per_call_size_chooses(report)
     assert f.count == 2  # the forward's sweep and the backward's, merged
     assert "`BLOCK_R` a function of the model's sizes" in f.fix
     (g,) = _on(report, "_warps_kernel", "recompile")
-    assert "compiles 2 times" in g.message and "num_warps (4, 8)" in g.message
+    assert "compiles 2 times" in g.message and "launch option num_warps (4, 8)" in g.message
     assert "#2 num_reqs=16, 17, 64 (num_warps=8)" in g.message
+    # any option that enters the compile, not just the usual four
+    (o,) = _on(report, "_fusion_kernel", "recompile")
+    assert "split by launch option enable_fp_fusion (False, True)" in o.message
+    assert "#2 num_reqs=17, 64 (enable_fp_fusion=True)" in o.message
     # a heuristic's constexpr is the same churn
     (h,) = _on(report, "_heuristic_kernel", "recompile")
     assert "constexpr `BLOCK` (2 values: 128, 1024)" in h.message

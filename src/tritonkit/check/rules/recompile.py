@@ -50,14 +50,26 @@ def _key(param, ln):
     return repr(ln.constexprs.get(param.name)) if param.is_constexpr else ln.spec[i]
 
 
-def _flags(params, launches) -> list[int]:
-    """Parameters that take several values within one run of a case (a forward and a backward launch, a flag per
-    layer): different uses of the kernel, not churn of a per-call size."""
+def _flags(params, launches) -> dict[str, list[int]]:
+    """Per sweep group, the parameters that take several values within one run of one of its cases (a forward and
+    a backward launch, a flag per layer): different uses of the kernel, not churn of a per-call size. Another
+    sweep's loop says nothing of this one."""
     runs: dict[tuple, list] = defaultdict(list)
     for ln in launches:
         runs[(ln.sweep_group, repr(sorted(ln.case.items())), ln.autotune)].append(ln)
-    return [i for i, p in enumerate(params)
-            if any(len({_key(p, ln) for ln in lns}) > 1 for lns in runs.values())]
+    out: dict[str, set[int]] = defaultdict(set)
+    for (group, _case, _at), lns in runs.items():
+        out[group].update(i for i, p in enumerate(params) if len({_key(p, ln) for ln in lns}) > 1)
+    return {g: sorted(v) for g, v in out.items()}
+
+
+def _option_names(units) -> list[str]:
+    """The launch options that differ between these compiles: the usual ones first, then any other field of the
+    backend's options (``enable_fp_fusion``, ``launch_pdl``, ...)."""
+    fields: list[str] = list(_OPTIONS)
+    for u in units:
+        fields += [k for k in sorted(vars(u.options)) if k not in fields]
+    return [o for o in fields if len({repr(getattr(u.options, o, None)) for u in units}) > 1]
 
 
 def _short(vals: list) -> str:
@@ -73,7 +85,7 @@ def check(ctx: Context) -> list[Finding]:
         groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
         for ln in launches:
             widths = tuple(_width(p, e) for p, e in zip(params, ln.spec))
-            uses = tuple(_key(params[i], ln) for i in flags)
+            uses = tuple(_key(params[i], ln) for i in flags.get(ln.sweep_group, ()))
             groups[(ln.sweep_group, widths, uses, ln.autotune)][ln.unit.key].append(ln)
         # one finding per sweep and use of the kernel (an autotuner's configs split the same way: not counted
         # again); run_check merges the findings on the same arguments and counts them
@@ -84,7 +96,7 @@ def check(ctx: Context) -> list[Finding]:
             firsts = [lns[0] for lns in units.values()]
             split = [i for i in range(len(params)) if len({ln.spec[i] for ln in firsts}) > 1
                      or (params[i].is_constexpr and len({repr(ln.constexprs.get(params[i].name)) for ln in firsts}) > 1)]
-            opts = [o for o in _OPTIONS if len({getattr(ln.unit.options, o, None) for ln in firsts}) > 1]
+            opts = _option_names([ln.unit for ln in firsts])
             names = [params[i].name for i in split] + opts
             if (tuple(names), group, uses) in seen:
                 continue
@@ -107,7 +119,10 @@ def check(ctx: Context) -> list[Finding]:
                 (ptrs if str(firsts[0].spec[i][0]).startswith("*") else ints).append(p.name)
                 parts.append(f"`{p.name}` ({'; '.join(f'{_short(v)} → {k}' if v else k for k, v in by.items())})")
             for o in opts:
-                parts.append(f"{o} ({_short(sorted({getattr(ln.unit.options, o) for ln in firsts}))})")
+                vals = list(dict.fromkeys(repr(getattr(ln.unit.options, o, None)) for ln in firsts))
+                parts.append(f"launch option {o} ({_short(vals)})")
+            if not parts:  # the cache key differs in something neither the signature nor the options show
+                parts.append("something in Triton's cache key this rule cannot name")
             # what drives each compile: the per-call values of the launches that made it
             listed = []
             for n, lns in enumerate(list(units.values())[:_SHOWN], 1):
