@@ -87,10 +87,18 @@ def _make_nested_kernel():
 _nested_kernel = _make_nested_kernel()
 
 
+@triton.jit
+def _folded_kernel(cache_ptr, n_blocks, D: tl.constexpr, BS: tl.constexpr):
+    blk = tl.program_id(0) % n_blocks
+    tl.store(cache_ptr + blk * BS * D + tl.arange(0, D), tl.zeros([D], tl.float16))
+
+
 @tritonkit.case(rows=[60_000])
 def nested(rows):
     _nested_kernel[(3_000_000, rows, 8)](torch.empty(2**31 + 2**30, dtype=torch.int8, **M),
                                         torch.empty(2**33, dtype=torch.int8, **M), 2048, 8, BLOCK=1024)
+    # Triton folds BS * D: the IR multiplies blk by 2048, which is neither BS nor D
+    _folded_kernel[(2**20 + 8,)](torch.empty((2**20 + 8) * 2048, dtype=torch.float16, **M), 2**20 + 8, D=128, BS=16)
 
 
 @triton.jit
@@ -938,6 +946,11 @@ def test_int32_offset_speaks_in_source_terms(report):
     # a constant on the left: canonicalization puts it on the right in the IR; the source order is kept
     assert swapped.message.startswith("`BLOCK * tl.program_id(0)` is computed")
     assert "`BLOCK * tl.program_id(0).to(tl.int64)`" in swapped.fix
+    # constants folded into one are named as such, and the cast goes where the source names the operand
+    (fo,) = _on(report, "_folded_kernel", "int32-offset")
+    assert fo.message.startswith("`blk * BS * D` is computed in int32 and can reach 2,147,497,984")
+    assert "`blk` in [0, 1,048,583]" in fo.message and "times 2,048, the expression's constants folded" in fo.message
+    assert "`D` = 2,048" not in fo.message and "`blk.to(tl.int64) * BS * D`" in fo.fix
     assert not any("%" in f.message or "_i32" in f.message for f in report.findings if f.rule == "int32-offset")
 
 

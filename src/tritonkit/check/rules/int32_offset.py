@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import re
+
 from ..capture import distinct
 from ..mlir import Func, Op
 from ..pointers import base_arg, is_int32_offset, offset_slice, strip
@@ -98,6 +101,20 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
         elif d is None and display(r) in (src.left, src.right):
             side = "left" if display(r) == src.left else "right"
         sides.append(side)
+    # a constant operand is the side whose text has its value (a literal, or a constexpr of this compile); one that
+    # matches neither was folded from several (``blk * BS * D`` lowered as ``blk * 2048``)
+    consts = unit.launches[0].constexprs if unit.launches else {}
+    folded = False
+    for k, (n, v) in enumerate(zip((a, b), ov.operands)):
+        d = f.defs.get(strip(f, n))
+        if d is not None and d.name == "arith.constant" and isinstance(v, Iv) and v.lo == v.hi:
+            hit = [x for x, t in (("left", src.left), ("right", src.right)) if _text_value(t, consts) == v.lo]
+            sides[k] = hit[0] if len(hit) == 1 else None
+            folded = folded or not hit
+    if folded:
+        names = [_fmt_plain(v.lo) if isinstance(v, Iv) and v.lo == v.hi else display(strip(f, n)) or "the operand"
+                 for n, v in zip((a, b), ov.operands)]
+        return src.text, names, ["folded", "folded"]
     if sides[0] == sides[1] or None in sides:
         known = next((x for x in sides if x is not None), None)
         if known is None or sides[0] == sides[1]:
@@ -106,6 +123,36 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             k = sides.index(known)
             sides[1 - k] = "right" if known == "left" else "left"
     return src.text, [src.left if x == "left" else src.right for x in sides], sides
+
+
+_ARITH = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
+          ast.FloorDiv: lambda x, y: x // y if y else None, ast.LShift: lambda x, y: x << y if 0 <= y < 64 else None}
+
+
+def _text_value(text: str, consts: dict) -> int | None:
+    """The value of a side of the source expression when it is built of literals and constexprs of this compile
+    (``BLOCK``, ``n_qh * hd``, ``2 * BLOCK``), else None."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+
+    def ev(n):
+        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
+            return n.value
+        if isinstance(n, ast.Name):
+            v = getattr(consts.get(n.id), "value", consts.get(n.id))
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+        if isinstance(n, ast.BinOp) and type(n.op) in _ARITH:
+            x, y = ev(n.left), ev(n.right)
+            return None if x is None or y is None else _ARITH[type(n.op)](x, y)
+        return None
+
+    return ev(tree)
+
+
+def _fmt_plain(v: int) -> str:
+    return str(v)
 
 
 def _cast_target(f: Func, op: Op, ov: Overflow) -> str | None:
@@ -127,12 +174,23 @@ def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid) -> tuple[s
     grid_note = f"program id < grid {grid}" if grid else "program id"
     parts = [d for n, label, v in zip(op.operands, labels, ov.operands)
              if (d := _describe(f, strip(f, n), label, v, grid_note)) is not None]
+    if sides[0] == "folded":
+        parts += [f"times {_fmt(v.lo)}, the expression's constants folded into one" for v in ov.operands
+                  if isinstance(v, Iv) and v.lo == v.hi]
     msg = (f"`{expr}` is computed in int{ov.bits} and can reach {_fmt(peak)}, past the int32 limit of "
            f"{_fmt(2**31 - 1)}, before it offsets a pointer" + (f" ({'; '.join(parts)})" if parts else ""))
     target = _cast_target(f, op, ov)
     sym = _SYM.get(op.name, op.name)
-    if target is not None:
-        k = op.operands.index(target)
+    k = op.operands.index(target) if target is not None else None
+    if k is not None and sides[k] == "folded":
+        # Triton folded constants of the expression into one: cast the operand where the source names it
+        t = labels[k]
+        hits = re.findall(rf"(?<![\w.]){re.escape(t)}(?!\w)", expr)
+        cast = re.sub(rf"(?<![\w.]){re.escape(t)}(?!\w)", f"{t}.to(tl.int64)", expr) if len(hits) == 1 else None
+        fix = (f"cast `{t}` to tl.int64 before it meets the other factors"
+               + (f": `{cast}`" if cast else f" (where it enters `{expr}`)" if not hits else "")
+               + "; cast program ids and loaded indices before they meet a stride")
+    elif k is not None:
         t, other = labels[k], labels[1 - k]
         wrapped = t if _atom(t) else f"({t})"
         cast = f"{wrapped}.to(tl.int64) {sym} {other}" if sides[k] == "left" else \
