@@ -97,6 +97,19 @@ def test_a_baseline_accepts_todays_findings_wherever_their_lines_move(tmp_path, 
     rep = run_check([f], Options(disk_cache=False, baseline=str(base)))
     assert rep.exit_code() == 0
     assert any(p.kind == "baseline" and "1 entries match no finding" in p.message for p in rep.problems)
+    # entries of a rule that did not run, or of a kernel not checked, are not stale
+    f = _write(tmp_path / "kernels_again.py")
+    rep = run_check([f], Options(disk_cache=False, baseline=str(base), rules=("int32-offset",)))
+    assert rep.exit_code() == 0 and not [p for p in rep.problems if p.kind == "baseline"]
+    other = tmp_path / "other.py"
+    other.write_text(KERNELS.split("@tritonkit.case")[0].replace("{ROW_NOTE}", "").replace("{RING_NOTE}", "")
+                     .replace("{EXTRA}", "") + NEW_BUG.replace("_new_kernel", "_other_kernel") + '''
+@tritonkit.case(n=[4])
+def other(n):
+    _other_kernel[(n,)](torch.empty(64, device="meta"), 16, BLOCK=16)
+''')
+    rep = run_check([str(other)], Options(disk_cache=False, baseline=str(base)))
+    assert not [p for p in rep.problems if p.kind == "baseline"]
 
 
 def test_a_bad_baseline_fails_in_one_line_before_the_run(tmp_path, capsys):

@@ -67,15 +67,18 @@ def read_baseline(path: str) -> set[tuple[str, str, str]]:
 
 
 def apply_baseline(path: str, accepted: set[tuple[str, str, str]], findings: list[Finding],
-                   problems: list[Problem]) -> None:
-    """Mark the findings the baseline (read from ``path``) lists; note entries that no longer match anything."""
+                   problems: list[Problem], rules=None, kernels=None) -> None:
+    """Mark the findings the baseline (read from ``path``) lists; note entries that no longer match anything
+    among the ``rules`` that ran on the ``kernels`` checked (None: all): an entry of a rule left out by --rule, or
+    of a kernel in another file, is not stale."""
     seen = set()
     for f in findings:
         k = key(f)
         if f.suppressed is None and k in accepted:
             f.baseline = True
             seen.add(k)
-    stale = accepted - seen
+    stale = {k for k in accepted - seen
+             if (rules is None or k[0] in rules) and (kernels is None or k[1] in kernels)}
     if stale:
         problems.append(Problem("baseline", path, f"{len(stale)} entries match no finding any more (fixed, or the "
                                 "line changed): --write-baseline rewrites it", fatal=False))

@@ -362,7 +362,8 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     findings = sorted(found.values(), key=lambda f: (order.get(f.severity, 3), f.file, f.line, f.rule))
     suppress(findings)
     if accepted is not None:
-        apply_baseline(opts.baseline, accepted, findings, problems)
+        apply_baseline(opts.baseline, accepted, findings, problems, set(selected),
+                       {info.name for info in cap.kernels.values()})
     kernels = []
     for info in cap.kernels.values():
         kernels.append({"kernel": info.name, "file": info.file, "line": info.line, "launches": len(info.launches),
