@@ -61,7 +61,7 @@ class _Budget(Exception):
     pass
 
 
-#: what :func:`_solve` answers when the search ran out of steps
+#: what :func:`solve` answers when the search ran out of steps
 GAVE_UP = object()
 
 
