@@ -115,34 +115,51 @@ def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Te
                      cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
     """Rotary embedding of query and key in place, as ``vllm._custom_ops.rotary_embedding``.
 
-    positions      ``[T]`` int32/int64 (a ``[B, S]`` batch of positions is read as ``T = B * S`` tokens).
-    query, key     ``[T, H * head_size]`` (vLLM's flat form) or ``[T, H, head_size]``; key may be None. Views into
-                   one fused qkv projection are fine; the last dim must be contiguous.
+    positions      ``[T]`` int32/int64, or ``[B, S]`` (a batch of sequences: ``T = B * S`` tokens).
+    query, key     per token ``[H * head_size]`` (vLLM's flat form) or ``[H, head_size]``, after the leading dims of
+                   positions: ``[T, ...]`` or ``[B, S, ...]`` (``[B * S, ...]`` beside ``[B, S]`` positions is read
+                   as the same tokens). key may be None. Views into one fused qkv
+                   projection are fine; the last dim must be contiguous (the rotation writes through a view).
     cos_sin_cache  ``[max_position, rot_dim]``, cos then sin; ``rot_dim < head_size`` rotates the first rot_dim dims
                    of every head (partial rotary) and leaves the rest.
     """
     if isinstance(head_size, bool) or not isinstance(head_size, int) or head_size < 1:
         raise ValueError(f"head_size must be a positive int, got {head_size!r}")
-    if isinstance(positions, torch.Tensor) and positions.dim() == 2:
-        positions = positions.reshape(-1)
-    q = _heads("query", query, head_size)
-    k = _heads("key", key, head_size) if key is not None else None
+    _checks.tensor("positions", positions)
+    if positions.dim() not in (1, 2):
+        raise ValueError(f"positions must be [num_tokens] or [batch_size, seq_len], got shape "
+                         f"{tuple(positions.shape)}")
+    lead = tuple(positions.shape)
+    q = _heads("query", query, head_size, lead)
+    k = _heads("key", key, head_size, lead) if key is not None else None
+    positions = positions.reshape(-1)
     _rot._check(positions, q, k, cos_sin_cache, is_neox, q_name="query", k_name="key")
     _rot._run(positions, q, k, cos_sin_cache, is_neox)
 
 
-def _heads(name: str, t, head_size: int) -> torch.Tensor:
-    """``t`` as ``[T, H, head_size]`` (a view: the rotation writes through it)."""
+def _heads(name: str, t, head_size: int, lead: tuple) -> torch.Tensor:
+    """``t`` as ``[T, H, head_size]``, a view the rotation writes through: ``t`` is ``lead`` (the positions'
+    shape) followed by ``[H * head_size]`` or ``[H, head_size]``."""
     _checks.tensor(name, t, last_contiguous=True)
-    if t.dim() == 3:
-        if t.shape[-1] != head_size:
-            raise ValueError(f"{name} must have head_size {head_size} as its last dimension, got shape "
-                             f"{tuple(t.shape)}")
-        return t
-    if t.dim() != 2 or t.shape[-1] % head_size:
-        raise ValueError(f"{name} must be [num_tokens, num_heads * head_size] or [num_tokens, num_heads, "
-                         f"head_size] with head_size {head_size}, got shape {tuple(t.shape)}")
-    return t.view(t.shape[0], t.shape[-1] // head_size, head_size)
+    forms = (f"{name} must be [{', '.join(map(str, lead))}, num_heads * head_size] or "
+             f"[{', '.join(map(str, lead))}, num_heads, head_size] (positions' shape {list(lead)} first) with "
+             f"head_size {head_size}, got shape {tuple(t.shape)}")
+    if len(lead) == 2 and tuple(t.shape[:2]) != lead and t.dim() >= 1 and t.shape[0] == lead[0] * lead[1]:
+        lead = (lead[0] * lead[1],)  # [B, S] positions beside [B * S, ...] tokens: the same tokens, flattened
+    rest = tuple(t.shape[len(lead):])
+    if tuple(t.shape[:len(lead)]) != lead or not (
+            (len(rest) == 1 and rest[0] % head_size == 0 and rest[0] > 0)
+            or (len(rest) == 2 and rest[1] == head_size and rest[0] > 0)):
+        raise ValueError(forms)
+    n = 1
+    for x in lead:
+        n *= x
+    try:
+        return t.view(n, (rest[0] if len(rest) == 2 else rest[0] // head_size), head_size)
+    except RuntimeError:
+        raise ValueError(f"{name} of shape {tuple(t.shape)} and strides {t.stride()} cannot be viewed as "
+                         f"[num_tokens, num_heads, head_size] (its leading dims are not evenly strided); the "
+                         f"rotation writes in place, so it needs a view, not a copy") from None
 
 
 # -- reshape_and_cache_flash ----------------------------------------------------------------------------------------
@@ -171,8 +188,9 @@ def unified_attention(q, k, v, out, cu_seqlens_q, max_seqlen_q, seqused_k, max_s
     q ``[T, Hq, D]``; k/v the caches ``[num_blocks, block_size, Hkv, D]`` (q's dtype or float8_e4m3fn); out
     ``[T, Hq, D]``; cu_seqlens_q ``[num_seqs + 1]``, seqused_k ``[num_seqs]``, block_table ``[num_seqs,
     max_blocks]`` int32; window_size ``(left, right)``, -1 unbounded; softcap 0 for none; sinks ``[Hq]``.
-    k_descale/v_descale: the per-tensor scales of an fp8 cache, a one-element tensor or that scale expanded to
-    ``[num_seqs, num_kv_heads]`` as vLLM passes it (ignored for a q-dtype cache). Query rows past
+    k_descale/v_descale: the per-tensor scales of an fp8 cache, float32; as in vLLM's kernel the first element is
+    the scale (a one-element tensor, or it broadcast or filled to ``[num_seqs, num_kv_heads]``); ignored for a
+    q-dtype cache. Query rows past
     ``cu_seqlens_q[-1]`` (CUDA-graph padding) are left untouched in ``out``.
 
     vLLM's scratch arguments (``seq_threshold_3D``, ``num_par_softmax_segments``, ``softmax_segm_*``) and
@@ -207,14 +225,12 @@ def unified_attention(q, k, v, out, cu_seqlens_q, max_seqlen_q, seqused_k, max_s
 
 
 def _descale(name: str, s, cu_seqlens_q, k) -> torch.Tensor:
-    """One per-tensor scale: a one-element tensor, or one scale expanded (every stride 0) to any shape."""
-    if not isinstance(s, torch.Tensor):
-        raise TypeError(f"{name} must be a float32 tensor holding the fp8 cache's per-tensor scale, got "
-                        f"{type(s).__name__}")
-    if s.numel() != 1 and any(st != 0 for st in s.stride()):
-        raise ValueError(f"{name} must hold one per-tensor scale (a one-element tensor, or one scale expanded to "
-                         f"[num_seqs, num_kv_heads] as vLLM passes it); got shape {tuple(s.shape)} with strides "
-                         f"{tuple(s.stride())}: per-sequence or per-head scales are not supported")
+    """The per-tensor scale: the first element of ``s``, which is what vLLM's kernel reads (a one-element tensor,
+    or the scale broadcast or materialized to ``[num_seqs, num_kv_heads]``, as vLLM's callers and tests pass it).
+    Per-head scales are not supported, by vLLM's kernel either: the other elements are not read."""
+    if not isinstance(s, torch.Tensor) or s.dtype != torch.float32 or s.numel() < 1:
+        got = (f"{s.dtype} tensor of shape {tuple(s.shape)}" if isinstance(s, torch.Tensor) else type(s).__name__)
+        raise TypeError(f"{name} must be a float32 tensor holding the fp8 cache's per-tensor scale, got {got}")
     return s.as_strided((1,), (1,))
 
 

@@ -1,0 +1,569 @@
+"""vLLM's call forms (``tritonkit.ops.vllm``) held to what vLLM's own kernel tests check, over their shape grids.
+
+The semantics and parameter grids are ported from vLLM 0.33.0's ``tests/kernels/core/test_layernorm.py``,
+``tests/kernels/core/test_activation.py``, ``tests/kernels/core/test_pos_encoding.py``,
+``tests/kernels/attention/test_cache.py`` (the flash-layout ``reshape_and_cache_flash`` tests) and
+``tests/kernels/attention/test_triton_unified_attention.py``; the code is our own. Where vLLM compares with its
+eager layer at a loose tolerance, these compare with tritonkit's float64 references under the op's tolerance
+table, poison outputs first, and check that nothing outside what vLLM writes changes.
+
+Unmarked tests run on a CPU under Triton's interpreter with reduced grids that keep every semantic; the ``gpu``
+tests run the same checks at vLLM's own sizes (``pytest -m gpu tests/ops/test_vllm_forms.py``).
+"""
+
+import enum
+import math
+import random
+
+import pytest
+import torch
+from conftest import DEVICE
+
+from tritonkit.ops import get_spec
+from tritonkit.ops import vllm as ops
+from tritonkit.ops.paged_attention.reference import paged_attention_reference
+from tritonkit.ops.reshape_and_cache.reference import quantize_e4m3
+from tritonkit.ops.rms_norm.reference import rms_norm_reference
+from tritonkit.ops.rotary_embedding.reference import rotary_embedding_reference
+from tritonkit.ops.rotary_embedding.spec import _cos_sin_cache
+from tritonkit.ops.silu_and_mul.reference import silu_and_mul_reference
+from tritonkit.testing import compare
+
+E4M3 = torch.float8_e4m3fn
+SENTINEL = 7.0
+ALL_DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+
+
+def _gen(seed=0):
+    return torch.Generator(DEVICE).manual_seed(seed)
+
+
+def _randn(*shape, g, dtype=torch.float32, scale=1.0):
+    return (torch.randn(*shape, generator=g, device=DEVICE) * scale).to(dtype)
+
+
+def _bits(t):
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _assert_close(op, out, ref, scale=None):
+    c = compare(out, ref, get_spec(op).tolerance_for(out.dtype), scale)
+    assert c.passed, c.describe()
+
+
+# --- rms_norm / fused_add_rms_norm (test_layernorm.py) -------------------------------------------------------------
+
+def _check_rms_norm(num_tokens, hidden, add_residual, dtype, strided_input):
+    """vLLM's inputs: x ~ N(0, 1) / (2 hidden), weight ~ N(1, 0.1), residual ~ N(0, 1/(2 hidden)); with
+    ``strided_input`` x (and residual) are the first ``hidden`` columns of ``[T, 2 hidden]`` rows."""
+    g = _gen()
+    eps = 1e-6
+    scale = 1 / (2 * hidden)
+    width = 2 * hidden if strided_input else hidden
+    x_base = _randn(num_tokens, width, g=g, dtype=dtype, scale=scale)
+    x_base[:, hidden:] = SENTINEL
+    x = x_base[:, :hidden]
+    weight = (1 + 0.1 * torch.randn(hidden, generator=g, device=DEVICE)).to(dtype)
+    if not add_residual:
+        x_before = x_base.clone()
+        out = torch.full((num_tokens, hidden), math.nan, dtype=dtype, device=DEVICE)
+        assert ops.rms_norm(out, x, weight, eps) is None
+        _assert_close("rms_norm", out, rms_norm_reference(x.double(), weight.double(), eps))
+        assert torch.equal(_bits(x_base), _bits(x_before)), "rms_norm wrote into its input"
+        return
+    r_base = _randn(num_tokens, width, g=g, dtype=dtype, scale=scale)
+    r_base[:, hidden:] = SENTINEL
+    residual = r_base[:, :hidden]
+    x0, r0 = x.clone(), residual.clone()
+    assert ops.fused_add_rms_norm(x, residual, weight, eps) is None
+    # vLLM: residual <- input + residual rounded to the dtype, input <- rms_norm(that rounded sum) * weight
+    ref_y, ref_r = rms_norm_reference(x0.double(), weight.double(), eps, residual=r0.double(), dtype=dtype)
+    _assert_close("rms_norm", residual, ref_r)
+    _assert_close("rms_norm", x, ref_y)
+    if strided_input:
+        # the columns between the strided rows belong to someone else
+        assert (x_base[:, hidden:] == SENTINEL).all() and (r_base[:, hidden:] == SENTINEL).all()
+
+
+@pytest.mark.parametrize("strided_input", [False, True], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("add_residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", [8, 80, 769])
+@pytest.mark.parametrize("num_tokens", [1, 7])
+def test_rms_norm(num_tokens, hidden, add_residual, dtype, strided_input):
+    _check_rms_norm(num_tokens, hidden, add_residual, dtype, strided_input)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("strided_input", [False, True], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("add_residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", [8, 768, 769, 5120, 5125, 8192])
+@pytest.mark.parametrize("num_tokens", [7, 83, 4096])
+def test_rms_norm_vllm_grid(num_tokens, hidden, add_residual, dtype, strided_input):
+    _check_rms_norm(num_tokens, hidden, add_residual, dtype, strided_input)
+
+
+def test_rms_norm_writes_only_the_rows_of_a_strided_out_and_takes_leading_dims():
+    g = _gen(1)
+    x = _randn(2, 3, 96, g=g, dtype=torch.bfloat16)
+    weight = _randn(96, g=g, dtype=torch.bfloat16)
+    base = torch.full((2, 3, 100), SENTINEL, dtype=torch.bfloat16, device=DEVICE)
+    out = base[..., :96]
+    out.fill_(math.nan)
+    ops.rms_norm(out, x, weight, 1e-5)
+    _assert_close("rms_norm", out, rms_norm_reference(x.double(), weight.double(), 1e-5))
+    assert (base[..., 96:] == SENTINEL).all()
+
+
+# --- silu_and_mul (test_activation.py) ------------------------------------------------------------------------------
+
+def _check_silu_and_mul(shape, d, dtype):
+    x = _randn(*shape, 2 * d, g=_gen(), dtype=dtype)
+    x0 = x.clone()
+    out = torch.full((*shape, d), math.nan, dtype=dtype, device=DEVICE)
+    assert ops.silu_and_mul(out, x) is None
+    _assert_close("silu_and_mul", out, silu_and_mul_reference(x.double()))
+    assert torch.equal(_bits(x), _bits(x0))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("d", [64, 80])
+@pytest.mark.parametrize("shape", [(1,), (7,), (2, 3)], ids=["1", "7", "2x3"])
+def test_silu_and_mul(shape, d, dtype):
+    _check_silu_and_mul(shape, d, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("d", [512, 13824])
+@pytest.mark.parametrize("num_tokens", [7, 83, 2048])
+def test_silu_and_mul_vllm_grid(num_tokens, d, dtype):
+    _check_silu_and_mul((num_tokens,), d, dtype)
+
+
+# --- rotary_embedding (test_pos_encoding.py) ------------------------------------------------------------------------
+
+def _rope_query(form, tokens, heads, head_size, dtype, g):
+    """vLLM's layouts of one [T, H, D] tensor: ``(tensor passed, its [T, H, D] view, padded storage or None)``."""
+    if form == "flat":
+        t = _randn(tokens, heads * head_size, g=g, dtype=dtype)
+        return t, t.view(tokens, heads, head_size), None
+    if form == "heads":
+        t = _randn(tokens, heads, head_size, g=g, dtype=dtype)
+        return t, t, None
+    # "padded": each head is the start of a wider row (vLLM slices [..., head_size + 64] down to head_size)
+    base = _randn(tokens, heads, head_size + 64, g=g, dtype=dtype)
+    base[..., head_size:] = SENTINEL
+    return base[..., :head_size], base[..., :head_size], base
+
+
+def _check_rotary(is_neox, form, batch, seq_len, num_heads, head_size, rotary_dim, dtype, use_key,
+                  max_position=8192):
+    g = _gen()
+    rot = rotary_dim or head_size
+    cache = _cos_sin_cache(max_position, rot, dtype, DEVICE)  # vLLM casts the rope module, cache included
+    positions = torch.randint(0, max_position, (batch, seq_len), generator=g, device=DEVICE)
+    tokens = batch * seq_len
+    query, q3, q_store = _rope_query(form, tokens, num_heads, head_size, dtype, g)
+    key, k3, k_store = _rope_query(form, tokens, num_heads, head_size, dtype, g) if use_key else (None,) * 3
+    q0, k0 = q3.clone(), k3.clone() if use_key else None
+
+    # positions [B, S] read as B * S tokens, as vLLM's op does
+    assert ops.rotary_embedding(positions, query, key, head_size, cache, is_neox) is None
+
+    flat_pos = positions.reshape(-1)
+    ref_q, ref_k = rotary_embedding_reference(flat_pos, q0.double(), None if k0 is None else k0.double(), cache,
+                                              is_neox)
+    mag_q, mag_k = rotary_embedding_reference(flat_pos, q0.double(), None if k0 is None else k0.double(), cache,
+                                              is_neox, magnitude=True)
+    _assert_close("rotary_embedding", q3, ref_q, mag_q)
+    checks = [(q3, q0, q_store)]
+    if use_key:
+        _assert_close("rotary_embedding", k3, ref_k, mag_k)
+        checks.append((k3, k0, k_store))
+    for view, before, store in checks:
+        # partial rotary leaves the tail of every head bit for bit; padded rows keep the columns past head_size
+        assert torch.equal(_bits(view[..., rot:]), _bits(before[..., rot:]))
+        if store is not None:
+            assert (store[..., head_size:] == SENTINEL).all()
+
+
+@pytest.mark.parametrize("use_key", [True, False], ids=["key", "key_none"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("head_size,rotary_dim", [(64, None), (80, 32)], ids=["d64", "d80-rot32"])
+@pytest.mark.parametrize("form", ["flat", "heads", "padded"])
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_rotary_embedding(is_neox, form, head_size, rotary_dim, dtype, use_key):
+    _check_rotary(is_neox, form, 2, 5, 3, head_size, rotary_dim, dtype, use_key, max_position=512)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("use_key", [True, False], ids=["key", "key_none"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("rotary_dim", [None, 32], ids=["full", "rot32"])
+@pytest.mark.parametrize("head_size", [64, 80, 120, 256])
+@pytest.mark.parametrize("seq_len", [11, 8192])
+@pytest.mark.parametrize("form", ["flat", "heads", "padded"])
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_rotary_embedding_vllm_grid(is_neox, form, seq_len, head_size, rotary_dim, dtype, use_key):
+    _check_rotary(is_neox, form, 5, seq_len, 17, head_size, rotary_dim, dtype, use_key)
+
+
+@pytest.mark.parametrize("form", ["batch_flat", "batch_heads"])
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_rotary_embedding_batched_query_forms(is_neox, form):
+    # vLLM's op also takes query/key as [B, S, H * head_size] and [B, S, H, head_size] with positions [B, S]
+    # (test_pos_encoding.py passes both): rotated as B * S tokens, in place
+    b, s, h, d = 2, 3, 2, 64
+    g = _gen(2)
+    cache = _cos_sin_cache(64, d, torch.float32, DEVICE)
+    positions = torch.randint(0, 64, (b, s), generator=g, device=DEVICE)
+    shape = (b, s, h * d) if form == "batch_flat" else (b, s, h, d)
+    query, key = _randn(*shape, g=g), _randn(*shape, g=g)
+    q0, k0 = query.reshape(b * s, h, d).clone(), key.reshape(b * s, h, d).clone()
+    assert ops.rotary_embedding(positions, query, key, d, cache, is_neox) is None
+    ref_q, ref_k = rotary_embedding_reference(positions.reshape(-1), q0.double(), k0.double(), cache, is_neox)
+    _assert_close("rotary_embedding", query.reshape(b * s, h, d), ref_q)
+    _assert_close("rotary_embedding", key.reshape(b * s, h, d), ref_k)
+
+
+@pytest.mark.parametrize("shape, positions, words", [
+    ((2, 4, 128), (2, 3), "query must be [2, 3, num_heads * head_size] or [2, 3, num_heads, head_size]"),
+    ((6, 100), (6,), "query must be [6, num_heads * head_size]"),
+    ((6, 2, 32), (6,), "with head_size 64, got shape (6, 2, 32)"),
+    ((6, 128), (2, 3, 1), "positions must be [num_tokens] or [batch_size, seq_len]"),
+])
+def test_rotary_embedding_names_the_bad_argument_and_writes_nothing(shape, positions, words):
+    g = _gen(5)
+    query = _randn(*shape, g=g)
+    before = query.clone()
+    pos = torch.zeros(positions, dtype=torch.int64, device=DEVICE)
+    with pytest.raises(ValueError) as e:
+        ops.rotary_embedding(pos, query, None, 64, _cos_sin_cache(64, 64, torch.float32, DEVICE), True)
+    assert words in str(e.value)
+    assert torch.equal(query, before)
+
+
+def test_rotary_embedding_refuses_a_batch_it_cannot_view_in_place():
+    # [B, S, H * D] whose rows are not evenly strided across the batch: a copy would drop the rotation
+    g = _gen(6)
+    base = _randn(2, 5, 128, g=g)
+    query = base[:, :3]  # batch stride 640, token stride 128: B * S tokens are not one stride apart
+    pos = torch.zeros(2, 3, dtype=torch.int64, device=DEVICE)
+    with pytest.raises(ValueError, match=r"query of shape \(2, 3, 128\) .* cannot be viewed"):
+        ops.rotary_embedding(pos, query, None, 64, _cos_sin_cache(64, 64, torch.float32, DEVICE), True)
+
+
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_rotary_embedding_rotates_q_and_k_views_of_fused_qkv_in_place(is_neox):
+    # vLLM's attention layers split one qkv projection and rotate q and k through their [T, H * D] views
+    t, hq, hk, d, rot = 7, 6, 2, 80, 48
+    g = _gen(3)
+    qkv = _randn(t, (hq + 2 * hk) * d, g=g, dtype=torch.bfloat16)
+    qkv0 = qkv.clone()
+    q, k, v = qkv.split([hq * d, hk * d, hk * d], dim=-1)
+    assert not q.is_contiguous() and not k.is_contiguous()
+    positions = torch.randint(0, 256, (t,), generator=g, device=DEVICE, dtype=torch.int32)
+    cache = _cos_sin_cache(256, rot, torch.float32, DEVICE)
+    assert ops.rotary_embedding(positions, q, k, d, cache, is_neox) is None
+    q_before = qkv0[:, :hq * d].reshape(t, hq, d).double()
+    k_before = qkv0[:, hq * d:(hq + hk) * d].reshape(t, hk, d).double()
+    ref_q, ref_k = rotary_embedding_reference(positions, q_before, k_before, cache, is_neox)
+    mag_q, mag_k = rotary_embedding_reference(positions, q_before, k_before, cache, is_neox, magnitude=True)
+    _assert_close("rotary_embedding", qkv[:, :hq * d].reshape(t, hq, d), ref_q, mag_q)
+    _assert_close("rotary_embedding", qkv[:, hq * d:(hq + hk) * d].reshape(t, hk, d), ref_k, mag_k)
+    assert torch.equal(_bits(v), _bits(qkv0[:, (hq + hk) * d:])), "v was written"
+
+
+# --- reshape_and_cache_flash (test_cache.py) ------------------------------------------------------------------------
+
+# kv_cache_dtype as vLLM names it, and the cache storage: vLLM's test allocates fp8 caches as uint8 bytes; its
+# attention backends view them as float8_e4m3fn
+KV_MODES = {"auto": ("auto", None), "fp8": ("fp8", torch.uint8), "fp8_e4m3": ("fp8_e4m3", E4M3)}
+
+
+def _flash_caches(num_blocks, block_size, num_heads, head_size, dtype, storage, g):
+    """vLLM's flash layout: key and value caches are kv[:, 0] and kv[:, 1] of one [N, 2, block_size, H, D] tensor,
+    filled with random values (random fp8 bytes for an fp8 cache)."""
+    shape = (num_blocks, 2, block_size, num_heads, head_size)
+    if storage is None:
+        kv = _randn(*shape, g=g, dtype=dtype)
+    else:
+        kv = _randn(*shape, g=g).clamp(-448, 448).to(E4M3).view(storage)
+    return kv[:, 0], kv[:, 1]
+
+
+def _expected_cache(cache, src, slots, block_size, quant_scale, storage):
+    """``cache`` with ``src[i]`` at block ``slot // block_size``, offset ``slot % block_size`` for every slot >= 0,
+    one token at a time (vLLM's reference), quantized to e4m3 as ``x / scale`` for an fp8 cache."""
+    out = cache.clone()
+    for i, slot in enumerate(slots.tolist()):
+        if slot < 0:
+            continue
+        row = src[i]
+        if storage is not None:
+            row = quantize_e4m3(row, quant_scale).view(storage)
+        out[slot // block_size, slot % block_size] = row
+    return out
+
+
+def _check_reshape_and_cache_flash(num_tokens, num_heads, head_size, block_size, num_blocks, dtype, mode,
+                                   extra_rows=0, padding_slots=0, seed=0):
+    kv_cache_dtype, storage = KV_MODES[mode]
+    g = _gen(seed)
+    rows = num_tokens + extra_rows
+    # key and value are strided views of one [T, 3, H, D] qkv tensor, as vLLM's test unbinds them
+    qkv = _randn(rows, 3, num_heads, head_size, g=g, dtype=dtype)
+    _, key, value = qkv.unbind(dim=1)
+    key_cache, value_cache = _flash_caches(num_blocks, block_size, num_heads, head_size, dtype, storage, g)
+    rng = random.Random(seed)
+    slots = rng.sample(range(num_blocks * block_size), num_tokens)
+    for i in rng.sample(range(num_tokens), padding_slots):
+        slots[i] = -1
+    slot_mapping = torch.tensor(slots, dtype=torch.long, device=DEVICE)
+    # vLLM's per-tensor scales: amax / 64, 0-d float32 tensors
+    k_scale = (key.amax() / 64.0).to(torch.float32)
+    v_scale = (value.amax() / 64.0).to(torch.float32)
+    want_k = _expected_cache(key_cache, key, slot_mapping, block_size, k_scale, storage)
+    want_v = _expected_cache(value_cache, value, slot_mapping, block_size, v_scale, storage)
+    qkv0 = qkv.clone()
+
+    assert ops.reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
+                                       v_scale) is None
+
+    # every element of both caches: written slots hold the token, all others (padding, rows past slot_mapping,
+    # untouched slots) keep their bytes
+    assert torch.equal(_bits(key_cache), _bits(want_k)), "key_cache differs from the slot-by-slot reference"
+    assert torch.equal(_bits(value_cache), _bits(want_v)), "value_cache differs from the slot-by-slot reference"
+    assert torch.equal(_bits(qkv), _bits(qkv0)), "key/value were written"
+    if storage is not None:
+        # vLLM's own check of an fp8 cache: dequantized written rows match the inputs within e4m3's rounding
+        valid = slot_mapping >= 0
+        s = slot_mapping[valid]
+        for cache, src, scale in ((key_cache, key, k_scale), (value_cache, value, v_scale)):
+            got = cache.view(E4M3)[s // block_size, s % block_size].float() * scale
+            torch.testing.assert_close(got, src[:num_tokens][valid].float(), atol=1e-3, rtol=0.1)
+
+
+@pytest.mark.parametrize("mode", list(KV_MODES))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("block_size", [8, 16, 32])
+@pytest.mark.parametrize("head_size", [64, 80])
+def test_reshape_and_cache_flash(head_size, block_size, dtype, mode):
+    _check_reshape_and_cache_flash(21, 2, head_size, block_size, 12, dtype, mode)
+
+
+@pytest.mark.parametrize("mode", list(KV_MODES))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_reshape_and_cache_flash_skips_padding_slots_and_rows_past_slot_mapping(dtype, mode):
+    # vLLM pads key/value to a CUDA-graph size and passes only the real tokens' slots, -1 for padding tokens
+    _check_reshape_and_cache_flash(9, 2, 64, 16, 4, dtype, mode, extra_rows=5, padding_slots=3, seed=1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", list(KV_MODES))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("num_blocks", [512, 5000])
+@pytest.mark.parametrize("block_size", [8, 16, 32])
+@pytest.mark.parametrize("head_size", [64, 80, 256])
+def test_reshape_and_cache_flash_vllm_grid(head_size, block_size, num_blocks, dtype, mode):
+    # vLLM halves its NUM_TOKENS (42) and NUM_BLOCKS (1024, 10000) for the flash test; 8 heads
+    _check_reshape_and_cache_flash(21, 8, head_size, block_size, num_blocks, dtype, mode)
+    _check_reshape_and_cache_flash(21, 8, head_size, block_size, num_blocks, dtype, mode, extra_rows=11,
+                                   padding_slots=4, seed=1)
+
+
+# --- unified_attention (test_triton_unified_attention.py) -----------------------------------------------------------
+
+class KVQuantMode(enum.IntEnum):
+    """Stand-in for ``vllm.v1.kv_cache_interface.KVQuantMode`` (the call reads its name)."""
+    NONE = 0
+    FP8_PER_TENSOR = 1
+    INT8_PER_TOKEN_HEAD = 2
+
+
+PAD_ROWS = 2  # CUDA-graph padding: query rows past cu_seqlens_q[-1]
+NUM_SEGMENTS = 16
+
+
+def _attention_call(seq_lens, num_heads, head_size, block_size, num_blocks, dtype=torch.bfloat16,
+                    sliding_window=None, soft_cap=None, fp8=None, sinks=False, seq_threshold_3D=8, seed=0):
+    """The arguments of vLLM's test for one case (random block tables, random caches, scales 0.5 / 0.25 for an
+    fp8 cache), plus PAD_ROWS padding query rows, NaN-poisoned real rows and sentinel padding rows in ``out``.
+    ``fp8``: None, "one" (one-element descales) or "expanded" (the scale expanded to [num_seqs, num_kv_heads])."""
+    g = _gen(seed)
+    hq, hkv = num_heads
+    q_lens = [q for q, _ in seq_lens]
+    kv_lens = [k for _, k in seq_lens]
+    num_seqs, tokens = len(seq_lens), sum(q_lens)
+    q = _randn(tokens + PAD_ROWS, hq, head_size, g=g, dtype=dtype)
+    k_cache = _randn(num_blocks, block_size, hkv, head_size, g=g, dtype=dtype)
+    v_cache = _randn(num_blocks, block_size, hkv, head_size, g=g, dtype=dtype)
+    max_blocks = -(-max(kv_lens) // block_size)
+    block_table = torch.randint(0, num_blocks, (num_seqs, max_blocks), generator=g, device=DEVICE,
+                                dtype=torch.int32)
+    out = torch.full_like(q, math.nan)
+    out[tokens:] = SENTINEL
+    d_pad = 1 << (head_size - 1).bit_length()
+    kw = {
+        "q": q, "k": k_cache, "v": v_cache, "out": out,
+        "cu_seqlens_q": torch.tensor([0] + q_lens, dtype=torch.int32, device=DEVICE).cumsum(0, dtype=torch.int32),
+        "max_seqlen_q": max(q_lens), "seqused_k": torch.tensor(kv_lens, dtype=torch.int32, device=DEVICE),
+        "max_seqlen_k": max(kv_lens), "softmax_scale": head_size ** -0.5, "causal": True,
+        "window_size": (sliding_window - 1, 0) if sliding_window else (-1, -1), "block_table": block_table,
+        "softcap": soft_cap or 0, "q_descale": None, "k_descale": None, "v_descale": None,
+        "seq_threshold_3D": seq_threshold_3D, "num_par_softmax_segments": NUM_SEGMENTS,
+        "softmax_segm_output": torch.full((seq_threshold_3D, hq, NUM_SEGMENTS, d_pad), math.nan, device=DEVICE),
+        "softmax_segm_max": torch.full((seq_threshold_3D, hq, NUM_SEGMENTS), math.nan, device=DEVICE),
+        "softmax_segm_expsum": torch.full((seq_threshold_3D, hq, NUM_SEGMENTS), math.nan, device=DEVICE),
+        "kv_quant_mode": KVQuantMode.NONE,
+    }
+    if sinks:
+        kw["sinks"] = _randn(hq, g=g, scale=2.0)
+    if fp8:
+        k_scale = torch.tensor(0.5, device=DEVICE)
+        v_scale = torch.tensor(0.25, device=DEVICE)
+        kw["k"] = (k_cache.float() / k_scale).to(E4M3)
+        kw["v"] = (v_cache.float() / v_scale).to(E4M3)
+        if fp8 == "one":
+            kw["k_descale"], kw["v_descale"] = k_scale.reshape(1), v_scale.reshape(1)
+        else:
+            kw["k_descale"] = k_scale.expand(num_seqs, hkv)
+            kw["v_descale"] = v_scale.expand(num_seqs, hkv)
+        kw["kv_quant_mode"] = KVQuantMode.FP8_PER_TENSOR
+    return kw
+
+
+def _attention_reference(kw):
+    """Float64 attention over what the cache holds (dequantized, for fp8), with vLLM's masks: causal and
+    bottom-right aligned, a sliding window of ``window_size[0] + 1`` keys, tanh softcap, sinks in the denominator."""
+    fp8 = kw["k"].dtype == E4M3
+    tokens = int(kw["cu_seqlens_q"][-1])
+    # a float64 q makes the oracle compute in float64 (it upcasts only the pages each sequence reads)
+    return paged_attention_reference(
+        kw["q"][:tokens].double(), kw["k"], kw["v"],
+        cu_seqlens_q=kw["cu_seqlens_q"], seqused_k=kw["seqused_k"], block_table=kw["block_table"],
+        softmax_scale=kw["softmax_scale"], causal=True, window_size=kw["window_size"], softcap=kw["softcap"],
+        sinks=kw.get("sinks"),
+        k_scale=kw["k_descale"].reshape(-1)[:1] if fp8 else None,
+        v_scale=kw["v_descale"].reshape(-1)[:1] if fp8 else None)
+
+
+def _check_unified_attention(kw):
+    tokens = int(kw["cu_seqlens_q"][-1])
+    assert ops.unified_attention(**kw) is None
+    out = kw["out"]
+    _assert_close("paged_attention", out[:tokens], _attention_reference(kw))
+    assert (out[tokens:] == SENTINEL).all(), "query rows past cu_seqlens_q[-1] were written"
+
+
+MIXED = [(1, 37), (5, 18), (19, 40)]  # decode, a short chunk over a context, a prefill chunk
+DECODE = [(1, 23), (1, 7), (1, 50)]
+
+UA_CASES = {
+    "mixed-gqa4-d64": {"seq_lens": MIXED, "num_heads": (8, 2), "head_size": 64},
+    "mixed-gqa5-d80-window8-softcap2": {"seq_lens": MIXED, "num_heads": (5, 1), "head_size": 80,
+                                        "sliding_window": 8, "soft_cap": 2.0, "seq_threshold_3D": 0},
+    "decode-mha-softcap2-fp16": {"seq_lens": DECODE, "num_heads": (4, 4), "head_size": 64, "soft_cap": 2.0,
+                                 "dtype": torch.float16},
+    "decode-gqa4-d80-window8-fp8-expanded": {"seq_lens": DECODE, "num_heads": (8, 2), "head_size": 80,
+                                             "sliding_window": 8, "fp8": "expanded"},
+    "mixed-gqa4-fp8-one": {"seq_lens": MIXED, "num_heads": (8, 2), "head_size": 64, "fp8": "one",
+                           "seq_threshold_3D": 0},
+    "mixed-gqa5-sinks": {"seq_lens": MIXED, "num_heads": (5, 1), "head_size": 64, "sinks": True},
+}
+
+
+@pytest.mark.parametrize("case", list(UA_CASES))
+def test_unified_attention(case):
+    _check_unified_attention(_attention_call(**UA_CASES[case], block_size=16, num_blocks=64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fp8", [None, "expanded"], ids=["bf16-kv", "fp8-kv"])
+@pytest.mark.parametrize("num_blocks", [32768, 2048])
+@pytest.mark.parametrize("soft_cap", [None, 50.0], ids=["no-softcap", "softcap50"])
+@pytest.mark.parametrize("sliding_window", [None, 64, 128, 256], ids=lambda w: f"window{w}")
+@pytest.mark.parametrize("head_size", [128, 256])
+@pytest.mark.parametrize("num_heads", [(4, 4), (8, 2), (5, 1)], ids=lambda h: f"{h[0]}q{h[1]}kv")
+@pytest.mark.parametrize("seq_lens", [[(1, 1328), (5, 18), (129, 463)], [(1, 523), (1, 37), (1, 2011)]],
+                         ids=["mixed", "decode"])
+def test_unified_attention_vllm_grid(seq_lens, num_heads, head_size, sliding_window, soft_cap, num_blocks, fp8):
+    _check_unified_attention(_attention_call(seq_lens, num_heads, head_size, 16, num_blocks,
+                                             sliding_window=sliding_window, soft_cap=soft_cap, fp8=fp8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seq_lens", [[(1, 1)] * 533, [(533, 533)] * 533], ids=["533-decode", "533-prefill"])
+def test_unified_attention_many_sequences(seq_lens):
+    _check_unified_attention(_attention_call(seq_lens, (8, 2), 128, 16, 32768, sliding_window=256, soft_cap=50.0))
+
+
+def test_unified_attention_fp8_descales_as_vllms_test_passes_them():
+    # vLLM's test materializes the per-tensor scale as torch.full((num_seqs, num_kv_heads), scale); vLLM's kernel
+    # reads its first element
+    kw = _attention_call(MIXED, (8, 2), 64, 16, 64, fp8="one", seed=4)
+    num_seqs = kw["seqused_k"].shape[0]
+    kw["k_descale"] = torch.full((num_seqs, 2), 0.5, device=DEVICE)
+    kw["v_descale"] = torch.full((num_seqs, 2), 0.25, device=DEVICE)
+    _check_unified_attention(kw)
+
+
+def test_unified_attention_refuses_a_descale_that_is_not_a_float32_tensor():
+    kw = _attention_call(MIXED, (8, 2), 64, 16, 64, fp8="one", seed=4)
+    kw["out"].fill_(SENTINEL)
+    for bad, words in ((0.5, "got float"), (torch.ones(1, dtype=torch.float16, device=DEVICE), "torch.float16")):
+        kw["k_descale"] = bad
+        with pytest.raises(TypeError, match=f"k_descale must be a float32 tensor.*{words}"):
+            ops.unified_attention(**kw)
+    assert (kw["out"] == SENTINEL).all()
+
+
+def test_unified_attention_accepts_and_ignores_the_scratch_arguments():
+    # vLLM sizes softmax_segm_* for its 3D decode kernel; tritonkit needs none of them: the result is the same
+    # bit for bit with them, without them, and with use_td, and the scratch tensors are not written
+    kw = _attention_call(MIXED, (8, 2), 64, 16, 64, seed=5)
+    ops.unified_attention(**kw)
+    with_scratch = kw["out"].clone()
+    scratch = {k: kw[k] for k in ("softmax_segm_output", "softmax_segm_max", "softmax_segm_expsum")}
+    assert all(torch.isnan(t).all() for t in scratch.values())
+    for k in ("seq_threshold_3D", "num_par_softmax_segments", *scratch, "kv_quant_mode"):
+        kw.pop(k)
+    kw["out"] = torch.full_like(with_scratch, SENTINEL)
+    ops.unified_attention(**kw)
+    assert torch.equal(_bits(kw["out"]), _bits(with_scratch))
+    kw["out"].fill_(SENTINEL)
+    ops.unified_attention(**kw, use_td=True)
+    assert torch.equal(_bits(kw["out"]), _bits(with_scratch))
+
+
+def _ONE():
+    return torch.ones(1, device=DEVICE)
+
+
+REFUSED = {
+    "q_descale": lambda kw: {"q_descale": _ONE()},
+    "output_scale": lambda kw: {"output_scale": _ONE()},
+    "alibi_slopes": lambda kw: {"alibi_slopes": torch.ones(8, device=DEVICE)},
+    "use_alibi_sqrt": lambda kw: {"use_alibi_sqrt": True},
+    "qq_bias": lambda kw: {"qq_bias": torch.zeros(64, 64, device=DEVICE)},
+    "mm_prefix_range": lambda kw: {"mm_prefix_range": torch.zeros(3, 1, 2, dtype=torch.int32, device=DEVICE)},
+    "rswa_prefix_lens": lambda kw: {"rswa_prefix_lens": torch.zeros(3, dtype=torch.int32, device=DEVICE)},
+    "rswa_window": lambda kw: {"rswa_window": 16},
+    "chunk_lookback": lambda kw: {"chunk_lookback": 4},
+    "k_scale_cache": lambda kw: {"k_scale_cache": _ONE()},
+    "v_scale_cache": lambda kw: {"v_scale_cache": _ONE()},
+    "causal": lambda kw: {"causal": torch.ones(3, dtype=torch.bool, device=DEVICE)},
+    "kv_quant_mode": lambda kw: {"kv_quant_mode": KVQuantMode.INT8_PER_TOKEN_HEAD},
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_unified_attention_refuses_unsupported_features_by_name(name):
+    kw = _attention_call(MIXED, (8, 2), 64, 16, 64, seed=6)
+    kw["out"].fill_(SENTINEL)
+    kw.update(REFUSED[name](kw))
+    with pytest.raises(NotImplementedError, match=name):
+        ops.unified_attention(**kw)
+    assert (kw["out"] == SENTINEL).all(), "a refused call wrote out"
