@@ -53,3 +53,21 @@ def test_otherwise_a_launch_says_what_to_set_in_one_sentence(interpret, state):
     last = r.stderr.strip().splitlines()[-1]
     assert r.returncode != 0 and last.startswith("RuntimeError: no GPU driver is active")
     assert "set TRITON_INTERPRET=1 before Triton is first imported" in last and state in last
+
+
+@pytest.mark.parametrize("numpy_version, explained", [("2.4.1", True), ("2.3.5", False)])
+def test_a_numpy_too_new_for_the_interpreter_is_named(monkeypatch, numpy_version, explained):
+    # Triton 3.6's interpreter int()s 1-element arrays, a TypeError since numpy 2.4 (triton-lang/triton#9171)
+    import numpy
+    import triton
+
+    from tritonkit.ops import _device
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(numpy, "__version__", numpy_version)
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    err = _device.explain_launch_error(TypeError("only 0-dimensional arrays can be converted to Python scalars"))
+    if explained:
+        assert isinstance(err, RuntimeError) and "install 'numpy<2.4'" in str(err) and numpy_version in str(err)
+    else:
+        assert err is None

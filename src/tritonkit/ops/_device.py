@@ -15,6 +15,13 @@ def explain_launch_error(e: BaseException) -> BaseException | None:
     """A one-sentence error for the launch failures a user meets first (no GPU driver, CPU tensors on a GPU
     machine), or None to let Triton's own error through."""
     msg = str(e)
+    if os.environ.get(INTERPRET_VAR) == "1" and isinstance(e, TypeError) and "array" in msg and _numpy_breaks_interp():
+        import numpy
+
+        return RuntimeError(
+            f"Triton {triton.__version__}'s interpreter does not run with numpy {numpy.__version__} (it converts "
+            f"1-element arrays with int(), an error since numpy 2.4; triton-lang/triton#9171): install "
+            f"'numpy<2.4' to run tritonkit's kernels on a CPU")
     if "0 active drivers" in msg:
         now = os.environ.get(INTERPRET_VAR)
         state = f"it is set to {now!r}" if now is not None else "it is unset, but Triton was imported first"
@@ -26,6 +33,17 @@ def explain_launch_error(e: BaseException) -> BaseException | None:
         return ValueError(f"{msg.strip().splitlines()[0]}: tritonkit ops run on CUDA tensors, or on CPU tensors "
                           f"only under Triton's interpreter ({INTERPRET_VAR}=1 before import)")
     return None
+
+
+def _numpy_breaks_interp() -> bool:
+    """numpy >= 2.4 beside a Triton whose interpreter predates the fix (3.6 and older)."""
+    import numpy
+
+    def major_minor(v: str) -> tuple[int, int]:
+        parts = (v.split("+")[0].split(".") + ["0", "0"])[:2]
+        return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts)
+
+    return major_minor(numpy.__version__) >= (2, 4) and major_minor(triton.__version__) <= (3, 6)
 
 
 @functools.lru_cache(maxsize=None)

@@ -283,7 +283,7 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, n
         options["launch_pdl"] = True
     try:
         compiled = kernel[grid](*args, **constexprs, **options)
-    except (RuntimeError, ValueError) as e:
+    except (RuntimeError, ValueError, TypeError) as e:
         better = _device.explain_launch_error(e)
         if better is None:
             raise
