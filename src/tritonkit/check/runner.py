@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .._imports import import_file
 from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress
 from .case import REGISTRY, Case
@@ -81,15 +80,6 @@ def _exc(e: BaseException) -> str:
     return f"{type(e).__name__}: {short}" + (f" (at {_user_frame(e.__traceback__)})" if e.__traceback__ else "")
 
 
-def _package_root(path: Path) -> tuple[Path, str]:
-    parts = [path.stem]
-    d = path.parent
-    while (d / "__init__.py").exists():
-        parts.insert(0, d.name)
-        d = d.parent
-    return d, ".".join(parts)
-
-
 def import_target(spec: str) -> tuple[Any | None, Problem | None]:
     """Import a file (by path; as part of its package when it is in one) or a dotted module name."""
     p = Path(spec)
@@ -98,26 +88,7 @@ def import_target(spec: str) -> tuple[Any | None, Problem | None]:
             if p.suffix == ".py" or p.exists():
                 if not p.exists():
                     return None, Problem("import", spec, "no such file")
-                path = p.resolve()
-                root, dotted = _package_root(path)
-                if "." in dotted:
-                    if str(root) not in sys.path:
-                        sys.path.insert(0, str(root))
-                    return importlib.import_module(dotted), None
-                name = f"_tritonkit_user_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
-                if name in sys.modules:
-                    return sys.modules[name], None
-                if str(path.parent) not in sys.path:
-                    sys.path.insert(0, str(path.parent))
-                mspec = importlib.util.spec_from_file_location(name, path)
-                mod = importlib.util.module_from_spec(mspec)
-                sys.modules[name] = mod
-                try:
-                    mspec.loader.exec_module(mod)
-                except BaseException:
-                    sys.modules.pop(name, None)
-                    raise
-                return mod, None
+                return import_file(p), None
             return importlib.import_module(spec), None
     except KeyboardInterrupt:
         raise

@@ -14,29 +14,19 @@ user's kernels run under the interpreter on a CPU (triton.jit reads it when a ke
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
 import os
 import sys
 import traceback
 from pathlib import Path
 from types import ModuleType
 
+from .._imports import import_file
 from ..spec import OpSpec
 
 
 class LoadError(Exception):
     """A target that names no OpSpec: the message is one line, fit for the CLI."""
-
-
-def _package_root(path: Path) -> tuple[Path, str]:
-    parts = [path.stem]
-    d = path.parent
-    while (d / "__init__.py").exists():
-        parts.insert(0, d.name)
-        d = d.parent
-    return d, ".".join(parts)
 
 
 _TRITONKIT_DIR = str(Path(__file__).resolve().parents[1])
@@ -52,32 +42,6 @@ def _where(e: BaseException) -> str:
     return f" (at {f.filename}:{f.lineno})" if f is not None else ""
 
 
-def _on_path(folder: Path | str) -> None:
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-
-
-def _import_file(path: Path) -> ModuleType:
-    path = path.resolve()
-    root, dotted = _package_root(path)
-    if "." in dotted:
-        _on_path(root)
-        return importlib.import_module(dotted)
-    name = f"_tritonkit_user_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
-    if name in sys.modules:
-        return sys.modules[name]
-    _on_path(path.parent)
-    mspec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(mspec)
-    sys.modules[name] = mod
-    try:
-        mspec.loader.exec_module(mod)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return mod
-
-
 def _is_file(text: str) -> bool:
     return text.endswith(".py") or os.sep in text or (os.altsep or os.sep) in text or Path(text).is_file()
 
@@ -91,7 +55,7 @@ def _import(text: str) -> ModuleType:
             p = Path(text)
             if not p.is_file():
                 raise LoadError(f"{text}: no such file")
-            return _import_file(p)
+            return import_file(p)
         return importlib.import_module(text)
     except LoadError:
         raise
