@@ -30,3 +30,14 @@ def test_writable_json_probe_leaves_an_existing_file_alone(tmp_path, monkeypatch
     f.write_text("keep")
     assert _writable(str(f)) is None and f.read_text() == "keep"
     assert _writable(str(tmp_path / "new.json")) is None and not (tmp_path / "new.json").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["rms_norm", "--dtype", "nope"], "unknown dtype 'nope'"),
+    (["rms_norm", "--dtype", "float16", "finfo"], "unknown dtype 'finfo'"),
+    (["rms_norm", "--families", "gauss"], "unknown family 'gauss'"),
+])
+def test_a_bad_option_value_is_one_line_and_exit_2(args, words, capsys):
+    assert main(args) == 2
+    out = capsys.readouterr()
+    assert words in out.err and out.err.count("\n") == 1 and out.out == ""

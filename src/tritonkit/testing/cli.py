@@ -35,11 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _dtype(name: str) -> torch.dtype:
+def _dtype(name: str) -> torch.dtype | None:
     d = getattr(torch, name, None)
-    if not isinstance(d, torch.dtype):
-        raise SystemExit(f"tritonkit validate: unknown dtype {name!r}")
-    return d
+    return d if isinstance(d, torch.dtype) else None
 
 
 def _writable(path: str) -> str | None:
@@ -95,6 +93,11 @@ def main(argv: list[str]) -> int:
         if f not in FAMILIES:
             print(f"tritonkit validate: unknown family {f!r}; known: {', '.join(FAMILIES)}", file=sys.stderr)
             return 2
+    bad = [d for d in args.dtypes or () if _dtype(d) is None]
+    if bad:
+        print(f"tritonkit validate: unknown dtype {bad[0]!r} (--dtype takes torch names: float16, bfloat16, "
+              f"float32)", file=sys.stderr)
+        return 2
     dtypes = [_dtype(d) for d in args.dtypes] if args.dtypes else None
     for s in specs:
         if not s.shapes(args.shapes):
