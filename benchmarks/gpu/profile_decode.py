@@ -1,5 +1,10 @@
-"""Runs one paged-attention decode shape eagerly a few times, for a profiler to attach to (ncu --launch-skip).
-PYTHONPATH=src python3 benchmarks/gpu/profile_decode.py BATCH CONTEXT [CALLS]"""
+"""Runs one paged-attention decode shape eagerly a few times (inputs from paged_attention.py), a driver for
+Nsight Compute. From the repository root on a GPU machine:
+
+    PYTHONPATH=src ncu --kernel-name regex:decode_kernel --launch-skip 4 --launch-count 1 \\
+        python3 benchmarks/gpu/profile_decode.py BATCH CONTEXT [CALLS]
+
+What it showed at batch 4 x 4K: docs/notes/decode-tiling.md."""
 import os, sys
 import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -1,5 +1,10 @@
-"""Runs one causal paged-attention prefill eagerly a few times, for a profiler to attach to (ncu --launch-skip).
-PYTHONPATH=src python3 benchmarks/gpu/profile_prefill.py TOKENS [CALLS]"""
+"""Runs one causal paged-attention prefill eagerly a few times (inputs from paged_attention.py), a driver for
+Nsight Compute. From the repository root on a GPU machine:
+
+    PYTHONPATH=src ncu --kernel-name regex:prefill_kernel --launch-skip 2 --launch-count 1 \\
+        python3 benchmarks/gpu/profile_prefill.py TOKENS [CALLS]
+
+What it showed at 8K: docs/notes/prefill-tiles.md."""
 import os, sys
 import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
