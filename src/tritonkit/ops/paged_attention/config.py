@@ -45,11 +45,10 @@ DECODE_BLOCK_M = 16
 # Split cap; the merge kernel loads this many splits of a row at once ([64, head_dim] float32). Batch 1 with 8
 # KV heads takes 64 (4 x 132 // 8 = 66): a 32K context then gives each program 16 tiles of 32 keys.
 MAX_SPLITS = 64
-# Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. H200 sweep of 3-8 x 3/4
-# stages (benchmarks/results/h200/explore/exp3.json, 32-key tiles, one-load merge): 4 with 3 stages is best or
-# within 1% everywhere (batch 16 x 4K: 75.8 us against 76.4 at 3 and 95.7 at 5; batch 4 x 32K 133.4 against
-# 135.5); batches 1-4 x 4K are flat in it (fixed costs dominate there). It is also what fits: the sm_90 build takes
-# 118 registers a thread at 128 threads (cuobjdump -res-usage), 4 programs per SM.
+# Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. Of 3-8 at 3 or 4 stages, 4
+# at 3 stages is best or within 1% on the H200 (batch 16 x 4K: 75.8 us against 76.4 at 3 and 95.7 at 5); batches
+# 1-4 x 4K are flat in it (fixed costs dominate there). It is also what fits: the sm_90 build takes 118 registers a
+# thread at 128 threads (cuobjdump -res-usage), 4 programs per SM. See docs/notes/decode-tiling.md.
 DECODE_PROGRAMS_PER_SM = 4
 # fp8 tiles (64 keys) are widened to bf16 in registers before the dot: 242 registers a thread in the sm_90 build,
 # 2 programs per SM. fp8 decode is slower than bf16 on the H200 (batch 16 x 4K: 89 vs 75 us); 32-key fp8 tiles,
@@ -57,22 +56,16 @@ DECODE_PROGRAMS_PER_SM = 4
 DECODE_PROGRAMS_PER_SM_FP8 = 2
 # A split is worth its partial write and merge only above this many keys.
 MIN_KEYS_PER_SPLIT = 256
-# Warps of a decode program. 4, though 2 is faster where the grid is one partial wave: the [16, 32] score tile's
-# columns are split across the warps, so its row max and sum cross warps through shared memory (7 of the interior
-# loop's 9 barriers at 4 warps, 295 instructions a tile in the sm_90 SASS; ncu reads batch 4 x 4K as issue-bound,
-# explore/ncu_decode_b4_4k.txt). 2 warps (exp10-12): batch 4 x 4K 26.9 -> 25.9 us, but they fit 6 programs a SM
-# (168 registers, 37 KB shared) where 4 warps fit 4, and batch 128 (1024 one-split programs) then runs 1.3 waves
-# instead of 1.9: 496 -> 571 us at 4K, 3914 -> 4503 at 32K. 2 warps with 4 stages (4 a SM again) loses batch 4
-# (27.7). One config serves every batch (one compile per path), so 4 stays. With the prologue loads issued together
-# (3b3dd8a) 2 warps lose everywhere (exp13: batch 4 x 4K 26.44 vs 25.88 us, 16 x 4K 85.3 vs 72.9), and splitting
-# large batches to fill the last wave of 2-warp programs made batch 128 and 256 slower (517 vs 491, 1026 vs 962).
+# Warps of a decode program. 2 warps are slower at every batch measured on the H200 (batch 4 x 4K 26.44 against
+# 25.88 us, 16 x 4K 85.3 against 72.9), and they fit 6 programs a SM where 4 warps fit 4, so a full batch runs
+# fewer waves of them (batch 128 x 4K 15% slower); splitting large batches to fill the last wave of 2-warp programs
+# made batches 128 and 256 slower still. One config serves every batch (one compile per path). See
+# docs/notes/decode-tiling.md.
 DECODE_WARPS = 4
-# Warps of a merge program. H200, CUDA-graph timing, A B A B (benchmarks/results/h200/explore/exp14.json): 2 warps
-# against 4: batch 4 x 4K 24.88 vs 25.79 us, 16 x 4K 73.02 vs 73.94, 1 x 4K 13.12 vs 13.05, 1 x 32K 41.36 vs 41.50;
-# 1 warp is slower everywhere (27.73 at batch 4: 255 registers and a 296-byte stack in the sm_90 build). Why 2 beat
-# 4 by 0.9 us where the merge grid is 128 and 512 programs is not understood: the 4-warp build has fewer
-# instructions (912 against 1176) and registers (114 against 203). Only up to head_dim 128: at 256 the [64, 256]
-# float32 partial tile spills 424 bytes at 2 warps (255 registers, sm_90 build) and none at 4 (223).
+# Warps of a merge program. 2 against 4 on the H200: batch 4 x 4K 24.88 vs 25.79 us, 16 x 4K 73.02 vs 73.94, 1 x 4K
+# and 1 x 32K within 0.15 us; 1 warp is slower everywhere (27.73 at batch 4: 255 registers and a 296-byte stack in
+# the sm_90 build). See docs/notes/decode-merge.md. Only up to head_dim 128: at 256 the [64, 256] float32 partial
+# tile spills 424 bytes at 2 warps (255 registers, sm_90 build) and none at 4 (223).
 MERGE_WARPS = 2
 MERGE_WARPS_WIDE = 4
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
@@ -101,10 +94,9 @@ class PrefillConfig:
 
 # The merge kernel launches as the decode kernel's programmatic dependent (PDL, sm_90+), triggered at the decode
 # kernel's start: its programs become resident while the decode grid runs, read cu_seqlens_q, and wait in-kernel
-# for the decode grid's completion instead of launching after it. H200, CUDA-graph timing (explore/exp5, exp7):
-# batch 16 x 4K 74.1 -> 72.6 us, 1 x 32K 42.2 -> 41.6, 1 x 4K 14.1 -> 13.3, 4 x 4K 27.1 -> 27.0; speculative
-# decoding (8 sequences x 4 tokens) 48.3 -> 49.9 (slower; not understood). Triggering at the start beat the
-# implicit trigger at each program's exit (exp5).
+# for the decode grid's completion instead of launching after it. H200: batch 16 x 4K 74.1 -> 72.6 us, 1 x 32K
+# 42.2 -> 41.6, 1 x 4K 14.1 -> 13.3, 4 x 4K 27.1 -> 27.0; speculative decoding (8 sequences x 4 tokens) 48.3 ->
+# 49.9. Triggering at the start beat the implicit trigger at each program's exit. See docs/notes/decode-merge.md.
 MERGE_PDL = True
 
 
@@ -123,9 +115,9 @@ def decode_max_q(group: int) -> int:
 
 
 def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
-    # 32 keys x 128 dims x 2 bytes = 8 KB per K and per V tile. H200 sweep (bf16, 32/8 heads, d 128, block 16;
-    # benchmarks/results/h200/explore/exp1.json): 32-key tiles beat 64 at every batch, most at
-    # batch 64 x 4K (251 vs 317 us) and batch 4 x 4K (28.7 vs 32.8 us); 128-key tiles lose at batch 64.
+    # 32 keys x 128 dims x 2 bytes = 8 KB per K and per V tile. H200, bf16, 32/8 heads, d 128, block 16: 32-key tiles
+    # beat 64 at every batch, most at batch 64 x 4K (253 vs 317 us) and batch 4 x 4K (28.7 vs 32.8 us); 16- and
+    # 128-key tiles lose too (docs/notes/decode-tiling.md).
     # head_dim 256 keeps 32 keys (16 KB tiles); fp8 tiles are half the bytes, so twice the keys.
     n = 32
     return n * 2 if kv_elem_bytes == 1 else n
@@ -155,13 +147,13 @@ def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, 
 def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConfig:
     d = head_dim_pad(head_dim)
     if d <= 128:
-        # 256 query rows over four warpgroups, 64-key tiles, 3 stages. H200 sweep (bf16, 32/8 heads, d 128,
-        # block 16; benchmarks/results/h200/explore/exp2.json), causal TFLOP/s at 8K / 16K / 2K-over-16K:
-        # 256x64 3 stages 16 warps 450 / 467 / 454; 128x128 3/8: 384 / 406 / 393; 128x64 3/8 (FA2's) 355 / 368 /
-        # 352; 256x64 with 2 stages 386; 256x128 does not fit the registers (44). At 512 threads the cap is 128
-        # registers a thread, and ptxas serializes the wgmma instructions for it (C7512) and spills 108 bytes; the
-        # configurations that avoid that are slower (explore15, 18, 19; TFLOP/s at 8K): 256x32 397, two 128x32
-        # programs a SM (8 warps, maxnreg 128) 373, 128x64 402; 256x64 at 4 stages 449 against 452 at 3.
+        # 256 query rows over four warpgroups, 64-key tiles, 3 stages. H200, bf16, 32/8 heads, d 128, block 16,
+        # causal TFLOP/s at 8K / 16K / 2K-over-16K: 256x64 3 stages 16 warps 450 / 467 / 454; 128x128 3/8: 384 /
+        # 406 / 393; 128x64 3/8 (FA2's) 355 / 368 / 352; 256x64 with 2 stages 386; 256x128 does not fit the
+        # registers (44). At 512 threads the cap is 128 registers a thread, and ptxas serializes the wgmma
+        # instructions for it (C7512) and spills 108 bytes; the configurations that avoid that are slower (TFLOP/s
+        # at 8K): 256x32 397, two 128x32 programs a SM (8 warps, maxnreg 128) 373, 128x64 402; 256x64 at 4 stages
+        # 449 against 452 at 3. See docs/notes/prefill-tiles.md.
         block_m, block_n, warps, stages = 256, 64, 16, 3
     else:
         # head_dim 256: the [128, 256] float32 accumulator is 128 registers a thread at 8 warps; 32-key tiles keep

@@ -151,7 +151,8 @@ def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, page_first, lo
                                      stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
                                      HEAD_DIM_PAD, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
     # the interior reads each tile's block-table entries one iteration ahead, so the K/V loads of a tile do not
-    # wait on a load issued in the same iteration (deeper software pipelining of the paged gathers)
+    # wait on a load issued in the same iteration (deeper software pipelining of the paged gathers); Triton's own
+    # pipelining of these indirect loads was slower (docs/notes/paged-attention-kv-loop.md)
     page_next = page_first
     for j in range(a, b):
         page = page_next
@@ -221,9 +222,9 @@ def _paged_attention_decode_kernel(
         # in bounds of the block-table row whatever the sequence's length; entries past it are never used
         page_first = _load_pages(bt_row, first_keys, bt_width * BLOCK_SIZE, BLOCK_SIZE)
     seqlen_k = tl.load(seqused_k_ptr + pid_seq)
-    # Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issued the two
-    # loads above only after cu_seqlens_q's values had arrived (sm_90 SASS of 10f9fa8), one more memory round trip
-    # before the first K/V tile
+    # Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issues the two
+    # loads above only after cu_seqlens_q's values have arrived (sm_90 SASS), one more memory round trip before the
+    # first K/V tile (docs/notes/paged-attention-prologue.md)
     tl.debug_barrier()
     q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
     q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
@@ -397,8 +398,8 @@ def _paged_attention_prefill_kernel(
     q_len = tl.where(mine, q_len, 0)
     seqlen_k = tl.where(mine, seqlen_k, 0)
     # t0 = 0 with q_len = 0: every row fails `tok < q_len`, so a program with no tile stores nothing (t0 < 0 would
-    # pass rows below 0). A scalar select, not `mine` in the row mask: that AND on 8 row predicates cost the fp8
-    # build 6% at 8K (281.5 against 298.5 TFLOP/s, benchmarks/results/h200/explore/exp22_e65d461.json)
+    # pass rows below 0). A scalar select, not `mine` in the row mask: that AND on 8 row predicates costs the fp8
+    # build 6% at 8K on the H200 (docs/notes/paged-attention-prologue.md)
     t0 = tl.where(mine, t0, 0)
     ctx = seqlen_k - q_len
 

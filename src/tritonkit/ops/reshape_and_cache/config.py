@@ -8,10 +8,9 @@ from .._ints import cdiv, next_power_of_2
 
 
 # Bytes of key (and as many of value) one program copies: one token of 8 kv heads x 128 in bf16, one 16-byte vector
-# of each a thread (4 warps). H200, Llama-3-8B dims, with padding slots clamped before the division
-# (benchmarks/results/h200/explore/exp21.json, us): 1 token 1.70 against 1.76 for the former 4 tokens x 8 warps
-# (8 KB), 16 tokens 1.86 / 1.97, 64 tokens 2.03 / 2.14 (a small batch spreads over more SMs); from 256 tokens up
-# every tile of 1-4 tokens x 2-8 warps is within the run's noise (~3%), as in tune_memops.json.
+# of each a thread (4 warps). H200, Llama-3-8B dims (us): 1 token 1.70 against 1.76 for 4 tokens x 8 warps (8 KB),
+# 16 tokens 1.86 / 1.97, 64 tokens 2.03 / 2.14 (a small batch spreads over more SMs); from 256 tokens up it is
+# within ~3% of the best tile of 1-4 tokens x 2-8 warps. See docs/notes/reshape-and-cache.md.
 TILE_BYTES = 2048
 # More tokens per program only shrinks the grid: at 1 kv head x 128 (a TP-8 70B rank) 4 tokens are 1 KB.
 MAX_BLOCK_T = 4

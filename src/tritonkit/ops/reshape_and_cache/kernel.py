@@ -91,7 +91,7 @@ def _reshape_and_cache_kernel(
     valid = slot >= 0
     # a padding slot divides as 0: -1 (and the -1 of tokens past num_tokens) has its high word set, which sends the
     # int64 division down its 64-bit subroutine instead of the 32-bit path (H200, one token, same tile: 1.97 against
-    # 1.76 us, benchmarks/results/h200/explore/exp21.json)
+    # 1.76 us; docs/notes/reshape-and-cache.md)
     slot = tl.where(valid, slot, 0)
     blk = slot // block_size
     row = slot - blk * block_size

@@ -26,8 +26,9 @@ def _rms_norm_fwd_kernel(
         offs = tl.arange(0, BLOCK)
         mask = offs < hidden
         # The weight is loaded with x, not after it: a second memory round trip is most of a decode-sized call's
-        # time. Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issued
-        # w's load only once x had arrived (sm_90 SASS: after the reduction's first shuffles, or after x + residual)
+        # time. Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issues
+        # w's load only once x has arrived (sm_90 SASS: after the reduction's first shuffles, or after x + residual;
+        # docs/notes/rms-norm.md)
         w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         tl.debug_barrier()
         x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)  # [BLOCK]

@@ -7,8 +7,9 @@ from .._ints import next_power_of_2
 
 
 # elements of q rotated per program (8 KB in 16-bit): all 32 heads x 128 dims of a Llama-3-8B token in one program,
-# several tokens per program when a rank holds few heads (8 at Llama-3-70B TP 8 -> 4 tokens). H200 sweep of TILE
-# 2048..16384 x 2/4/8 warps: every variant within ~3% (benchmarks/results/h200/tune_memops.json), so this stays.
+# several tokens per program when a rank holds few heads (8 at Llama-3-70B TP 8 -> 4 tokens). H200, 4K-64K tokens:
+# TILE 2048 and 4096 are within 2 points of copy bandwidth of each other, 8192 and 16384 lower, and no tile wins
+# everywhere, so this stays (docs/notes/elementwise-tiles.md).
 TILE = 4096
 
 
@@ -30,9 +31,9 @@ def rotary_config(num_q_heads: int, num_k_heads: int, rot_dim: int, elem_bytes: 
     # k's heads get their own (smaller) block: a shared one would leave most of a k program's lanes masked
     block_hk = min(next_power_of_2(max(num_k_heads, 1)), max_heads)
     block_t = max(TILE // (block_hq * 2 * block_half), 1)
-    # 16 bytes of each half per thread, one vector load each. H200, Llama-3-8B dims
-    # (benchmarks/results/h200/explore/exp2.json): twice the warps of two vectors a thread take 2.13 against
-    # 2.54 us at 1 token, 3.77 against 4.09 at 256, 94.9 against 96.2 at 16K.
+    # 16 bytes of each half per thread, one vector load each. H200, Llama-3-8B dims: one vector a thread takes 2.13
+    # against 2.54 us for two at 1 token, 3.77 against 4.09 at 256, 94.9 against 96.2 at 16K
+    # (docs/notes/elementwise-tiles.md).
     tile_bytes = block_t * block_hq * 2 * block_half * elem_bytes
     num_warps = min(max(tile_bytes // (2 * 32 * 16), 1), 8)
     return RotaryConfig(block_t, block_hq, block_hk, block_half, num_warps)

@@ -31,8 +31,8 @@ def silu_and_mul_config(d: int, elem_bytes: int) -> SiluAndMulConfig:
     if cdiv(d, block_n) > MAX_GRID_1:
         block_n = next_power_of_2(cdiv(d, MAX_GRID_1))
         block_m = 1
-    # 16 bytes of each half per thread (one vector load each). H200 sweep at d 14336
-    # (benchmarks/results/h200/explore/exp1.json): at 1-16 tokens one vector a thread takes 1.86 us against
-    # 2.31 us for two, at any tile size (1-8 KB); at 16K tokens the two are within 0.5%.
+    # 16 bytes of each half per thread (one vector load each). H200 at d 14336: at 1-16 tokens one vector a thread
+    # takes 1.86 us against 2.31 us for two, at any tile size (1-8 KB); at 16K tokens the two are within 0.5%
+    # (docs/notes/elementwise-tiles.md).
     num_warps = min(max(block_m * block_n * elem_bytes // (32 * 16), 1), 8)
     return SiluAndMulConfig(block_m, block_n, num_warps)
