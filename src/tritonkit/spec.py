@@ -233,6 +233,10 @@ class OpSpec:
                  returning the tensors it wrote (and naming them in ``inplace``).
     sweep_shape  ``(model, num_tokens) -> shape``: one point of the decode-to-prefill sweep (a Shape or a dict).
                  Optional: left out, the ``sweep`` space is empty and calling it raises :class:`NotDeclared`.
+    sweep_series ``(model, num_tokens) -> {series name: shape or None}``: where one num_tokens axis is not enough
+                 (attention: decode batches at two context lengths, a causal prompt, a mixed batch), the named
+                 series of the sweep and each one's point at num_tokens (None where the series has none).
+                 Optional: left out, ``sweep_shape`` is the one series. See :meth:`series_at`.
     large        GPU-only shapes whose tensors exceed 2**31 elements (Shapes or dicts). Default: none.
     work         ``(shape, dtype) -> Work``. Optional: left out, calling it raises :class:`NotDeclared`
                  (``tritonkit bench`` needs it).
@@ -263,6 +267,7 @@ class OpSpec:
     boundary: tuple[Shape, ...]
     call: Callable[[dict[str, Any]], dict[str, torch.Tensor]] = None  # type: ignore[assignment]
     sweep_shape: Callable[[ModelConfig, int], Shape] = None  # type: ignore[assignment]
+    sweep_series: Callable[[ModelConfig, int], Mapping[str, Any]] | None = None
     large: tuple[Shape, ...] = ()
     work: Callable[[Shape, torch.dtype], Work] = None  # type: ignore[assignment]
     dtypes: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32)
@@ -281,7 +286,7 @@ class OpSpec:
         for f in ("fn", "make_inputs", "reference"):
             if not callable(getattr(self, f)):
                 raise TypeError(f"{where}: {f} must be callable, got {type(getattr(self, f)).__name__}")
-        for f in ("call", "sweep_shape", "work", "error_scale", "loaded_bounds"):
+        for f in ("call", "sweep_shape", "sweep_series", "work", "error_scale", "loaded_bounds"):
             v = getattr(self, f)
             if v is not None and not callable(v):
                 raise TypeError(f"{where}: {f} must be callable or left out, got {type(v).__name__}")
@@ -345,13 +350,26 @@ class OpSpec:
             return self.tolerance[dtype]
         return tolerance_for(dtype)
 
+    def series_at(self, model: ModelConfig, num_tokens: int) -> dict[str, Shape]:
+        """The sweep's series and each one's shape at ``num_tokens``: ``sweep_series`` where declared (series
+        without a point there left out), else ``{"": sweep_shape(model, num_tokens)}``."""
+        if self.sweep_series is None:
+            return {"": self.sweep_shape(model, num_tokens)}
+        got = self.sweep_series(model, num_tokens)
+        if not isinstance(got, Mapping):
+            raise TypeError(f"OpSpec {self.name!r}: sweep_series must return {{series name: shape or None}}, got "
+                            f"{type(got).__name__}")
+        return {str(k): as_shape(v, f"OpSpec {self.name!r}: sweep_series()[{k!r}]") for k, v in got.items()
+                if v is not None}
+
     def sweep(
         self,
         models: Sequence[ModelConfig | str] | None = None,
         num_tokens: Sequence[int] | None = None,
     ) -> tuple[Shape, ...]:
-        """The num_tokens sweep (decode to prefill) crossed with model configs, duplicates removed in order; empty
-        when the spec declares no ``sweep_shape``."""
+        """The ``sweep_shape`` sweep (decode to prefill) crossed with model configs, duplicates removed in order;
+        empty when the spec declares no ``sweep_shape``. The check and validation read it; ``sweep_series`` is the
+        bench's (its extra series add points, not kernel paths or index ranges the boundary and large shapes miss)."""
         if not self.is_declared("sweep_shape"):
             return ()
         ms = [MODELS[m] if isinstance(m, str) else m for m in (models or MODELS.values())]

@@ -15,9 +15,11 @@ from test_bench_report import _results  # noqa: E402
 from tritonkit.bench import ceilings as C  # noqa: E402
 from tritonkit.bench import report  # noqa: E402
 from tritonkit.bench import runner as R  # noqa: E402
+from tritonkit.bench.ceilings import copy_vectors  # noqa: E402
 from tritonkit.bench.compare import compare_results, format_compare  # noqa: E402
 from tritonkit.bench.plot import build_figure  # noqa: E402
-from tritonkit.bench.stats import copy_ref_fields, copy_vectors, pct_of_copy  # noqa: E402
+from tritonkit.bench.records import CopyRef, PointResult, read_json, write_json  # noqa: E402
+from tritonkit.bench.roofline import pct_of_copy  # noqa: E402
 
 #: copy time per num_tokens of _results' points (tritonkit there: 3.3, 4.4, 140 us)
 COPY_US = {1: 2.2, 256: 3.3, 16384: 133.0}
@@ -26,17 +28,17 @@ COPY_US = {1: 2.2, 256: 3.3, 16384: 133.0}
 def _with_copy(res, missing_at=()):
     """``res`` as a run with the copy reference writes it (no copy fields at ``missing_at``)."""
     res = copy.deepcopy(res)
-    for p in res["points"]:
-        t = p["num_tokens"]
+    for p in res.points:
+        t = p.num_tokens
         if t in missing_at:
             continue
-        moved = 32 * copy_vectors(p["bytes"])
-        p.update(copy_ref_fields({"us": COPY_US[t], "gbps": moved / (COPY_US[t] * 1e-6) / 1e9, "bytes": moved,
-                                  "sets": 4, "l2_flush": False, "config": "BLOCK=2048,num_warps=4",
-                                  "timing": {"median_us": COPY_US[t], "min_us": COPY_US[t], "max_us": COPY_US[t],
-                                             "repeats": 10}}))
-        if p["status"] == "ok":
-            p["pct_of_copy_same_bytes"] = pct_of_copy(COPY_US[t], p["graph"]["median_us"])
+        moved = 32 * copy_vectors(p.bytes)
+        p.copy = CopyRef(COPY_US[t], moved / (COPY_US[t] * 1e-6) / 1e9,
+                         {"bytes": moved, "sets": 4, "l2_flush": False, "config": "BLOCK=2048,num_warps=4",
+                          "timing": {"median_us": COPY_US[t], "min_us": COPY_US[t], "max_us": COPY_US[t],
+                                     "repeats": 10}})
+        if p.ok:
+            p.pct_of_copy = pct_of_copy(COPY_US[t], p.graph.median_us)
     return res
 
 
@@ -57,13 +59,12 @@ def test_copy_vectors_rejects_negative_bytes():
 
 
 def test_record_fields_and_percentage():
-    assert copy_ref_fields(None) == {}
-    assert copy_ref_fields({"error": "OutOfMemoryError: ..."}) == {"copy_same_bytes_error": "OutOfMemoryError: ..."}
-    f = copy_ref_fields({"us": 10.0, "gbps": 3000.0, "bytes": 30000000, "sets": 2, "l2_flush": False,
-                         "config": "BLOCK=2048,num_warps=4", "timing": {"median_us": 10.0}})
-    assert f == {"copy_same_bytes_us": 10.0, "copy_same_bytes_gbps": 3000.0,
-                 "copy_same_bytes": {"bytes": 30000000, "sets": 2, "l2_flush": False,
-                                     "config": "BLOCK=2048,num_warps=4", "timing": {"median_us": 10.0}}}
+    assert CopyRef(error="OutOfMemoryError: ...").fields() == {"copy_same_bytes_error": "OutOfMemoryError: ..."}
+    info = {"bytes": 30000000, "sets": 2, "l2_flush": False, "config": "BLOCK=2048,num_warps=4",
+            "timing": {"median_us": 10.0}}
+    f = CopyRef(10.0, 3000.0, info).fields()
+    assert f == {"copy_same_bytes_us": 10.0, "copy_same_bytes_gbps": 3000.0, "copy_same_bytes": info}
+    assert CopyRef.from_fields(f) == CopyRef(10.0, 3000.0, info) and CopyRef.from_fields({}) is None
     assert pct_of_copy(10.0, 12.5) == pytest.approx(80.0)
     with pytest.raises(ValueError):
         pct_of_copy(10.0, 0.0)
@@ -84,17 +85,17 @@ def test_runner_times_the_copy_once_per_point_and_records_it_on_every_provider(m
 
     def fake(cfg, work_bytes, l2):
         calls.append(work_bytes)
-        return {"us": 1.0, "gbps": 100.0, "bytes": 32 * copy_vectors(work_bytes), "sets": 2, "l2_flush": True,
-                "config": "BLOCK=2048,num_warps=4", "timing": {"median_us": 1.0}}
+        return CopyRef(1.0, 100.0, {"bytes": 32 * copy_vectors(work_bytes), "sets": 2, "l2_flush": True,
+                                    "config": "BLOCK=2048,num_warps=4", "timing": {"median_us": 1.0}})
 
     monkeypatch.setattr(R, "size_matched_copy", fake)
     _, points = R.run(_cfg(), CEIL)
-    assert [p["bytes"] for p in points[::2]] == calls  # one copy per point, with the op's work bytes
+    assert [p.bytes for p in points[::2]] == calls  # one copy per point, with the op's work bytes
     for p in points:
-        assert p["copy_same_bytes_us"] == 1.0 and p["copy_same_bytes"]["l2_flush"] is True
-        assert p["pct_of_copy_same_bytes"] == pytest.approx(100 * 1.0 / p["eager"]["median_us"])
+        assert p.copy.us == 1.0 and p.copy.info["l2_flush"] is True
+        assert p.pct_of_copy == pytest.approx(100 * 1.0 / p.eager.median_us)
     # the existing metrics are what they were without it
-    assert all("pct_ceiling" in p and "target_ratio" in p for p in points)
+    assert all(p.metrics is not None for p in points)
 
 
 @pytest.mark.skipif(ON_GPU, reason="the CPU path of the runner")
@@ -103,7 +104,7 @@ def test_no_copy_reference_without_a_gpu_or_when_turned_off():
     assert R.size_matched_copy(_cfg(), 4096, 1 << 20) is None
     assert R.size_matched_copy(_cfg(copy_ref=False, device=torch.device("cuda")), 4096, 1 << 20) is None
     _, points = R.run(_cfg(num_tokens=[1]), R.Ceilings(4000.0, 800.0, 2.0))
-    assert points and not any(k.startswith(("copy_same", "pct_of_copy")) for p in points for k in p)
+    assert points and not any(k.startswith(("copy_same", "pct_of_copy")) for p in points for k in p.to_dict())
 
 
 def _table_lines(res):
@@ -134,29 +135,30 @@ def test_table_with_the_copy_missing_at_some_points():
 
 def test_table_reports_a_failed_copy_reference():
     res = _results()
-    for p in res["points"]:
-        p["copy_same_bytes_error"] = "OutOfMemoryError: CUDA out of memory"
+    for p in res.points:
+        p.copy = CopyRef(error="OutOfMemoryError: CUDA out of memory")
     text = report.format_results(res)
     assert "copy reference failed: OutOfMemoryError" in text and "%copy@size" not in text
 
 
 def test_json_round_trip_keeps_the_copy_fields(tmp_path):
     res = _with_copy(_results())
-    back = report.read_json(report.write_json(tmp_path / "bench.json", res))
+    back = read_json(write_json(tmp_path / "bench.json", res))
     assert back == res
-    tk = [p for p in back["points"] if p["provider"] == "tritonkit" and p["num_tokens"] == 16384][0]
-    assert tk["pct_of_copy_same_bytes"] == pytest.approx(95.0)
+    tk = [p for p in back.points if p.provider == "tritonkit" and p.num_tokens == 16384][0]
+    assert tk.pct_of_copy == pytest.approx(95.0)
+    assert isinstance(tk, PointResult)
 
 
 def test_compare_old_json_without_the_field_against_new(tmp_path):
     old, new = _results(), _with_copy(_results(scale=0.5))
     a, b = tmp_path / "old.json", tmp_path / "new.json"
-    report.write_json(a, old)
-    report.write_json(b, new)
+    write_json(a, old)
+    write_json(b, new)
     for x, y in ((a, b), (b, a)):
-        res = compare_results(report.read_json(x), report.read_json(y))
-        assert res["only_a"] == res["only_b"] == 0
-        assert all(r["ratio"] is not None for r in res["rows"])
+        res = compare_results(read_json(x), read_json(y))
+        assert res.only_a == res.only_b == 0
+        assert all(r.ratio is not None for r in res.rows)
     assert "0.500" in format_compare(old, new)
     from tritonkit.cli import main
     assert main(["bench", "--compare", str(a), str(b)]) == 0

@@ -6,7 +6,7 @@ import torch
 
 from tritonkit.bench import ceilings as C
 from tritonkit.bench.runner import BenchConfig, OpTarget, run
-from tritonkit.bench.stats import Ceilings
+from tritonkit.bench.roofline import Ceilings
 from tritonkit.bench.timing import NotCapturable, check_capturable, time_graph
 
 pytestmark = pytest.mark.gpu
@@ -39,11 +39,12 @@ def test_size_matched_copy_is_timed_like_an_op_point():
     mid = C.time_size_matched_copy(33562624, l2, dev, max_sets=2048, mem_budget=16 << 30)
     big = C.time_size_matched_copy(1 << 30, l2, dev, max_sets=2048, mem_budget=16 << 30)
     # decode size: 2048 sets are too few to turn the L2 over, so it is flushed; microseconds, far under the ceiling
-    assert small["l2_flush"] and small["sets"] == 2048 and small["bytes"] == 40960 and 0.5 < small["us"] < 20
-    assert not mid["l2_flush"] and mid["sets"] * mid["bytes"] >= 2 * l2
+    assert small.info["l2_flush"] and small.info["sets"] == 2048 and small.info["bytes"] == 40960
+    assert 0.5 < small.us < 20
+    assert not mid.info["l2_flush"] and mid.info["sets"] * mid.info["bytes"] >= 2 * l2
     # a copy of the op's size itself stays under the large-buffer ceiling, closer to it as the size grows
-    assert small["gbps"] < mid["gbps"] < big["gbps"] < 1.05 * ceil
-    assert big["gbps"] > 0.9 * ceil
+    assert small.gbps < mid.gbps < big.gbps < 1.05 * ceil
+    assert big.gbps > 0.9 * ceil
 
 
 def test_host_sync_is_reported_not_captured():
@@ -69,17 +70,39 @@ def test_small_sweep_through_every_path():
                       models=["llama3-8b"], num_tokens=[1, 4096], providers=["tritonkit", "eager", "inductor"],
                       startup=True, device=dev)
     ops, points = run(cfg, ceil)
-    assert {p["status"] for p in points} == {"ok"}, [p["detail"] for p in points if p["status"] != "ok"]
+    assert {p.status for p in points} == {"ok"}, [p.detail for p in points if p.status != "ok"]
     for p in points:
-        assert p["graph"]["median_us"] > 0.5 and p["timed_by"] == "graph"
-        assert 0 < p["pct_ceiling"] < 110
-        assert p["copy_same_bytes_us"] > 0.5 and 0 < p["pct_of_copy_same_bytes"] < 200
-    small = [p for p in points if p["num_tokens"] == 1]
-    assert all(p["l2_flush"] for p in small)
+        assert p.graph.median_us > 0.5 and p.timed_by == "graph"
+        assert 0 < p.metrics.pct_ceiling < 110
+        assert p.copy.us > 0.5 and 0 < p.pct_of_copy < 200
+    small = [p for p in points if p.num_tokens == 1]
+    assert all(p.l2_flush for p in small)
     for op in ops:
         # one compile of the kernel per op config over the sweep
-        assert list(op["compiles"]["tritonkit"].values()) == [1], op["compiles"]
-        assert op["startup"]["cold"]["correct"] and op["startup"]["warm"]["correct"]
-        assert op["startup"]["warm"]["first_call_s"] < op["startup"]["cold"]["first_call_s"]
-        (hosts,) = op["host_overhead"].values()
+        assert list(op.compiles["tritonkit"].values()) == [1], op.compiles
+        assert op.startup["cold"]["correct"] and op.startup["warm"]["correct"]
+        assert op.startup["warm"]["first_call_s"] < op.startup["cold"]["first_call_s"]
+        (hosts,) = op.host_overhead.values()
         assert set(hosts) == {"tritonkit", "eager", "inductor"}
+
+
+def test_attention_series_with_peers():
+    dev = torch.device("cuda")
+    floor, empty = C.measure_floor_us(dev)
+    ceil = Ceilings(copy_gbps=C.measure_copy_gbps(dev)[0], matmul_tflops=C.measure_matmul_tflops(dev),
+                    floor_us=floor, empty_us=empty)
+    cfg = BenchConfig(targets=[OpTarget.parse("paged_attention")], models=["llama3-8b"], num_tokens=[4, 256],
+                      providers=["tritonkit", "eager", "vllm", "sdpa"], startup=False, device=dev)
+    _, points = run(cfg, ceil)
+    by = {(p.config.split(" |")[0], p.num_tokens, p.provider): p for p in points}
+    # every series at 256 tokens, decode at 4 too; tritonkit timed by graph and right everywhere
+    for key, p in by.items():
+        if p.provider == "tritonkit":
+            assert p.ok and p.timed_by == "graph", (key, p.detail)
+    assert {k[0] for k in by} == {"decode 4K keys", "decode 32K keys", "prefill causal",
+                                  "mixed: prompt + 64 decode at 4K"}
+    # sdpa: a dense equivalent for decode batches and the causal prompt, none for the mixed batch
+    assert by[("prefill causal", 256, "sdpa")].ok and by[("decode 4K keys", 4, "sdpa")].ok
+    assert by[("mixed: prompt + 64 decode at 4K", 256, "sdpa")].status == "skipped"
+    # decode is memory-bound (KV bytes/s), a long prompt compute-bound (TFLOP/s)
+    assert by[("decode 4K keys", 256, "tritonkit")].metrics.bound == "memory"

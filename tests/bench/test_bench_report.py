@@ -5,7 +5,8 @@ import pytest
 
 from tritonkit.bench import report
 from tritonkit.bench.compare import compare_results, format_compare
-from tritonkit.bench.stats import Ceilings, point_metrics
+from tritonkit.bench.records import Results, read_json, write_json
+from tritonkit.bench.roofline import Ceilings, point_metrics
 
 CEIL = Ceilings(copy_gbps=4000.0, matmul_tflops=800.0, floor_us=2.0, empty_us=1.1, gpu="Fake GPU", driver="1.0")
 TOKENS = (1, 256, 16384)
@@ -20,7 +21,7 @@ def _point(provider, t, us, status="ok", label="rms_norm", config="hidden=4096,r
         p["graph"] = {"median_us": us, "min_us": us * 0.9, "max_us": us * 1.2, "repeats": 10}
         p["eager"] = {"median_us": us + 10, "min_us": us + 9, "max_us": us + 12, "repeats": 10}
         p["timed_by"] = "graph"
-        p.update(point_metrics(nbytes, p["flops"], us * 1e-6, CEIL))
+        p.update(point_metrics(nbytes, p["flops"], us * 1e-6, CEIL).to_dict())
     else:
         p["detail"] = "y: 3/4096 elements mismatch"
         p["check"] = {"error": math.inf, "rel_l2": 0.5, "detail": "y: ..."}
@@ -49,40 +50,47 @@ def _results(scale=1.0, wrong_at=None):
                         "warm": {"import_s": 2.0, "cuda_init_s": 0.5, "first_call_s": 0.05, "second_call_s": 1e-4,
                                  "to_first_result_s": 2.55, "correct": True, "check": "ok", "process_s": 2.8}}}]
     meta = {"gpu": "Fake GPU", "git_sha": "abc", "command": "tritonkit bench rms_norm"}
-    return report.results_dict(meta, CEIL.to_dict(), ops, points)
+    return Results.from_dict({"schema": 1, "meta": meta, "ceilings": CEIL.to_dict(), "ops": ops, "points": points})
 
 
 def test_json_round_trip_keeps_values_and_infinities(tmp_path):
     res = _results(wrong_at=256)
-    path = report.write_json(tmp_path / "sub" / "bench.json", res)
+    path = write_json(tmp_path / "sub" / "bench.json", res)
     text = path.read_text()
     json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in the JSON"))  # standard JSON only
     assert "Infinity" not in text
-    back = report.read_json(path)
+    back = read_json(path)
     assert back == res
-    bad = [p for p in back["points"] if p["status"] == "wrong"][0]
-    assert bad["check"]["error"] == math.inf
+    bad = [p for p in back.points if p.status == "wrong"][0]
+    assert bad.check.error == math.inf and not bad.check.passed
 
 
 def test_read_json_rejects_other_files(tmp_path):
     (tmp_path / "x.json").write_text(json.dumps({"results": []}))
     with pytest.raises(ValueError, match="not a tritonkit bench result"):
-        report.read_json(tmp_path / "x.json")
+        read_json(tmp_path / "x.json")
 
 
 def test_summary_rows_pick_16k_percentage_worst_ratio_and_extras():
     (row,) = report.summary_rows(_results(wrong_at=256))
-    assert row["pct_tk"] == pytest.approx(100 * (4 * 16384 * 4096 * 2 + 8192) / 140e-6 / 1e9 / 4000)
-    assert row["pct_inductor"] == pytest.approx(100 * (4 * 16384 * 4096 * 2 + 8192) / 165e-6 / 1e9 / 4000)
+    assert row.pct["tritonkit"] == pytest.approx(100 * (4 * 16384 * 4096 * 2 + 8192) / 140e-6 / 1e9 / 4000)
+    assert row.pct["inductor"] == pytest.approx(100 * (4 * 16384 * 4096 * 2 + 8192) / 165e-6 / 1e9 / 4000)
     # worst ratio at num_tokens=1 (40960 bytes): 3.3 us / (1.25 * (2 us + 40960 B / 4000 GB/s))
-    assert row["worst_at"] == 1
-    assert row["worst_ratio"] == pytest.approx(3.3 / (1.25 * (2 + 40960 / 4000e3)))
-    assert (row["passed"], row["points"]) == (2, 3)
-    assert (row["copy_passed"], row["copy_points"]) == (None, 0)  # no copy column in this run
-    assert row["compiles"] == {"tritonkit.ops.rms_norm.kernel._rms_norm_fwd_kernel": 1}
-    assert (row["startup_cold_s"], row["startup_warm_s"]) == (3.75, 2.55)
-    assert (row["host_tk_us"], row["host_inductor_us"]) == (7.5, 21.0)
-    assert row["problems"] == ["inductor@256:wrong"]
+    assert row.worst_at == 1
+    assert row.worst_ratio == pytest.approx(3.3 / (1.25 * (2 + 40960 / 4000e3)))
+    assert (row.passed, row.points) == (2, 3)
+    assert (row.copy_passed, row.copy_points) == (None, 0)  # no copy column in this run
+    assert row.compiles == {"tritonkit.ops.rms_norm.kernel._rms_norm_fwd_kernel": 1}
+    assert (row.startup_cold_s, row.startup_warm_s) == (3.75, 2.55)
+    assert (row.host_us["tritonkit"], row.host_us["inductor"]) == (7.5, 21.0)
+    assert row.problems == ["inductor@256:wrong"]
+
+
+def test_summary_of_a_series_that_stops_before_16k_uses_its_largest_point():
+    res = _results()
+    res.points = [p for p in res.points if p.num_tokens != 16384]
+    (row,) = report.summary_rows(res)
+    assert row.pct["tritonkit"] == pytest.approx(100 * (4 * 256 * 4096 * 2 + 8192) / 4.4e-6 / 1e9 / 4000)
 
 
 def test_terminal_report_shows_misses_wrong_providers_and_extras():
@@ -91,6 +99,8 @@ def test_terminal_report_shows_misses_wrong_providers_and_extras():
     lines = {ln.split()[0]: ln for ln in text.splitlines() if ln and ln.split()[0] in ("1", "256", "16384")}
     assert "MISS" in lines["1"] and "MISS" not in lines["16384"]
     assert "WRONG" in lines["256"]
+    # peers' time over tritonkit's: inductor 165 / 140 us at 16384
+    assert "1.18x" in lines["16384"]
     assert "inductor at num_tokens=256: wrong" in text
     assert "vllm: unavailable" in text and "_rms_norm_fwd_kernel x1" in text
     assert "cold 3.75 s" in text and "warm 2.55 s" in text
@@ -99,30 +109,42 @@ def test_terminal_report_shows_misses_wrong_providers_and_extras():
     assert "2/3" in summary and "3.75/2.55" in summary
 
 
+def test_skipped_points_are_listed_once_per_provider_and_reason():
+    res = _results()
+    for p in res.points:
+        if p.provider == "inductor" and p.num_tokens >= 256:
+            p.status, p.metrics, p.graph, p.eager = "skipped", None, None, None
+            p.detail = ("over the point's time budget: its timing would take ~90 s (one call 2.00 s), budget 20 s"
+                        if p.num_tokens == 256 else "over the point's time budget at num_tokens=256 already (...)")
+    text = report.format_results(res)
+    (line,) = [ln for ln in text.splitlines() if "skipped at" in ln]
+    assert line.strip().startswith("inductor skipped at num_tokens 256, 16384: over the point's time budget: its")
+
+
 def test_compare_ratios_per_point_and_geomean():
     a, b = _results(), _results(scale=0.5)
-    b["points"] = [p for p in b["points"] if p["num_tokens"] != 256]  # B lacks one point
+    b.points = [p for p in b.points if p.num_tokens != 256]  # B lacks one point
     res = compare_results(a, b)
-    tk = [r for r in res["rows"] if r["provider"] == "tritonkit"]
-    assert [r["num_tokens"] for r in tk] == [1, 16384]
-    assert all(r["ratio"] == pytest.approx(0.5) for r in tk)
-    assert res["only_a"] == 2 and res["only_b"] == 0
-    assert res["series"][("rms_norm", "bfloat16", "hidden=4096,residual=1", "tritonkit")] == pytest.approx(0.5)
-    assert res["series"][("rms_norm", "bfloat16", "hidden=4096,residual=1", "inductor")] == pytest.approx(1.0)
+    tk = [r for r in res.rows if r.provider == "tritonkit"]
+    assert [r.num_tokens for r in tk] == [1, 16384]
+    assert all(r.ratio == pytest.approx(0.5) for r in tk)
+    assert res.only_a == 2 and res.only_b == 0
+    assert res.series[("rms_norm", "bfloat16", "hidden=4096,residual=1", "tritonkit")] == pytest.approx(0.5)
+    assert res.series[("rms_norm", "bfloat16", "hidden=4096,residual=1", "inductor")] == pytest.approx(1.0)
     assert "0.500" in format_compare(a, b)
 
 
 def test_compare_skips_points_that_were_not_timed():
     a, b = _results(), _results(wrong_at=16384)
-    row = [r for r in compare_results(a, b)["rows"] if r["provider"] == "inductor" and r["num_tokens"] == 16384][0]
-    assert row["ratio"] is None and row["b_us"] is None
+    row = [r for r in compare_results(a, b).rows if r.provider == "inductor" and r.num_tokens == 16384][0]
+    assert row.ratio is None and row.b_us is None
 
 
 def test_cli_compare_runs_without_a_gpu(tmp_path, capsys):
     from tritonkit.cli import main
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    report.write_json(a, _results())
-    report.write_json(b, _results(scale=2.0))
+    write_json(a, _results())
+    write_json(b, _results(scale=2.0))
     assert main(["bench", "--compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "2.000" in out and "geomean" in out
@@ -136,23 +158,26 @@ def test_text_table_aligns_columns():
 
 
 def test_summary_rows_take_each_configs_own_host_time():
+    import dataclasses
     res = _results()
-    other = [dict(p, config="hidden=4096,residual=0", shape=dict(p["shape"], residual=0)) for p in res["points"]]
-    res["points"] += other
-    res["ops"][0]["host_overhead"]["num_tokens=1,hidden=4096,residual=0"] = {
+    other = [dataclasses.replace(p, config="hidden=4096,residual=0", shape=dict(p.shape, residual=0))
+             for p in res.points]
+    res.points += other
+    res.ops[0].host_overhead["num_tokens=1,hidden=4096,residual=0"] = {
         "tritonkit": {"median_us": 5.0, "min_us": 5, "max_us": 5, "repeats": 3}}
-    rows = {r["config"]: r for r in report.summary_rows(res)}
-    assert rows["hidden=4096,residual=1"]["host_tk_us"] == 7.5
-    assert rows["hidden=4096,residual=0"]["host_tk_us"] == 5.0
+    rows = {r.config: r for r in report.summary_rows(res)}
+    assert rows["hidden=4096,residual=1"].host_us["tritonkit"] == 7.5
+    assert rows["hidden=4096,residual=0"].host_us["tritonkit"] == 5.0
 
 
 def test_summary_counts_where_the_size_matched_copy_meets_the_same_target():
+    from tritonkit.bench.records import CopyRef
     res = _results()
-    for p in res["points"]:
-        if p["provider"] == "tritonkit":
+    for p in res.points:
+        if p.provider == "tritonkit":
             # the copy of the point's bytes: inside the bound at 1 and 16384 tokens, past it at 256
-            p["copy_same_bytes_us"] = p["target_us"] * (1.02 if p["num_tokens"] == 256 else 0.9)
+            p.copy = CopyRef(p.metrics.target_us * (1.02 if p.num_tokens == 256 else 0.9), 1.0)
     (row,) = report.summary_rows(res)
-    assert (row["copy_passed"], row["copy_points"]) == (2, 3)
+    assert (row.copy_passed, row.copy_points) == (2, 3)
     text = report.format_summary(res)
     assert "copy pass" in text and " 2/3 " in text

@@ -12,7 +12,7 @@ from conftest import ON_GPU
 from tritonkit.bench import providers as P
 from tritonkit.bench.runner import (BenchConfig, OpTarget, Progress, SweepPoint, parse_kv, run, run_point,
                                     sweep_points)
-from tritonkit.bench.stats import Ceilings
+from tritonkit.bench.roofline import Ceilings
 from tritonkit.ops.rms_norm.spec import SPEC as RMS
 from tritonkit.spec import Shape
 
@@ -62,18 +62,18 @@ def test_sweep_points_follow_ops_that_spend_num_tokens_on_other_keys():
 def test_sweep_on_cpu_checks_times_and_records_every_provider():
     ops, points = run(_cfg(), CEIL)
     (op,) = ops
-    assert op["label"] == "rms_norm:hidden=64" and op["providers"]["vllm"].startswith("unavailable")
-    assert [(p["num_tokens"], p["provider"], p["status"]) for p in points] == [
+    assert op.label == "rms_norm:hidden=64" and op.providers["vllm"].startswith("unavailable")
+    assert [(p.num_tokens, p.provider, p.status) for p in points] == [
         (1, "tritonkit", "ok"), (1, "eager", "ok"), (3, "tritonkit", "ok"), (3, "eager", "ok")]
     for p in points:
-        assert p["graph"] is None and p["timed_by"] == "eager"
-        assert p["eager"]["min_us"] <= p["eager"]["median_us"] <= p["eager"]["max_us"]
-        assert p["bytes"] == RMS.work(Shape(p["shape"]), torch.bfloat16).bytes
-        assert p["gbps"] == pytest.approx(p["bytes"] / (p["eager"]["median_us"] * 1e-6) / 1e9)
-        assert p["check"]["error"] <= 1.0
+        assert p.graph is None and p.timed_by == "eager"
+        assert p.eager.min_us <= p.eager.median_us <= p.eager.max_us
+        assert p.bytes == RMS.work(Shape(p.shape), torch.bfloat16).bytes
+        assert p.metrics.gbps == pytest.approx(p.bytes / (p.eager.median_us * 1e-6) / 1e9)
+        assert p.check.error <= 1.0
     # host overhead at the smallest point only, for every provider that ran
-    assert list(op["host_overhead"]) == ["num_tokens=1,hidden=64,residual=1"]
-    assert set(op["host_overhead"]["num_tokens=1,hidden=64,residual=1"]) == {"tritonkit", "eager"}
+    assert list(op.host_overhead) == ["num_tokens=1,hidden=64,residual=1"]
+    assert set(op.host_overhead["num_tokens=1,hidden=64,residual=1"]) == {"tritonkit", "eager"}
 
 
 def test_a_wrong_provider_is_reported_and_not_timed():
@@ -86,12 +86,13 @@ def test_a_wrong_provider_is_reported_and_not_timed():
     pt = SweepPoint(shape, "llama3-8b", 3, "hidden=64,residual=0")
     recs, _ = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [tk, off, unwritten, boom], _cfg(), CEIL,
                         l2=1 << 20, seed=0, skip=lambda name: None, progress=Progress(), host_point=False)
-    by = {r["provider"]: r for r in recs}
-    assert by["tritonkit"]["status"] == "ok"
+    by = {r.provider: r for r in recs}
+    assert by["tritonkit"].status == "ok"
     for name in ("off", "half", "boom"):
-        assert by[name]["status"] == "wrong", name
-        assert "eager" not in by[name] and "graph" not in by[name] and "gbps" not in by[name]
-    assert "mismatch" in by["off"]["detail"] and "ZeroDivisionError" in by["boom"]["detail"]
+        assert by[name].status == "wrong", name
+        assert by[name].eager is None and by[name].graph is None and by[name].metrics is None
+        assert "eager" not in by[name].to_dict() and "gbps" not in by[name].to_dict()
+    assert "mismatch" in by["off"].detail and "ZeroDivisionError" in by["boom"].detail
 
 
 def test_a_provider_failing_only_in_host_timing_errs_at_its_point():
@@ -99,19 +100,71 @@ def test_a_provider_failing_only_in_host_timing_errs_at_its_point():
     tk = P.make_provider("tritonkit", RMS, torch.float32)
     calls = {"n": 0}
 
-    def flaky(inputs):  # right for the check and the eager timing, then raises
+    def flaky(inputs):  # right for the check, the budget's probe call and the eager timing, then raises
         calls["n"] += 1
-        if calls["n"] > 12:
+        if calls["n"] > 13:
             raise RuntimeError("flaky launch")
         return RMS.call(inputs)
     pt = SweepPoint(shape, "llama3-8b", 1, "hidden=64,residual=0")
     recs, hosts = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [tk, P.Provider("flaky", "", flaky)],
                             _cfg(repeats=1), CEIL, l2=1 << 20, seed=0, skip=lambda name: None, progress=Progress(),
                             host_point=True)
-    by = {r["provider"]: r for r in recs}
-    assert by["tritonkit"]["status"] == "ok" and set(hosts) == {"tritonkit"}
-    assert by["flaky"]["status"] == "error" and "host time per eager call: RuntimeError: flaky launch" in \
-        by["flaky"]["detail"]
+    by = {r.provider: r for r in recs}
+    assert by["tritonkit"].status == "ok" and set(hosts) == {"tritonkit"}
+    assert by["flaky"].status == "error" and "host time per eager call: RuntimeError: flaky launch" in \
+        by["flaky"].detail
+
+
+def test_a_provider_over_the_point_budget_is_skipped_there_and_at_larger_points(monkeypatch):
+    import time
+
+    def slow(inputs):  # a call whose timing would take far longer than the budget allows
+        time.sleep(0.2)
+        return RMS.call(inputs)
+    cfg = _cfg(providers=["tritonkit", "eager"], num_tokens=[1, 3, 5], point_budget_s=3.0)
+    real = P.make_provider
+
+    def make(name, spec, dtype):
+        p = real(name, spec, dtype)
+        return dataclasses.replace(p, fn=slow) if name == "eager" else p
+    monkeypatch.setattr(P, "make_provider", make)
+    _, points = run(cfg, CEIL)
+    eager = {p.num_tokens: p for p in points if p.provider == "eager"}
+    assert [eager[t].status for t in (1, 3, 5)] == ["skipped"] * 3
+    assert eager[1].detail.startswith("over the point's time budget: its timing would take ~")
+    assert eager[1].check is not None and eager[1].check.passed  # checked, then judged too slow to time
+    assert eager[3].detail.startswith("over the point's time budget at num_tokens=1 already")
+    assert eager[3].check is None  # not even called
+    assert all(p.ok for p in points if p.provider == "tritonkit")
+
+
+def test_an_inapplicable_provider_is_skipped_with_its_reason():
+    shape = Shape(num_tokens=3, hidden=64, residual=0)
+
+    def prepare(inputs):
+        raise P.Inapplicable("no dense form of this point")
+    dense = P.Provider("dense", "", lambda i: RMS.call(i), prepare=prepare)
+    pt = SweepPoint(shape, "llama3-8b", 3, "hidden=64,residual=0")
+    (r,), _ = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [dense], _cfg(), CEIL, l2=1 << 20, seed=0,
+                        skip=lambda name: None, progress=Progress(), host_point=False)
+    assert r.status == "skipped" and r.detail == "not applicable: no dense form of this point"
+
+
+def test_prepare_runs_outside_the_calls_and_feeds_them():
+    shape = Shape(num_tokens=3, hidden=64, residual=0)
+    seen = []
+
+    def prepare(inputs):
+        return {**inputs, "prepared": True}
+
+    def fn(inputs):
+        seen.append(inputs.get("prepared"))
+        return RMS.call({k: v for k, v in inputs.items() if k != "prepared"})
+    p = P.Provider("prep", "", fn, prepare=prepare)
+    pt = SweepPoint(shape, "llama3-8b", 3, "hidden=64,residual=0")
+    (r,), hosts = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [p], _cfg(host_calls=2), CEIL,
+                            l2=1 << 20, seed=0, skip=lambda name: None, progress=Progress(), host_point=True)
+    assert r.ok and set(seen) == {True} and "prep" in hosts
 
 
 def test_check_widens_the_bound_by_the_specs_error_scale():
@@ -127,7 +180,7 @@ def test_check_widens_the_bound_by_the_specs_error_scale():
 
 def test_deadline_skips_all_but_tritonkit():
     ops, points = run(_cfg(deadline_s=-1.0, num_tokens=[1]), CEIL)
-    assert {p["provider"]: p["status"] for p in points} == {"tritonkit": "ok", "eager": "skipped"}
+    assert {p.provider: p.status for p in points} == {"tritonkit": "ok", "eager": "skipped"}
 
 
 def test_clone_inputs_keeps_views_of_one_storage_together():
@@ -212,3 +265,43 @@ def test_only_a_host_sync_is_not_capturable(monkeypatch):
     with pytest.raises(torch.cuda.OutOfMemoryError):
         timing.check_capturable(oom, {})
     timing.check_capturable(lambda _inputs: None, {})
+
+
+def test_attention_sweeps_its_series_with_the_dense_reference_where_it_applies(monkeypatch):
+    # every series of paged_attention's sweep, small heads, contexts and mixed batches for the interpreter
+    from tritonkit.ops.paged_attention import spec as pa
+    monkeypatch.setattr(pa, "SERIES_MIXED_DECODE", 2)
+    over = "num_heads=4,num_kv_heads=2,head_dim=64,context=31"
+    cfg = _cfg(targets=[OpTarget.parse(f"paged_attention:{over}")], num_tokens=[4, 16],
+               providers=["tritonkit", "eager", "inductor", "sdpa"], dtypes=[torch.float16], host_calls=2)
+    ops, points = run(cfg, CEIL)
+    (op,) = ops
+    assert op.providers["inductor"].startswith("unavailable: its reference reads sequence lengths on the host")
+    series = {p.config.split(" |")[0] for p in points}
+    # with one context for all, the two decode series are one: its duplicate points are dropped
+    assert series == {"decode 4K keys", "prefill causal", "mixed: prompt + 2 decode at 4K"}
+    by = {(p.config.split(" |")[0], p.num_tokens, p.provider): p for p in points}
+    assert all(p.ok for p in points if p.provider in ("tritonkit", "eager")), \
+        [(k, p.detail) for k, p in by.items() if not p.ok]
+    assert by[("prefill causal", 16, "sdpa")].ok and by[("decode 4K keys", 16, "sdpa")].ok
+    mixed = by[("mixed: prompt + 2 decode at 4K", 16, "sdpa")]
+    assert mixed.status == "skipped" and mixed.detail.startswith("not applicable: a varlen batch")
+    assert by[("prefill causal", 16, "tritonkit")].flops > 0
+
+
+def test_attention_series_cover_decode_prefill_and_a_mixed_batch_within_the_cache_cap():
+    from tritonkit.ops import get_spec
+    spec = get_spec("paged_attention")
+    pts = sweep_points(spec, ["llama3-8b"], [1, 16, 32, 64, 128, 256, 512, 65536], {})
+    xs: dict[str, list[int]] = {}
+    for p in pts:
+        xs.setdefault(p.config.split(" |")[0], []).append(p.num_tokens)
+    assert xs == {"decode 4K keys": [1, 16, 32, 64, 128, 256], "decode 32K keys": [1, 16, 32],
+                  "prefill causal": [16, 32, 64, 128, 256, 512, 65536],
+                  "mixed: prompt + 64 decode at 4K": [128, 256, 512, 65536]}
+    mixed = next(p for p in pts if p.config.startswith("mixed") and p.num_tokens == 512)
+    assert mixed.shape["q_len"] == (448,) + (1,) * 64 and mixed.shape["num_seqs"] == 65
+    # a series' label names what stays fixed along it, long tuples shortened
+    assert "context=(0,4095x64)" in mixed.config and "num_kv_heads=8" in mixed.config
+    decode = next(p for p in pts if p.config.startswith("decode 32K"))
+    assert "context=32767" in decode.config

@@ -3,8 +3,10 @@ import math
 import pytest
 import torch
 
-from tritonkit.bench import stats
-from tritonkit.bench.stats import Ceilings, point_metrics, rotation_sets, summarize
+from tritonkit.bench import roofline, stats, timing
+from tritonkit.bench.roofline import Ceilings, point_metrics
+from tritonkit.bench.stats import summarize
+from tritonkit.bench.timing import rotation_sets
 from tritonkit.ops.rms_norm.spec import SPEC as RMS
 from tritonkit.spec import Shape
 
@@ -21,29 +23,29 @@ def test_summarize_reports_per_call_microseconds():
 def test_bandwidth_and_percentage_of_ceiling():
     # 4 GB in 2 ms is 2000 GB/s: half the 4000 GB/s copy ceiling
     m = point_metrics(4_000_000_000, 0, 2e-3, CEIL)
-    assert m["gbps"] == pytest.approx(2000.0)
-    assert m["pct_ceiling"] == pytest.approx(50.0)
-    assert m["bound"] == "memory"
+    assert m.gbps == pytest.approx(2000.0)
+    assert m.pct_ceiling == pytest.approx(50.0)
+    assert m.bound == "memory"
 
 
 def test_target_formula_is_125_percent_of_floor_plus_bytes_over_ceiling():
     nbytes = 8_000_000  # 2 us at 4000 GB/s; floor 2 us -> ideal 4 us, target 5 us
-    assert stats.ideal_seconds(nbytes, 0, CEIL) == pytest.approx(4e-6)
+    assert roofline.ideal_seconds(nbytes, 0, CEIL) == pytest.approx(4e-6)
     at = point_metrics(nbytes, 0, 4.99e-6, CEIL)
-    assert at["target_us"] == pytest.approx(5.0) and at["target_ratio"] == pytest.approx(0.998) and at["target_pass"]
+    assert at.target_us == pytest.approx(5.0) and at.target_ratio == pytest.approx(0.998) and at.target_pass
     over = point_metrics(nbytes, 0, 5.1e-6, CEIL)
-    assert not over["target_pass"] and over["target_ratio"] == pytest.approx(1.02)
+    assert not over.target_pass and over.target_ratio == pytest.approx(1.02)
     # at decode sizes the floor dominates: 1 KB needs at most 1.25 * (2 + 0.00025) us
     tiny = point_metrics(1000, 0, 2.4e-6, CEIL)
-    assert tiny["target_pass"] and tiny["target_us"] == pytest.approx(1.25 * (2.0 + 1000 / 4000e9 * 1e6))
+    assert tiny.target_pass and tiny.target_us == pytest.approx(1.25 * (2.0 + 1000 / 4000e9 * 1e6))
 
 
 def test_compute_bound_points_use_the_matmul_ceiling():
     # 800 TFLOP in 2 s on 1 GB: compute-bound; 400 TFLOP/s is 50% of the matmul ceiling
     m = point_metrics(1_000_000_000, 800 * 10**12, 2.0, CEIL)
-    assert m["bound"] == "compute"
-    assert m["tflops"] == pytest.approx(400.0) and m["pct_ceiling"] == pytest.approx(50.0)
-    assert stats.ideal_seconds(1_000_000_000, 800 * 10**12, CEIL) == pytest.approx(1.0 + 2e-6)
+    assert m.bound == "compute"
+    assert m.tflops == pytest.approx(400.0) and m.pct_ceiling == pytest.approx(50.0)
+    assert roofline.ideal_seconds(1_000_000_000, 800 * 10**12, CEIL) == pytest.approx(1.0 + 2e-6)
 
 
 def test_point_metrics_rejects_non_positive_time():
@@ -57,16 +59,16 @@ def test_work_model_feeds_the_metrics():
     w = RMS.work(shape, torch.bfloat16)
     assert w.bytes == 4 * 16384 * 4096 * 2 + 4096 * 2
     m = point_metrics(w.bytes, w.flops, w.bytes / 3900e9, CEIL)
-    assert m["pct_ceiling"] == pytest.approx(97.5) and m["target_pass"]
+    assert m.pct_ceiling == pytest.approx(97.5) and m.target_pass
 
 
 def test_rotation_sets_turn_the_l2_over():
     l2 = 60 * 2**20
     # a 40 KB decode point would need 3072 sets: capped (the flush covers the rest)
-    assert rotation_sets(40 * 1024, l2) == stats.MAX_SETS
-    assert not stats.cold(40 * 1024, stats.MAX_SETS, l2)
+    assert rotation_sets(40 * 1024, l2) == timing.MAX_SETS
+    assert not timing.cold(40 * 1024, timing.MAX_SETS, l2)
     # 16 MB a set: ceil(2 * 60 MB / 16 MB) = 8, which together exceed the L2
-    assert rotation_sets(16 * 2**20, l2) == 8 and stats.cold(16 * 2**20, 8, l2)
+    assert rotation_sets(16 * 2**20, l2) == 8 and timing.cold(16 * 2**20, 8, l2)
     # one set larger than two L2s is enough alone
     assert rotation_sets(1 << 30, l2) == 1
     # memory budget: 3 GB sets in an 8 GB budget -> 2

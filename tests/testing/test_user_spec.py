@@ -105,6 +105,22 @@ def test_undeclared_sweep_large_and_work_are_empty_or_say_so():
     assert isinstance(swept.sweep(num_tokens=[1, 2])[1], Shape)
 
 
+def test_sweep_series_name_the_benchs_axes_and_leave_the_check_sweep_alone():
+    m = MODELS["llama3-8b"]
+    one = _spec(sweep_shape=lambda m, t: {"n": t, "d": 8})
+    assert one.series_at(m, 4) == {"": Shape(n=4, d=8)}
+    series = _spec(sweep_shape=lambda m, t: {"n": t, "d": 8},
+                   sweep_series=lambda m, t: {"short": {"n": t, "d": 8}, "long": {"n": t, "d": 64} if t > 2 else None})
+    assert series.series_at(m, 1) == {"short": Shape(n=1, d=8)}  # a series without a point there is left out
+    assert series.series_at(m, 4) == {"short": Shape(n=4, d=8), "long": Shape(n=4, d=64)}
+    assert series.sweep(num_tokens=[1, 4]) == (Shape(n=1, d=8), Shape(n=4, d=8))  # sweep_shape's, as before
+    bad = _spec(sweep_series=lambda m, t: [{"n": t}])
+    with pytest.raises(TypeError, match=r"sweep_series must return \{series name: shape or None\}, got list"):
+        bad.series_at(m, 1)
+    with pytest.raises(TypeError, match="sweep_series must be callable"):
+        _spec(sweep_series={"a": {"n": 1}})
+
+
 def test_default_call_names_results_and_follows_replace():
     spec = OpSpec("pair", lambda x: (x, x + 1), _mk, reference=_double_ref, boundary=[{"n": 1}])
     assert list(spec.call({"x": torch.zeros(2)})) == ["out0", "out1"]

@@ -28,7 +28,8 @@ import triton
 import triton.language as tl
 
 from .._env import driver_version
-from .stats import COPY_VEC_BYTES, Ceilings, copy_vectors
+from .records import CopyRef
+from .roofline import Ceilings
 from .timing import L2Flush, rotation, time_graph
 
 #: Copy size for the bandwidth ceiling: 1 GiB each way, ~20 L2s, ~0.5 ms a copy on an H200.
@@ -48,6 +49,21 @@ FLOOR_CALLS = 1024
 #: on an H200 memory adds 0.38 us to the L2-warm 1.00 us (benchmarks/results/h200/explore/exp21.json).
 FLOOR_MIN_COLD_US = 0.1
 FLOOR_TRIES = 3
+
+
+#: The size-matched copy reference moves whole vectors of this many bytes (one 16-byte load and store per thread).
+COPY_VEC_BYTES = 16
+
+
+def copy_vectors(work_bytes: int) -> int:
+    """16-byte vectors the size-matched copy reads (and then writes) for an op point of ``work_bytes``.
+
+    The copy reads N and writes N bytes with 2N = ``work_bytes``; N is rounded to the nearest whole vector, at
+    least one. Elements of int32: four per vector.
+    """
+    if work_bytes < 0:
+        raise ValueError(f"work_bytes must be non-negative, got {work_bytes}")
+    return max(1, (work_bytes + COPY_VEC_BYTES) // (2 * COPY_VEC_BYTES))
 
 
 @triton.jit
@@ -144,12 +160,12 @@ def measure_copy_gbps(device: torch.device) -> tuple[float, dict]:
 
 
 def time_size_matched_copy(work_bytes: int, l2_bytes: int, device: torch.device, *, max_sets: int,
-                           mem_budget: int, repeats: int | None = None) -> dict:
+                           mem_budget: int, repeats: int | None = None) -> CopyRef:
     """Time a Triton copy of N bytes read and N written, 2N = ``work_bytes`` in whole 16-byte vectors, the way an op
     point is timed: rotation sets from ``rotation_sets`` over the copy's own buffers, an L2 flush before each
     replay when they are too few to be ``cold``, CUDA-graph replay through ``time_graph``.
 
-    Returns ``{us, gbps, bytes (read + written), sets, l2_flush, config, timing}``.
+    Returns the time and bandwidth, with ``info`` = ``{bytes (read + written), sets, l2_flush, config, timing}``.
     """
     n_vec = copy_vectors(work_bytes)
     n = n_vec * (COPY_VEC_BYTES // 4)
@@ -166,9 +182,9 @@ def time_size_matched_copy(work_bytes: int, l2_bytes: int, device: torch.device,
     t = time_graph(copy, sets, device, repeats=repeats, before_replay=flush)
     if not (torch.equal(sets[0]["src"], sets[0]["dst"]) and torch.equal(sets[-1]["src"], sets[-1]["dst"])):
         raise RuntimeError("the size-matched copy kernel did not copy: reference not trusted")
-    return {"us": t.median_us, "gbps": moved / (t.median_us * 1e-6) / 1e9, "bytes": moved, "sets": n_sets,
-            "l2_flush": flush is not None, "config": f"BLOCK={SIZED_COPY_BLOCK},num_warps={SIZED_COPY_WARPS}",
-            "timing": t.to_dict()}
+    return CopyRef(t.median_us, moved / (t.median_us * 1e-6) / 1e9,
+                   {"bytes": moved, "sets": n_sets, "l2_flush": flush is not None,
+                    "config": f"BLOCK={SIZED_COPY_BLOCK},num_warps={SIZED_COPY_WARPS}", "timing": t.to_dict()})
 
 
 def measure_matmul_tflops(device: torch.device) -> float:

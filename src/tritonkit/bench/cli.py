@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, metavar="N", help="replays per measurement (default: adaptive, 5..50)")
     p.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="after this many seconds only tritonkit is timed (keeps a device run inside its lease)")
+    p.add_argument("--point-budget", type=float, metavar="SECONDS", default=None,
+                   help="a provider whose timing at a point would take longer is skipped there, with the reason, "
+                        "and at the series' larger points (default: 20)")
     p.add_argument("--remeasure-ceilings", action="store_true", help="ignore the cached ceilings for this GPU")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="print per-point ratios B/A and exit")
     return p
@@ -81,6 +84,7 @@ def main(argv: list[str]) -> int:
     from ..ops import OP_NAMES, get_spec
     from . import report
     from .ceilings import get_ceilings
+    from .records import Results, write_json
     from .runner import BenchConfig, OpTarget, parse_kv, run, sweep_points
 
     try:
@@ -117,6 +121,10 @@ def main(argv: list[str]) -> int:
                       num_tokens=list(num_tokens or NUM_TOKENS_SWEEP), providers=list(args.providers),
                       startup=not args.no_startup, repeats=args.repeats, deadline_s=args.deadline,
                       copy_ref=not args.no_copy_ref, device=torch.device("cuda"))
+    if args.point_budget is not None:
+        if not args.point_budget > 0:
+            return _err(f"--point-budget must be a positive number of seconds, got {args.point_budget}")
+        cfg.point_budget_s = args.point_budget
     out = pathlib.Path(args.out)
     meta = report.metadata(argv, cfg.device)
     if cfg.copy_ref:
@@ -131,12 +139,12 @@ def main(argv: list[str]) -> int:
         progress.log(report.ceilings_text(ceil_dict))
 
         def partial(ops, points):
-            report.write_json(out / "bench.json", report.results_dict(meta, ceil_dict, ops, points))
+            write_json(out / "bench.json", Results(meta, ceil_dict, ops, points))
 
         ops, points = run(cfg, ceil, progress, on_target_done=partial)
     meta["elapsed_s"] = time.perf_counter() - t0
-    results = report.results_dict(meta, ceil_dict, ops, points)
-    path = report.write_json(out / "bench.json", results)
+    results = Results(meta, ceil_dict, ops, points)
+    path = write_json(out / "bench.json", results)
     pngs = []
     if not args.no_plot:
         from .plot import write_plots
@@ -145,6 +153,6 @@ def main(argv: list[str]) -> int:
     print(f"\nwrote {path}" + (f" and {', '.join(str(p) for p in pngs)}" if pngs else "")
           + f" in {meta['elapsed_s']:.0f} s\n")
     print(report.format_summary(results))
-    bad = any(p["status"] in ("wrong", "error") and p["provider"] == "tritonkit" for p in points)
-    failed_ops = any(o.get("error") for o in ops)
+    bad = any(p.status in ("wrong", "error") and p.provider == "tritonkit" for p in points)
+    failed_ops = any(o.error for o in ops)
     return 1 if bad or failed_ops else 0

@@ -13,15 +13,16 @@ from __future__ import annotations
 import math
 import pathlib
 
+from .records import PointResult, Results
 from .report import group_points
-from .stats import TARGET_FACTOR
+from .roofline import TARGET_FACTOR
 
 _STYLE = {"tritonkit": ("C0", "o"), "eager": ("C7", "s"), "inductor": ("C1", "^"), "inductor-dynamic": ("C4", "v"),
-          "vllm": ("C2", "D")}
+          "vllm": ("C2", "D"), "sdpa": ("C5", "P")}
 
 
-def _metric(points: list[dict]) -> str:
-    compute = sum(1 for p in points if p.get("bound") == "compute")
+def _metric(points: list[PointResult]) -> str:
+    compute = sum(1 for p in points if p.metrics is not None and p.metrics.bound == "compute")
     return "tflops" if compute > len(points) / 2 else "gbps"
 
 
@@ -33,15 +34,15 @@ def _pyplot():
     return plt
 
 
-def build_figure(results: dict, op: str):
+def build_figure(results: Results, op: str):
     """The matplotlib Figure for ``op`` (every label and config of it in ``results``), or None if no points."""
     plt = _pyplot()
 
-    groups = {k: v for k, v in group_points(results["points"]).items()
-              if any(p["op"] == op for s in v.values() for p in s.values())}
+    groups = {k: v for k, v in group_points(results.points).items()
+              if any(p.op == op for s in v.values() for p in s.values())}
     if not groups:
         return None
-    ceil = results.get("ceilings") or {}
+    ceil = results.ceilings or {}
     n = len(groups)
     cols = min(n, 2)
     rows = math.ceil(n / cols)
@@ -51,14 +52,14 @@ def build_figure(results: dict, op: str):
         metric = _metric(pts)
         scale = 1e-3 if metric == "gbps" else 1.0  # TB/s reads better than thousands of GB/s
         unit = "TB/s" if metric == "gbps" else "TFLOP/s"
-        providers = list(dict.fromkeys(p["provider"] for p in pts))
+        providers = list(dict.fromkeys(p.provider for p in pts))
         for prov in providers:
             xs, ys = [], []
             for t in sorted(series):
                 p = series[t].get(prov)
-                if p and p.get("status") == "ok" and metric in p:
+                if p is not None and p.ok and p.metrics is not None:
                     xs.append(t)
-                    ys.append(p[metric] * scale)
+                    ys.append(getattr(p.metrics, metric) * scale)
             if xs:
                 color, marker = _STYLE.get(prov, (None, "x"))
                 ax.plot(xs, ys, marker=marker, color=color, label=prov, linewidth=1.5, markersize=4)
@@ -68,18 +69,17 @@ def build_figure(results: dict, op: str):
                        label=f"ceiling {c * scale:.2f} {unit}" + (" (copy)" if metric == "gbps" else " (matmul)"))
             need = []
             for t in sorted(series):
-                p = next((q for q in series[t].values() if "target_us" in q), None)
+                p = next((q for q in series[t].values() if q.metrics is not None), None)
                 if p:
-                    amount = p["bytes"] if metric == "gbps" else p["flops"]
-                    need.append((t, amount / (p["target_us"] * 1e-6) * 1e-12))  # bytes/s -> TB/s, flop/s -> TFLOP/s
+                    amount = p.bytes if metric == "gbps" else p.flops
+                    need.append((t, amount / (p.metrics.target_us * 1e-6) * 1e-12))  # bytes/s -> TB/s, flop/s -> TFLOP/s
             if need:
                 ax.plot([x for x, _ in need], [y for _, y in need], "k--", linewidth=1,
                         label=f"target: {TARGET_FACTOR}x(floor + bytes/ceiling)")
         if metric == "gbps":
             copy = []
             for t in sorted(series):
-                gbps = next((q["copy_same_bytes_gbps"] for q in series[t].values() if "copy_same_bytes_gbps" in q),
-                            None)
+                gbps = next((q.copy.gbps for q in series[t].values() if q.copy is not None and q.copy.gbps), None)
                 if gbps is not None:
                     copy.append((t, gbps * scale))
             if copy:
@@ -94,21 +94,21 @@ def build_figure(results: dict, op: str):
         ax.legend(fontsize=7, loc="upper left")
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    meta = results.get("meta", {})
+    meta = results.meta
     fig.suptitle(f"{op} on {meta.get('gpu', '?')} (CUDA graph, cold L2) - torch {meta.get('torch', '?')}, "
                  f"triton {meta.get('triton', '?')}, {str(meta.get('git_sha') or '?')[:10]}", fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def write_plots(results: dict, out_dir: str | pathlib.Path) -> list[pathlib.Path]:
+def write_plots(results: Results, out_dir: str | pathlib.Path) -> list[pathlib.Path]:
     """``<out_dir>/<op>.png`` for every op with points; returns the paths written."""
     plt = _pyplot()
 
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for op in dict.fromkeys(p["op"] for p in results["points"]):
+    for op in dict.fromkeys(p.op for p in results.points):
         fig = build_figure(results, op)
         if fig is None:
             continue

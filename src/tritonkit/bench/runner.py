@@ -3,8 +3,10 @@
 Per point: a size-matched copy reference (a Triton copy moving the point's bytes, timed like the op, once per
 point; ``--no-copy-ref`` skips it); one correctness input set and its float64 reference; then the rotation sets
 (enough to turn the L2 over, shared by all providers); then for each provider a check, eager timing and CUDA-graph
-timing. Per op: the compiles each kernel needed over the sweep, the host overhead of one call at the smallest
-point, and startup in fresh processes. Results are plain dicts (see ``report``) so they go to JSON as they are.
+timing. A provider one call of which would take the timing past the point's time budget is skipped there with the
+reason, and at the larger points of the same series. Per op: the compiles each kernel needed over the sweep, the
+host overhead of one call at the smallest point, and startup in fresh processes. Results are the typed records of
+:mod:`.records`.
 """
 
 from __future__ import annotations
@@ -22,13 +24,22 @@ from ..models import DEFAULT_BENCH_MODELS, MODELS, NUM_TOKENS_SWEEP
 from ..spec import OpSpec, Shape, dtype_name
 from ..testing.inputs import Fill
 from . import providers as P
-from .stats import MAX_SETS, Ceilings, copy_ref_fields, pct_of_copy, point_metrics
-from .timing import NotCapturable, interleaved_host_overhead, rotation, time_eager, time_graph
+from .records import CopyRef, OpResult, PointResult
+from .roofline import Ceilings, pct_of_copy, point_metrics
+from .timing import MAX_SETS, NotCapturable, interleaved_host_overhead, rotation, time_eager, time_graph
 
 #: num_tokens of the startup measurement: a small prefill, compiled the same as every other point.
 STARTUP_TOKENS = 16
 #: Device memory the rotation sets of one point may take.
 SETS_MEM_BUDGET = 16 << 30
+#: Seconds one provider's timing at one point may take (its calls are estimated from one warm call): an eager
+#: reference at prefill sizes is skipped there, with the reason, instead of holding the run for minutes. Not
+#: applied to tritonkit, the provider the run is about.
+POINT_BUDGET_S = 20.0
+#: Calls a timing makes per rotation set, beyond a few fixed ones: eager (warm-up, first repeat, at least
+#: MIN_REPEATS more) and graph (capture, warm replays, at least MIN_REPEATS replays).
+CALLS_PER_SET = 15
+FIXED_CALLS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,32 +87,47 @@ class SweepPoint:
     model: str
     #: the sweep's x: the num_tokens asked for (an op may spend it on another key: paged_attention's num_seqs)
     num_tokens: int
-    #: the shape keys that stay fixed along this model's sweep: one series of the plots and tables
+    #: the series this point belongs to: its name (for ops with several) and the shape keys fixed along it
     config: str
+
+
+def _compact(v: Any) -> str:
+    """A label's value: long tuples run-length encoded (``(0, 4095, 4095)`` -> ``0,4095x2``)."""
+    if not isinstance(v, (tuple, list)) or len(v) <= 4:
+        return str(v)
+    runs: list[list] = []
+    for x in v:
+        if runs and runs[-1][0] == x:
+            runs[-1][1] += 1
+        else:
+            runs.append([x, 1])
+    return "(" + ",".join(f"{x}x{n}" if n > 1 else str(x) for x, n in runs) + ")"
 
 
 def sweep_points(spec: OpSpec, models: Sequence[str], num_tokens: Sequence[int],
                  overrides: dict[str, Any]) -> list[SweepPoint]:
-    """Every point of the sweep, overrides applied, duplicate shapes dropped (the first model keeps them)."""
+    """Every point of the sweep (every series of the spec), overrides applied, duplicate shapes dropped (the first
+    model keeps them)."""
     seen: set[Shape] = set()
     out: list[SweepPoint] = []
     for m in models:
-        per_t = []
+        by_series: dict[str, list[tuple[int, Shape]]] = {}
         for t in num_tokens:
-            base = spec.sweep_shape(MODELS[m], t)
-            unknown = set(overrides) - set(base)
-            if unknown:
-                raise ValueError(f"{spec.name} has no shape key(s) {sorted(unknown)}; its keys: {', '.join(base)}")
-            shape = base.replace(**overrides)
-            per_t.append((int(shape.get("num_tokens", t)), shape))
-        if not per_t:
-            continue
-        varying = {k for k in per_t[0][1] if len({s[k] for _, s in per_t}) > 1} | {"num_tokens"}
-        for t, shape in per_t:
-            if shape not in seen:
-                seen.add(shape)
-                out.append(SweepPoint(shape, m, t, ",".join(f"{k}={v}" for k, v in shape.items()
-                                                                 if k not in varying)))
+            for series, base in spec.series_at(MODELS[m], t).items():
+                unknown = set(overrides) - set(base)
+                if unknown:
+                    raise ValueError(f"{spec.name} has no shape key(s) {sorted(unknown)}; its keys: "
+                                     f"{', '.join(base)}")
+                shape = base.replace(**overrides)
+                by_series.setdefault(series, []).append((int(shape.get("num_tokens", t)), shape))
+        for series, per_t in by_series.items():
+            varying = {k for k in per_t[0][1] if len({s[k] for _, s in per_t}) > 1} | {"num_tokens"}
+            fixed = ",".join(f"{k}={_compact(v)}" for k, v in per_t[0][1].items() if k not in varying)
+            config = f"{series} | {fixed}" if series else fixed
+            for t, shape in per_t:
+                if shape not in seen:
+                    seen.add(shape)
+                    out.append(SweepPoint(shape, m, t, config))
     return out
 
 
@@ -119,6 +145,7 @@ class BenchConfig:
     startup: bool = True
     repeats: int | None = None  # None: adaptive
     deadline_s: float | None = None  # past it, only tritonkit is timed
+    point_budget_s: float = POINT_BUDGET_S  # per provider and point, see POINT_BUDGET_S
     max_sets: int = MAX_SETS
     host_calls: int = 1000  # calls per repeat of the host-overhead measurement
     copy_ref: bool = True  # time a copy of each point's bytes beside the providers (CUDA only)
@@ -158,30 +185,22 @@ def _available(name: str, spec: OpSpec, dtype: torch.dtype) -> bool:
     return True
 
 
-def _point_record(target: OpTarget, spec: OpSpec, pt: SweepPoint, dtype: torch.dtype, provider: str,
-                  nbytes: int, flops: int) -> dict:
-    return {"op": spec.name, "label": target.label, "config": pt.config, "model": pt.model,
-            "dtype": dtype_name(dtype), "num_tokens": pt.num_tokens, "shape": dict(pt.shape),
-            "provider": provider, "status": "pending", "detail": "", "bytes": nbytes, "flops": flops}
-
-
-def _progress_text(target: OpTarget, rec: dict) -> str:
-    text = f"{target.label} num_tokens={rec['num_tokens']} {rec['provider']}: {rec['status']}"
-    if rec["status"] == "ok":
-        t = rec.get("graph") or rec.get("eager")
-        text += f" {t['median_us']:.1f} us ({rec['timed_by']})"
-        if "pct_ceiling" in rec:
-            text += f" {rec['pct_ceiling']:.1f}% t/target {rec['target_ratio']:.2f}"
-        if "pct_of_copy_same_bytes" in rec:
-            text += f" {rec['pct_of_copy_same_bytes']:.1f}% of copy@size"
-    elif rec["status"] in ("wrong", "error"):
-        text += f" ({rec['detail'][:120]})"
+def _progress_text(target: OpTarget, r: PointResult) -> str:
+    text = f"{target.label} num_tokens={r.num_tokens} {r.provider}: {r.status}"
+    if r.ok:
+        text += f" {r.time_us:.1f} us ({r.timed_by})"
+        if r.metrics is not None:
+            text += f" {r.metrics.pct_ceiling:.1f}% t/target {r.metrics.target_ratio:.2f}"
+        if r.pct_of_copy is not None:
+            text += f" {r.pct_of_copy:.1f}% of copy@size"
+    elif r.status in ("wrong", "error", "skipped"):
+        text += f" ({r.detail[:120]})"
     return text
 
 
-def size_matched_copy(cfg: BenchConfig, work_bytes: int, l2: int) -> dict | None:
-    """The point's copy reference (``ceilings.time_size_matched_copy``), ``{"error": ...}`` if it failed, or None
-    where it is off or there is no CUDA graph (a CPU)."""
+def size_matched_copy(cfg: BenchConfig, work_bytes: int, l2: int) -> CopyRef | None:
+    """The point's copy reference (``ceilings.time_size_matched_copy``), with the error if it failed, or None where
+    it is off or there is no CUDA graph (a CPU)."""
     if not cfg.copy_ref or cfg.device.type != "cuda":
         return None
     from .ceilings import time_size_matched_copy
@@ -191,145 +210,227 @@ def size_matched_copy(cfg: BenchConfig, work_bytes: int, l2: int) -> dict | None
     except Exception as e:  # out of memory at the largest points: the providers are still timed
         with contextlib.suppress(Exception):
             torch.cuda.synchronize(cfg.device)
-        return {"error": f"{type(e).__name__}: {e}"[:300]}
+        return CopyRef(error=f"{type(e).__name__}: {e}"[:300])
     finally:
         gc.collect()
         torch.cuda.empty_cache()
 
 
-def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype, provs: list[P.Provider],
-              cfg: BenchConfig, ceil: Ceilings | None, l2: int, seed: int, skip: Callable[[str], str | None],
-              progress: Progress, host_point: bool) -> tuple[list[dict], dict]:
-    """Check and time every provider at one point. Returns the point records and, at the host-overhead point,
-    ``{provider: Timing dict}``."""
-    dev = cfg.device
-    shape = pt.shape
-    work = spec.work(shape, dtype)
-    records = {p.name: _point_record(target, spec, pt, dtype, p.name, work.bytes, work.flops) for p in provs}
-    hosts: dict = {}
-    # first, while no op input is allocated; one timing for the point, shared by every provider's record
-    copy_ref = copy_ref_fields(size_matched_copy(cfg, work.bytes, l2)) if provs else {}
-    for rec in records.values():
-        rec.update(copy_ref)
-    try:
-        check_inputs = spec.make_inputs(shape, dtype, Fill("randn", dev, seed + 1_000_003))
-        refs, scales = P.reference(spec, dtype, check_inputs)
+@dataclasses.dataclass
+class PointInputs:
+    """What every provider at one point shares: the check's inputs and float64 reference, the rotation sets."""
+
+    check: dict
+    refs: dict
+    scales: dict
+    sets: list[dict]
+    flush: Callable[[], None] | None
+
+    @classmethod
+    def make(cls, spec: OpSpec, shape: Shape, dtype: torch.dtype, cfg: BenchConfig, work_bytes: int, l2: int,
+             seed: int) -> PointInputs:
+        dev = cfg.device
+        check = spec.make_inputs(shape, dtype, Fill("randn", dev, seed + 1_000_003))
+        refs, scales = P.reference(spec, dtype, check)
         fill = Fill("randn", dev, seed)
         sets = [spec.make_inputs(shape, dtype, fill)]
         # too few sets to turn the L2 over by themselves: an L2 flush before each replay
-        n_sets, flush = rotation(work.bytes, l2, dev, max_sets=cfg.max_sets, mem_per_set=_nbytes(sets[0]),
+        n_sets, flush = rotation(work_bytes, l2, dev, max_sets=cfg.max_sets, mem_per_set=_nbytes(sets[0]),
                                  mem_budget=SETS_MEM_BUDGET)
         sets += [spec.make_inputs(shape, dtype, fill) for _ in range(n_sets - 1)]
+        return cls(check, refs, scales, sets, flush)
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+class _Bound:
+    """A provider on its prepared inputs, for the host-overhead measurement (which hands every provider the same
+    raw inputs): the call ignores them."""
+
+    def __init__(self, p: P.Provider, inputs: dict):
+        self.name, self.fn, self.inputs = p.name, p.fn, inputs
+
+    def __call__(self, _inputs: dict) -> dict:
+        return self.fn(self.inputs)
+
+
+def _one_call_s(p: P.Provider, inputs: dict, dev: torch.device) -> float:
+    """Seconds of one warm call (after the check's first call has compiled what it needed)."""
+    _sync(dev)
+    t0 = time.perf_counter()
+    p.fn(inputs)
+    _sync(dev)
+    return time.perf_counter() - t0
+
+
+def time_provider(p: P.Provider, spec: OpSpec, dtype: torch.dtype, pin: PointInputs, r: PointResult,
+                  cfg: BenchConfig, ceil: Ceilings | None) -> list[dict] | None:
+    """Check ``p`` and time it at one point, filling ``r``; returns its prepared rotation sets (for the host-time
+    measurement) when it was timed."""
+    dev = cfg.device
+    try:
+        c = P.check(p, spec, dtype, pin.check, pin.refs, pin.scales)
+    except P.Inapplicable as e:
+        r.status, r.detail = "skipped", f"not applicable: {e}"
+        return None
+    r.check = c
+    if not c.passed:
+        r.status, r.detail = "wrong", c.detail
+        return None
+    sets = [p.prepared(s) for s in pin.sets]
+    # tritonkit is what the run is about: always timed; the budget keeps references and peers from holding it
+    est = 0.0 if p.name == "tritonkit" else _one_call_s(p, sets[0], dev) * (CALLS_PER_SET * len(sets) + FIXED_CALLS)
+    if est > cfg.point_budget_s:
+        r.status = "skipped"
+        r.detail = (f"over the point's time budget: its timing would take ~{est:.0f} s (one call "
+                    f"{est / (CALLS_PER_SET * len(sets) + FIXED_CALLS):.2f} s), budget {cfg.point_budget_s:.0f} s")
+        return None
+    r.eager = time_eager(p, sets, dev, repeats=cfg.repeats)
+    if dev.type == "cuda":
+        try:
+            r.graph = time_graph(p, sets, dev, repeats=cfg.repeats, before_replay=pin.flush)
+        except NotCapturable as e:
+            r.graph_error = str(e)
+    r.status = "ok"
+    t_us = r.time_us
+    if ceil is not None:
+        # the targets are about graph time; a provider no graph can hold is judged by its eager time
+        r.metrics = point_metrics(r.bytes, r.flops, t_us * 1e-6, ceil)
+        r.eager_gbps = r.bytes / (r.eager.median_us * 1e-6) / 1e9
+    if r.copy is not None and r.copy.us is not None:
+        r.pct_of_copy = pct_of_copy(r.copy.us, t_us)
+    return sets
+
+
+def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype, provs: list[P.Provider],
+              cfg: BenchConfig, ceil: Ceilings | None, l2: int, seed: int, skip: Callable[[str], str | None],
+              progress: Progress, host_point: bool) -> tuple[list[PointResult], dict]:
+    """Check and time every provider at one point. Returns the point results and, at the host-overhead point,
+    ``{provider: Timing dict}``. ``skip(provider)`` gives a reason to skip it here, or None."""
+    dev = cfg.device
+    work = spec.work(pt.shape, dtype)
+    results = {p.name: PointResult(spec.name, target.label, pt.config, pt.model, dtype_name(dtype), pt.num_tokens,
+                                   dict(pt.shape), p.name, work.bytes, work.flops) for p in provs}
+    hosts: dict = {}
+    # first, while no op input is allocated; one timing for the point, shared by every provider's record
+    copy = size_matched_copy(cfg, work.bytes, l2) if provs else None
+    for r in results.values():
+        r.copy = copy
+    try:
+        pin = PointInputs.make(spec, pt.shape, dtype, cfg, work.bytes, l2, seed)
     except Exception as e:  # inputs or the reference failed (out of memory, a spec bug): every provider errs here
-        for p in provs:
-            records[p.name].update(status="error", detail=f"inputs/reference: {type(e).__name__}: {e}"[:600])
-            progress.advance(_progress_text(target, records[p.name]))
-        return list(records.values()), hosts
+        for r in results.values():
+            r.status, r.detail = "error", f"inputs/reference: {type(e).__name__}: {e}"[:600]
+            progress.advance(_progress_text(target, r))
+        return list(results.values()), hosts
+    first_set: dict[str, dict] = {}  # each timed provider's first prepared set, for the host-time measurement
     for p in provs:
-        rec = records[p.name]
-        rec["sets"] = n_sets
-        rec["l2_flush"] = flush is not None
+        r = results[p.name]
+        r.sets, r.l2_flush = len(pin.sets), pin.flush is not None
         why = skip(p.name)
         if why:
-            rec.update(status="skipped", detail=why)
-            progress.advance(_progress_text(target, rec))
+            r.status, r.detail = "skipped", why
+            progress.advance(_progress_text(target, r))
             continue
         try:
             if p.begin_shape:
-                p.begin_shape(shape)
-            c = P.check(p, spec, dtype, check_inputs, refs, scales)
-            rec["check"] = {"error": c.error, "rel_l2": c.rel_l2, "detail": c.detail}
-            if not c.passed:
-                rec.update(status="wrong", detail=c.detail)
-                continue
-            eager = time_eager(p, sets, dev, repeats=cfg.repeats)
-            rec["eager"] = eager.to_dict()
-            graph = None
-            if dev.type == "cuda":
-                try:
-                    graph = time_graph(p, sets, dev, repeats=cfg.repeats, before_replay=flush)
-                except NotCapturable as e:
-                    rec["graph_error"] = str(e)
-            rec["graph"] = graph.to_dict() if graph else None
-            # the targets are about graph time; a provider no graph can hold is judged by its eager time
-            rec["timed_by"] = "graph" if graph else "eager"
-            if ceil is not None:
-                rec.update(point_metrics(work.bytes, work.flops, (graph or eager).median_us * 1e-6, ceil))
-                rec["eager_gbps"] = work.bytes / (eager.median_us * 1e-6) / 1e9
-            if "copy_same_bytes_us" in rec:
-                rec["pct_of_copy_same_bytes"] = pct_of_copy(rec["copy_same_bytes_us"], (graph or eager).median_us)
-            rec["status"] = "ok"
+                p.begin_shape(pt.shape)
+            sets = time_provider(p, spec, dtype, pin, r, cfg, ceil)
+            if sets is not None and host_point:
+                first_set[p.name] = sets[0]
+            del sets
         except Exception as e:  # recorded with the point; the sweep goes on
-            rec.update(status="error", detail=f"{type(e).__name__}: {e}"[:600])
+            r.status, r.detail = "error", f"{type(e).__name__}: {e}"[:600]
             if dev.type == "cuda":
                 with contextlib.suppress(Exception):
                     torch.cuda.synchronize(dev)
         finally:
-            progress.advance(_progress_text(target, rec))
+            progress.advance(_progress_text(target, r))
     if host_point:
         # after every provider's timings, interleaved round by round (timing.interleaved_host_overhead); a
         # provider that fails here errs at this point, as any other failure of its point does
-        ok = [p for p in provs if records[p.name]["status"] == "ok"]
-        timings, errors = interleaved_host_overhead(ok, sets[0], dev, calls=cfg.host_calls)
+        ok = [_Bound(p, first_set[p.name]) for p in provs if results[p.name].ok and p.name in first_set]
+        timings, errors = interleaved_host_overhead(ok, pin.sets[0], dev, calls=cfg.host_calls)
         hosts.update(timings)
         for name, err in errors.items():
-            records[name].update(status="error", detail=f"host time per eager call: {err}")
-    del sets, check_inputs, refs
+            results[name].status, results[name].detail = "error", f"host time per eager call: {err}"
+    del first_set, pin
     gc.collect()
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-    return list(records.values()), hosts
+    return list(results.values()), hosts
+
+
+class _Skips:
+    """Why a provider is skipped at a point: past the run's deadline, or over the time budget at a smaller point
+    of the same series (a larger point would take longer still)."""
+
+    def __init__(self, cfg: BenchConfig, t_start: float):
+        self.cfg, self.t_start = cfg, t_start
+        self.over: dict[tuple[str, str], PointResult] = {}  # (config, provider) -> the point that went over
+
+    def reason(self, pt: SweepPoint, provider: str) -> str | None:
+        cfg = self.cfg
+        if cfg.deadline_s is not None and provider != "tritonkit" and time.monotonic() - self.t_start > cfg.deadline_s:
+            return f"skipped: past the {cfg.deadline_s:.0f} s time budget"
+        first = self.over.get((pt.config, provider))
+        if first is not None and pt.num_tokens > first.num_tokens:
+            return f"over the point's time budget at num_tokens={first.num_tokens} already ({first.detail})"
+        return None
+
+    def note(self, r: PointResult) -> None:
+        if r.status == "skipped" and r.detail.startswith("over the point's time budget: "):
+            self.over.setdefault((r.config, r.provider), r)
 
 
 def run_target(spec: OpSpec, target: OpTarget, dtype: torch.dtype, cfg: BenchConfig, ceil: Ceilings | None,
-               progress: Progress, t_start: float) -> tuple[dict, list[dict]]:
-    """Sweep one op config at one dtype. Returns its op record and its point records."""
+               progress: Progress, t_start: float) -> tuple[OpResult, list[PointResult]]:
+    """Sweep one op config at one dtype. Returns its op result and its point results."""
     dev = cfg.device
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size if dev.type == "cuda" else 32 << 20
     points = sweep_points(spec, cfg.models, cfg.num_tokens, dict(target.overrides))
-    op_rec: dict[str, Any] = {"op": spec.name, "label": target.label, "overrides": dict(target.overrides),
-                              "dtype": dtype_name(dtype), "models": list(cfg.models),
-                              "configs": list(dict.fromkeys(pt.config for pt in points)), "providers": {},
-                              "compiles": {}, "host_overhead": {}, "startup": None, "l2_bytes": l2}
+    op = OpResult(spec.name, target.label, dtype_name(dtype), dict(target.overrides), list(cfg.models),
+                  list(dict.fromkeys(pt.config for pt in points)), l2_bytes=l2)
     provs: list[P.Provider] = []
     for name in cfg.providers:
         try:
             p = P.make_provider(name, spec, dtype)
         except P.Unavailable as e:
-            op_rec["providers"][name] = f"unavailable: {e}"
+            op.providers[name] = f"unavailable: {e}"
             continue
-        op_rec["providers"][name] = p.description
+        op.providers[name] = p.description
         provs.append(p)
     if dtype not in spec.dtypes:
-        op_rec["error"] = f"{spec.name} does not support {dtype_name(dtype)}"
-        return op_rec, []
+        op.error = f"{spec.name} does not support {dtype_name(dtype)}"
+        return op, []
     kernels = {p.name: P.find_kernels(p.kernel_modules) for p in provs if p.kernel_modules}
     before = {n: P.compile_counts(k) for n, k in kernels.items()}
-
-    def skip(provider: str) -> str | None:
-        if cfg.deadline_s is not None and provider != "tritonkit" and time.monotonic() - t_start > cfg.deadline_s:
-            return f"skipped: past the {cfg.deadline_s:.0f} s time budget"
-        return None
-
-    # host overhead at the smallest point of each config
+    skips = _Skips(cfg, t_start)
+    # host overhead at the smallest point of each series
     smallest: dict[str, SweepPoint] = {}
     for pt in points:
         if pt.config not in smallest or pt.num_tokens < smallest[pt.config].num_tokens:
             smallest[pt.config] = pt
-    records: list[dict] = []
+    results: list[PointResult] = []
     for i, pt in enumerate(points):
-        recs, hosts = run_point(spec, target, pt, dtype, provs, cfg, ceil, l2, seed=i, skip=skip,
-                                progress=progress, host_point=smallest[pt.config] == pt)
-        records += recs
+        recs, hosts = run_point(spec, target, pt, dtype, provs, cfg, ceil, l2, seed=i,
+                                skip=lambda name, pt=pt: skips.reason(pt, name), progress=progress,
+                                host_point=smallest[pt.config] == pt)
+        for r in recs:
+            skips.note(r)
+        results += recs
         if hosts:
-            op_rec["host_overhead"][pt.shape.id] = hosts
+            op.host_overhead[pt.shape.id] = hosts
     # modules imported during the sweep (a kernel module loaded lazily) are found now
     kernels = {p.name: P.find_kernels(p.kernel_modules) for p in provs if p.kernel_modules}
     for n, ks in kernels.items():
         after = P.compile_counts(ks)
-        op_rec["compiles"][n] = {k: v - before.get(n, {}).get(k, 0) for k, v in after.items()
-                                 if v - before.get(n, {}).get(k, 0) > 0}
-    return op_rec, records
+        op.compiles[n] = {k: v - before.get(n, {}).get(k, 0) for k, v in after.items()
+                          if v - before.get(n, {}).get(k, 0) > 0}
+    return op, results
 
 
 def startup_shape(spec: OpSpec, target: OpTarget, model: str) -> Shape:
@@ -337,22 +438,23 @@ def startup_shape(spec: OpSpec, target: OpTarget, model: str) -> Shape:
 
 
 def run(cfg: BenchConfig, ceil: Ceilings | None, progress: Progress | None = None,
-        on_target_done: Callable[[list[dict], list[dict]], None] | None = None) -> tuple[list[dict], list[dict]]:
-    """Run every target at every dtype. Returns (op records, point records); ``on_target_done`` gets the results
+        on_target_done: Callable[[list[OpResult], list[PointResult]], None] | None = None
+        ) -> tuple[list[OpResult], list[PointResult]]:
+    """Run every target at every dtype. Returns (op results, point results); ``on_target_done`` gets the results
     so far after each op config (the CLI writes partial JSON there)."""
     from ..ops import get_spec
     progress = progress or Progress()
     t_start = time.monotonic()
     specs: dict[str, OpSpec] = {}
-    ops_out: list[dict] = []
-    points_out: list[dict] = []
+    ops_out: list[OpResult] = []
+    points_out: list[PointResult] = []
     for t in cfg.targets:
         if t.name in specs:
             continue
         try:
             specs[t.name] = get_spec(t.name)
         except Exception as e:  # an op still being written must not stop the others
-            ops_out.append({"op": t.name, "label": t.label, "error": f"cannot load: {type(e).__name__}: {e}"})
+            ops_out.append(OpResult(t.name, t.label, error=f"cannot load: {type(e).__name__}: {e}"))
             progress.log(f"{t.name}: cannot load its spec ({type(e).__name__}: {e}); skipped")
     # startup first, while the run is young: a sweep that overruns its deadline still leaves these measured
     startups: dict[tuple[str, torch.dtype], dict] = {}
@@ -372,13 +474,12 @@ def run(cfg: BenchConfig, ceil: Ceilings | None, progress: Progress | None = Non
             continue
         for dtype in cfg.dtypes:
             try:
-                op_rec, recs = run_target(specs[t.name], t, dtype, cfg, ceil, progress, t_start)
+                op, recs = run_target(specs[t.name], t, dtype, cfg, ceil, progress, t_start)
             except Exception as e:  # a bad override or a failing spec: recorded, the other ops still run
-                op_rec, recs = {"op": t.name, "label": t.label, "dtype": dtype_name(dtype),
-                                "error": f"{type(e).__name__}: {e}"}, []
-                progress.log(f"{t.label} {dtype_name(dtype)}: {op_rec['error']}")
-            op_rec["startup"] = startups.get((t.label, dtype))
-            ops_out.append(op_rec)
+                op, recs = OpResult(t.name, t.label, dtype_name(dtype), error=f"{type(e).__name__}: {e}"), []
+                progress.log(f"{t.label} {dtype_name(dtype)}: {op.error}")
+            op.startup = startups.get((t.label, dtype))
+            ops_out.append(op)
             points_out += recs
             if on_target_done:
                 on_target_done(ops_out, points_out)

@@ -2,8 +2,8 @@
 
 Cold L2. ``do_bench_cudagraph`` replays one input set, which then sits in L2 for every replay after the first.
 Here the caller hands in ``sets``, enough distinct input sets that together they touch more than the L2 (see
-``stats.rotation_sets``); all of them go into one graph, so by the time a set comes round again the L2 has turned
-over. Where that would take more than ``stats.MAX_SETS`` sets (decode shapes of a few KB), an ``L2Flush`` runs
+``rotation_sets``); all of them go into one graph, so by the time a set comes round again the L2 has turned
+over. Where that would take more than ``MAX_SETS`` sets (decode shapes of a few KB), an ``L2Flush`` runs
 before each replay, outside the timed region, and every set is still read cold once per replay. Each set comes
 from the spec's ``make_inputs``, so an op that writes in place gets a valid input every call.
 
@@ -18,13 +18,20 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from .stats import Timing, cold, repeats_for, rotation_sets, summarize
+from .stats import Timing, repeats_for, summarize
+
+#: Rotation sets together must touch at least this many L2s, so a set is evicted before it comes round again.
+L2_FACTOR = 2.0
+#: Most sets one graph rotates through (a capture costs host time per call). Fewer sets than L2_FACTOR needs (the
+#: smallest decode shapes) get an L2 flush before each replay instead, so each set is still read cold.
+MAX_SETS = 2048
 
 #: Wall time one measurement aims to fill (repeats adapt to it within [MIN_REPEATS, MAX_REPEATS]).
 BUDGET_S = 0.05
@@ -141,9 +148,32 @@ def check_capturable(fn: Fn, inputs: dict) -> None:
     torch.cuda.synchronize()
 
 
+def rotation_sets(bytes_per_set: int, l2_bytes: int, *, factor: float = L2_FACTOR, max_sets: int = MAX_SETS,
+                  mem_per_set: int | None = None, mem_budget: int | None = None) -> int:
+    """How many input sets a graph rotates through so that together they touch ``factor`` L2s.
+
+    ``bytes_per_set`` is what one call touches (the work model's bytes); ``mem_per_set`` what one set allocates
+    (it can be more: a KV cache is larger than the rows one call writes). At least one set; at most ``max_sets``
+    and as many as fit in ``mem_budget``.
+    """
+    if bytes_per_set <= 0:
+        raise ValueError(f"bytes_per_set must be positive, got {bytes_per_set}")
+    n = max(1, math.ceil(factor * l2_bytes / bytes_per_set))
+    n = min(n, max_sets)
+    if mem_budget is not None and mem_per_set:
+        n = min(n, max(1, mem_budget // mem_per_set))
+    return n
+
+
+def cold(bytes_per_set: int, n_sets: int, l2_bytes: int, factor: float = L2_FACTOR) -> bool:
+    """Whether a rotation of ``n_sets`` alone keeps reads cold: together the sets touch ``factor`` L2s, so each
+    set is evicted before it comes round again."""
+    return bytes_per_set * n_sets >= factor * l2_bytes
+
+
 def rotation(work_bytes: int, l2_bytes: int, device: torch.device, *, max_sets: int, mem_per_set: int | None = None,
              mem_budget: int | None = None) -> tuple[int, L2Flush | None]:
-    """How a point is kept cold: the number of input sets to rotate through (``stats.rotation_sets``), and an L2
+    """How a point is kept cold: the number of input sets to rotate through (``rotation_sets``), and an L2
     flush to run before each replay when those sets are too few to turn the L2 over themselves (None when they
     are, or off a GPU)."""
     work_bytes = max(work_bytes, 1)

@@ -194,6 +194,34 @@ def sweep_shape(model, num_tokens: int) -> Shape:
                  num_kv_heads=model.num_kv_heads, head_dim=model.head_dim, block_size=16, causal=1)
 
 
+#: the bench's series stop where one point's KV cache would pass this many tokens (4 GiB in bf16 at 8 KV heads x 128)
+SERIES_MAX_CACHE_TOKENS = 1 << 20
+#: keys per sequence of the decode series (each a batch of num_tokens sequences, one new token each)
+SERIES_DECODE_KEYS = (4096, 32768)
+#: the mixed series: this many decode sequences at 4096 keys beside one causal prompt of the remaining tokens
+SERIES_MIXED_DECODE = 64
+#: the shortest prompt of the prefill series (below it a prompt is a decode-sized call)
+SERIES_MIN_PROMPT = 16
+
+
+def sweep_series(model, num_tokens: int) -> dict[str, Shape | None]:
+    """The bench's axes at ``num_tokens`` query tokens: decode batches at 4K and 32K keys per sequence (batch =
+    num_tokens, up to a 2^20-token cache), one causal prompt of num_tokens tokens, and a mixed batch (64 decode
+    sequences at 4K keys beside a prompt of num_tokens - 64 tokens). None where a series has no point."""
+    heads = dict(num_heads=model.num_heads, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim,
+                 block_size=16, causal=1)
+    t = num_tokens
+    out: dict[str, Shape | None] = {}
+    for keys in SERIES_DECODE_KEYS:
+        fits = t * keys <= SERIES_MAX_CACHE_TOKENS
+        out[f"decode {keys // 1024}K keys"] = Shape(num_seqs=t, q_len=1, context=keys - 1, **heads) if fits else None
+    out["prefill causal"] = Shape(num_seqs=1, q_len=t, context=0, **heads) if t >= SERIES_MIN_PROMPT else None
+    m = SERIES_MIXED_DECODE
+    out[f"mixed: prompt + {m} decode at 4K"] = (
+        Shape(num_seqs=m + 1, q_len=(t - m,) + (1,) * m, context=(0,) + (4095,) * m, **heads) if t >= 2 * m else None)
+    return out
+
+
 def _s(**kw) -> Shape:
     base = dict(num_heads=4, num_kv_heads=2, head_dim=64, block_size=16)
     base.update(kw)
@@ -278,6 +306,7 @@ SPEC = OpSpec(
     reference=reference,
     boundary=_BOUNDARY,
     sweep_shape=sweep_shape,
+    sweep_series=sweep_series,
     large=_LARGE,
     work=work,
     dtypes=(torch.float16, torch.bfloat16),
