@@ -289,6 +289,32 @@ def test_attention_sweeps_its_series_with_the_dense_reference_where_it_applies(m
     assert by[("prefill causal", 16, "tritonkit")].flops > 0
 
 
+def test_base_revision_is_timed_beside_and_its_timings_reused(tmp_path):
+    from tritonkit.bench import base as B
+    from tritonkit.bench.report import format_results
+    from tritonkit.bench.records import Results
+    try:
+        tree = B.checkout("HEAD", store=tmp_path / "store")
+    except B.BaseTreeError as e:
+        pytest.skip(f"not in a git checkout: {e}")
+    cfg = _cfg(providers=["tritonkit"], num_tokens=[1, 3], base=tree)
+    ops, points = run(cfg, CEIL)
+    base = [p for p in points if p.provider == tree.label]
+    assert len(base) == 2 and all(p.ok and p.check.passed for p in base), [p.detail for p in base]
+    assert ops[0].providers[tree.label].startswith(f"tritonkit.ops.rms_norm at {tree.sha[:12]}")
+    # the per-point ratio and its geomean are printed with the series
+    text = format_results(Results({}, CEIL.to_dict(), ops, points))
+    assert f"{tree.label}/tk" in text and f"{tree.label}/tk geomean" in text
+    # a later run reuses the base timings it is given (keyed by op, dtype and shape)
+    cache = tmp_path / "points.json"
+    B.save_points(cache, [dict(p.to_dict(), timed_at="then") for p in base])
+    again = _cfg(providers=["tritonkit"], num_tokens=[1, 3], base=tree, base_cached=B.load_points(cache))
+    _, points2 = run(again, CEIL)
+    reused = [p for p in points2 if p.provider == tree.label]
+    assert all(p.ok and p.detail == "reused: timed then" for p in reused)
+    assert [p.eager for p in reused] == [p.eager for p in base]
+
+
 def test_attention_series_cover_decode_prefill_and_a_mixed_batch_within_the_cache_cap():
     from tritonkit.ops import get_spec
     spec = get_spec("paged_attention")

@@ -60,12 +60,28 @@ def _parser() -> argparse.ArgumentParser:
                         "and at the series' larger points (default: 20)")
     p.add_argument("--remeasure-ceilings", action="store_true", help="ignore the cached ceilings for this GPU")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="print per-point ratios B/A and exit")
+    p.add_argument("--base", metavar="REV",
+                   help="also time the ops of git revision REV (imported beside this tree, in this process) at the "
+                        "same points: a base@<sha> column and its time over tritonkit's per point")
+    p.add_argument("--base-retime", action="store_true",
+                   help="time REV's points again even where an earlier run on this GPU cached them")
     return p
 
 
 def _err(msg: str) -> int:
     print(f"tritonkit bench: {msg}", file=sys.stderr)
     return 2
+
+
+def _base_meta(cfg) -> dict:
+    """What a cached base timing must share with this run to be reused: the card, driver and software, and how
+    points are timed."""
+    import torch
+    import triton
+
+    from .._env import driver_version
+    return {"gpu": torch.cuda.get_device_name(), "driver": driver_version(), "torch": torch.__version__,
+            "triton": triton.__version__, "repeats": cfg.repeats, "max_sets": cfg.max_sets}
 
 
 def main(argv: list[str]) -> int:
@@ -121,6 +137,18 @@ def main(argv: list[str]) -> int:
                       num_tokens=list(num_tokens or NUM_TOKENS_SWEEP), providers=list(args.providers),
                       startup=not args.no_startup, repeats=args.repeats, deadline_s=args.deadline,
                       copy_ref=not args.no_copy_ref, device=torch.device("cuda"))
+    base_cache = None
+    if args.base:
+        from .base import BaseTreeError, checkout, load_points
+        try:
+            tree = checkout(args.base)
+            tree.import_package()
+        except BaseTreeError as e:
+            return _err(str(e))
+        cfg.base = tree
+        base_cache = tree.cache_dir(torch.cuda.get_device_name()) / "points.json"
+        if not args.base_retime:
+            cfg.base_cached = load_points(base_cache, _base_meta(cfg))
     if args.point_budget is not None:
         if not args.point_budget > 0:
             return _err(f"--point-budget must be a positive number of seconds, got {args.point_budget}")
@@ -145,6 +173,12 @@ def main(argv: list[str]) -> int:
     meta["elapsed_s"] = time.perf_counter() - t0
     results = Results(meta, ceil_dict, ops, points)
     path = write_json(out / "bench.json", results)
+    if cfg.base is not None:
+        from .base import load_points, save_points
+        timed = [dict(p.to_dict(), timed_at=meta["date"]) for p in points
+                 if p.provider == cfg.base.label and p.ok and not p.detail.startswith("reused")]
+        kept = load_points(base_cache, _base_meta(cfg))
+        save_points(base_cache, [*kept.values(), *timed], _base_meta(cfg))
     pngs = []
     if not args.no_plot:
         from .plot import write_plots

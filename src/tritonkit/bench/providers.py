@@ -19,6 +19,8 @@ sdpa              ``torch.nn.functional.scaled_dot_product_attention`` on dense 
                   prompt after cached keys: bottom-right causal mask; a decode batch of equal lengths), skipped
                   with the reason elsewhere.
 
+base@<sha>         ``tritonkit bench --base REV``: the op of another git revision, imported beside this one.
+
 Every provider's outputs are checked against the float64 reference before it is timed; a wrong provider is
 reported as wrong and not timed. A provider's ``prepare`` builds what it needs from a point's inputs (dense
 copies, output and scratch buffers) outside the timed region; :class:`Inapplicable` from it skips the point.
@@ -26,6 +28,7 @@ copies, output and scratch buffers) outside the timed region; :class:`Inapplicab
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import sys
@@ -69,6 +72,10 @@ class Provider:
     begin_shape: Callable[[Shape], None] | None = None
     #: ``(inputs) -> inputs for fn``, outside the timing; raises Inapplicable where the provider has no answer
     prepare: Callable[[dict], dict] | None = None
+    #: context manager that NaN-poisons the outputs the provider allocates during its check (its own tree's)
+    poison: Callable[[], Any] | None = None
+    #: a provider timed earlier: ``{(op, dtype, shape id): point record}`` reused instead of timing again
+    cached: dict | None = None
 
     def __call__(self, inputs: dict) -> dict:
         return self.fn(inputs)
@@ -253,6 +260,19 @@ SPEED_OF_LIGHT: dict[str, Callable[[OpSpec, torch.dtype], Provider]] = {
 }
 
 
+def base_provider(tree, spec: OpSpec, dtype: torch.dtype, cached: dict | None = None) -> Provider:
+    """The op as another git revision has it (``tritonkit bench --base REV``): that tree's ``spec.call`` on this
+    tree's inputs, named ``base@<sha>``; its compile counts from the tree's kernel modules."""
+    from .base import BaseTreeError
+    try:
+        base_spec = tree.get_spec(spec.name)
+        poison = getattr(tree.module("ops"), "poison_outputs", None)
+    except BaseTreeError as e:
+        raise Unavailable(str(e)) from None
+    return Provider(tree.label, f"tritonkit.ops.{spec.name} at {tree.sha[:12]} ({tree.rev})", base_spec.call,
+                    (f"{tree.alias}.ops.{spec.name}",), poison=poison, cached=cached)
+
+
 def make_provider(name: str, spec: OpSpec, dtype: torch.dtype) -> Provider:
     """The provider ``name`` for ``spec`` at ``dtype``; raises Unavailable when it cannot run here."""
     if name == "tritonkit":
@@ -312,7 +332,7 @@ def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, re
     """
     tol = spec.tolerance_for(dtype)
     try:
-        with poison_outputs():
+        with poison_outputs(), (provider.poison() if provider.poison else contextlib.nullcontext()):
             outs = provider(provider.prepared(clone_inputs(inputs)))
         dev = next((v.device for v in inputs.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
         if dev.type == "cuda":

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from .._env import driver_version, git_info
 from .records import OpResult, PointResult, Results
 from .roofline import TARGET_FACTOR
+from .stats import geomean
 
 SUMMARY_TOKENS = 16384
 
@@ -121,6 +122,7 @@ def point_table(series: Series, providers: Sequence[str]) -> str:
     head = ["num_tokens", "bytes"] + [f"{pr} us" for pr in providers]
     head += ["tk GB/s", "tk TFLOP/s", "%ceil", "t/target", "tk eager us"]
     peers = [pr for pr in ("vllm", "inductor", "sdpa") if pr in providers]
+    peers += [pr for pr in providers if pr.startswith("base@")]
     head += [f"{pr}/tk" for pr in peers]
     copy_cols = has_copy_ref(series)
     if copy_cols:
@@ -169,6 +171,14 @@ def ceilings_text(c: dict | None) -> str:
 
 def _series_notes(series: Series) -> list[str]:
     out = []
+    bases = [p.provider for by in series.values() for p in by.values() if p.provider.startswith("base@")]
+    for base in dict.fromkeys(bases):
+        ratios = [by[base].time_us / by["tritonkit"].time_us for by in series.values()
+                  if base in by and "tritonkit" in by and by[base].time_us and by["tritonkit"].time_us]
+        reused = sum(1 for by in series.values() if base in by and by[base].detail.startswith("reused"))
+        if ratios:
+            out.append(f"  {base}/tk geomean {geomean(ratios):.3f} over {len(ratios)} points (above 1: this tree "
+                       f"is faster)" + (f"; {reused} base timings reused from an earlier run" if reused else ""))
     if has_copy_ref(series):
         out.append("  copy us: a Triton copy of the point's bytes, timed the same way; "
                    "%copy@size = copy us / tritonkit us (evidence, not a target)")

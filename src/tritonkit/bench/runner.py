@@ -150,6 +150,8 @@ class BenchConfig:
     host_calls: int = 1000  # calls per repeat of the host-overhead measurement
     copy_ref: bool = True  # time a copy of each point's bytes beside the providers (CUDA only)
     device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cuda"))
+    base: Any = None  # a base.BaseTree: its op is one more provider, base@<sha> (--base REV)
+    base_cached: dict = dataclasses.field(default_factory=dict)  # its earlier timings, by base.point_key
 
 
 class Progress:
@@ -173,7 +175,8 @@ def count_steps(cfg: BenchConfig, specs: dict[str, OpSpec]) -> int:
                 continue  # reported when the target runs
             for dtype in cfg.dtypes:
                 if dtype in spec.dtypes:
-                    n += len(pts) * sum(_available(name, spec, dtype) for name in cfg.providers)
+                    n += len(pts) * (sum(_available(name, spec, dtype) for name in cfg.providers)
+                                     + (cfg.base is not None))
     return n
 
 
@@ -266,11 +269,30 @@ def _one_call_s(p: P.Provider, inputs: dict, dev: torch.device) -> float:
     return time.perf_counter() - t0
 
 
+def _reuse(p: P.Provider, r: PointResult) -> bool:
+    """Fill ``r`` from ``p``'s earlier timing of the same point, if it has one."""
+    if not p.cached:
+        return False
+    from .base import point_key
+    got = p.cached.get(point_key(r.to_dict()))
+    if got is None or got.get("status") != "ok":
+        return False
+    old = PointResult.from_dict(got)
+    for f in ("status", "check", "eager", "graph", "graph_error", "metrics", "eager_gbps", "sets", "l2_flush"):
+        setattr(r, f, getattr(old, f))
+    r.detail = f"reused: timed {got.get('timed_at', 'earlier')}"
+    if r.copy is not None and r.copy.us is not None and r.time_us:
+        r.pct_of_copy = pct_of_copy(r.copy.us, r.time_us)
+    return True
+
+
 def time_provider(p: P.Provider, spec: OpSpec, dtype: torch.dtype, pin: PointInputs, r: PointResult,
                   cfg: BenchConfig, ceil: Ceilings | None) -> list[dict] | None:
     """Check ``p`` and time it at one point, filling ``r``; returns its prepared rotation sets (for the host-time
     measurement) when it was timed."""
     dev = cfg.device
+    if _reuse(p, r):
+        return None
     try:
         c = P.check(p, spec, dtype, pin.check, pin.refs, pin.scales)
     except P.Inapplicable as e:
@@ -403,6 +425,13 @@ def run_target(spec: OpSpec, target: OpTarget, dtype: torch.dtype, cfg: BenchCon
             continue
         op.providers[name] = p.description
         provs.append(p)
+    if cfg.base is not None:
+        try:
+            p = P.base_provider(cfg.base, spec, dtype, cfg.base_cached)
+            op.providers[p.name] = p.description
+            provs.append(p)
+        except P.Unavailable as e:
+            op.providers[cfg.base.label] = f"unavailable: {e}"
     if dtype not in spec.dtypes:
         op.error = f"{spec.name} does not support {dtype_name(dtype)}"
         return op, []
