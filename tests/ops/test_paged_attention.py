@@ -297,6 +297,13 @@ def test_long_context(shape):
 
 
 @pytest.mark.gpu
+def test_a_million_query_tokens():
+    # 4096 causal prompts of 256 tokens, 2^20 query rows: the launch grid and the token offsets at that size
+    shape = Shape(num_seqs=4096, q_len=256, context=0, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16)
+    assert_valid(SPEC, shape, torch.bfloat16, "randn")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("shape", SPEC.large, ids=lambda s: s.id)
 def test_cache_past_2_31_elements(shape):
     assert_valid(SPEC, shape, torch.bfloat16, "randn")

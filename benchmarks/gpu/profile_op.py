@@ -1,0 +1,54 @@
+"""Call one op at one bench point a few times, eagerly: a driver for Nsight Compute. From the repository root on a
+GPU machine, e.g. the paged-attention decode kernel at a batch of 4 over 4K keys, or the prefill kernel at 8K:
+
+    PYTHONPATH=src ncu --kernel-name regex:decode_kernel --launch-skip 4 --launch-count 1 \\
+        python3 benchmarks/gpu/profile_op.py paged_attention 4 --series "decode 4K keys"
+    PYTHONPATH=src ncu --kernel-name regex:prefill_kernel --launch-skip 2 --launch-count 1 \\
+        python3 benchmarks/gpu/profile_op.py paged_attention 8192 --series "prefill causal"
+
+The point is the one ``tritonkit bench OP --num-tokens N`` times (the op's sweep series, Llama-3-8B dims unless
+--model says otherwise), on the inputs the bench makes. What the two above showed: docs/notes/decode-tiling.md
+and docs/notes/prefill-tiles.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from tritonkit.models import MODELS
+from tritonkit.ops import get_spec
+from tritonkit.testing import Fill
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("op")
+    p.add_argument("num_tokens", type=int)
+    p.add_argument("--series", default=None, help="the sweep series (ops with several; default: the first)")
+    p.add_argument("--model", default="llama3-8b", choices=sorted(MODELS))
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--calls", type=int, default=8)
+    args = p.parse_args(argv)
+    spec = get_spec(args.op)
+    series = spec.series_at(MODELS[args.model], args.num_tokens)
+    if not series:
+        print(f"{args.op} has no sweep point at num_tokens={args.num_tokens}", file=sys.stderr)
+        return 2
+    name = args.series if args.series is not None else next(iter(series))
+    if name not in series:
+        print(f"no series {name!r} at num_tokens={args.num_tokens}; there: {', '.join(map(repr, series))}",
+              file=sys.stderr)
+        return 2
+    inputs = spec.make_inputs(series[name], getattr(torch, args.dtype), Fill("randn", "cuda", 0))
+    for _ in range(args.calls):
+        spec.call(inputs)
+    torch.cuda.synchronize()
+    print(f"{args.op} [{name}] {series[name].id}: {args.calls} calls")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
