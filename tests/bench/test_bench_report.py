@@ -181,3 +181,28 @@ def test_summary_counts_where_the_size_matched_copy_meets_the_same_target():
     assert (row.copy_passed, row.copy_points) == (2, 3)
     text = report.format_summary(res)
     assert "copy pass" in text and " 2/3 " in text
+
+
+def test_recorded_runs_append_to_one_long_table(tmp_path):
+    import csv
+
+    from tritonkit.bench.records import TABLE_COLUMNS, append_table
+    table = tmp_path / "h200" / "bench.csv"
+    res = _results(wrong_at=256)
+    assert append_table(table, res) == len(res.points)
+    assert append_table(table, _results(scale=0.5)) == len(res.points)
+    with table.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == TABLE_COLUMNS and len(rows) == 2 * len(res.points)
+    first = rows[0]
+    assert (first["gpu"], first["git_sha"], first["op"], first["provider"], first["num_tokens"]) == (
+        "Fake GPU", "abc", "rms_norm", "tritonkit", "1")
+    assert float(first["us"]) == pytest.approx(3.3) and first["bound"] == "memory" and first["detail"] == ""
+    wrong = next(r for r in rows if r["status"] == "wrong")
+    assert wrong["us"] == "" and wrong["detail"].startswith("y: 3/4096")
+    # the second run, twice as fast, sits below the first in the same table
+    assert float(rows[len(res.points)]["us"]) == pytest.approx(3.3 * 0.5)
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="other columns"):
+        append_table(other, res)

@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
                    metavar="NAME", help=f"from {', '.join(ALL_PROVIDERS)} (default: {' '.join(DEFAULT_PROVIDERS)}; "
                                         "vllm where importable)")
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where bench.json and <op>.png go")
+    p.add_argument("--record", metavar="DIR",
+                   help="publish the run: append its rows to DIR/bench.csv (one long table per GPU: date, card, "
+                        "software, sha, op, series, shape, provider, us, GB/s, TFLOP/s, %% of ceiling) and replace "
+                        "DIR/latest/ with its bench.json and PNGs")
     p.add_argument("--no-startup", action="store_true", help="skip the fresh-process startup measurement")
     p.add_argument("--no-plot", action="store_true", help="write no PNGs")
     p.add_argument("--no-copy-ref", action="store_true",
@@ -100,7 +104,7 @@ def main(argv: list[str]) -> int:
     from ..ops import OP_NAMES, get_spec
     from . import report
     from .ceilings import get_ceilings
-    from .records import Results, write_json
+    from .records import Results, append_table, write_json
     from .runner import BenchConfig, OpTarget, parse_kv, run, sweep_points
 
     try:
@@ -153,6 +157,18 @@ def main(argv: list[str]) -> int:
         if not args.point_budget > 0:
             return _err(f"--point-budget must be a positive number of seconds, got {args.point_budget}")
         cfg.point_budget_s = args.point_budget
+    if args.record:
+        table = pathlib.Path(args.record) / "bench.csv"
+        try:
+            table.parent.mkdir(parents=True, exist_ok=True)
+            if table.exists():
+                with table.open() as f:
+                    head = f.readline().strip().split(",")
+                from .records import TABLE_COLUMNS
+                if tuple(head) != TABLE_COLUMNS:
+                    return _err(f"--record {args.record}: {table} has other columns than a bench table")
+        except OSError as e:
+            return _err(f"--record {args.record}: cannot write there ({e.strerror or e})")
     out = pathlib.Path(args.out)
     meta = report.metadata(argv, cfg.device)
     if cfg.copy_ref:
@@ -183,9 +199,21 @@ def main(argv: list[str]) -> int:
     if not args.no_plot:
         from .plot import write_plots
         pngs = write_plots(results, out)
+    if args.record:
+        import shutil
+        rec = pathlib.Path(args.record)
+        n = append_table(rec / "bench.csv", results)
+        latest = rec / "latest"
+        shutil.rmtree(latest, ignore_errors=True)
+        latest.mkdir(parents=True)
+        for f in [path, *pngs]:
+            shutil.copy2(f, latest / f.name)
+        pngs_note = f"recorded {n} rows in {rec / 'bench.csv'} and the run in {latest}"
+    else:
+        pngs_note = ""
     print(report.format_results(results))
     print(f"\nwrote {path}" + (f" and {', '.join(str(p) for p in pngs)}" if pngs else "")
-          + f" in {meta['elapsed_s']:.0f} s\n")
+          + f" in {meta['elapsed_s']:.0f} s" + (f"; {pngs_note}" if pngs_note else "") + "\n")
     print(report.format_summary(results))
     bad = any(p.status in ("wrong", "error") and p.provider == "tritonkit" for p in points)
     failed_ops = any(o.error for o in ops)

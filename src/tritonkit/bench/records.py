@@ -17,6 +17,7 @@ reading and writing half of ``bytes`` each, timed the same way), repeated in eac
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
@@ -251,3 +252,51 @@ def read_json(path: str | os.PathLike) -> Results:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or "points" not in data:
         raise ValueError(f"{path} is not a tritonkit bench result (schema {SCHEMA})")
     return Results.from_dict(data)
+
+
+#: the columns of a GPU's long-format results table (one row per provider and point of every recorded run)
+TABLE_COLUMNS = ("date", "gpu", "driver", "torch", "triton", "git_sha", "git_dirty", "op", "label", "series", "dtype",
+                 "num_tokens", "shape", "provider", "status", "us", "timed_by", "gbps", "tflops", "bound",
+                 "pct_ceiling", "target_ratio", "copy_us", "detail")
+
+
+def table_rows(results: Results) -> list[dict]:
+    """The run as rows of :data:`TABLE_COLUMNS`: what stays comparable across runs (times in us, throughput,
+    % of the ceiling measured in that run), one row per provider and point, skipped and wrong ones included."""
+    m = results.meta
+    rows = []
+    for p in results.points:
+        mt = p.metrics
+        rows.append({
+            "date": m.get("date", ""), "gpu": m.get("gpu", ""), "driver": m.get("driver", ""),
+            "torch": m.get("torch", ""), "triton": m.get("triton", ""), "git_sha": m.get("git_sha", ""),
+            "git_dirty": m.get("git_dirty", ""), "op": p.op, "label": p.label, "series": p.config, "dtype": p.dtype,
+            "num_tokens": p.num_tokens, "shape": ",".join(f"{k}={v}" for k, v in p.shape.items()),
+            "provider": p.provider, "status": p.status,
+            "us": f"{p.time_us:.3f}" if p.time_us is not None else "", "timed_by": p.timed_by or "",
+            "gbps": f"{mt.gbps:.1f}" if mt else "", "tflops": f"{mt.tflops:.2f}" if mt else "",
+            "bound": mt.bound if mt else "", "pct_ceiling": f"{mt.pct_ceiling:.1f}" if mt else "",
+            "target_ratio": f"{mt.target_ratio:.3f}" if mt else "",
+            "copy_us": f"{p.copy.us:.3f}" if p.copy is not None and p.copy.us is not None else "",
+            "detail": "" if p.ok else p.detail[:200]})
+    return rows
+
+
+def append_table(path: str | os.PathLike, results: Results) -> int:
+    """Append the run's rows to the CSV table at ``path`` (written with its header when new); returns how many.
+    A table whose header is not :data:`TABLE_COLUMNS` is refused rather than mixed."""
+    path = pathlib.Path(path)
+    rows = table_rows(results)
+    new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with path.open(newline="") as f:
+            head = next(csv.reader(f), [])
+        if tuple(head) != TABLE_COLUMNS:
+            raise ValueError(f"{path} has other columns than a tritonkit bench table ({', '.join(head[:6])}...)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=TABLE_COLUMNS)
+        if new:
+            w.writeheader()
+        w.writerows(rows)
+    return len(rows)
