@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
-# The issue-5 benchmark in one device call: the four memory-bound ops (rms_norm with and without residual,
-# silu_and_mul, rotary_embedding, reshape_and_cache), bf16, Llama-3-8B dims, num_tokens 1..65536, providers
-# tritonkit / eager / inductor / vllm (where importable), ceilings measured in the same run.
+# Every built-in op's tritonkit bench in one device call, recorded: the memory-bound ops (rms_norm with and
+# without residual, silu_and_mul, rotary_embedding, reshape_and_cache) and paged_attention (decode at 4K and 32K
+# keys, causal prompts, a mixed batch), bf16, Llama-3-8B dims, num_tokens 1..65536, providers tritonkit / eager /
+# inductor / vllm / sdpa where each applies, ceilings measured in the same run.
 #
-#   usage, through the device tool (carry .peers for vLLM's kernels; see shared/peers/vllm-triton-kernels.sh):
-#     TRITONKIT_GIT_SHA=<sha> bash benchmarks/gpu/bench_all.sh          full sweep, ~6-8 min
-#     bash benchmarks/gpu/bench_all.sh quick                            4 points per op, ~2 min: try this first
-#     BENCH_OPS="rotary_embedding reshape_and_cache" bash benchmarks/gpu/bench_all.sh   a subset (two calls)
+#   usage, through the device tool (carry .peers for vLLM's kernels: shared/peers/vllm-triton-kernels.sh .peers):
+#     bash benchmarks/gpu/bench_all.sh                          every op, every point
+#     bash benchmarks/gpu/bench_all.sh quick                    4 points per op: try this first
+#     BENCH_OPS="paged_attention" bash benchmarks/gpu/bench_all.sh   a subset (the whole set takes two calls)
 #
-# Writes into $OUT (default out/bench_all): bench.json (all numbers + metadata), one PNG per op, log.txt (the
-# whole console output). The summary table is printed last. A hard stop at 560 s keeps it inside one call;
-# past --deadline only tritonkit is timed, and bench.json is rewritten after every op, so a stopped run still
-# returns what it measured.
+# Writes into $OUT (default out/bench_all): bench.json, one PNG per op, log.txt (the console), and record/: the
+# GPU's results table (benchmarks/results/<gpu>/bench.csv, when the tree has one, with this run's rows appended)
+# and record/latest/. To publish, copy record/ over benchmarks/results/<gpu>/ and commit it with the command.
+# The summary table is printed last. Past --deadline only tritonkit is timed; bench.json is rewritten after every
+# op, so a stopped run still returns what it measured.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out/bench_all}
-mkdir -p "$OUT"
+RESULTS=${RESULTS:-benchmarks/results/h200}
+mkdir -p "$OUT/record"
 export PYTHONPATH="src:.peers${PYTHONPATH:+:$PYTHONPATH}"
 # the device machine starts bare: a fresh cache dir per run, so the ceilings are measured on this card now
 export TRITONKIT_CACHE_DIR="${TRITONKIT_CACHE_DIR:-$OUT/.cache}"
+[ -f "$RESULTS/bench.csv" ] && cp "$RESULTS/bench.csv" "$OUT/record/bench.csv"
 
-OPS=${BENCH_OPS:-"rms_norm rms_norm:residual=0 silu_and_mul rotary_embedding reshape_and_cache"}
-TOKENS="1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536"
+OPS=${BENCH_OPS:-"rms_norm rms_norm:residual=0 silu_and_mul rotary_embedding reshape_and_cache paged_attention"}
+TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536"}
 DEADLINE=${BENCH_DEADLINE:-430}
 LIMIT=${BENCH_LIMIT:-560}
 if [ "${1:-}" = "quick" ]; then
@@ -35,13 +39,14 @@ fi
     --format=csv 2>&1 || true
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__,
 "triton", triton.__version__, "cuda", torch.version.cuda)'
-  python3 -c 'import vllm.v1.attention.ops.triton_reshape_and_cache_flash as m; print("vllm kernels:", m.__file__)' \
+  python3 -c 'import vllm.v1.attention.ops.triton_unified_attention as m; print("vllm kernels:", m.__file__)' \
     2>&1 | tail -1
 } 2>&1 | tee "$OUT/log.txt"
 
 # shellcheck disable=SC2086
 timeout -k 10 "$LIMIT" python3 -m tritonkit bench $OPS --models llama3-8b --dtype bfloat16 --num-tokens $TOKENS \
-  --providers tritonkit eager inductor vllm --out "$OUT" --deadline "$DEADLINE" 2>&1 | tee -a "$OUT/log.txt"
+  --providers tritonkit eager inductor vllm sdpa --out "$OUT" --record "$OUT/record" --deadline "$DEADLINE" \
+  2>&1 | tee -a "$OUT/log.txt"
 rc=${PIPESTATUS[0]}
 rm -rf "$OUT/.cache"
 echo "bench_all: tritonkit bench exited $rc; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
