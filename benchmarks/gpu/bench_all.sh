@@ -9,20 +9,18 @@
 #     bash benchmarks/gpu/bench_all.sh quick                    4 points per op: try this first
 #     BENCH_OPS="paged_attention" bash benchmarks/gpu/bench_all.sh   a subset (the whole set takes two calls)
 #
-# Writes into $OUT (default out/bench_all): bench.json, one PNG per op, log.txt (the console), and record/: the
-# GPU's results table (benchmarks/results/<gpu>/bench.csv, when the tree has one, with this run's rows appended)
-# and record/latest/. To publish, copy record/ over benchmarks/results/<gpu>/ and commit it with the command.
-# The summary table is printed last. Past --deadline only tritonkit is timed; bench.json is rewritten after every
-# op, so a stopped run still returns what it measured.
+# Writes into $OUT (default out/bench_all): bench.json, one PNG per op and log.txt (the console; at most 8 files,
+# what the device tool returns). The summary table is printed last. Past --deadline only tritonkit is timed;
+# bench.json is rewritten after every op, so a stopped run still returns what it measured. To publish, here:
+#   tritonkit bench --record benchmarks/results/h200 --from <returned folder>/bench.json
+# and commit the table and latest/ with the command in the commit body.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out/bench_all}
-RESULTS=${RESULTS:-benchmarks/results/h200}
-mkdir -p "$OUT/record"
+mkdir -p "$OUT"
 export PYTHONPATH="src:.peers${PYTHONPATH:+:$PYTHONPATH}"
 # the device machine starts bare: a fresh cache dir per run, so the ceilings are measured on this card now
 export TRITONKIT_CACHE_DIR="${TRITONKIT_CACHE_DIR:-$OUT/.cache}"
-[ -f "$RESULTS/bench.csv" ] && cp "$RESULTS/bench.csv" "$OUT/record/bench.csv"
 
 OPS=${BENCH_OPS:-"rms_norm rms_norm:residual=0 silu_and_mul rotary_embedding reshape_and_cache paged_attention"}
 TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536"}
@@ -45,8 +43,7 @@ fi
 
 # shellcheck disable=SC2086
 timeout -k 10 "$LIMIT" python3 -m tritonkit bench $OPS --models llama3-8b --dtype bfloat16 --num-tokens $TOKENS \
-  --providers tritonkit eager inductor vllm sdpa --out "$OUT" --record "$OUT/record" --deadline "$DEADLINE" \
-  2>&1 | tee -a "$OUT/log.txt"
+  --providers tritonkit eager inductor vllm sdpa --out "$OUT" --deadline "$DEADLINE" 2>&1 | tee -a "$OUT/log.txt"
 rc=${PIPESTATUS[0]}
 rm -rf "$OUT/.cache"
 echo "bench_all: tritonkit bench exited $rc; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"

@@ -206,3 +206,25 @@ def test_recorded_runs_append_to_one_long_table(tmp_path):
     other.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="other columns"):
         append_table(other, res)
+
+
+def test_a_finished_run_is_recorded_without_a_gpu(tmp_path, capsys):
+    from tritonkit.cli import main
+    run_dir, rec = tmp_path / "out", tmp_path / "results" / "h200"
+    write_json(run_dir / "bench.json", _results())
+    (run_dir / "rms_norm.png").write_bytes(b"\x89PNG fake")
+    assert main(["bench", "--record", str(rec), "--from", str(run_dir / "bench.json")]) == 0
+    assert "recorded 6 rows" in capsys.readouterr().out
+    assert read_json(rec / "latest" / "rms_norm.json") == _results()
+    assert (rec / "latest" / "rms_norm.png").read_bytes() == b"\x89PNG fake"
+    # a second run appends to the table and replaces the op's latest files
+    write_json(run_dir / "bench.json", _results(scale=0.5))
+    (run_dir / "rms_norm.png").unlink()
+    assert main(["bench", "--record", str(rec), "--from", str(run_dir / "bench.json")]) == 0
+    assert len((rec / "bench.csv").read_text().splitlines()) == 1 + 12
+    assert read_json(rec / "latest" / "rms_norm.json") == _results(scale=0.5)
+    assert not (rec / "latest" / "rms_norm.png").exists()  # no stale plot beside new numbers
+    capsys.readouterr()
+    assert main(["bench", "--from", str(run_dir / "bench.json")]) == 2
+    assert "--from needs --record" in capsys.readouterr().err
+    assert main(["bench", "--record", str(rec), "--from", str(tmp_path / "none.json")]) == 2

@@ -50,8 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where bench.json and <op>.png go")
     p.add_argument("--record", metavar="DIR",
                    help="publish the run: append its rows to DIR/bench.csv (one long table per GPU: date, card, "
-                        "software, sha, op, series, shape, provider, us, GB/s, TFLOP/s, %% of ceiling) and replace "
-                        "DIR/latest/ with its bench.json and PNGs")
+                        "software, sha, op, series, shape, provider, us, GB/s, TFLOP/s, %% of ceiling) and write "
+                        "each op's results and plot to DIR/latest/<op>.json and .png")
+    p.add_argument("--from", dest="from_json", metavar="BENCH.json",
+                   help="with --record: publish a finished run (its JSON, and the PNGs beside it), no GPU needed")
     p.add_argument("--no-startup", action="store_true", help="skip the fresh-process startup measurement")
     p.add_argument("--no-plot", action="store_true", help="write no PNGs")
     p.add_argument("--no-copy-ref", action="store_true",
@@ -88,11 +90,32 @@ def _base_meta(cfg) -> dict:
             "triton": triton.__version__, "repeats": cfg.repeats, "max_sets": cfg.max_sets}
 
 
+def _record_finished(directory: str | None, path: str) -> int:
+    from .records import TABLE_COLUMNS, read_json, record
+    if not directory:
+        return _err("--from needs --record DIR: where to publish the run")
+    try:
+        results = read_json(path)
+    except (OSError, ValueError) as e:
+        return _err(f"--from {path}: {e}")
+    folder = pathlib.Path(path).parent
+    plots = {op: folder / f"{op}.png" for op in {p.op for p in results.points}}
+    try:
+        print(record(directory, results, plots))
+    except ValueError as e:
+        return _err(f"--record {directory}: {e} (columns: {', '.join(TABLE_COLUMNS)})")
+    except OSError as e:
+        return _err(f"--record {directory}: cannot write there ({e.strerror or e})")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.compare:
         from .compare import main_compare
         return main_compare(*args.compare)
+    if args.from_json:
+        return _record_finished(args.record, args.from_json)
 
     import torch
     if not torch.cuda.is_available():
@@ -104,7 +127,7 @@ def main(argv: list[str]) -> int:
     from ..ops import OP_NAMES, get_spec
     from . import report
     from .ceilings import get_ceilings
-    from .records import Results, append_table, write_json
+    from .records import Results, record, write_json
     from .runner import BenchConfig, OpTarget, parse_kv, run, sweep_points
 
     try:
@@ -199,18 +222,7 @@ def main(argv: list[str]) -> int:
     if not args.no_plot:
         from .plot import write_plots
         pngs = write_plots(results, out)
-    if args.record:
-        import shutil
-        rec = pathlib.Path(args.record)
-        n = append_table(rec / "bench.csv", results)
-        latest = rec / "latest"
-        shutil.rmtree(latest, ignore_errors=True)
-        latest.mkdir(parents=True)
-        for f in [path, *pngs]:
-            shutil.copy2(f, latest / f.name)
-        pngs_note = f"recorded {n} rows in {rec / 'bench.csv'} and the run in {latest}"
-    else:
-        pngs_note = ""
+    pngs_note = record(args.record, results, {p.stem: p for p in pngs}) if args.record else ""
     print(report.format_results(results))
     print(f"\nwrote {path}" + (f" and {', '.join(str(p) for p in pngs)}" if pngs else "")
           + f" in {meta['elapsed_s']:.0f} s" + (f"; {pngs_note}" if pngs_note else "") + "\n")

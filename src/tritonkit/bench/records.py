@@ -300,3 +300,24 @@ def append_table(path: str | os.PathLike, results: Results) -> int:
             w.writeheader()
         w.writerows(rows)
     return len(rows)
+
+
+def record(directory: str | os.PathLike, results: Results, plots: dict[str, os.PathLike] | None = None) -> str:
+    """Publish a run into a GPU's results folder: append its rows to ``directory/bench.csv`` and, per op of the
+    run, write ``directory/latest/<op>.json`` (the run's results for that op, with the run's meta) and copy its plot
+    (``plots[op]``) to ``latest/<op>.png``; the other ops' latest files stay. Returns what it did, in a sentence."""
+    import shutil
+    d = pathlib.Path(directory)
+    n = append_table(d / "bench.csv", results)
+    latest = d / "latest"
+    latest.mkdir(parents=True, exist_ok=True)
+    ops = list(dict.fromkeys([o.op for o in results.ops] + [p.op for p in results.points]))
+    for op in ops:
+        write_json(latest / f"{op}.json", Results(results.meta, results.ceilings,
+                                                   [o for o in results.ops if o.op == op],
+                                                   [p for p in results.points if p.op == op]))
+        png = (plots or {}).get(op)
+        (latest / f"{op}.png").unlink(missing_ok=True)
+        if png is not None and pathlib.Path(png).exists():
+            shutil.copy2(png, latest / f"{op}.png")
+    return f"recorded {n} rows in {d / 'bench.csv'} and the latest {', '.join(ops)} in {latest}"
