@@ -229,3 +229,18 @@ def test_checkout_of_this_repository(tmp_path):
     assert spec.name == "rms_norm" and spec.fn.__module__.startswith(tree.alias + ".ops.")
     assert sys.modules["tritonkit"] is tritonkit
     assert tree.module("ops").rms_norm is not tritonkit.ops.rms_norm
+
+
+def test_a_tree_carried_to_a_machine_without_git_is_used_by_its_sha(repo, tmp_path):
+    # the GPU machine gets a copy of the working tree without .git: materialize here, carry .tritonkit along
+    here = base.checkout("HEAD~1", repo)
+    copy = tmp_path / "copy"  # no git checkout
+    copy.mkdir()
+    got = base.checkout(here.sha[:9], copy, store=here.store)
+    assert (got.sha, got.root) == (here.sha, here.root)
+    assert got.get_spec("scale").fn(torch.ones(2)).tolist() == [2.0, 2.0]
+    # a name git would resolve, or a sha nobody carried, is still the one-line error
+    with pytest.raises(base.BaseTreeError, match="not in a git checkout"):
+        base.checkout("HEAD~1", copy, store=here.store)
+    with pytest.raises(base.BaseTreeError, match="not in a git checkout"):
+        base.checkout("0123456789", copy, store=here.store)

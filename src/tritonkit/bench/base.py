@@ -97,12 +97,20 @@ def checkout(rev: str, repo: Path | None = None, *, store: Path | None = None) -
     """Resolve ``rev`` (a sha, ``HEAD~3``, a branch: anything ``git rev-parse`` takes) and materialize that commit's
     ``src/`` under ``<store>/base/<sha>/`` (``store`` defaults to ``<repo>/.tritonkit``), reusing a complete one.
 
-    ``repo``: a folder of the git checkout; default the checkout the running tritonkit comes from. Raises
-    :class:`BaseTreeError` (a ValueError, one line) for a bad revision, no checkout, or a tree without src/tritonkit.
+    ``repo``: a folder of the git checkout; default the checkout the running tritonkit comes from. Where there is
+    no checkout (the tree copied to a GPU machine), a sha (or prefix) whose tree was materialized beforehand and
+    carried in ``<store>/base/`` is used as it is. Raises :class:`BaseTreeError` (a ValueError, one line) for a bad
+    revision, no checkout, or a tree without src/tritonkit.
     """
     if not rev or rev.startswith("-"):
         raise BaseTreeError(f"base revision {rev!r}: not a git revision")
-    top = find_repo(rev, repo)
+    try:
+        top = find_repo(rev, repo)
+    except BaseTreeError:
+        carried = _carried(rev, repo, store)
+        if carried is None:
+            raise
+        return carried
     r = _git(["rev-parse", "--verify", f"{rev}^{{commit}}"], top, rev)
     if r.returncode != 0:
         raise BaseTreeError(f"base revision {rev!r}: not a commit in {top} (git: {_one_line(_text(r.stderr))})")
@@ -120,6 +128,21 @@ def checkout(rev: str, repo: Path | None = None, *, store: Path | None = None) -
     store = Path(store)
     root = _materialize(top, sha, store / "base", rev)
     return BaseTree(rev=rev, sha=sha, short=short, root=root, store=store)
+
+
+def _carried(rev: str, repo: Path | None, store: Path | None) -> BaseTree | None:
+    """Without a git checkout (a copy of the tree on a GPU machine), a tree materialized beforehand and carried
+    along: ``<store>/base/<sha>/`` whose sha starts with ``rev`` (a sha or its prefix)."""
+    if not re.fullmatch(r"[0-9a-f]{7,40}", rev):
+        return None
+    if store is None:
+        top = Path(repo) if repo is not None else Path(__file__).resolve().parents[3]
+        store = top / ".tritonkit"
+    found = [d for d in (Path(store) / "base").glob(f"{rev}*") if _complete(d, d.name)]
+    if len(found) != 1:
+        return None
+    sha = found[0].name
+    return BaseTree(rev=rev, sha=sha, short=sha[:7], root=found[0], store=Path(store))
 
 
 def _complete(folder: Path, sha: str) -> bool:
