@@ -37,7 +37,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"tritonkit {verb}: not implemented yet", file=sys.stderr)
         return 2
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except BrokenPipeError:
+        # the reader went away (`tritonkit check --explain RULE | head`): not an error of ours, and no traceback
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
