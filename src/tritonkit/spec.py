@@ -171,15 +171,17 @@ class _Undeclared:
 
 
 class _SweepShape:
-    """The spec's ``sweep_shape``, its result made a :class:`Shape` (a dict works too)."""
+    """The spec's ``sweep_shape``, its result made a :class:`Shape` (a dict works too); ``None`` where the model
+    has no layer the op implements (a dense model for the expert ops, an MLA model for paged attention)."""
 
     def __init__(self, fn: Callable[[ModelConfig, int], Any], name: str):
         self.fn, self.name = fn, name
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
 
-    def __call__(self, model: ModelConfig, num_tokens: int) -> Shape:
-        return as_shape(self.fn(model, num_tokens), f"OpSpec {self.name!r}: what sweep_shape returned")
+    def __call__(self, model: ModelConfig, num_tokens: int) -> Shape | None:
+        got = self.fn(model, num_tokens)
+        return None if got is None else as_shape(got, f"OpSpec {self.name!r}: what sweep_shape returned")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _SweepShape) and self.fn == other.fn
@@ -231,7 +233,8 @@ class OpSpec:
                  fn's keyword arguments), its result named ``{"out": t}`` for a tensor, ``{"out0": .., "out1":
                  ..}`` for a tuple, kept for a dict. An op that writes in place (returns None) needs its own,
                  returning the tensors it wrote (and naming them in ``inplace``).
-    sweep_shape  ``(model, num_tokens) -> shape``: one point of the decode-to-prefill sweep (a Shape or a dict).
+    sweep_shape  ``(model, num_tokens) -> shape``: one point of the decode-to-prefill sweep (a Shape or a dict),
+                 or None where the model has no layer the op implements (the sweep skips that model).
                  Optional: left out, the ``sweep`` space is empty and calling it raises :class:`NotDeclared`.
     sweep_series ``(model, num_tokens) -> {series name: shape or None}``: where one num_tokens axis is not enough
                  (attention: decode batches at two context lengths, a causal prompt, a mixed batch), the named
@@ -354,7 +357,8 @@ class OpSpec:
         """The sweep's series and each one's shape at ``num_tokens``: ``sweep_series`` where declared (series
         without a point there left out), else ``{"": sweep_shape(model, num_tokens)}``."""
         if self.sweep_series is None:
-            return {"": self.sweep_shape(model, num_tokens)}
+            shape = self.sweep_shape(model, num_tokens)
+            return {} if shape is None else {"": shape}
         got = self.sweep_series(model, num_tokens)
         if not isinstance(got, Mapping):
             raise TypeError(f"OpSpec {self.name!r}: sweep_series must return {{series name: shape or None}}, got "
@@ -376,8 +380,14 @@ class OpSpec:
         ts = num_tokens or NUM_TOKENS_SWEEP
         seen: dict[Shape, None] = {}
         for m, t in itertools.product(ms, ts):
-            seen.setdefault(self.sweep_shape(m, t), None)
+            shape = self.sweep_shape(m, t)
+            if shape is not None:
+                seen.setdefault(shape, None)
         return tuple(seen)
+
+    def has_layer(self, model: ModelConfig) -> bool:
+        """Whether ``model`` has a layer this op implements: its sweep has a point there."""
+        return self.is_declared("sweep_shape") and self.sweep_shape(model, 1) is not None
 
     def shapes(self, space: str) -> tuple[Shape, ...]:
         if space == "boundary":

@@ -186,9 +186,12 @@ SWEEP_CONTEXT = 4096
 SWEEP_MAX_CACHE_TOKENS = 1 << 20
 
 
-def sweep_shape(model, num_tokens: int) -> Shape:
+def sweep_shape(model, num_tokens: int) -> Shape | None:
     """Decode: num_tokens sequences of one new token each, over min(4096, 2^20 / num_tokens) keys apiece (the
-    cap keeps a 65536-sequence batch's cache at 2^20 tokens), block_size 16, causal."""
+    cap keeps a 65536-sequence batch's cache at 2^20 tokens), block_size 16, causal. None for a model whose
+    attention is not modelled."""
+    if not model.has_attention:
+        return None
     keys = max(1, min(SWEEP_CONTEXT, SWEEP_MAX_CACHE_TOKENS // num_tokens))
     return Shape(num_seqs=num_tokens, q_len=1, context=keys - 1, num_heads=model.num_heads,
                  num_kv_heads=model.num_kv_heads, head_dim=model.head_dim, block_size=16, causal=1)
@@ -208,6 +211,8 @@ def sweep_series(model, num_tokens: int) -> dict[str, Shape | None]:
     """The bench's axes at ``num_tokens`` query tokens: decode batches at 4K and 32K keys per sequence (batch =
     num_tokens, up to a 2^20-token cache), one causal prompt of num_tokens tokens, and a mixed batch (64 decode
     sequences at 4K keys beside a prompt of num_tokens - 64 tokens). None where a series has no point."""
+    if not model.has_attention:
+        return {}
     heads = dict(num_heads=model.num_heads, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim,
                  block_size=16, causal=1)
     t = num_tokens

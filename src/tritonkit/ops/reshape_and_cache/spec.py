@@ -131,7 +131,9 @@ FP8_SWEEP_MODELS = ("mistral-7b", "llama3-70b-tp8")
 SWEEP_BLOCK_SIZE = 16
 
 
-def sweep_shape(model, num_tokens: int) -> Shape:
+def sweep_shape(model, num_tokens: int) -> Shape | None:
+    if not model.has_attention:
+        return None
     return Shape(num_tokens=num_tokens, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim,
                  block_size=SWEEP_BLOCK_SIZE, num_blocks=-(-num_tokens // SWEEP_BLOCK_SIZE) + 1,
                  kv_cache_dtype="fp8" if model.name in FP8_SWEEP_MODELS else "auto", layout="packed", padding=0,

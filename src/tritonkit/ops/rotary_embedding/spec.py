@@ -92,7 +92,9 @@ def _shape(num_tokens, hq, hk, head_dim, rot_dim, is_neox=1, fused=0, cache_fp32
                  is_neox=is_neox, fused=fused, cache_fp32=cache_fp32, pos_int32=pos_int32, max_position=max_position)
 
 
-def sweep_shape(model, num_tokens: int) -> Shape:
+def sweep_shape(model, num_tokens: int) -> Shape | None:
+    if not model.has_attention:
+        return None
     # vLLM's layout: q and k views of the fused qkv projection, the cache in the model dtype, int64 positions
     return _shape(num_tokens, model.num_heads, model.num_kv_heads, model.head_dim, model.rotary_dim,
                   int(model.is_neox), fused=1, cache_fp32=0, max_position=65536)
