@@ -46,7 +46,7 @@ MATMUL_N = 8192
 #: Launches per floor graph; each reads its own 16 bytes, 256 bytes from the last.
 FLOOR_CALLS = 1024
 #: A flushed floor must be this much slower than the same launches reading from L2, or the flush did not work:
-#: on an H200 memory adds 0.38 us to the L2-warm 1.00 us (benchmarks/results/h200/explore/exp21.json).
+#: on an H200 memory adds 0.38 us to the L2-warm 1.00 us (docs/notes/data/h200/exp21.json).
 FLOOR_MIN_COLD_US = 0.1
 FLOOR_TRIES = 3
 

@@ -188,7 +188,7 @@ class L2Flush:
 
     Read and write (``add_``), not a write alone: the first ``fill_`` flush of an H200 process left the reads
     that followed warm (the 16-byte floor read 1.02-1.03 us with it, 0.99 with no flush, 1.38 with ``add_``, a
-    read-only sum, or a later ``fill_``; benchmarks/results/h200/explore/exp20.json, exp21.json)."""
+    read-only sum, or a later ``fill_``; docs/notes/data/h200/exp20.json, exp21.json)."""
 
     def __init__(self, device: torch.device):
         self.device = device
