@@ -8,7 +8,7 @@ from .._ints import cdiv, next_power_of_2
 
 # 4 KB of each input half per program: 256 threads x one 16-byte vector each, and with up to 8 programs resident per
 # SM that is ~64 KB of loads in flight per SM, past what HBM latency x bandwidth asks for (~40 KB on H200).
-# H200, bf16, d 14336: 100% of copy bandwidth at 16K tokens (benchmarks/results/h200/bench/).
+# H200, bf16, d 14336: 100% of copy bandwidth at 16K tokens (benchmarks/results/h200/bench.csv, tree e65d461).
 TILE_BYTES = 4096
 # grid[1] (column blocks) must stay within CUDA's 65535
 MAX_GRID_1 = 65535
