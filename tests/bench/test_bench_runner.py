@@ -331,3 +331,24 @@ def test_attention_series_cover_decode_prefill_and_a_mixed_batch_within_the_cach
     assert "context=(0,4095x64)" in mixed.config and "num_kv_heads=8" in mixed.config
     decode = next(p for p in pts if p.config.startswith("decode 32K"))
     assert "context=32767" in decode.config
+
+
+def test_models_for_skips_models_without_the_layer():
+    # an op on an expert layer only: dense models have no point, MoE models one each
+    moe_spec = dataclasses.replace(
+        RMS, name="expert_op",
+        sweep_shape=lambda m, t: Shape(num_tokens=t, experts=m.num_experts) if m.is_moe else None)
+    given = _cfg(models=["llama3-8b", "mixtral-8x7b"])
+    assert given.models_for(moe_spec) == ["mixtral-8x7b"]
+    assert given.models_for(RMS) == ["llama3-8b", "mixtral-8x7b"]
+    with pytest.raises(ValueError, match="expert_op: none of the models llama3-8b has a layer.*mixtral-8x7b"):
+        _cfg(models=["llama3-8b"]).models_for(moe_spec)
+    # without --models: the dense defaults, and for an expert op the MoE defaults
+    defaults = _cfg(models=["llama3-8b", "qwen2-7b"], models_given=False)
+    assert defaults.models_for(RMS) == ["llama3-8b", "qwen2-7b"]
+    assert defaults.models_for(moe_spec) == ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]
+    # paged attention has no point on DeepSeek-V3 (MLA is not what it computes)
+    from tritonkit.ops.paged_attention.spec import SPEC as PA
+    assert _cfg(models=["deepseek-v3", "llama3-8b"]).models_for(PA) == ["llama3-8b"]
+    pts = sweep_points(moe_spec, given.models_for(moe_spec), [1, 4], {})
+    assert [p.shape["experts"] for p in pts] == [8, 8] and {p.model for p in pts} == {"mixtral-8x7b"}

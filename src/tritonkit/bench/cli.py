@@ -30,15 +30,16 @@ separates a slow kernel from a point no kernel can bring to the ceiling. The tar
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ..models import DEFAULT_BENCH_MODELS
+    from ..models import DEFAULT_BENCH_MODELS, DEFAULT_MOE_BENCH_MODELS
     from .providers import ALL_PROVIDERS, DEFAULT_PROVIDERS
     p = argparse.ArgumentParser(prog="tritonkit bench", epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Decode-to-prefill sweeps of the built-in ops against the card's "
                                             "measured copy bandwidth and a launch floor.")
     p.add_argument("ops", nargs="*", metavar="OP[:k=v,...]", help="ops to time (default: every built-in op)")
-    p.add_argument("--models", nargs="+", default=list(DEFAULT_BENCH_MODELS), metavar="MODEL",
-                   help=f"model configs of the sweep (default: {' '.join(DEFAULT_BENCH_MODELS)})")
+    p.add_argument("--models", nargs="+", metavar="MODEL",
+                   help=f"model configs of the sweep; an op sweeps those that have its layer (default: "
+                        f"{' '.join(DEFAULT_BENCH_MODELS)}; for the expert ops {' '.join(DEFAULT_MOE_BENCH_MODELS)})")
     p.add_argument("--dtype", nargs="+", default=["bfloat16"], dest="dtypes", metavar="DTYPE",
                    help="float16 bfloat16 float32 (default: bfloat16)")
     p.add_argument("--num-tokens", nargs="+", type=int, metavar="N", help="num_tokens points (default: 1 .. 65536)")
@@ -137,6 +138,10 @@ def main(argv: list[str]) -> int:
         return _err(str(e))
     if shape_kv:
         targets = [OpTarget(t.name, tuple({**shape_kv, **dict(t.overrides)}.items())) for t in targets]
+    models_given = args.models is not None
+    if not models_given:
+        from ..models import DEFAULT_BENCH_MODELS
+        args.models = list(DEFAULT_BENCH_MODELS)
     for m in args.models:
         if m not in MODELS:
             return _err(f"unknown model {m!r}; known: {', '.join(MODELS)}")
@@ -155,12 +160,13 @@ def main(argv: list[str]) -> int:
         except Exception:
             continue  # reported by the runner: an op still being written does not stop the others
         try:
-            sweep_points(spec, args.models[:1], [1], dict(t.overrides))
+            probe = BenchConfig(targets=[t], models=list(args.models), models_given=models_given)
+            sweep_points(spec, probe.models_for(spec)[:1], [1], dict(t.overrides))
         except ValueError as e:
             return _err(str(e))
 
     from ..models import NUM_TOKENS_SWEEP
-    cfg = BenchConfig(targets=targets, models=list(args.models), dtypes=dtypes,
+    cfg = BenchConfig(targets=targets, models=list(args.models), models_given=models_given, dtypes=dtypes,
                       num_tokens=list(num_tokens or NUM_TOKENS_SWEEP), providers=list(args.providers),
                       startup=not args.no_startup, repeats=args.repeats, deadline_s=args.deadline,
                       copy_ref=not args.no_copy_ref, device=torch.device("cuda"))

@@ -71,6 +71,9 @@ def main(argv: list[str]) -> int:
     if tokens is not None and (not isinstance(tokens, int) or tokens < 1):
         return _err(f"--shape num_tokens must be a positive integer, got {tokens!r}")
     model = MODELS[args.model]
+    if not spec.has_layer(model):
+        having = [m for m in MODELS if spec.has_layer(MODELS[m])]
+        return _err(f"{args.model} has no layer {spec.name} implements; --model one of: {', '.join(having)}")
     # num_tokens picks the sweep point; an op may spend it on another key (paged_attention: num_seqs)
     base = spec.sweep_shape(model, tokens or DEFAULT_TOKENS)
     if tokens is None and "num_tokens" not in base:

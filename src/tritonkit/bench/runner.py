@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..models import DEFAULT_BENCH_MODELS, MODELS, NUM_TOKENS_SWEEP
+from ..models import DEFAULT_BENCH_MODELS, DEFAULT_MOE_BENCH_MODELS, MODELS, NUM_TOKENS_SWEEP
 from ..spec import OpSpec, Shape, dtype_name
 from ..testing.inputs import Fill
 from . import providers as P
@@ -152,6 +152,20 @@ class BenchConfig:
     device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cuda"))
     base: Any = None  # a base.BaseTree: its op is one more provider, base@<sha> (--base REV)
     base_cached: dict = dataclasses.field(default_factory=dict)  # its earlier timings, by base.point_key
+    #: whether ``models`` are the user's (--models): then an op sweeps those that have its layer, else its defaults
+    models_given: bool = True
+
+    def models_for(self, spec: OpSpec) -> list[str]:
+        """The models ``spec`` sweeps: ``models`` that have a layer it implements; without --models, the dense
+        defaults, or the MoE defaults for the expert ops. ValueError when none has the layer."""
+        got = [m for m in self.models if spec.has_layer(MODELS[m])]
+        if not got and not self.models_given:
+            got = [m for m in DEFAULT_MOE_BENCH_MODELS if spec.has_layer(MODELS[m])]
+        if not got:
+            having = [m for m in MODELS if spec.has_layer(MODELS[m])]
+            raise ValueError(f"{spec.name}: none of the models {', '.join(self.models)} has a layer it implements; "
+                             f"models that do: {', '.join(having)}")
+        return got
 
 
 class Progress:
@@ -170,7 +184,7 @@ def count_steps(cfg: BenchConfig, specs: dict[str, OpSpec]) -> int:
         if t.name in specs:
             spec = specs[t.name]
             try:
-                pts = sweep_points(spec, cfg.models, cfg.num_tokens, dict(t.overrides))
+                pts = sweep_points(spec, cfg.models_for(spec), cfg.num_tokens, dict(t.overrides))
             except ValueError:
                 continue  # reported when the target runs
             for dtype in cfg.dtypes:
@@ -413,8 +427,9 @@ def run_target(spec: OpSpec, target: OpTarget, dtype: torch.dtype, cfg: BenchCon
     """Sweep one op config at one dtype. Returns its op result and its point results."""
     dev = cfg.device
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size if dev.type == "cuda" else 32 << 20
-    points = sweep_points(spec, cfg.models, cfg.num_tokens, dict(target.overrides))
-    op = OpResult(spec.name, target.label, dtype_name(dtype), dict(target.overrides), list(cfg.models),
+    models = cfg.models_for(spec)
+    points = sweep_points(spec, models, cfg.num_tokens, dict(target.overrides))
+    op = OpResult(spec.name, target.label, dtype_name(dtype), dict(target.overrides), models,
                   list(dict.fromkeys(pt.config for pt in points)), l2_bytes=l2)
     provs: list[P.Provider] = []
     for name in cfg.providers:
@@ -493,7 +508,10 @@ def run(cfg: BenchConfig, ceil: Ceilings | None, progress: Progress | None = Non
             for dtype in cfg.dtypes:
                 if t.name not in specs or dtype not in specs[t.name].dtypes:
                     continue
-                shape = startup_shape(specs[t.name], t, cfg.models[0])
+                try:
+                    shape = startup_shape(specs[t.name], t, cfg.models_for(specs[t.name])[0])
+                except ValueError:
+                    continue  # reported when the target runs
                 progress.log(f"startup: {t.label} {dtype_name(dtype)} [{shape.id}] in fresh processes "
                              "(empty Triton cache, then warm)")
                 startups[(t.label, dtype)] = measure_startup(t.name, dict(shape), dtype_name(dtype))
