@@ -37,8 +37,8 @@ COPY_BYTES = 1 << 30
 #: (BLOCK elements of int32, num_warps) tried for the copy kernel; the best one is the ceiling.
 COPY_CONFIGS = ((2048, 4), (4096, 8), (8192, 8), (16384, 16))
 #: The size-matched copy's one config (one graph timing a point, not one per config): BLOCK 2048 int32, 4 warps is
-#: within 1.2% of the best config on 1 GiB on an H200 (4093 vs 4142 GB/s, ceilings details in
-#: benchmarks/results/h200/latest/rms_norm.json, ceilings.details) and the smallest block of COPY_CONFIGS, so mid sizes get the most
+#: within 1.2% of the best config on 1 GiB on an H200 (4093 vs 4142 GB/s, in the ceilings details of
+#: benchmarks/results/h200/latest/rms_norm.json) and the smallest block of COPY_CONFIGS, so mid sizes get the most
 #: programs (2048 at 33.6 MB moved, 15 a SM) where a 16384 block would leave 256 for 132 SMs.
 SIZED_COPY_BLOCK = 2048
 SIZED_COPY_WARPS = 4
