@@ -253,7 +253,12 @@ class OpSpec:
                  magnitudes of the terms behind each element; the harness adds ``compute_eps * magnitude`` to the
                  tolerance (see :mod:`tritonkit.tolerance`).
     inplace      names of outputs the op writes in place (the harness cannot NaN-poison these; it compares them
-                 whole, so an unwritten element still differs from the reference).
+                 whole, so an unwritten element still differs from the reference). Their dtype is not checked
+                 (it is the caller's buffer's), unless ``output_dtypes`` names them too.
+    output_dtypes  ``{output: torch.dtype}``: outputs whose dtype the op's contract fixes whatever the case's dtype
+                 (float32 router weights, int32 expert ids). The harness requires each to be exactly that dtype;
+                 every other output it allocates must be in the case's dtype. Default: none. Integer outputs are
+                 compared exactly, not under the tolerance.
     loaded_bounds  optional ``(inputs) -> {kernel pointer parameter: (lo, hi)}``: the range of the integers the
                  op's kernels load that its contract bounds (cu_seqlens in [0, num_tokens], block ids below
                  num_blocks); ``tritonkit check`` assumes them as a case's ``loaded_bounds``.
@@ -278,6 +283,7 @@ class OpSpec:
     tolerance: Mapping[torch.dtype, Tolerance] = dataclasses.field(default_factory=dict)
     interpreter_tolerance: Mapping[torch.dtype, Tolerance] = dataclasses.field(default_factory=dict)
     inplace: tuple[str, ...] = ()
+    output_dtypes: Mapping[str, torch.dtype] = dataclasses.field(default_factory=dict)
     description: str = ""
     error_scale: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None = None
     loaded_bounds: Callable[[dict[str, Any]], Mapping[str, tuple[int, int]]] | None = None
@@ -313,6 +319,15 @@ class OpSpec:
         if unknown:
             raise ValueError(f"{where}: families has unknown {', '.join(map(repr, unknown))}; known: "
                              f"{', '.join(FAMILIES)}")
+        if not isinstance(self.output_dtypes, Mapping):
+            raise TypeError(f"{where}: output_dtypes must be a dict {{output name: torch.dtype}}, got "
+                            f"{type(self.output_dtypes).__name__}")
+        for k, v in self.output_dtypes.items():
+            if not isinstance(k, str) or not isinstance(v, torch.dtype):
+                raise TypeError(f"{where}: output_dtypes must map an output name to a torch.dtype (torch.int32), "
+                                f"got {k!r}: {v!r}")
+        # a copy: the caller's dict, changed later, does not change the spec
+        set_(self, "output_dtypes", dict(self.output_dtypes))
         for f in ("tolerance", "interpreter_tolerance"):
             table = getattr(self, f)
             if not isinstance(table, Mapping):

@@ -54,3 +54,48 @@ def test_inf_where_finite_expected_fails():
 def test_shape_mismatch_raises():
     with pytest.raises(ValueError, match="shape"):
         compare(torch.zeros(3), torch.zeros(4, dtype=torch.float64), TOL)
+
+
+LOOSE = Tolerance(1e-2, 1.0, "loose: would let an id off by one pass if integers went through it")
+
+
+def test_integer_outputs_compare_exactly_whatever_the_tolerance():
+    ref = torch.tensor([[0, 7], [4095, 3]], dtype=torch.int32)
+    c = compare(ref.clone(), ref, LOOSE)
+    assert c.passed and c.error == 0.0 and c.mismatches == 0
+    off = ref.clone()
+    off[1, 0] = 4096
+    c = compare(off, ref, LOOSE)
+    assert not c.passed and c.error == math.inf and c.mismatches == 1 and c.first_bad == (1, 0)
+    assert c.first_bad_values == (4096, 4095)
+
+
+def test_unwritten_int32_poison_fails():
+    from tritonkit.ops import _alloc, poison_outputs
+    ref = torch.tensor([3, 1, 2], dtype=torch.int32)
+    with poison_outputs():
+        out = _alloc.empty((3,), torch.int32, torch.device("cpu"))
+    assert out.tolist() == [-(2**31)] * 3
+    out[:2] = ref[:2]
+    c = compare(out, ref, LOOSE)
+    assert not c.passed and c.mismatches == 1 and c.first_bad == (2,)
+    assert "got -2147483648, expected 2" in c.describe()
+
+
+def test_int64_past_2_to_53_is_exact():
+    # 2^53 + 1 and 2^53 are one float64: an int64 comparison tells them apart
+    ref = torch.tensor([2**53 + 1], dtype=torch.int64)
+    assert compare(ref.clone(), ref, LOOSE).passed
+    assert not compare(torch.tensor([2**53]), ref, LOOSE).passed
+
+
+def test_bool_outputs_compare_exactly():
+    ref = torch.tensor([True, False])
+    assert compare(ref.clone(), ref, LOOSE).passed
+    assert not compare(torch.tensor([True, True]), ref, LOOSE).passed
+
+
+def test_integer_output_against_a_float_reference():
+    ref = torch.tensor([1.0, 2.5, float("nan")], dtype=torch.float64)
+    c = compare(torch.tensor([1, 2, 0], dtype=torch.int32), ref, LOOSE)
+    assert c.mismatches == 2 and c.first_bad == (1,)

@@ -143,6 +143,8 @@ def test_default_call_names_results_and_follows_replace():
     (dict(tolerance={torch.float16: (1e-3, 1e-5)}), "tolerance must map a torch.dtype to a Tolerance"),
     (dict(reference=None), "reference must be callable"),
     (dict(work=3), "work must be callable or left out"),
+    (dict(output_dtypes=("out", torch.int32)), "output_dtypes must be a dict {output name: torch.dtype}"),
+    (dict(output_dtypes={"out": "int32"}), "output_dtypes must map an output name to a torch.dtype"),
 ])
 def test_a_malformed_field_is_named_at_construction(kw, message):
     with pytest.raises((TypeError, ValueError)) as e:

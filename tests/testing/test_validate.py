@@ -81,3 +81,50 @@ def test_cli_refuses_gpu_sized_spaces_without_a_gpu():
         p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "--shapes", space], capture_output=True,
                            text=True, timeout=300)
         assert p.returncode == 2 and f"--shapes {space}" in p.stderr
+
+
+def _topk_ids(x: torch.Tensor) -> torch.Tensor:
+    """Each row's top-2 ids as int32, in a poisonable output: what an id-returning op allocates."""
+    from tritonkit.ops import _alloc
+    out = _alloc.empty((x.shape[0], 2), torch.int32, x.device)
+    out.copy_(x.topk(2, dim=-1).indices)
+    return out
+
+
+def _ids_spec(call, **kw):
+    from tritonkit.spec import OpSpec
+    return OpSpec("ids", _topk_ids, lambda shape, dtype, fill: {"x": fill((shape["n"], 8), dtype)},
+                  call=call, boundary=[{"n": 5}], dtypes=(torch.float16,),
+                  reference=lambda inputs, dtype: {"ids": inputs["x"].topk(2, dim=-1).indices.to(torch.int32)},
+                  **kw)
+
+
+def test_declared_output_dtype_is_accepted_and_enforced():
+    shape = {"n": 5}
+    good = _ids_spec(lambda i: {"ids": _topk_ids(i["x"])}, output_dtypes={"ids": torch.int32})
+    assert validate_case(good, shape, torch.float16, device=DEVICE).passed
+    # undeclared, an int32 output in a float16 case is a kernel that skipped its cast
+    r = validate_case(_ids_spec(good.call), shape, torch.float16, device=DEVICE)
+    assert not r.passed and "ids is int32" in r.detail and "expected float16" in r.detail
+    # declared int32, the op returns int64: the right values in the wrong dtype still fail
+    wide = dataclasses.replace(good, call=lambda i: {"ids": _topk_ids(i["x"]).long()})
+    r = validate_case(wide, shape, torch.float16, device=DEVICE)
+    assert not r.passed and "ids is int64" in r.detail and "expected int32" in r.detail
+    # a declared name the op does not return is a spec error, not a pass
+    typo = dataclasses.replace(good, output_dtypes={"idx": torch.int32})
+    r = validate_case(typo, shape, torch.float16, device=DEVICE)
+    assert not r.passed and "output_dtypes names ['idx']" in r.detail
+
+
+def test_unwritten_int32_element_is_caught_by_poisoning():
+    def last_row_unwritten(inputs):
+        from tritonkit.ops import _alloc
+        x = inputs["x"]
+        out = _alloc.empty((x.shape[0], 2), torch.int32, x.device)
+        out[:-1] = x[:-1].topk(2, dim=-1).indices
+        return {"ids": out}
+
+    spec = _ids_spec(last_row_unwritten, output_dtypes={"ids": torch.int32})
+    r = validate_case(spec, {"n": 5}, torch.float16, device=DEVICE)
+    assert not r.passed and r.outputs["ids"]["mismatches"] == 2
+    assert "at (4, 0): got -2147483648" in r.detail

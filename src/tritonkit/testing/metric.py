@@ -5,6 +5,10 @@ passes at ``error <= 1``. Non-finite values are matched exactly: where the refer
 and where the reference is +-inf, or is finite but rounds to +-inf in the output's dtype, the output must be that
 infinity. A NaN or inf in the output where the reference is finite makes the error inf. The relative L2 error
 ``||out - ref|| / ||ref||`` over finite elements is reported beside it.
+
+Integer and bool outputs (ids, indices, counts, masks) are compared exactly, whatever the tolerance: any element
+that differs from the reference is a mismatch and makes the error inf (0 when all match). The comparison is done
+in int64 where the reference is an integer tensor too, so int64 values past 2^53 stay exact.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ class Comparison:
     mismatches: int  # elements outside tolerance or with mismatched non-finite values
     numel: int
     first_bad: tuple[int, ...] | None
-    first_bad_values: tuple[float, float] | None  # (out, ref) at first_bad
+    first_bad_values: tuple[float, float] | None  # (out, ref) at first_bad; ints for integer outputs
 
     @property
     def passed(self) -> bool:
@@ -57,11 +61,46 @@ def _expected(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
     return ref
 
 
+def _exact(dtype: torch.dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex)
+
+
+def _compare_exact(out: torch.Tensor, ref: torch.Tensor) -> Comparison:
+    """Integer or bool ``out`` against ``ref``: equal element for element, or a mismatch."""
+    as_int = _exact(ref.dtype)
+    o_all, r_all = out.reshape(-1), ref.reshape(-1)
+    n = o_all.numel()
+    max_abs = sq_err = sq_ref = 0.0
+    bad_total = 0
+    first_bad = first_vals = None
+    for start in range(0, n, _CHUNK):
+        o = o_all[start:start + _CHUNK].to(torch.int64 if as_int else torch.float64)
+        r = r_all[start:start + _CHUNK].to(device=o.device, dtype=o.dtype)
+        bad = o != r
+        nb = int(bad.sum())
+        if nb:
+            if first_bad is None:
+                i = int(bad.nonzero()[0, 0])
+                first_bad = tuple(int(v) for v in torch.unravel_index(torch.tensor(start + i), tuple(out.shape)))
+                first_vals = (o[i].item(), r[i].item())
+            bad_total += nb
+        od, rd = o.to(torch.float64), r.to(torch.float64)
+        diff = (od - rd).abs()
+        max_abs = max(max_abs, float(diff.nan_to_num(nan=math.inf).max()))
+        sq_err += float(diff.square().sum())
+        sq_ref += float(rd.square().sum())
+    rel_l2 = math.sqrt(sq_err / sq_ref) if sq_ref > 0 else math.sqrt(sq_err)
+    return Comparison(math.inf if bad_total else 0.0, max_abs, rel_l2, bad_total, n, first_bad, first_vals)
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, scale: torch.Tensor | None = None) -> Comparison:
     """Compare ``out`` (any float dtype) with ``ref`` (float64) elementwise under ``tol``; ``scale`` (optional, the
-    magnitude of the terms behind each element) widens the bound by ``tol.compute_eps * scale``."""
+    magnitude of the terms behind each element) widens the bound by ``tol.compute_eps * scale``. An integer or bool
+    ``out`` is compared exactly instead (``tol`` and ``scale`` unused)."""
     if tuple(out.shape) != tuple(ref.shape):
         raise ValueError(f"output shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
+    if _exact(out.dtype):
+        return _compare_exact(out, ref)
     out_dtype = out.dtype
     o_all = out.reshape(-1)
     r_all = ref.reshape(-1)

@@ -80,8 +80,10 @@ def validate_case(spec: OpSpec, shape: Shape | Mapping, dtype: torch.dtype, fami
     """Run ``spec`` once on ``shape``/``dtype``/``family`` inputs and compare every output with the reference.
     ``shape`` is a :class:`~tritonkit.spec.Shape` or a dict of named sizes.
 
-    Outputs the op allocates start NaN-poisoned, so an element the kernel never writes fails; outputs the op
-    updates in place are compared whole. Exceptions are caught and reported as a failed case.
+    Outputs the op allocates start poisoned (NaN; the minimum of a signed integer dtype), so an element the kernel
+    never writes fails; outputs the op updates in place are compared whole. Each allocated output must be in the
+    case's dtype, or the one ``spec.output_dtypes`` declares for it. Exceptions are caught and reported as a
+    failed case.
     """
     shape = as_shape(shape)
     with quiet_interpreter():
@@ -109,12 +111,20 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
                                 f"({{'out': tensor}} matches the default call of an fn returning one tensor)")
         if set(outs) != set(refs):
             raise AssertionError(f"op returned outputs {sorted(outs)}, reference {sorted(refs)}")
+        undeclared = sorted(set(spec.output_dtypes) - set(outs))
+        if undeclared:
+            raise AssertionError(f"output_dtypes names {undeclared}, which the op does not return (it returns "
+                                 f"{sorted(outs)})")
         for name, t in outs.items():
-            # an op allocates its outputs in the case's dtype on the inputs' device (x's dtype, q's dtype):
-            # a kernel that skipped its final cast would otherwise pass, and hide overflow to inf as well
-            if name not in spec.inplace and (t.dtype != dtype or t.device.type != device.type):
+            # an op allocates its outputs in the case's dtype (x's dtype, q's dtype), or the one its contract fixes,
+            # on the inputs' device: a kernel that skipped its final cast would otherwise pass, and hide overflow
+            # to inf as well. In-place outputs are the caller's buffers, in whatever dtype the caller chose.
+            if name in spec.inplace and name not in spec.output_dtypes:
+                continue
+            want = spec.output_dtypes.get(name, dtype)
+            if t.dtype != want or t.device.type != device.type:
                 raise AssertionError(f"output {name} is {dtype_name(t.dtype)} on {t.device.type}, expected "
-                                     f"{dtype_name(dtype)} on {device.type}")
+                                     f"{dtype_name(want)} on {device.type}")
         worst: tuple[str, Comparison] | None = None
         for name in outs:
             c = compare(outs[name], refs[name], tol, scales.get(name))
