@@ -25,6 +25,14 @@ def _compiles(name):
     return {n: len(k.device_caches[dev][0]) for n, k in _kernels(name).items()}
 
 
+def _model(spec, which=0):
+    """The sweep's model for ``spec``: Llama-3-8B / Qwen2-7B, or for the expert ops Qwen3-30B-A3B / Mixtral."""
+    for m in (("llama3-8b", "qwen2-7b"), ("qwen3-30b-a3b", "mixtral-8x7b")):
+        if spec.has_layer(MODELS[m[which]]):
+            return MODELS[m[which]]
+    raise AssertionError(f"no test model has a layer of {spec.name}")
+
+
 def _outputs(spec, inputs):
     return {k: v.clone() for k, v in spec.call(inputs).items()}
 
@@ -32,7 +40,7 @@ def _outputs(spec, inputs):
 @pytest.mark.parametrize("name", OPS)
 def test_cuda_graph_capture_matches_eager(name):
     spec = ops.get_spec(name)
-    shape = spec.sweep_shape(MODELS["llama3-8b"], 37)
+    shape = spec.sweep_shape(_model(spec), 37)
     inputs = spec.make_inputs(shape, torch.bfloat16, Fill("randn", "cuda", seed=1))
     eager = _outputs(spec, {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()})
     static = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
@@ -54,7 +62,7 @@ def test_cuda_graph_capture_matches_eager(name):
 @pytest.mark.parametrize("name", OPS)
 def test_torch_compile_inductor(name):
     spec = ops.get_spec(name)
-    shape = spec.sweep_shape(MODELS["llama3-8b"], 33)
+    shape = spec.sweep_shape(_model(spec), 33)
     inputs = spec.make_inputs(shape, torch.bfloat16, Fill("randn", "cuda", seed=2))
     copy = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
     eager = _outputs(spec, copy)
@@ -65,9 +73,10 @@ def test_torch_compile_inductor(name):
 
 
 @pytest.mark.parametrize("name", OPS)
-@pytest.mark.parametrize("model", ["llama3-8b", "qwen2-7b"])
-def test_one_compile_across_num_tokens_sweep(name, model):
+@pytest.mark.parametrize("which", [0, 1])
+def test_one_compile_across_num_tokens_sweep(name, which):
     spec = ops.get_spec(name)
+    model = _model(spec, which).name
     for k in _kernels(name).values():
         k.device_caches.clear()
     for t in NUM_TOKENS_SWEEP[:-2]:  # up to 16384: every size class a specialization could split on

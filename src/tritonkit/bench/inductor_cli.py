@@ -30,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tritonkit inductor", description=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("op", help="a built-in op (rms_norm, silu_and_mul, ...)")
-    p.add_argument("--model", default="llama3-8b", help="model config of the shape (default: llama3-8b)")
+    p.add_argument("--model", help="model config of the shape (default: llama3-8b, or for the expert ops the "
+                                   "first MoE model)")
     p.add_argument("--shape", default="", metavar="k=v,...",
                    help=f"shape keys over the model's sweep point (default num_tokens={DEFAULT_TOKENS}; "
                         f"{DEFAULT_SEQS} for an op whose sweep counts sequences, as paged_attention's num_seqs)")
@@ -58,6 +59,10 @@ def main(argv: list[str]) -> int:
         spec = get_spec(args.op)
     except ValueError as e:
         return _err(str(e))
+    if args.model is None:
+        from ..models import DEFAULT_MOE_BENCH_MODELS
+        args.model = next((m for m in ("llama3-8b", *DEFAULT_MOE_BENCH_MODELS) if spec.has_layer(MODELS[m])),
+                          "llama3-8b")
     if args.model not in MODELS:
         return _err(f"unknown model {args.model!r}; known: {', '.join(MODELS)}")
     dtype = getattr(torch, args.dtype, None)

@@ -32,12 +32,13 @@ from .reshape_and_cache.api import reshape_and_cache  # noqa: E402
 from .rms_norm.api import rms_norm  # noqa: E402
 from .rotary_embedding.api import rotary_embedding  # noqa: E402
 from .silu_and_mul.api import silu_and_mul  # noqa: E402
+from .topk_softmax.api import topk_softmax  # noqa: E402
 
 #: Built-in ops in the order the tools report them.
-OP_NAMES = ("rms_norm", "silu_and_mul", "rotary_embedding", "reshape_and_cache", "paged_attention")
+OP_NAMES = ("rms_norm", "silu_and_mul", "rotary_embedding", "reshape_and_cache", "paged_attention", "topk_softmax")
 
-__all__ = ["OP_NAMES", "get_spec", "poison_outputs", "specs", "paged_attention", "reshape_and_cache", "rms_norm",
-           "rotary_embedding", "silu_and_mul"]
+__all__ = ["OP_NAMES", "get_spec", "poison_outputs", "specs", "paged_attention",
+           "reshape_and_cache", "rms_norm", "rotary_embedding", "silu_and_mul", "topk_softmax"]
 
 
 def get_spec(name: str):
