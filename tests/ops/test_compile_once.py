@@ -80,3 +80,26 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
         assert recs[n].launches, f"{n} never launched"
         keys = specialization_keys(kernels[n], recs[n].launches)
         assert len(keys) == 1, f"{n}: {len(keys)} compiles over {len(recs[n].launches)} launches"
+
+
+def test_moe_align_block_size_one_compile_per_kernel_across_the_sweep(monkeypatch):
+    # the one-program path (few slots) and the three-launch path (count, scan, place), over every MoE model's
+    # sweep, block sizes 16 and 64 and both id dtypes: each kernel compiles once per (id dtype, expert map)
+    api = importlib.import_module("tritonkit.ops.moe_align_block_size.api")
+    spec = get_spec("moe_align_block_size")
+    names = ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel",
+             "_moe_align_place_kernel")
+    kernels = {n: getattr(api, n) for n in names}
+    for model in (m for m in MODELS.values() if spec.has_layer(m)):
+        shapes = [spec.sweep_shape(model, t) for t in NUM_TOKENS_SWEEP]
+        assert len({s["block_size"] for s in shapes}) > 1
+        for ids_dtype in ("int32", "int64"):
+            recs = {n: Recorder() for n in names}
+            for n in names:
+                monkeypatch.setattr(api, n, recs[n])
+            for shape in shapes:
+                spec.call(spec.make_inputs(Shape({**shape, "ids_dtype": ids_dtype}), torch.bfloat16, MetaFill()))
+            for n in names:
+                assert recs[n].launches, f"{n} never launched on {model.name}"
+                keys = specialization_keys(kernels[n], recs[n].launches)
+                assert len(keys) == 1, f"{n} on {model.name}: {len(keys)} compiles over {len(recs[n].launches)}"

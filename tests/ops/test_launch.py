@@ -138,7 +138,9 @@ OPS = {"rms_norm": ("_rms_norm_fwd_kernel",), "silu_and_mul": ("_silu_and_mul_fw
        "rotary_embedding": ("_rotary_embedding_fwd_kernel",), "reshape_and_cache": ("_reshape_and_cache_kernel",),
        "paged_attention": ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel",
                            "_paged_attention_prefill_kernel"),
-       "topk_softmax": ("_topk_softmax_kernel",)}
+       "topk_softmax": ("_topk_softmax_kernel",),
+       "moe_align_block_size": ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel",
+                                "_moe_align_place_kernel")}
 
 
 @pytest.mark.parametrize("name, pdl", [(n, False) for n in OPS] + [("paged_attention", True)],

@@ -1,0 +1,131 @@
+"""moe_align_block_size: group a mixture-of-experts layer's token slots by expert, each expert's run padded to the
+GEMM's block size (vLLM's ``moe_align_block_size``)."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _alloc, _checks
+from .._ints import cdiv
+from .._launch import launch
+from .._library import through_dispatcher
+from . import config
+from .config import max_padded, moe_align_config
+from .kernel import (
+    _moe_align_count_kernel,
+    _moe_align_place_kernel,
+    _moe_align_scan_kernel,
+    _moe_align_small_kernel,
+)
+
+_INT32_MAX = 2**31 - 1
+
+
+def _forward(topk_ids: torch.Tensor, block_size: int, num_experts: int,
+             expert_map: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    numel, dev = topk_ids.numel(), topk_ids.device
+    padded = max_padded(numel, block_size, num_experts)
+    num_blocks = cdiv(padded, block_size)
+    sorted_ids = _alloc.empty((padded,), torch.int32, dev)
+    expert_ids = _alloc.empty((num_blocks,), torch.int32, dev)
+    if numel == 0:
+        return sorted_ids, expert_ids, torch.zeros((1,), dtype=torch.int32, device=dev)
+    post_padded = _alloc.empty((1,), torch.int32, dev)
+    cfg = moe_align_config(num_experts)
+    has_map = expert_map is not None
+    map_ptr = expert_map if has_map else topk_ids
+    if numel <= config.SMALL_MAX:
+        launch(_moe_align_small_kernel, (1,),
+               (topk_ids, sorted_ids, expert_ids, post_padded, map_ptr,
+                numel, num_experts, block_size, padded, num_blocks),
+               {"HAS_MAP": has_map, "CHUNK": config.SMALL_MAX, "SUB": config.SUB, "BLOCK_E": cfg.block_e,
+                "FILL_BLOCK": config.FILL_BLOCK}, cfg.num_warps)
+        return sorted_ids, expert_ids, post_padded
+    num_chunks = cdiv(numel, config.CHUNK)
+    # per chunk and expert: the counts, then the slots in earlier chunks; then each expert's total
+    work = torch.empty((2 * num_chunks + 1) * num_experts, dtype=torch.int32, device=dev)
+    counts, prefix = work[:num_chunks * num_experts], work[num_chunks * num_experts:2 * num_chunks * num_experts]
+    totals = work[2 * num_chunks * num_experts:]
+    launch(_moe_align_count_kernel, (num_chunks,),
+           (topk_ids, counts, sorted_ids, expert_ids, numel, num_experts, padded, num_blocks),
+           {"CHUNK": config.CHUNK, "BLOCK_E": cfg.block_e, "FILL_BLOCK": config.FILL_BLOCK}, cfg.num_warps)
+    launch(_moe_align_scan_kernel, (cdiv(num_experts, config.BLOCK_ES),),
+           (counts, prefix, totals, num_chunks, num_experts),
+           {"BLOCK_C": config.BLOCK_C, "BLOCK_ES": config.BLOCK_ES}, 4)
+    launch(_moe_align_place_kernel, (num_chunks,),
+           (topk_ids, prefix, totals, sorted_ids, expert_ids, post_padded, map_ptr, numel, num_experts, block_size),
+           {"HAS_MAP": has_map, "CHUNK": config.CHUNK, "SUB": config.SUB, "BLOCK_E": cfg.block_e}, cfg.num_warps)
+    return sorted_ids, expert_ids, post_padded
+
+
+@torch.library.custom_op("tritonkit::moe_align_block_size", mutates_args=())
+def _moe_align_block_size_op(topk_ids: torch.Tensor, block_size: int, num_experts: int,
+                             expert_map: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _forward(topk_ids, block_size, num_experts, expert_map)
+
+
+@_moe_align_block_size_op.register_fake
+def _(topk_ids, block_size, num_experts, expert_map):
+    padded = max_padded(topk_ids.numel(), block_size, num_experts)
+    return (topk_ids.new_empty((padded,), dtype=torch.int32),
+            topk_ids.new_empty((cdiv(padded, block_size),), dtype=torch.int32),
+            topk_ids.new_empty((1,), dtype=torch.int32))
+
+
+def _int(name: str, v, low: int, what: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if v < low:
+        raise ValueError(f"{name} must be at least {low} ({what}), got {v}")
+
+
+def _check(topk_ids, block_size, num_experts, expert_map) -> None:
+    _checks.tensor("topk_ids", topk_ids, dtypes=_checks.INDEX_DTYPES, ndim=2)
+    if not topk_ids.is_contiguous():
+        raise ValueError(f"topk_ids must be contiguous (slot m * topk + j is element m * topk + j), got strides "
+                         f"{tuple(topk_ids.stride())} for shape {tuple(topk_ids.shape)}")
+    _int("block_size", block_size, 1, "rows of the expert GEMM's tile")
+    _int("num_experts", num_experts, 1, "experts the ids index")
+    if num_experts > config.MAX_EXPERTS:
+        raise ValueError(f"num_experts must be at most {config.MAX_EXPERTS}, got {num_experts}")
+    if max_padded(topk_ids.numel(), block_size, num_experts) > _INT32_MAX:
+        raise ValueError(f"topk_ids has {topk_ids.numel()} slots: with block_size {block_size} and {num_experts} "
+                         f"experts the padded slots pass int32")
+    if expert_map is not None:
+        _checks.tensor("expert_map", expert_map, dtypes=(torch.int32,), ndim=1)
+        _checks.shape_equal("expert_map", expert_map, (num_experts,), "num_experts: global id -> local index or -1")
+        if not expert_map.is_contiguous():
+            raise ValueError(f"expert_map must be contiguous, got stride {tuple(expert_map.stride())}")
+        _checks.same_device(topk_ids=topk_ids, expert_map=expert_map)
+
+
+def moe_align_block_size(topk_ids: torch.Tensor, block_size: int, num_experts: int,
+                         expert_map: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sort a MoE layer's token slots by expert and pad each expert's run to a multiple of ``block_size``, the
+    layout the grouped GEMM reads. No host synchronisation: every output size is a function of the shapes, so the
+    call can be captured in a CUDA graph.
+
+    topk_ids     ``[num_tokens, topk]`` int32/int64, contiguous: the experts of each token. Slot ``m * topk + j``
+                 is token m's j-th choice; ``numel = num_tokens * topk``. Ids must be in ``[0, num_experts)``
+                 (not checked: that would read them on the host); a slot whose id is outside is dropped: it is in
+                 no run, counts toward no total, and nothing is written for it.
+    block_size   ``>= 1`` (the GEMM uses powers of two >= 16).
+    num_experts  ``>= 1`` (at most 4096): the experts the ids index (global ids under expert parallelism).
+    expert_map   optional ``[num_experts]`` int32: global expert id -> this rank's local index, or -1 for an
+                 expert on another rank.
+
+    Returns, all int32 and contiguous, with ``max_padded = min(numel * block_size, numel + num_experts *
+    (block_size - 1))`` (the most the runs can take):
+
+    sorted_token_ids       ``[max_padded]``: expert 0's slots in ascending order, padded with the value ``numel``
+                           to a multiple of block_size, then expert 1's, ...; experts with no slot take no space.
+                           Entries past the padded total hold ``numel`` too.
+    expert_ids             ``[cdiv(max_padded, block_size)]``: the expert of each block of sorted_token_ids, in
+                           expert order: its id, or ``expert_map[id]`` with a map (-1 for a block of an expert on
+                           another rank: such blocks stay in the list). Blocks past the padded total hold -1.
+    num_tokens_post_padded ``[1]``: the padded total, a multiple of block_size.
+    """
+    _check(topk_ids, block_size, num_experts, expert_map)
+    if through_dispatcher(topk_ids, expert_map):
+        return torch.ops.tritonkit.moe_align_block_size(topk_ids, block_size, num_experts, expert_map)
+    return _forward(topk_ids, block_size, num_experts, expert_map)
