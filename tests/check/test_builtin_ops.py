@@ -29,8 +29,12 @@ def _check(*args):
 @pytest.mark.slow
 def test_builtin_ops_have_no_error_or_warning():
     rc, d = _check()
-    bad = [f for f in d["findings"] if f["severity"] in ("error", "warning")]
+    bad = [f for f in d["findings"] if f["severity"] in ("error", "warning") and not f["suppressed"]]
     assert not bad, json.dumps(bad, indent=1)
+    # the one accepted split: fused_moe's GEMM tiles follow the M bucket by design, one compile per tile config
+    # (tests/ops/test_compile_once.py holds the count to the configs')
+    quiet = {(f["rule"], f["kernel"]) for f in d["findings"] if f["suppressed"]}
+    assert quiet == {("recompile", "_fused_moe_gemm1_kernel"), ("recompile", "_fused_moe_gemm2_kernel")}, quiet
     assert not [p for p in d["problems"] if p["fatal"]], d["problems"]
     assert rc == 0
     files = {Path(k["file"]).parent.name for k in d["kernels"]}

@@ -103,3 +103,39 @@ def test_moe_align_block_size_one_compile_per_kernel_across_the_sweep(monkeypatc
                 assert recs[n].launches, f"{n} never launched on {model.name}"
                 keys = specialization_keys(kernels[n], recs[n].launches)
                 assert len(keys) == 1, f"{n} on {model.name}: {len(keys)} compiles over {len(recs[n].launches)}"
+
+
+def test_fused_moe_compiles_once_per_config_across_the_sweep(monkeypatch):
+    # the GEMMs compile once per distinct tile config of the sweep's M buckets (the default rule here: no table on
+    # a CPU), the quant and sum kernels once per (dtype, model): per-call integers are in do_not_specialize
+    api = importlib.import_module("tritonkit.ops.fused_moe.api")
+    align = importlib.import_module("tritonkit.ops.moe_align_block_size.api")
+    cfg_mod = importlib.import_module("tritonkit.ops.fused_moe.config")
+    spec = get_spec("fused_moe")
+    names = ("_fused_moe_gemm1_kernel", "_fused_moe_gemm2_kernel", "_fused_moe_quant_kernel", "_fused_moe_sum_kernel")
+    kernels = {n: getattr(api, n) for n in names}
+    for n in ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel",
+              "_moe_align_place_kernel"):
+        monkeypatch.setattr(align, n, Recorder())
+    models = [m for m in MODELS.values() if spec.has_layer(m)]
+    assert {m.moe_quant or "none" for m in models} == {"none", "fp8_block128"}
+    for model in models:
+        recs = {n: Recorder() for n in names}
+        for n in names:
+            monkeypatch.setattr(api, n, recs[n])
+        configs = set()
+        for t in NUM_TOKENS_SWEEP:
+            shape = spec.sweep_shape(model, t)
+            spec.call(spec.make_inputs(shape, torch.bfloat16, MetaFill()))
+            configs.add(cfg_mod.fused_moe_config(t, model.num_experts, model.moe_intermediate, model.hidden,
+                                                 model.topk, "bfloat16", shape["quant"], None))
+        assert len(recs["_fused_moe_gemm1_kernel"].launches) == len(NUM_TOKENS_SWEEP)
+        for n, field in (("_fused_moe_gemm1_kernel", "gemm1"), ("_fused_moe_gemm2_kernel", "gemm2")):
+            keys = specialization_keys(kernels[n], recs[n].launches)
+            assert len(keys) == len({getattr(c, field) for c in configs}), f"{n} on {model.name}"
+        assert len(specialization_keys(kernels["_fused_moe_sum_kernel"], recs["_fused_moe_sum_kernel"].launches)) == 1
+        quant = recs["_fused_moe_quant_kernel"].launches
+        # block-wise fp8 quantizes x only (h is quantized in GEMM1's epilogue); bf16 weights never
+        assert len(quant) == (len(NUM_TOKENS_SWEEP) if model.moe_quant else 0)
+        if quant:
+            assert len(specialization_keys(kernels["_fused_moe_quant_kernel"], quant)) == 1

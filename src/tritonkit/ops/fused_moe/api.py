@@ -1,0 +1,373 @@
+"""fused_moe: a mixture-of-experts layer (vLLM's fused_experts): two grouped GEMMs over tokens sorted by expert.
+
+Launches, all on a static grid (no host sync, CUDA-graph capturable):
+
+1. ``moe_align_block_size``: slots m * topk + j sorted by expert, each expert's run padded to block_m.
+2. (fp8) ``_fused_moe_quant_kernel``: x to fp8, per token (or per 128-column group, or by a static scale).
+3. ``_fused_moe_gemm1_kernel``: h = act(x W1g^T) * (x W1u^T) per slot, the activation fused in the epilogue
+   (block-wise fp8: h quantized per 128 columns there too).
+4. (fp8, per-tensor/per-channel weights) ``_fused_moe_quant_kernel``: h to fp8 per slot (or by a2_scale).
+5. ``_fused_moe_gemm2_kernel``: c[slot] = w_slot * (h[slot] W2^T), in the activation dtype.
+6. ``_fused_moe_sum_kernel``: out[m] = sum_j c[m * topk + j] in float32, in j order: deterministic.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...spec import dtype_name
+from .. import _alloc, _checks
+from .._ints import cdiv
+from .._launch import launch
+from .._library import through_dispatcher
+from . import config as _config
+from .config import FusedMoeConfig, fused_moe_config
+from .kernel import (
+    _fused_moe_gemm1_kernel,
+    _fused_moe_gemm2_kernel,
+    _fused_moe_quant_kernel,
+    _fused_moe_sum_kernel,
+)
+
+ACT_DTYPES = (torch.float16, torch.bfloat16)
+FP8_DTYPE = torch.float8_e4m3fn
+ACTIVATIONS = ("silu", "gelu")
+SCALE_BLOCK = _config.SCALE_BLOCK
+# columns per program of the topk sum (1024 x 2 bytes: 16 bytes a thread at 4 warps)
+SUM_BLOCK = 1024
+SUM_WARPS = 4
+# quant kernel: one row per program, 128 columns a step (the block-wise group)
+QUANT_WARPS = 4
+_QUANT_MODE = {"row": 0, "group": 1, "static": 2}
+_KERNEL_QUANT = {"none": 0, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block128": 2}
+
+
+def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None):
+    """(sorted_token_ids, expert_ids, num_tokens_post_padded) of moe_align_block_size (imported at the call: a
+    test substitutes this function)."""
+    from ..moe_align_block_size.api import moe_align_block_size
+    return moe_align_block_size(topk_ids, block_size, num_experts, expert_map=expert_map)
+
+
+def _device_name(device: torch.device) -> str | None:
+    if device.type != "cuda":
+        return None
+    return torch.cuda.get_device_name(device)
+
+
+def _weight_scale_strides(scale: torch.Tensor, quant: str) -> tuple[int, int, int]:
+    """(expert, row, column) strides of a weight scale: per-tensor scales repeat over rows (stride 0)."""
+    if quant == "fp8_tensor":
+        return scale.stride(0), 0, 0
+    if quant == "fp8_channel":
+        return scale.stride(0), scale.stride(1), 0
+    return scale.stride(0), scale.stride(1), scale.stride(2)
+
+
+def _quantize(x: torch.Tensor, mode: str, static: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """fp8 copy of ``x [rows, cols]`` and its scales: (q, scale, row stride of scale, column stride of scale)."""
+    rows, cols = x.shape
+    q = _alloc.empty((rows, cols), FP8_DTYPE, x.device)
+    if mode == "row":
+        s = _alloc.empty((rows,), torch.float32, x.device)
+        s_strides = (1, 0)
+    elif mode == "group":
+        s = _alloc.empty((rows, cdiv(cols, SCALE_BLOCK)), torch.float32, x.device)
+        s_strides = (s.shape[1], 1)
+    else:
+        s = static
+        s_strides = (0, 0)
+    launch(_fused_moe_quant_kernel, (rows,),
+           (x, q, s, s, rows, cols, x.stride(0), q.stride(0), s_strides[0]),
+           {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE[mode]}, QUANT_WARPS)
+    return q, s, s_strides[0], s_strides[1]
+
+
+def _forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation: str = "silu",
+             apply_router_weight_on_input: bool = False, expert_map=None, w1_scale=None, w2_scale=None,
+             a1_scale=None, a2_scale=None, block_shape=None, *, quant: str | None = None,
+             config: FusedMoeConfig | None = None) -> torch.Tensor:
+    """Launch the layer on checked arguments. ``config`` (private, for the tuner) replaces the table/default
+    config; ``quant`` is the scheme ``_check`` returned (recomputed when None)."""
+    x = hidden_states
+    M, K = x.shape
+    E, N = w1.shape[0], w1.shape[1] // 2
+    topk = topk_ids.shape[1]
+    if out is None:
+        out = _alloc.empty((M, K), x.dtype, x.device)
+    if M == 0:
+        return out
+    if quant is None:
+        quant = _scale_scheme("w1_scale", w1_scale, w1, block_shape) if w1.dtype == FP8_DTYPE else "none"
+    cfg = config if config is not None else fused_moe_config(M, E, N, K, topk, dtype_name(x.dtype), quant,
+                                                             _device_name(x.device))
+    if config is not None:
+        _config.validate(cfg, quant)
+    fp8, block = quant != "none", quant == "fp8_block128"
+    act_bf16 = x.dtype == torch.bfloat16
+    num_global = expert_map.shape[0] if expert_map is not None else E
+    numel = M * topk
+    topk_weights = topk_weights.contiguous()
+    sorted_ids, expert_ids, num_post = _align(topk_ids, cfg.block_size, num_global, expert_map)
+    num_pid_m = expert_ids.shape[0]
+    kq = _KERNEL_QUANT[quant]
+
+    # GEMM1 operand A and its scales
+    if fp8:
+        a, a_s, stride_asm, stride_ask = _quantize(x, "group" if block else ("static" if a1_scale is not None
+                                                                               else "row"), a1_scale)
+        w1s = _weight_scale_strides(w1_scale, quant)
+    else:
+        a, a_s, stride_asm, stride_ask = x, x, 0, 0
+        w1_scale, w1s = x, (0, 0, 0)
+    h = _alloc.empty((numel, N), FP8_DTYPE if block else x.dtype, x.device)
+    h_s = _alloc.empty((numel, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
+    g1 = cfg.gemm1
+    launch(_fused_moe_gemm1_kernel, (num_pid_m * cdiv(N, g1.block_n),),
+           (a, a_s, w1, w1_scale, h, h_s, topk_weights, sorted_ids, expert_ids, num_post,
+            numel, num_pid_m, N, K, E,
+            a.stride(0), stride_asm, stride_ask, w1.stride(0), w1.stride(1), *w1s,
+            h.stride(0), h_s.stride(0) if block else 0),
+           {"TOPK": topk, "BLOCK_M": g1.block_m, "BLOCK_N": g1.block_n, "BLOCK_K": g1.block_k,
+            "GROUP_M": g1.group_m, "QUANT": kq, "ROUTED_ON_INPUT": bool(apply_router_weight_on_input),
+            "GELU": activation == "gelu", "ACT_BF16": act_bf16, "H_FP8": block},
+           g1.num_warps, g1.num_stages)
+
+    # GEMM2 operand A (the intermediate) and its scales
+    if block:
+        hs_strides = (h_s.stride(0), 1)
+    elif fp8:
+        h, h_s, *hs_strides = _quantize(h, "static" if a2_scale is not None else "row", a2_scale)
+    else:
+        hs_strides = (0, 0)
+    w2s = _weight_scale_strides(w2_scale, quant) if fp8 else (0, 0, 0)
+    c = _alloc.empty((numel, K), x.dtype, x.device)
+    g2 = cfg.gemm2
+    launch(_fused_moe_gemm2_kernel, (num_pid_m * cdiv(K, g2.block_n),),
+           (h, h_s, w2, w2_scale if fp8 else x, c, topk_weights, sorted_ids, expert_ids, num_post,
+            numel, num_pid_m, K, N, E,
+            h.stride(0), *hs_strides, w2.stride(0), w2.stride(1), *w2s, c.stride(0)),
+           {"BLOCK_M": g2.block_m, "BLOCK_N": g2.block_n, "BLOCK_K": g2.block_k, "GROUP_M": g2.group_m,
+            "QUANT": kq, "MUL_WEIGHT": not apply_router_weight_on_input, "ACT_BF16": act_bf16},
+           g2.num_warps, g2.num_stages)
+
+    out2, stride_om = _checks.rows_and_stride("out", out, output=True)
+    launch(_fused_moe_sum_kernel, (M, cdiv(K, SUM_BLOCK)),
+           (c, out2, topk_ids, expert_map if expert_map is not None else topk_ids,
+            M, K, num_global, E, c.stride(0), stride_om, topk_ids.stride(0)),
+           {"TOPK": topk, "BLOCK": SUM_BLOCK, "HAS_MAP": expert_map is not None, "ACT_BF16": act_bf16},
+           SUM_WARPS)
+    return out
+
+
+@torch.library.custom_op("tritonkit::fused_moe", mutates_args=())
+def _fused_moe_op(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                  topk_ids: torch.Tensor, activation: str, apply_router_weight_on_input: bool,
+                  expert_map: torch.Tensor | None, w1_scale: torch.Tensor | None, w2_scale: torch.Tensor | None,
+                  a1_scale: torch.Tensor | None, a2_scale: torch.Tensor | None,
+                  block_shape: list[int] | None) -> torch.Tensor:
+    return _forward(hidden_states, w1, w2, topk_weights, topk_ids, None, activation, apply_router_weight_on_input,
+                    expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape)
+
+
+@_fused_moe_op.register_fake
+def _(hidden_states, w1, w2, topk_weights, topk_ids, activation, apply_router_weight_on_input, expert_map,
+      w1_scale, w2_scale, a1_scale, a2_scale, block_shape):
+    return hidden_states.new_empty(hidden_states.shape)
+
+
+@torch.library.custom_op("tritonkit::fused_moe_out", mutates_args=("out",))
+def _fused_moe_out_op(out: torch.Tensor, hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
+                      topk_weights: torch.Tensor, topk_ids: torch.Tensor, activation: str,
+                      apply_router_weight_on_input: bool, expert_map: torch.Tensor | None,
+                      w1_scale: torch.Tensor | None, w2_scale: torch.Tensor | None, a1_scale: torch.Tensor | None,
+                      a2_scale: torch.Tensor | None, block_shape: list[int] | None) -> None:
+    _forward(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
+             expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape)
+
+
+@_fused_moe_out_op.register_fake
+def _(out, hidden_states, w1, w2, topk_weights, topk_ids, activation, apply_router_weight_on_input, expert_map,
+      w1_scale, w2_scale, a1_scale, a2_scale, block_shape):
+    return None
+
+
+def _scale_scheme(name: str, s, w: torch.Tensor, block_shape) -> str:
+    """The scheme a weight scale's shape fits (w is [E, rows, cols]); ValueError naming it when none does."""
+    _checks.tensor(name, s, dtypes=(torch.float32,))
+    E, rows, cols = w.shape
+    shape = tuple(s.shape)
+    if block_shape is not None:
+        want = (E, cdiv(rows, SCALE_BLOCK), cdiv(cols, SCALE_BLOCK))
+        if shape != want:
+            raise ValueError(f"{name} must have shape {want} for block_shape [128, 128] (one scale per 128 x 128 block "
+                             f"of [E, {rows}, {cols}]), got {shape}")
+        return "fp8_block128"
+    if shape in ((E,), (E, 1, 1)):
+        return "fp8_tensor"
+    if shape == (E, rows, 1):
+        return "fp8_channel"
+    raise ValueError(f"{name} must be per-tensor [{E}] or [{E}, 1, 1], or per-channel [{E}, {rows}, 1] (or pass "
+                     f"block_shape=[128, 128] for [E, {cdiv(rows, SCALE_BLOCK)}, {cdiv(cols, SCALE_BLOCK)}] "
+                     f"blocks), got {shape}")
+
+
+def _check(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
+           expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape) -> str:
+    """Every argument checked on metadata alone (no device sync); returns the quant scheme."""
+    _checks.inference_only(hidden_states=hidden_states, w1=w1, w2=w2, topk_weights=topk_weights, out=out)
+    x = _checks.tensor("hidden_states", hidden_states, dtypes=ACT_DTYPES, ndim=2, last_contiguous=True)
+    M, K = x.shape
+    _checks.tensor("w1", w1, ndim=3, last_contiguous=True)
+    _checks.tensor("w2", w2, ndim=3, last_contiguous=True)
+    if w1.dtype not in (x.dtype, FP8_DTYPE):
+        raise TypeError(f"w1 must have hidden_states's dtype {dtype_name(x.dtype)} or float8_e4m3fn, got "
+                        f"{dtype_name(w1.dtype)}")
+    _checks.same_dtype("w2", w2, "w1", w1)
+    E, two_n, w1_k = w1.shape
+    if w1_k != K:
+        raise ValueError(f"w1 must have shape [E, 2N, K] with K = hidden_states.shape[1] = {K}, got "
+                         f"{tuple(w1.shape)}")
+    if two_n % 2 or two_n == 0:
+        raise ValueError(f"w1 must have an even, nonzero second dimension (gate rows [0, N), up rows [N, 2N)), got "
+                         f"{tuple(w1.shape)}")
+    N = two_n // 2
+    _checks.shape_equal("w2", w2, (E, K, N), "[E, K, N] with E, N from w1 and K from hidden_states")
+    _checks.tensor("topk_weights", topk_weights, dtypes=(torch.float32, x.dtype), ndim=2)
+    _checks.tensor("topk_ids", topk_ids, dtypes=_checks.INDEX_DTYPES, ndim=2)
+    if topk_ids.shape[0] != M or topk_ids.shape[1] < 1:
+        raise ValueError(f"topk_ids must have shape [M, topk] with M = hidden_states.shape[0] = {M} and topk >= 1, "
+                         f"got {tuple(topk_ids.shape)}")
+    _checks.shape_equal("topk_weights", topk_weights, tuple(topk_ids.shape), "topk_ids's [M, topk]")
+    if not topk_ids.is_contiguous():
+        raise ValueError(f"topk_ids must be contiguous, got strides {tuple(topk_ids.stride())}")
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+    if apply_router_weight_on_input and topk_ids.shape[1] != 1:
+        raise ValueError(f"apply_router_weight_on_input needs topk == 1 (the weight scales the token's input, "
+                         f"shared by all its experts), got topk {topk_ids.shape[1]}")
+    if expert_map is not None:
+        _checks.tensor("expert_map", expert_map, dtypes=(torch.int32,), ndim=1)
+        if expert_map.shape[0] < 1 or expert_map.stride(0) != 1 and expert_map.shape[0] > 1:
+            raise ValueError(f"expert_map must be a non-empty contiguous [E_global] tensor, got shape "
+                             f"{tuple(expert_map.shape)}")
+    quant = "none"
+    if w1.dtype == FP8_DTYPE:
+        if w1_scale is None:
+            raise ValueError("w1_scale is required: w1 is float8_e4m3fn")
+        if w2_scale is None:
+            raise ValueError("w2_scale is required: w2 is float8_e4m3fn")
+        if block_shape is not None and [int(b) for b in block_shape] != [SCALE_BLOCK, SCALE_BLOCK]:
+            raise ValueError(f"block_shape must be [128, 128] or None, got {list(block_shape)}")
+        quant = _scale_scheme("w1_scale", w1_scale, w1, block_shape)
+        q2 = _scale_scheme("w2_scale", w2_scale, w2, block_shape)
+        if q2 != quant:
+            raise ValueError(f"w2_scale must follow w1_scale's scheme ({quant}), got a {q2} shape "
+                             f"{tuple(w2_scale.shape)}")
+        for name, s in (("a1_scale", a1_scale), ("a2_scale", a2_scale)):
+            if s is None:
+                continue
+            if block_shape is not None:
+                raise ValueError(f"{name} must be None with block_shape: block-wise activations are quantized "
+                                 "dynamically per 128-column group")
+            _checks.tensor(name, s, dtypes=(torch.float32,))
+            if s.numel() != 1:
+                raise ValueError(f"{name} must hold one static per-tensor scale, got shape {tuple(s.shape)}")
+    else:
+        for name, s in (("w1_scale", w1_scale), ("w2_scale", w2_scale), ("a1_scale", a1_scale),
+                        ("a2_scale", a2_scale), ("block_shape", block_shape)):
+            if s is not None:
+                raise ValueError(f"{name} must be None: w1 is {dtype_name(w1.dtype)}, not float8_e4m3fn")
+    if out is not None:
+        _checks.tensor("out", out, dtypes=(x.dtype,), ndim=2, last_contiguous=True)
+        _checks.shape_equal("out", out, (M, K), "hidden_states's [M, K]")
+        if out.shape[0] > 1 and out.stride(0) < K:
+            raise ValueError(f"out's rows must not overlap (row stride >= {K}), got strides {tuple(out.stride())}")
+    _checks.same_device(hidden_states=x, w1=w1, w2=w2, topk_weights=topk_weights, topk_ids=topk_ids, out=out,
+                        expert_map=expert_map, w1_scale=w1_scale, w2_scale=w2_scale, a1_scale=a1_scale,
+                        a2_scale=a2_scale)
+    return quant
+
+
+def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+              topk_ids: torch.Tensor, *, activation: str = "silu", apply_router_weight_on_input: bool = False,
+              expert_map: torch.Tensor | None = None, w1_scale: torch.Tensor | None = None,
+              w2_scale: torch.Tensor | None = None, a1_scale: torch.Tensor | None = None,
+              a2_scale: torch.Tensor | None = None, block_shape: list[int] | None = None,
+              out: torch.Tensor | None = None) -> torch.Tensor:
+    """A mixture-of-experts MLP over routed tokens (vLLM's ``fused_experts``):
+    ``out[m] = sum_j w[m, j] * W2[e] @ (act(W1[e, :N] @ x[m]) * (W1[e, N:] @ x[m]))`` with ``e = topk_ids[m, j]``.
+
+    hidden_states  ``[M, K]`` float16/bfloat16 (float32 is rejected), last dim contiguous.
+    w1             ``[E, 2N, K]``: gate rows ``[0, N)``, up rows ``[N, 2N)``; hidden_states's dtype or float8_e4m3fn.
+    w2             ``[E, K, N]``, w1's dtype. Both last-dim contiguous.
+    topk_weights   ``[M, topk]`` float32 or hidden_states's dtype (multiplied in float32).
+    topk_ids       ``[M, topk]`` int32/int64, contiguous, global expert ids. Ids are not range-checked (no host sync, as vLLM):
+                   a slot whose id is outside ``[0, E_global)`` (moe_align_block_size drops it), or maps to -1,
+                   adds nothing, and no id value makes a kernel read or write out of bounds.
+    activation     "silu" (``g * sigmoid(g)``) or "gelu" (exact, erf).
+    apply_router_weight_on_input  scale x by the weight instead of the expert's output (topk == 1 only): applied to
+                   GEMM1's float32 sums (GEMM1 is linear), before the activation.
+    expert_map     ``[E_global]`` int32, global id -> local index in w1/w2 or -1 (expert parallelism).
+    w1_scale, w2_scale  float32 fp8 weight scales: per-tensor ``[E]``/``[E, 1, 1]``, per-channel ``[E, rows, 1]``, or
+                   with ``block_shape=[128, 128]`` per block ``[E, ceil(rows/128), ceil(cols/128)]``.
+    a1_scale, a2_scale  float32 static per-tensor activation scales of GEMM1/GEMM2 inputs (not with block_shape);
+                   when None, activations are quantized dynamically: per token (per-tensor/per-channel weights) or
+                   per 128-column group (block-wise). A dynamic scale is ``max(amax, 1e-10) / 448`` (float32) and
+                   ``q = fp8(clamp(x / scale, -448, 448))``.
+    out            ``[M, K]`` hidden_states's dtype, rows one stride apart; written in place and returned. It may be
+                   hidden_states itself (vLLM's inplace).
+
+    Returns ``[M, K]`` in hidden_states's dtype. GEMMs accumulate in float32; the intermediate ``act(g) * u`` is
+    rounded to the activation dtype (then fp8-quantized under fp8), each expert's weighted output is rounded to the
+    activation dtype, and the topk sum runs in float32 in j order (deterministic) with one rounding at the end.
+    """
+    quant = _check(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
+                   expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape)
+    bs = [int(b) for b in block_shape] if block_shape is not None else None
+    args = (hidden_states, w1, w2, topk_weights, topk_ids)
+    opt = (expert_map, w1_scale, w2_scale, a1_scale, a2_scale)
+    if through_dispatcher(*args, out, *opt):
+        if out is None:
+            return torch.ops.tritonkit.fused_moe(*args, activation, bool(apply_router_weight_on_input), *opt, bs)
+        torch.ops.tritonkit.fused_moe_out(out, *args, activation, bool(apply_router_weight_on_input), *opt, bs)
+        return out
+    return _forward(*args, out, activation, apply_router_weight_on_input, *opt, bs, quant=quant)
+
+
+_UNSUPPORTED = ("use_int8_w8a8", "use_int8_w8a16", "use_int4_w4a16")
+
+
+def fused_experts(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                  topk_ids: torch.Tensor, inplace: bool = False, activation: str = "silu",
+                  apply_router_weight_on_input: bool = False, use_fp8_w8a8: bool = False,
+                  use_int8_w8a8: bool = False, use_int8_w8a16: bool = False, use_int4_w4a16: bool = False,
+                  per_channel_quant: bool = False, global_num_experts: int = -1,
+                  expert_map: torch.Tensor | None = None, w1_scale: torch.Tensor | None = None,
+                  w2_scale: torch.Tensor | None = None, w1_zp: torch.Tensor | None = None,
+                  w2_zp: torch.Tensor | None = None, a1_scale: torch.Tensor | None = None,
+                  a2_scale: torch.Tensor | None = None, block_shape: list[int] | None = None) -> torch.Tensor:
+    """vLLM's ``fused_experts`` call form (argument order of vllm/model_executor/layers/fused_moe/fused_moe.py):
+    :func:`fused_moe` with ``inplace=True`` writing into hidden_states. ``use_fp8_w8a8`` must agree with w1's
+    dtype; ``per_channel_quant`` is accepted either way (the scale's shape decides, and dynamic activations are
+    per token); ``global_num_experts`` must be -1 or E_global; int8/int4 schemes and zero points are not
+    supported."""
+    for name, v in zip(_UNSUPPORTED, (use_int8_w8a8, use_int8_w8a16, use_int4_w4a16)):
+        if v:
+            raise NotImplementedError(f"{name}: only bf16/fp16 and fp8 w8a8 experts are supported")
+    for name, v in (("w1_zp", w1_zp), ("w2_zp", w2_zp)):
+        if v is not None:
+            raise NotImplementedError(f"{name}: zero points (int schemes) are not supported")
+    is_fp8 = isinstance(w1, torch.Tensor) and w1.dtype == FP8_DTYPE
+    if bool(use_fp8_w8a8) != is_fp8:
+        raise ValueError(f"use_fp8_w8a8={bool(use_fp8_w8a8)} but w1 is "
+                         f"{dtype_name(w1.dtype) if isinstance(w1, torch.Tensor) else type(w1).__name__}")
+    if global_num_experts != -1:
+        e_global = expert_map.shape[0] if expert_map is not None else w1.shape[0]
+        if global_num_experts != e_global:
+            raise ValueError(f"global_num_experts must be -1 or the number of global experts {e_global} "
+                             f"(expert_map's length, else w1.shape[0]), got {global_num_experts}")
+    return fused_moe(hidden_states, w1, w2, topk_weights, topk_ids, activation=activation,
+                     apply_router_weight_on_input=apply_router_weight_on_input, expert_map=expert_map,
+                     w1_scale=w1_scale, w2_scale=w2_scale, a1_scale=a1_scale, a2_scale=a2_scale,
+                     block_shape=block_shape, out=hidden_states if inplace else None)

@@ -1,0 +1,221 @@
+"""Tile configs of fused_moe's two grouped GEMMs: a tuned table where one exists, else a small default rule.
+
+Nothing here reads tensor data: a config is a pure function of (M, E, N, K, topk, dtype, quant scheme, device name).
+None of the numbers below is measured yet (written on a CPU); each says the hardware reasoning behind it, and the
+tuner's tables (``tritonkit tune fused_moe``) replace the rule where they exist.
+
+Table files
+-----------
+``configs/<name>.json``, one per (E, N, K, dtype, quant, device, Triton version); the file name is informational
+(``fused_moe_table_name`` writes it), the lookup reads the key inside::
+
+    {
+      "op": "fused_moe",
+      "format": 1,
+      "key": {"E": 256, "N": 2048, "K": 7168, "dtype": "bfloat16", "quant": "fp8_block128",
+              "device": "NVIDIA H200", "triton": "3.6.0"},
+      "buckets": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536],
+      "configs": {
+        "1": {"gemm1": {"block_m": 16, "block_n": 64, "block_k": 128, "group_m": 1, "num_warps": 4, "num_stages": 4},
+              "gemm2": {"block_m": 16, "block_n": 64, "block_k": 128, "group_m": 1, "num_warps": 4, "num_stages": 4}},
+        ...one entry per bucket, keyed by the bucket's M as a string
+      }
+    }
+
+E is the number of experts w1 holds (the local experts under expert parallelism), N the intermediate width of one
+expert (w1 is [E, 2N, K]), K the hidden width, dtype the activation dtype, quant one of QUANT_SCHEMES, device
+``torch.cuda.get_device_name()`` verbatim, triton ``triton.__version__``. Both GEMMs of an entry share block_m (the
+sorted layout's block size). Lookup: the table whose key matches (E, N, K, dtype, quant, device), the current Triton
+version's if there is one, else the newest other version's; in it, the bucket nearest to M in log2 (ties to the
+larger bucket). No table: :func:`default_config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from pathlib import Path
+
+from .._ints import cdiv, next_power_of_2
+
+QUANT_SCHEMES = ("none", "fp8_tensor", "fp8_channel", "fp8_block128")
+CONFIG_DIR = Path(__file__).parent / "configs"
+TABLE_FORMAT = 1
+# block-wise fp8 weight (and activation group) scales cover 128 x 128 (DeepSeek-V3's block_shape)
+SCALE_BLOCK = 128
+# H200 SMs: the small-M rule aims at this many programs per wave (no device query: the rule stays pure in shapes)
+NUM_SMS = 132
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmConfig:
+    block_m: int  # sorted slots per program (one expert's rows)
+    block_n: int  # output columns per program (GEMM1: of each of the gate and up halves)
+    block_k: int  # reduction step
+    group_m: int  # row blocks per L2 group of the program order
+    num_warps: int
+    num_stages: int
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GemmConfig:
+        return cls(**{f.name: int(d[f.name]) for f in dataclasses.fields(cls)})
+
+
+@dataclasses.dataclass(frozen=True)
+class FusedMoeConfig:
+    gemm1: GemmConfig
+    gemm2: GemmConfig
+
+    def __post_init__(self):
+        if self.gemm1.block_m != self.gemm2.block_m:
+            raise ValueError(f"config: gemm1.block_m ({self.gemm1.block_m}) and gemm2.block_m ({self.gemm2.block_m})"
+                             " must be equal: both GEMMs read one sorted layout")
+
+    @property
+    def block_size(self) -> int:
+        """moe_align_block_size's block_size: both GEMMs' block_m."""
+        return self.gemm1.block_m
+
+    @classmethod
+    def from_dict(cls, d: dict) -> FusedMoeConfig:
+        return cls(GemmConfig.from_dict(d["gemm1"]), GemmConfig.from_dict(d["gemm2"]))
+
+    def as_dict(self) -> dict:
+        return {"gemm1": dataclasses.asdict(self.gemm1), "gemm2": dataclasses.asdict(self.gemm2)}
+
+
+def _pow2(v: int) -> bool:
+    return v > 0 and v & (v - 1) == 0
+
+
+def validate(cfg: FusedMoeConfig, quant: str) -> None:
+    """ValueError naming ``config`` for tiles the kernels cannot take (a tuner's explicit config included)."""
+    fp8 = quant != "none"
+    for name, g in (("gemm1", cfg.gemm1), ("gemm2", cfg.gemm2)):
+        for f in ("block_m", "block_n", "block_k", "num_warps"):
+            if not _pow2(getattr(g, f)):
+                raise ValueError(f"config.{name}.{f} must be a power of two, got {getattr(g, f)}")
+        # tensor-core dots: M >= 16, K >= 16 (16-bit) or >= 32 (fp8 on sm_90)
+        if g.block_m < 16 or g.block_n < 16 or g.block_k < (32 if fp8 else 16):
+            raise ValueError(f"config.{name} needs block_m >= 16, block_n >= 16 and block_k >= {32 if fp8 else 16} "
+                             f"(tensor-core dot shapes), got {g}")
+        if g.group_m < 1 or g.num_stages < 1:
+            raise ValueError(f"config.{name} needs group_m >= 1 and num_stages >= 1, got {g}")
+        if quant == "fp8_block128" and SCALE_BLOCK % g.block_k:
+            raise ValueError(f"config.{name}.block_k must divide {SCALE_BLOCK} for block-wise fp8 (one scale per K "
+                             f"tile), got {g.block_k}")
+    if quant == "fp8_block128" and cfg.gemm1.block_n != SCALE_BLOCK:
+        raise ValueError(f"config.gemm1.block_n must be {SCALE_BLOCK} for block-wise fp8 (its epilogue computes the "
+                         f"intermediate's per-{SCALE_BLOCK}-column scales), got {cfg.gemm1.block_n}")
+
+
+def _programs(blocks: int, width: int, block_n: int) -> int:
+    return blocks * cdiv(width, block_n)
+
+
+def _narrowest_filling(blocks: int, width: int, choices: tuple[int, ...]) -> int:
+    """The widest block_n of ``choices`` (widest first) that still gives two programs per SM, else the narrowest."""
+    for bn in choices:
+        if _programs(blocks, width, bn) >= 2 * NUM_SMS:
+            return bn
+    return choices[-1]
+
+
+def default_config(M: int, E: int, N: int, K: int, topk: int, quant: str) -> FusedMoeConfig:
+    fp8 = quant != "none"
+    # 128 bytes of each row per K step either way (64 x 16-bit, 128 x fp8): full 128-byte lines, and the wgmma K
+    # of one instruction group
+    block_k = 128 if fp8 else 64
+    block_quant = quant == "fp8_block128"
+    if M <= 64:
+        # Decode: weight-bandwidth bound. Each busy block carries a few rows, so block_m is the tensor core's
+        # smallest M; the weights of the touched experts must stream with enough programs in flight, so block_n
+        # narrows until there are >= 2 programs per SM (two resident programs x 4 stages x 16-32 KB tiles keep
+        # ~64-128 KB of loads in flight per SM, past HBM latency x bandwidth / SMs, ~40 KB on H200). No split-K:
+        # GEMM1's SiLU epilogue needs whole sums, and GEMM2's would need a second reduction or atomics.
+        block_m = 16
+        blocks = min(M * topk, E)  # busy blocks: about the distinct experts touched
+        bn1 = SCALE_BLOCK if block_quant else _narrowest_filling(blocks, N, (64, 32))
+        bn2 = _narrowest_filling(blocks, K, (128, 64, 32))
+        g1 = GemmConfig(block_m, bn1, block_k, 1, 4, 4)
+        g2 = GemmConfig(block_m, bn2, block_k, 1, 4, 4)
+        return FusedMoeConfig(g1, g2)
+    # Prefill: compute bound. block_m follows the mean rows per expert (M * topk / E) so padding wastes at most
+    # half a block: 16 .. 128. 128 x 128 tiles at 8 warps (two warpgroups of wgmma), 64-row tiles at 4.
+    per_expert = cdiv(M * topk, E)
+    block_m = min(128, max(16, next_power_of_2(per_expert)))
+    warps = 8 if block_m >= 128 else 4
+    # GEMM1 holds two accumulators (gate and up): block_n 64 makes them one 128-wide tile's registers (128 x 128
+    # float32 over 256 threads = 64 registers each), and 3-4 stages of A + 2 B tiles fit the 227 KB of shared memory
+    bn1 = SCALE_BLOCK if block_quant else 64
+    if block_quant and block_m >= 128:
+        warps1 = 8  # two 128 x 128 float32 accumulators: 128 registers a thread at 8 warps
+    else:
+        warps1 = warps
+    stages = 3 if block_m >= 128 else 4
+    g1 = GemmConfig(block_m, bn1, block_k, 8, warps1, stages)
+    g2 = GemmConfig(block_m, 128, block_k, 8, warps, stages)
+    return FusedMoeConfig(g1, g2)
+
+
+def fused_moe_table_name(E: int, N: int, K: int, dtype: str, quant: str, device_name: str, triton_version: str) -> str:
+    """The file name a tuner writes its table to (under CONFIG_DIR)."""
+    dev = "".join(c if c.isalnum() or c in "-." else "_" for c in device_name)
+    return f"E={E},N={N},K={K},dtype={dtype},quant={quant},device={dev},triton={triton_version}.json"
+
+
+@functools.cache
+def _tables(config_dir: str) -> dict:
+    """{(E, N, K, dtype, quant, device): {triton version: (buckets, {bucket: FusedMoeConfig})}} of every file."""
+    out: dict = {}
+    for path in sorted(Path(config_dir).glob("*.json")):
+        with open(path) as fh:
+            d = json.load(fh)
+        k = d["key"]
+        key = (int(k["E"]), int(k["N"]), int(k["K"]), str(k["dtype"]), str(k["quant"]), str(k["device"]))
+        buckets = sorted(int(b) for b in d["buckets"])
+        cfgs = {int(b): FusedMoeConfig.from_dict(c) for b, c in d["configs"].items()}
+        missing = [b for b in buckets if b not in cfgs]
+        if missing:
+            raise ValueError(f"fused_moe config table {path}: buckets {missing} have no config")
+        out.setdefault(key, {})[str(k["triton"])] = (buckets, cfgs)
+    return out
+
+
+def _version_key(v: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in v.split("+")[0].split("."))
+
+
+def nearest_bucket(M: int, buckets: list[int]) -> int:
+    """The bucket nearest to M in log2, ties to the larger one."""
+    lm = math.log2(max(M, 1))
+    return min(buckets, key=lambda b: (abs(math.log2(b) - lm), -b))
+
+
+def lookup(M: int, E: int, N: int, K: int, dtype: str, quant: str, device_name: str | None,
+           triton_version: str | None = None, config_dir: str | None = None) -> FusedMoeConfig | None:
+    if device_name is None:
+        return None
+    versions = _tables(str(config_dir or CONFIG_DIR)).get((E, N, K, dtype, quant, device_name))
+    if not versions:
+        return None
+    if triton_version is None:
+        import triton
+        triton_version = triton.__version__
+    ver = triton_version if triton_version in versions else max(versions, key=_version_key)
+    buckets, cfgs = versions[ver]
+    return cfgs[nearest_bucket(M, buckets)]
+
+
+@functools.lru_cache(maxsize=1024)
+def fused_moe_config(M: int, E: int, N: int, K: int, topk: int, dtype: str, quant: str,
+                     device_name: str | None) -> FusedMoeConfig:
+    """The config of one call: the tuned table's (see the module docstring), else :func:`default_config`.
+    ``dtype`` is the activation dtype's name ("bfloat16"), ``device_name`` None off CUDA (meta, the interpreter)."""
+    cfg = lookup(M, E, N, K, dtype, quant, device_name)
+    if cfg is None:
+        cfg = default_config(M, E, N, K, topk, quant)
+    validate(cfg, quant)
+    return cfg

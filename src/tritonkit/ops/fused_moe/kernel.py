@@ -1,0 +1,311 @@
+import triton
+import triton.language as tl
+
+# Triton 3.6's interpreter multiplies the raw uint16 bits of bfloat16 dot operands and converts float32 to bfloat16
+# by truncation; under it (CPU tests only) dots widen bf16 to float32 (exact) and the bf16 roundings are done to
+# nearest-even by hand, as the GPU does them. Compiled kernels never see these branches.
+_INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
+FP8_MAX = tl.constexpr(448.0)
+# floor of a dynamic activation scale's amax: an all-zero row or group quantizes to zeros, not 0 / 0
+AMAX_FLOOR = tl.constexpr(1e-10)
+# QUANT: the weight scheme. 0: weights in the activation dtype. 1: fp8, one scale per output column (per-tensor
+# scales are per-channel ones with a zero column stride), applied in the epilogue. 2: fp8, 128 x 128 blocks,
+# applied per K tile.
+QUANT_NONE = tl.constexpr(0)
+QUANT_CHANNEL = tl.constexpr(1)
+QUANT_BLOCK = tl.constexpr(2)
+SCALE_BLOCK = tl.constexpr(128)
+
+
+@triton.jit
+def _fp8_widen(x):
+    """e4m3 -> float32 under the interpreter, whose conversion turns NaN (0x7F / 0xFF) into a number."""
+    nan = (x.to(tl.uint8, bitcast=True) & 0x7F) == 0x7F
+    return tl.where(nan, float("nan"), x.to(tl.float32))
+
+
+@triton.jit
+def _dot(a, b):
+    if _INTERPRETING and a.dtype == tl.bfloat16:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    if _INTERPRETING and a.dtype == tl.float8e4nv:
+        return tl.dot(_fp8_widen(a), _fp8_widen(b))
+    return tl.dot(a, b)
+
+
+@triton.jit
+def _dot_acc(a, b, acc):
+    if _INTERPRETING and a.dtype == tl.bfloat16:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    return tl.dot(a, b, acc)
+
+
+@triton.jit
+def _round(x, ACT_BF16: tl.constexpr):
+    """float32 -> the activation dtype, round to nearest even (finite values; the interpreter's bf16 truncation
+    replaced by the same rounding done on the bits)."""
+    if ACT_BF16:
+        if _INTERPRETING:
+            bits = x.to(tl.uint32, bitcast=True)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+            x = bits.to(tl.float32, bitcast=True)
+        y = x.to(tl.bfloat16)
+    else:
+        y = x.to(tl.float16)
+    return y
+
+
+@triton.jit
+def _quant_fp8(x, scale):
+    """``x / scale`` (IEEE division, as the reference's float32 division) clamped to e4m3's range, rounded to fp8."""
+    # NaN stays NaN (an intermediate that overflowed the activation dtype gives inf / inf), as torch.clamp keeps it
+    q = tl.clamp(tl.math.div_rn(x, scale), -FP8_MAX, FP8_MAX, propagate_nan=tl.PropagateNan.ALL)
+    if _INTERPRETING:
+        # Triton 3.6's interpreter rounds float32 -> e4m3 wrongly (ties away, and 31 -> 16 across a binade): round to
+        # nearest even by hand, to 3 mantissa bits for normals, to multiples of 2^-9 below 2^-6 (subnormals), so the
+        # conversion below is exact
+        bits = q.to(tl.uint32, bitcast=True)
+        normal = ((bits + 0x7FFFF + ((bits >> 20) & 1)) & 0xFFF00000).to(tl.float32, bitcast=True)
+        q = tl.where(tl.abs(q) < 0.015625, (q + 24576.0) - 24576.0, normal)
+        # and it turns NaN into a number: write e4m3fn's NaN (0x7F) itself
+        nan = tl.full(q.shape, 0x7F, tl.uint8).to(tl.float8e4nv, bitcast=True)
+        return tl.where(q != q, nan, q.to(tl.float8e4nv))  # noqa: PLR0124 - the NaN test
+    return q.to(tl.float8e4nv)
+
+
+@triton.jit
+def _grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of a flat program id, GROUP_M row blocks at a time so programs running together share the
+    weight tiles of one expert in L2."""
+    in_group = GROUP_M * num_pid_n
+    first_m = (pid // in_group) * GROUP_M
+    size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % size_m
+    pid_n = (pid % in_group) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _block_rows(sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_experts, BLOCK_M: tl.constexpr):
+    """The expert (int64) and the slots of sorted block ``pid_m``, and whether the block has work: it lies below
+    num_tokens_post_padded and its expert is one of this rank's (-1, or any id out of range, is no work)."""
+    num_post = tl.load(num_post_ptr)
+    expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
+    busy = (pid_m * BLOCK_M < num_post) & (expert >= 0) & (expert < num_experts)
+    offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    # sorted_ids holds max_padded entries, not a whole number of blocks: an idle last block reads none of them
+    slot = tl.load(sorted_ids_ptr + offs, mask=offs < num_post, other=numel).to(tl.int64)  # [BLOCK_M]
+    # padding holds numel; anything outside [0, numel) is masked, so no id value addresses out of bounds
+    mask_m = (slot >= 0) & (slot < numel)
+    return expert, busy, slot, mask_m
+
+
+@triton.jit(do_not_specialize=["numel", "num_pid_m"])
+def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles are chosen per M bucket (table or default rule): one compile per config
+    a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, h_ptr, h_scale_ptr, topk_weights_ptr,
+    sorted_ids_ptr, expert_ids_ptr, num_post_ptr,
+    numel, num_pid_m, N, K, num_experts,
+    stride_am, stride_asm, stride_ask,
+    stride_we, stride_wn,
+    stride_wse, stride_wsn, stride_wsk,
+    stride_hm, stride_hsm,
+    TOPK: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    QUANT: tl.constexpr, ROUTED_ON_INPUT: tl.constexpr, GELU: tl.constexpr, ACT_BF16: tl.constexpr,
+    H_FP8: tl.constexpr,
+):
+    """``h[slot, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of
+    BLOCK_M sorted slots (one expert) and BLOCK_N columns of each half: two float32 accumulators, one rounding to
+    the activation dtype at the store. With H_FP8 (block-wise fp8, BLOCK_N == 128) the rounded values are quantized
+    per 128-column group in the epilogue: h in fp8 and one float32 scale per (slot, group)."""
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(N, BLOCK_N), GROUP_M)
+    expert, busy, slot, mask_m = _block_rows(sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel,
+                                             num_experts, BLOCK_M)
+    if busy:
+        # masked rows divide 0, not a negative slot (C division), though nothing reads through them
+        token = tl.where(mask_m, slot, 0) // TOPK
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask_n = offs_n < N
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + token[:, None] * stride_am + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
+        # w1[e] is [2N, K] row-major: the tile is its transpose, [BLOCK_K, BLOCK_N], contiguous along K
+        g_ptrs = w_ptr + expert * stride_we + offs_n[None, :] * stride_wn + offs_k[:, None]
+        u_ptrs = g_ptrs + N * stride_wn
+        if QUANT == QUANT_BLOCK:
+            ws_base = w_scale_ptr + expert * stride_wse
+            ws_g_ptrs = ws_base + (offs_n // SCALE_BLOCK) * stride_wsn  # [BLOCK_N]
+            ws_u_ptrs = ws_base + ((N + offs_n) // SCALE_BLOCK) * stride_wsn
+            as_ptrs = a_scale_ptr + token * stride_asm  # [BLOCK_M]
+        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            mask_k = offs_k < K - k0
+            a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+            wg = tl.load(g_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+            wu = tl.load(u_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+            if QUANT == QUANT_BLOCK:
+                # BLOCK_K divides 128: one scale per row and per column for this tile
+                kb = k0 // SCALE_BLOCK
+                a_s = tl.load(as_ptrs + kb * stride_ask, mask=mask_m, other=0.0)
+                ws_g = tl.load(ws_g_ptrs + kb * stride_wsk, mask=mask_n, other=0.0)
+                ws_u = tl.load(ws_u_ptrs + kb * stride_wsk, mask=mask_n, other=0.0)
+                acc_g += _dot(a, wg) * (a_s[:, None] * ws_g[None, :])
+                acc_u += _dot(a, wu) * (a_s[:, None] * ws_u[None, :])
+            elif QUANT == QUANT_CHANNEL:
+                # a fresh dot per K tile, added in float32: Hopper's fp8 MMA accumulates with fewer mantissa bits,
+                # so the running sum over K (7168 for DeepSeek-V3) is kept out of it
+                acc_g += _dot(a, wg)
+                acc_u += _dot(a, wu)
+            else:
+                acc_g = _dot_acc(a, wg, acc_g)
+                acc_u = _dot_acc(a, wu, acc_u)
+            a_ptrs += BLOCK_K
+            g_ptrs += BLOCK_K
+            u_ptrs += BLOCK_K
+        if QUANT == QUANT_CHANNEL:
+            # per-token (or static: stride 0) activation scale x per-column (or per-tensor: stride 0) weight scale
+            a_s = tl.load(a_scale_ptr + token * stride_asm, mask=mask_m, other=0.0)
+            ws_base = w_scale_ptr + expert * stride_wse
+            ws_g = tl.load(ws_base + offs_n * stride_wsn, mask=mask_n, other=0.0)
+            ws_u = tl.load(ws_base + (N + offs_n) * stride_wsn, mask=mask_n, other=0.0)
+            acc_g = acc_g * a_s[:, None] * ws_g[None, :]
+            acc_u = acc_u * a_s[:, None] * ws_u[None, :]
+        if ROUTED_ON_INPUT:
+            # the router weight scales x (topk == 1): GEMM1 is linear, so it scales both halves' float32 sums
+            wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
+            acc_g = acc_g * wt[:, None]
+            acc_u = acc_u * wt[:, None]
+        if GELU:
+            act = 0.5 * acc_g * (1.0 + tl.math.erf(acc_g * 0.7071067811865476))
+        else:
+            act = acc_g / (1.0 + tl.exp(-acc_g))
+        h = _round(act * acc_u, ACT_BF16)  # [BLOCK_M, BLOCK_N]
+        mask = mask_m[:, None] & mask_n[None, :]
+        h_ptrs = h_ptr + slot[:, None] * stride_hm + offs_n[None, :]
+        if H_FP8:
+            # this program holds the whole 128-column group of its rows: the group scale needs no other program
+            hf = tl.where(mask, h.to(tl.float32), 0.0)
+            s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(hf), axis=1), AMAX_FLOOR), FP8_MAX)  # [BLOCK_M]
+            tl.store(h_ptrs, _quant_fp8(hf, s[:, None]), mask=mask)
+            tl.store(h_scale_ptr + slot * stride_hsm + pid_n, s, mask=mask_m)
+        else:
+            tl.store(h_ptrs, h, mask=mask)
+
+
+@triton.jit(do_not_specialize=["numel", "num_pid_m"])
+def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles are chosen per M bucket (table or default rule): one compile per config
+    h_ptr, h_scale_ptr, w_ptr, w_scale_ptr, c_ptr, topk_weights_ptr,
+    sorted_ids_ptr, expert_ids_ptr, num_post_ptr,
+    numel, num_pid_m, K, N, num_experts,
+    stride_hm, stride_hsm, stride_hsk,
+    stride_we, stride_wk,
+    stride_wse, stride_wsk, stride_wsn,
+    stride_cm,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    QUANT: tl.constexpr, MUL_WEIGHT: tl.constexpr, ACT_BF16: tl.constexpr,
+):
+    """``c[slot, k] = topk_weight[slot] * (h[slot] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
+    and BLOCK_N output columns (of K); the reduction runs over the intermediate width N in BLOCK_K steps. float32
+    accumulation and weighting, one rounding to the activation dtype at the store."""
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(K, BLOCK_N), GROUP_M)
+    expert, busy, slot, mask_m = _block_rows(sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel,
+                                             num_experts, BLOCK_M)
+    if busy:
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output columns, rows of w2[e]
+        mask_n = offs_n < K
+        offs_k = tl.arange(0, BLOCK_K)  # the reduction, over N
+        h_ptrs = h_ptr + slot[:, None] * stride_hm + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
+        w_ptrs = w_ptr + expert * stride_we + offs_n[None, :] * stride_wk + offs_k[:, None]  # [BLOCK_K, BLOCK_N]
+        if QUANT == QUANT_BLOCK:
+            ws_ptrs = w_scale_ptr + expert * stride_wse + (offs_n // SCALE_BLOCK) * stride_wsk  # [BLOCK_N]
+            hs_ptrs = h_scale_ptr + slot * stride_hsm  # [BLOCK_M]
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, N, BLOCK_K):
+            mask_k = offs_k < N - k0
+            h = tl.load(h_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+            w = tl.load(w_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+            if QUANT == QUANT_BLOCK:
+                kb = k0 // SCALE_BLOCK
+                h_s = tl.load(hs_ptrs + kb * stride_hsk, mask=mask_m, other=0.0)
+                w_s = tl.load(ws_ptrs + kb * stride_wsn, mask=mask_n, other=0.0)
+                acc += _dot(h, w) * (h_s[:, None] * w_s[None, :])
+            elif QUANT == QUANT_CHANNEL:
+                acc += _dot(h, w)  # per-K-tile promotion, as in GEMM1
+            else:
+                acc = _dot_acc(h, w, acc)
+            h_ptrs += BLOCK_K
+            w_ptrs += BLOCK_K
+        if QUANT == QUANT_CHANNEL:
+            h_s = tl.load(h_scale_ptr + slot * stride_hsm, mask=mask_m, other=0.0)
+            w_s = tl.load(w_scale_ptr + expert * stride_wse + offs_n * stride_wsk, mask=mask_n, other=0.0)
+            acc = acc * h_s[:, None] * w_s[None, :]
+        if MUL_WEIGHT:
+            wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
+            acc = acc * wt[:, None]
+        tl.store(c_ptr + slot[:, None] * stride_cm + offs_n[None, :], _round(acc, ACT_BF16),
+                 mask=mask_m[:, None] & mask_n[None, :])
+
+
+@triton.jit(do_not_specialize=["num_tokens"])
+def _fused_moe_sum_kernel(
+    c_ptr, out_ptr, topk_ids_ptr, expert_map_ptr,
+    num_tokens, K, num_global, num_local,
+    stride_cm, stride_om, stride_idm,
+    TOPK: tl.constexpr, BLOCK: tl.constexpr, HAS_MAP: tl.constexpr, ACT_BF16: tl.constexpr,
+):
+    """``out[m] = sum_j c[m * TOPK + j]`` in float32, in j order (deterministic), rounded once. A slot whose id is
+    out of [0, num_global), or maps to no expert of this rank, adds nothing: its row of c is never read (no GEMM
+    block wrote it)."""
+    pid_m = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < K
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for j in tl.static_range(TOPK):
+        e = tl.load(topk_ids_ptr + pid_m * stride_idm + j).to(tl.int64)
+        ok = (e >= 0) & (e < num_global)
+        if HAS_MAP:
+            local = tl.load(expert_map_ptr + e, mask=ok, other=-1)
+            ok = ok & (local >= 0) & (local < num_local)
+        c = tl.load(c_ptr + (pid_m * TOPK + j) * stride_cm + offs, mask=mask & ok, other=0.0)
+        acc += c.to(tl.float32)
+    tl.store(out_ptr + pid_m * stride_om + offs, _round(acc, ACT_BF16), mask=mask)
+
+
+@triton.jit(do_not_specialize=["rows"])
+def _fused_moe_quant_kernel(
+    x_ptr, q_ptr, s_ptr, static_ptr,
+    rows, cols,
+    stride_xm, stride_qm, stride_sm,
+    BLOCK: tl.constexpr, MODE: tl.constexpr,
+):
+    """fp8 e4m3 activations of one row: MODE 0 one dynamic scale per row, 1 one per BLOCK-column group, 2 the static
+    per-tensor scale at static_ptr. A dynamic scale is ``max(amax, 1e-10) / 448`` in float32; ``q = x / scale``
+    clamped to +-448, rounded to nearest."""
+    pid = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    x_row = x_ptr + pid * stride_xm
+    q_row = q_ptr + pid * stride_qm
+    if MODE == 0:
+        amax = tl.zeros((), dtype=tl.float32)
+        for c0 in range(0, cols, BLOCK):
+            x = tl.load(x_row + c0 + offs, mask=offs < cols - c0, other=0.0).to(tl.float32)
+            amax = tl.maximum(amax, tl.max(tl.abs(x)))
+        s = tl.math.div_rn(tl.maximum(amax, AMAX_FLOOR), FP8_MAX)
+        tl.store(s_ptr + pid * stride_sm, s)
+        for c0 in range(0, cols, BLOCK):
+            mask = offs < cols - c0
+            x = tl.load(x_row + c0 + offs, mask=mask, other=0.0).to(tl.float32)
+            tl.store(q_row + c0 + offs, _quant_fp8(x, s), mask=mask)
+    elif MODE == 1:
+        for c0 in range(0, cols, BLOCK):
+            mask = offs < cols - c0
+            x = tl.load(x_row + c0 + offs, mask=mask, other=0.0).to(tl.float32)
+            s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x)), AMAX_FLOOR), FP8_MAX)
+            tl.store(s_ptr + pid * stride_sm + c0 // BLOCK, s)
+            tl.store(q_row + c0 + offs, _quant_fp8(x, s), mask=mask)
+    else:
+        s = tl.load(static_ptr)
+        for c0 in range(0, cols, BLOCK):
+            mask = offs < cols - c0
+            x = tl.load(x_row + c0 + offs, mask=mask, other=0.0).to(tl.float32)
+            tl.store(q_row + c0 + offs, _quant_fp8(x, s), mask=mask)

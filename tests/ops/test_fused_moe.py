@@ -1,0 +1,302 @@
+import dataclasses
+import importlib
+import json
+
+import pytest
+import torch
+from conftest import DEVICE
+
+from tritonkit.ops import poison_outputs
+from tritonkit.testing import Fill, assert_valid, compare
+
+SPEC = importlib.import_module("tritonkit.ops.fused_moe.spec").SPEC
+spec_mod = importlib.import_module("tritonkit.ops.fused_moe.spec")
+api = importlib.import_module("tritonkit.ops.fused_moe.api")
+config = importlib.import_module("tritonkit.ops.fused_moe.config")
+ref_mod = importlib.import_module("tritonkit.ops.fused_moe.reference")
+reference, dequantize_weight = ref_mod.fused_moe_reference, ref_mod.dequantize_weight
+fused_moe, fused_experts = api.fused_moe, api.fused_experts
+
+DTYPES = (torch.float16, torch.bfloat16)
+DT_IDS = ("fp16", "bf16")
+# one decode-rule shape, block-wise fp8 across two 128-blocks, the prefill rule: the other families run on these
+FAMILY_SHAPES = [SPEC.boundary[i] for i in (2, 4, 10)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("shape", SPEC.boundary, ids=lambda s: s.id)
+def test_boundary_randn(shape, dtype):
+    assert_valid(SPEC, shape, dtype, "randn", device=DEVICE)
+
+
+@pytest.mark.parametrize("family", [f for f in SPEC.families if f != "randn"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("shape", FAMILY_SHAPES, ids=lambda s: s.id)
+def test_families(shape, dtype, family):
+    assert_valid(SPEC, shape, dtype, family, device=DEVICE)
+
+
+def _inputs(dtype=torch.bfloat16, **kw):
+    shape = {"num_tokens": 9, "hidden": 96, "inter": 80, "experts": 8, "topk": 2, "quant": "none"}
+    shape.update(kw)
+    inputs = spec_mod.make_inputs(spec_mod.Shape(shape), dtype, Fill("randn", DEVICE, 0))
+    inputs.pop("act_dtype")
+    return inputs
+
+
+def _args(inputs):
+    pos, kw = spec_mod._split(inputs)
+    return pos, kw
+
+
+def _check(out, inputs):
+    pos, kw = _args(inputs)
+    ref = reference(*(t.double() if t.is_floating_point() else t for t in pos), act_dtype=pos[0].dtype,
+                    **{k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                       for k, v in kw.items()})
+    c = compare(out, ref, SPEC.tolerance_for(pos[0].dtype))
+    assert c.passed, c.describe()
+
+
+def test_fp8_quantization_is_applied():
+    # the fp8 output follows the fp8 reference exactly, and is measurably off the unquantized layer
+    inputs = _inputs(torch.float16, quant="fp8_block128", hidden=200, inter=160)
+    out = fused_moe(*_args(inputs)[0], **_args(inputs)[1])
+    _check(out, inputs)
+    pos, kw = _args(inputs)
+    w1 = dequantize_weight(pos[1], kw["w1_scale"].double(), kw["block_shape"]).double()
+    w2 = dequantize_weight(pos[2], kw["w2_scale"].double(), kw["block_shape"]).double()
+    plain = reference(pos[0].double(), w1, w2, pos[3].double(), pos[4], act_dtype=torch.float16)
+    assert (out.double() - plain).abs().max() > 1e-3
+
+
+def test_empty_batch():
+    inputs = _inputs(num_tokens=0)
+    pos, kw = _args(inputs)
+    out = fused_moe(*pos, **kw)
+    assert out.shape == (0, 96) and out.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("quant", ["none", "fp8_channel"])
+def test_out_in_place(quant):
+    inputs = _inputs(quant=quant)
+    pos, kw = _args(inputs)
+    # rows of a wider buffer: the row stride is not K
+    big = torch.full((9, 128), 7.0, dtype=torch.bfloat16, device=DEVICE)
+    out = big[:, 16:16 + 96]
+    got = fused_moe(*pos, **kw, out=out)
+    assert got is out
+    _check(out, inputs)
+    assert (big[:, :16] == 7).all() and (big[:, 112:] == 7).all()
+    torch.testing.assert_close(out, fused_moe(*pos, **kw), rtol=0, atol=0)
+
+
+def test_fused_experts_inplace_and_order():
+    inputs = _inputs(quant="fp8_tensor")
+    pos, kw = _args(inputs)
+    expected = fused_moe(*pos, **kw)
+    x = pos[0].clone()
+    got = fused_experts(x, pos[1], pos[2], pos[3], pos[4], True, "silu", False, True, False, False, False, False,
+                        -1, None, kw["w1_scale"], kw["w2_scale"])
+    assert got is x
+    torch.testing.assert_close(x, expected, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="^use_fp8_w8a8"):
+        fused_experts(pos[0], pos[1], pos[2], pos[3], pos[4], w1_scale=kw["w1_scale"], w2_scale=kw["w2_scale"])
+    with pytest.raises(NotImplementedError, match="^use_int8_w8a16"):
+        fused_experts(*pos, use_int8_w8a16=True)
+    with pytest.raises(ValueError, match="^global_num_experts"):
+        fused_experts(*pos, use_fp8_w8a8=True, global_num_experts=7, w1_scale=kw["w1_scale"],
+                      w2_scale=kw["w2_scale"])
+
+
+def test_ids_out_of_range_contribute_nothing():
+    # ids past E and negative ones are dropped (no host check, no out-of-bounds access): those slots add zero
+    inputs = _inputs(num_tokens=6, topk=3)
+    ids = inputs["topk_ids"].clone()
+    ids[0, 1], ids[2, 0], ids[3, 2], ids[5, 1] = 8, -1, 1 << 30, -(1 << 30)
+    inputs["topk_ids"] = ids
+    pos, kw = _args(inputs)
+    with poison_outputs():
+        out = fused_moe(*pos, **kw)
+    _check(out, inputs)
+    # with an expert_map too: ids past the map's length are dropped, mapped -1 ones too
+    inputs = _inputs(num_tokens=6, topk=3, local=3)
+    ids = inputs["topk_ids"].clone()
+    ids[1, 0], ids[4, 2] = 8, -5
+    inputs["topk_ids"] = ids
+    pos, kw = _args(inputs)
+    with poison_outputs():
+        out = fused_moe(*pos, **kw)
+    _check(out, inputs)
+
+
+def test_all_experts_elsewhere_gives_zeros():
+    inputs = _inputs(local=3)
+    inputs["expert_map"] = torch.full_like(inputs["expert_map"], -1)
+    pos, kw = _args(inputs)
+    with poison_outputs():
+        out = fused_moe(*pos, **kw)
+    assert (out == 0).all()
+
+
+def test_topk_weights_in_activation_dtype():
+    inputs = _inputs(torch.float16)
+    inputs["topk_weights"] = inputs["topk_weights"].half()
+    pos, kw = _args(inputs)
+    _check(fused_moe(*pos, **kw), inputs)
+
+
+def test_explicit_config_hook():
+    # the tuner's path: any legal config gives the same layer
+    inputs = _inputs(num_tokens=33, quant="fp8_block128", hidden=200, inter=160)
+    pos, kw = _args(inputs)
+    g = config.GemmConfig(block_m=32, block_n=128, block_k=32, group_m=2, num_warps=4, num_stages=2)
+    cfg = config.FusedMoeConfig(g, dataclasses.replace(g, block_n=64, block_k=64))
+    _check(api._forward(*pos, None, **kw, config=cfg), inputs)
+    bad = config.FusedMoeConfig(dataclasses.replace(g, block_n=64), g)
+    with pytest.raises(ValueError, match=r"^config\.gemm1\.block_n"):
+        api._forward(*pos, None, **kw, config=bad)
+    with pytest.raises(ValueError, match="block_m"):
+        config.FusedMoeConfig(g, dataclasses.replace(g, block_m=64))
+
+
+def test_config_table_lookup(tmp_path):
+    g = config.GemmConfig(16, 64, 128, 1, 4, 4)
+    entries = {str(b): config.FusedMoeConfig(dataclasses.replace(g, block_m=bm), dataclasses.replace(g, block_m=bm))
+               .as_dict() for b, bm in ((1, 16), (64, 32), (4096, 128))}
+    table = {"op": "fused_moe", "format": 1,
+             "key": {"E": 8, "N": 80, "K": 96, "dtype": "bfloat16", "quant": "fp8_block128", "device": "GPU X",
+                     "triton": "9.9.9"},
+             "buckets": [1, 64, 4096], "configs": entries}
+    name = config.fused_moe_table_name(8, 80, 96, "bfloat16", "fp8_block128", "GPU X", "9.9.9")
+    (tmp_path / name).write_text(json.dumps(table))
+
+    def bm(m, device="GPU X"):
+        c = config.lookup(m, 8, 80, 96, "bfloat16", "fp8_block128", device, config_dir=str(tmp_path))
+        return None if c is None else c.block_size
+
+    # nearest in log2: 7 is nearer 1 than 64 (2.8 vs 3.2); 8 and 512 tie (3 and 3) -> the larger
+    assert [bm(1), bm(7), bm(8), bm(64), bm(511), bm(512), bm(100000)] == [16, 16, 32, 32, 32, 128, 128]
+    assert bm(1, device="other") is None
+    assert config.lookup(1, 8, 80, 96, "float16", "fp8_block128", "GPU X", config_dir=str(tmp_path)) is None
+
+
+def test_default_rule_decode_and_prefill():
+    small = config.default_config(4, 256, 2048, 7168, 8, "fp8_block128")
+    large = config.default_config(8192, 256, 2048, 7168, 8, "fp8_block128")
+    assert small.block_size == 16 and small.gemm1.block_n == 128
+    assert large.block_size == 128 and large.gemm1.num_warps == 8
+    for m in (1, 16, 64, 65, 1024, 65536):
+        for q in config.QUANT_SCHEMES:
+            config.validate(config.default_config(m, 128, 768, 2048, 8, q), q)
+    # decode narrows GEMM1's columns until there are two programs per SM (Qwen3-30B's N 768, 8 experts)
+    assert config.default_config(1, 128, 768, 2048, 8, "none").gemm1.block_n == 32
+
+
+def test_shipped_tables_load():
+    config._tables.cache_clear()
+    for versions in config._tables(str(config.CONFIG_DIR)).values():
+        for buckets, cfgs in versions.values():
+            assert buckets and set(buckets) <= set(cfgs)
+
+
+def test_work_counts_distinct_experts():
+    shape = spec_mod.Shape(num_tokens=1, hidden=7168, inter=2048, experts=256, topk=8, quant="fp8_block128")
+    w = SPEC.work(shape, torch.bfloat16)
+    assert w.flops == 2 * 8 * 3 * 2048 * 7168
+    per_expert = 3 * 2048 * 7168
+    assert 8 * per_expert < w.bytes < 8.1 * per_expert
+    assert spec_mod.expected_experts(10 ** 6, 256, 8) == pytest.approx(256)
+
+
+def _bad_cases():
+    def base(**kw):
+        d = _inputs(**kw)
+        pos, opt = _args(d)
+        return dict(zip(("hidden_states", "w1", "w2", "topk_weights", "topk_ids"), pos)) | opt
+
+    def fp8(quant="fp8_channel"):
+        return base(quant=quant)
+
+    def with_(d, **kw):
+        d = dict(d)
+        d.update(kw)
+        return d
+
+    b = base()
+    f = fp8()
+    fb = fp8("fp8_block128")
+    x, w1, w2, tw, ti = (b[k] for k in ("hidden_states", "w1", "w2", "topk_weights", "topk_ids"))
+    return [
+        ("x-rank", with_(b, hidden_states=x[None]), ValueError, "hidden_states"),
+        ("x-fp32", with_(b, hidden_states=x.float()), TypeError, "hidden_states"),
+        ("w1-rank", with_(b, w1=w1[0]), ValueError, "w1"),
+        ("w1-K", with_(b, w1=w1[:, :, :64]), ValueError, "w1"),
+        ("w1-dtype", with_(b, w1=w1.half()), TypeError, "w1"),
+        ("w2-N", with_(b, w2=w2[:, :, :64]), ValueError, "w2"),
+        ("w2-K", with_(b, w2=w2[:, :64]), ValueError, "w2"),
+        ("w2-E", with_(b, w2=w2[:4]), ValueError, "w2"),
+        ("w2-dtype", with_(b, w2=w2.half()), TypeError, "w2"),
+        ("weights-shape", with_(b, topk_weights=tw[:, :1]), ValueError, "topk_weights"),
+        ("weights-dtype", with_(b, topk_weights=tw.double()), TypeError, "topk_weights"),
+        ("ids-M", with_(b, topk_ids=ti[:4]), ValueError, "topk_ids"),
+        ("ids-dtype", with_(b, topk_ids=ti.float()), TypeError, "topk_ids"),
+        ("ids-strided", with_(b, topk_ids=ti.t().contiguous().t()), ValueError, "topk_ids"),
+        ("activation", with_(b, activation="relu"), ValueError, "activation"),
+        ("routed-topk2", with_(b, apply_router_weight_on_input=True), ValueError, "apply_router_weight_on_input"),
+        ("map-dtype", with_(b, expert_map=torch.arange(8, device=DEVICE)), TypeError, "expert_map"),
+        ("scale-on-bf16", with_(b, w1_scale=f["w1_scale"]), ValueError, "w1_scale"),
+        ("no-scale", with_(f, w1_scale=None), ValueError, "w1_scale"),
+        ("scale-shape", with_(f, w1_scale=f["w1_scale"][:, :7]), ValueError, "w1_scale"),
+        ("scale-dtype", with_(f, w2_scale=f["w2_scale"].half()), TypeError, "w2_scale"),
+        ("scheme-mismatch", with_(f, w2_scale=f["w2_scale"].amax(dim=(1, 2))), ValueError, "w2_scale"),
+        ("block-scale-shape", with_(fb, w1_scale=fb["w1_scale"][:, :1]), ValueError, "w1_scale"),
+        ("block-shape", with_(fb, block_shape=[64, 64]), ValueError, "block_shape"),
+        ("static-with-block", with_(fb, a1_scale=torch.ones(1, device=DEVICE)), ValueError, "a1_scale"),
+        ("static-numel", with_(f, a2_scale=torch.ones(2, device=DEVICE)), ValueError, "a2_scale"),
+        ("out-shape", with_(b, out=torch.zeros(9, 95, dtype=x.dtype, device=DEVICE)), ValueError, "out"),
+        ("out-dtype", with_(b, out=torch.zeros(9, 96, dtype=torch.float16, device=DEVICE)), TypeError, "out"),
+    ]
+
+
+BAD = _bad_cases()
+_POS = ("hidden_states", "w1", "w2", "topk_weights", "topk_ids")
+
+
+@pytest.mark.parametrize("kw,exc,name", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_input(kw, exc, name):
+    out = kw.get("out")
+    if out is None:
+        out = torch.full((9, 96), 3.0, dtype=torch.bfloat16, device=DEVICE)
+        if kw["hidden_states"].dtype == torch.bfloat16 and kw["hidden_states"].dim() == 2:
+            kw = dict(kw, out=out)
+    before = out.clone()
+    with pytest.raises(exc, match=rf"^{name}"):
+        fused_moe(*(kw[k] for k in _POS), **{k: v for k, v in kw.items() if k not in _POS})
+    assert torch.equal(out, before)
+
+
+def _captured_targets(fn, *args):
+    targets = []
+
+    def backend(gm, example_inputs):
+        targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    return torch.compile(fn, backend=backend, fullgraph=True)(*args), targets
+
+
+def test_torch_compile_records_one_custom_op():
+    inputs = _inputs(quant="fp8_block128", hidden=200, inter=160)
+    pos, kw = _args(inputs)
+    got, targets = _captured_targets(lambda *a: fused_moe(*a, **kw) * 2, *pos)
+    assert "tritonkit.fused_moe" in targets
+    torch.testing.assert_close(got, fused_moe(*pos, **kw) * 2, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("quant", ["none", "fp8_channel", "fp8_block128"])
+def test_deepseek_width_on_gpu(quant):
+    # K 7168, N 2048 (DeepSeek-V3's expert), 16 experts: the long K loops (fp8 per-K-tile promotion) at real width
+    shape = spec_mod.Shape(num_tokens=300, hidden=7168, inter=2048, experts=16, topk=4, quant=quant)
+    assert_valid(SPEC, shape, torch.bfloat16, "randn", device=DEVICE)
