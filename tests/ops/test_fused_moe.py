@@ -15,7 +15,7 @@ api = importlib.import_module("tritonkit.ops.fused_moe.api")
 config = importlib.import_module("tritonkit.ops.fused_moe.config")
 ref_mod = importlib.import_module("tritonkit.ops.fused_moe.reference")
 reference, dequantize_weight = ref_mod.fused_moe_reference, ref_mod.dequantize_weight
-fused_moe, fused_experts = api.fused_moe, api.fused_experts
+fused_moe = api.fused_moe
 
 DTYPES = (torch.float16, torch.bfloat16)
 DT_IDS = ("fp16", "bf16")
@@ -70,6 +70,19 @@ def test_fp8_quantization_is_applied():
     assert (out.double() - plain).abs().max() > 1e-3
 
 
+def test_per_tensor_activation_scale_differs_from_per_token():
+    # one outlier token: a per-tensor scale crushes the other tokens' resolution, a per-token one does not, and
+    # each mode matches its own reference
+    inputs = _inputs(torch.bfloat16, quant="fp8_tensor", num_tokens=8)
+    inputs["hidden_states"][3] *= 200
+    pos, kw = _args(inputs)
+    per_token = fused_moe(*pos, **kw)
+    per_tensor = fused_moe(*pos, **kw, per_act_token_quant=False)
+    _check(per_token, inputs)
+    _check(per_tensor, dict(inputs, per_act_token_quant=False))
+    assert not torch.equal(per_token[0], per_tensor[0])
+
+
 def test_empty_batch():
     inputs = _inputs(num_tokens=0)
     pos, kw = _args(inputs)
@@ -89,24 +102,6 @@ def test_out_in_place(quant):
     _check(out, inputs)
     assert (big[:, :16] == 7).all() and (big[:, 112:] == 7).all()
     torch.testing.assert_close(out, fused_moe(*pos, **kw), rtol=0, atol=0)
-
-
-def test_fused_experts_inplace_and_order():
-    inputs = _inputs(quant="fp8_tensor")
-    pos, kw = _args(inputs)
-    expected = fused_moe(*pos, **kw)
-    x = pos[0].clone()
-    got = fused_experts(x, pos[1], pos[2], pos[3], pos[4], True, "silu", False, True, False, False, False, False,
-                        -1, None, kw["w1_scale"], kw["w2_scale"])
-    assert got is x
-    torch.testing.assert_close(x, expected, rtol=0, atol=0)
-    with pytest.raises(ValueError, match="^use_fp8_w8a8"):
-        fused_experts(pos[0], pos[1], pos[2], pos[3], pos[4], w1_scale=kw["w1_scale"], w2_scale=kw["w2_scale"])
-    with pytest.raises(NotImplementedError, match="^use_int8_w8a16"):
-        fused_experts(*pos, use_int8_w8a16=True)
-    with pytest.raises(ValueError, match="^global_num_experts"):
-        fused_experts(*pos, use_fp8_w8a8=True, global_num_experts=7, w1_scale=kw["w1_scale"],
-                      w2_scale=kw["w2_scale"])
 
 
 def test_ids_out_of_range_contribute_nothing():
@@ -256,6 +251,8 @@ def _bad_cases():
         ("static-numel", with_(f, a2_scale=torch.ones(2, device=DEVICE)), ValueError, "a2_scale"),
         ("out-shape", with_(b, out=torch.zeros(9, 95, dtype=x.dtype, device=DEVICE)), ValueError, "out"),
         ("out-dtype", with_(b, out=torch.zeros(9, 96, dtype=torch.float16, device=DEVICE)), TypeError, "out"),
+        ("per-token-int", with_(f, per_act_token_quant=0), TypeError, "per_act_token_quant"),
+        ("per-tensor-block", with_(fb, per_act_token_quant=False), ValueError, "per_act_token_quant"),
     ]
 
 

@@ -3,7 +3,8 @@
 Launches, all on a static grid (no host sync, CUDA-graph capturable):
 
 1. ``moe_align_block_size``: slots m * topk + j sorted by expert, each expert's run padded to block_m.
-2. (fp8) ``_fused_moe_quant_kernel``: x to fp8, per token (or per 128-column group, or by a static scale).
+2. (fp8) ``_fused_moe_quant_kernel``: x to fp8, per token (or per 128-column group, or by a static scale; a
+   dynamic per-tensor scale takes an amax launch first).
 3. ``_fused_moe_gemm1_kernel``: h = act(x W1g^T) * (x W1u^T) per slot, the activation fused in the epilogue
    (block-wise fp8: h quantized per 128 columns there too).
 4. (fp8, per-tensor/per-channel weights) ``_fused_moe_quant_kernel``: h to fp8 per slot (or by a2_scale).
@@ -38,7 +39,7 @@ SUM_BLOCK = 1024
 SUM_WARPS = 4
 # quant kernel: one row per program, 128 columns a step (the block-wise group)
 QUANT_WARPS = 4
-_QUANT_MODE = {"row": 0, "group": 1, "static": 2}
+_QUANT_MODE = {"row": 0, "group": 1, "static": 2, "tensor_amax": 3, "tensor": 4}
 _KERNEL_QUANT = {"none": 0, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block128": 2}
 
 
@@ -64,6 +65,15 @@ def _weight_scale_strides(scale: torch.Tensor, quant: str) -> tuple[int, int, in
     return scale.stride(0), scale.stride(1), scale.stride(2)
 
 
+def _act_mode(block: bool, static: torch.Tensor | None, per_token: bool) -> str:
+    """How an fp8 GEMM's activations are quantized (the reference's ``quantize_fp8`` modes)."""
+    if block:
+        return "group"
+    if static is not None:
+        return "static"
+    return "row" if per_token else "tensor"
+
+
 def _quantize(x: torch.Tensor, mode: str, static: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     """fp8 copy of ``x [rows, cols]`` and its scales: (q, scale, row stride of scale, column stride of scale)."""
     rows, cols = x.shape
@@ -74,19 +84,27 @@ def _quantize(x: torch.Tensor, mode: str, static: torch.Tensor | None) -> tuple[
     elif mode == "group":
         s = _alloc.empty((rows, cdiv(cols, SCALE_BLOCK)), torch.float32, x.device)
         s_strides = (s.shape[1], 1)
+    elif mode == "tensor":
+        # one dynamic scale for the whole tensor: every row's amax first, then the quantization by it
+        amax = torch.zeros((1,), dtype=torch.float32, device=x.device)
+        s = _alloc.empty((1,), torch.float32, x.device)
+        s_strides = (0, 0)
+        launch(_fused_moe_quant_kernel, (rows,), (x, q, s, amax, rows, cols, x.stride(0), q.stride(0), 0),
+               {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE["tensor_amax"]}, QUANT_WARPS)
+        static = amax
     else:
         s = static
         s_strides = (0, 0)
     launch(_fused_moe_quant_kernel, (rows,),
-           (x, q, s, s, rows, cols, x.stride(0), q.stride(0), s_strides[0]),
+           (x, q, s, static if static is not None else s, rows, cols, x.stride(0), q.stride(0), s_strides[0]),
            {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE[mode]}, QUANT_WARPS)
     return q, s, s_strides[0], s_strides[1]
 
 
 def _forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation: str = "silu",
              apply_router_weight_on_input: bool = False, expert_map=None, w1_scale=None, w2_scale=None,
-             a1_scale=None, a2_scale=None, block_shape=None, *, quant: str | None = None,
-             config: FusedMoeConfig | None = None) -> torch.Tensor:
+             a1_scale=None, a2_scale=None, block_shape=None, per_act_token_quant: bool = True, *,
+             quant: str | None = None, config: FusedMoeConfig | None = None) -> torch.Tensor:
     """Launch the layer on checked arguments. ``config`` (private, for the tuner) replaces the table/default
     config; ``quant`` is the scheme ``_check`` returned (recomputed when None)."""
     x = hidden_states
@@ -114,13 +132,16 @@ def _forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation
 
     # GEMM1 operand A and its scales
     if fp8:
-        a, a_s, stride_asm, stride_ask = _quantize(x, "group" if block else ("static" if a1_scale is not None
-                                                                               else "row"), a1_scale)
+        a, a_s, stride_asm, stride_ask = _quantize(x, _act_mode(block, a1_scale, per_act_token_quant), a1_scale)
         w1s = _weight_scale_strides(w1_scale, quant)
     else:
         a, a_s, stride_asm, stride_ask = x, x, 0, 0
         w1_scale, w1s = x, (0, 0, 0)
-    h = _alloc.empty((numel, N), FP8_DTYPE if block else x.dtype, x.device)
+    if fp8 and not block and a2_scale is None and not per_act_token_quant:
+        # one amax over all of h: rows of slots no expert here takes are never written, and must read as zeros
+        h = torch.zeros((numel, N), dtype=x.dtype, device=x.device)
+    else:
+        h = _alloc.empty((numel, N), FP8_DTYPE if block else x.dtype, x.device)
     h_s = _alloc.empty((numel, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
     g1 = cfg.gemm1
     launch(_fused_moe_gemm1_kernel, (num_pid_m * cdiv(N, g1.block_n),),
@@ -137,7 +158,7 @@ def _forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation
     if block:
         hs_strides = (h_s.stride(0), 1)
     elif fp8:
-        h, h_s, *hs_strides = _quantize(h, "static" if a2_scale is not None else "row", a2_scale)
+        h, h_s, *hs_strides = _quantize(h, _act_mode(False, a2_scale, per_act_token_quant), a2_scale)
     else:
         hs_strides = (0, 0)
     w2s = _weight_scale_strides(w2_scale, quant) if fp8 else (0, 0, 0)
@@ -165,14 +186,14 @@ def _fused_moe_op(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tenso
                   topk_ids: torch.Tensor, activation: str, apply_router_weight_on_input: bool,
                   expert_map: torch.Tensor | None, w1_scale: torch.Tensor | None, w2_scale: torch.Tensor | None,
                   a1_scale: torch.Tensor | None, a2_scale: torch.Tensor | None,
-                  block_shape: list[int] | None) -> torch.Tensor:
+                  block_shape: list[int] | None, per_act_token_quant: bool) -> torch.Tensor:
     return _forward(hidden_states, w1, w2, topk_weights, topk_ids, None, activation, apply_router_weight_on_input,
-                    expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape)
+                    expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant)
 
 
 @_fused_moe_op.register_fake
 def _(hidden_states, w1, w2, topk_weights, topk_ids, activation, apply_router_weight_on_input, expert_map,
-      w1_scale, w2_scale, a1_scale, a2_scale, block_shape):
+      w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant):
     return hidden_states.new_empty(hidden_states.shape)
 
 
@@ -181,14 +202,15 @@ def _fused_moe_out_op(out: torch.Tensor, hidden_states: torch.Tensor, w1: torch.
                       topk_weights: torch.Tensor, topk_ids: torch.Tensor, activation: str,
                       apply_router_weight_on_input: bool, expert_map: torch.Tensor | None,
                       w1_scale: torch.Tensor | None, w2_scale: torch.Tensor | None, a1_scale: torch.Tensor | None,
-                      a2_scale: torch.Tensor | None, block_shape: list[int] | None) -> None:
+                      a2_scale: torch.Tensor | None, block_shape: list[int] | None,
+                      per_act_token_quant: bool) -> None:
     _forward(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
-             expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape)
+             expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant)
 
 
 @_fused_moe_out_op.register_fake
 def _(out, hidden_states, w1, w2, topk_weights, topk_ids, activation, apply_router_weight_on_input, expert_map,
-      w1_scale, w2_scale, a1_scale, a2_scale, block_shape):
+      w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant):
     return None
 
 
@@ -294,7 +316,7 @@ def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, t
               expert_map: torch.Tensor | None = None, w1_scale: torch.Tensor | None = None,
               w2_scale: torch.Tensor | None = None, a1_scale: torch.Tensor | None = None,
               a2_scale: torch.Tensor | None = None, block_shape: list[int] | None = None,
-              out: torch.Tensor | None = None) -> torch.Tensor:
+              per_act_token_quant: bool = True, out: torch.Tensor | None = None) -> torch.Tensor:
     """A mixture-of-experts MLP over routed tokens (vLLM's ``fused_experts``):
     ``out[m] = sum_j w[m, j] * W2[e] @ (act(W1[e, :N] @ x[m]) * (W1[e, N:] @ x[m]))`` with ``e = topk_ids[m, j]``.
 
@@ -315,6 +337,8 @@ def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, t
                    when None, activations are quantized dynamically: per token (per-tensor/per-channel weights) or
                    per 128-column group (block-wise). A dynamic scale is ``max(amax, 1e-10) / 448`` (float32) and
                    ``q = fp8(clamp(x / scale, -448, 448))``.
+    per_act_token_quant  False: one dynamic scale for the whole activation tensor instead of one per token (vLLM's
+                   choice when a per-tensor fp8 layer has no static scales); per-tensor/per-channel weights only.
     out            ``[M, K]`` hidden_states's dtype, rows one stride apart; written in place and returned. It may be
                    hidden_states itself (vLLM's inplace).
 
@@ -324,50 +348,21 @@ def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, t
     """
     quant = _check(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
                    expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape)
+    if not isinstance(per_act_token_quant, bool):
+        raise TypeError(f"per_act_token_quant must be a bool, got {type(per_act_token_quant).__name__}")
+    if not per_act_token_quant and quant == "fp8_block128":
+        raise ValueError("per_act_token_quant=False needs per-tensor or per-channel fp8 weights: block-wise "
+                         "activations are quantized per 128-column group")
     bs = [int(b) for b in block_shape] if block_shape is not None else None
     args = (hidden_states, w1, w2, topk_weights, topk_ids)
     opt = (expert_map, w1_scale, w2_scale, a1_scale, a2_scale)
+    per_token = bool(per_act_token_quant)
     if through_dispatcher(*args, out, *opt):
         if out is None:
-            return torch.ops.tritonkit.fused_moe(*args, activation, bool(apply_router_weight_on_input), *opt, bs)
-        torch.ops.tritonkit.fused_moe_out(out, *args, activation, bool(apply_router_weight_on_input), *opt, bs)
+            return torch.ops.tritonkit.fused_moe(*args, activation, bool(apply_router_weight_on_input), *opt, bs,
+                                                 per_token)
+        torch.ops.tritonkit.fused_moe_out(out, *args, activation, bool(apply_router_weight_on_input), *opt, bs,
+                                          per_token)
         return out
-    return _forward(*args, out, activation, apply_router_weight_on_input, *opt, bs, quant=quant)
+    return _forward(*args, out, activation, apply_router_weight_on_input, *opt, bs, per_token, quant=quant)
 
-
-_UNSUPPORTED = ("use_int8_w8a8", "use_int8_w8a16", "use_int4_w4a16")
-
-
-def fused_experts(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                  topk_ids: torch.Tensor, inplace: bool = False, activation: str = "silu",
-                  apply_router_weight_on_input: bool = False, use_fp8_w8a8: bool = False,
-                  use_int8_w8a8: bool = False, use_int8_w8a16: bool = False, use_int4_w4a16: bool = False,
-                  per_channel_quant: bool = False, global_num_experts: int = -1,
-                  expert_map: torch.Tensor | None = None, w1_scale: torch.Tensor | None = None,
-                  w2_scale: torch.Tensor | None = None, w1_zp: torch.Tensor | None = None,
-                  w2_zp: torch.Tensor | None = None, a1_scale: torch.Tensor | None = None,
-                  a2_scale: torch.Tensor | None = None, block_shape: list[int] | None = None) -> torch.Tensor:
-    """vLLM's ``fused_experts`` call form (argument order of vllm/model_executor/layers/fused_moe/fused_moe.py):
-    :func:`fused_moe` with ``inplace=True`` writing into hidden_states. ``use_fp8_w8a8`` must agree with w1's
-    dtype; ``per_channel_quant`` is accepted either way (the scale's shape decides, and dynamic activations are
-    per token); ``global_num_experts`` must be -1 or E_global; int8/int4 schemes and zero points are not
-    supported."""
-    for name, v in zip(_UNSUPPORTED, (use_int8_w8a8, use_int8_w8a16, use_int4_w4a16)):
-        if v:
-            raise NotImplementedError(f"{name}: only bf16/fp16 and fp8 w8a8 experts are supported")
-    for name, v in (("w1_zp", w1_zp), ("w2_zp", w2_zp)):
-        if v is not None:
-            raise NotImplementedError(f"{name}: zero points (int schemes) are not supported")
-    is_fp8 = isinstance(w1, torch.Tensor) and w1.dtype == FP8_DTYPE
-    if bool(use_fp8_w8a8) != is_fp8:
-        raise ValueError(f"use_fp8_w8a8={bool(use_fp8_w8a8)} but w1 is "
-                         f"{dtype_name(w1.dtype) if isinstance(w1, torch.Tensor) else type(w1).__name__}")
-    if global_num_experts != -1:
-        e_global = expert_map.shape[0] if expert_map is not None else w1.shape[0]
-        if global_num_experts != e_global:
-            raise ValueError(f"global_num_experts must be -1 or the number of global experts {e_global} "
-                             f"(expert_map's length, else w1.shape[0]), got {global_num_experts}")
-    return fused_moe(hidden_states, w1, w2, topk_weights, topk_ids, activation=activation,
-                     apply_router_weight_on_input=apply_router_weight_on_input, expert_map=expert_map,
-                     w1_scale=w1_scale, w2_scale=w2_scale, a1_scale=a1_scale, a2_scale=a2_scale,
-                     block_shape=block_shape, out=hidden_states if inplace else None)

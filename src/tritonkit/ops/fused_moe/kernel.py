@@ -279,8 +279,10 @@ def _fused_moe_quant_kernel(
     BLOCK: tl.constexpr, MODE: tl.constexpr,
 ):
     """fp8 e4m3 activations of one row: MODE 0 one dynamic scale per row, 1 one per BLOCK-column group, 2 the static
-    per-tensor scale at static_ptr. A dynamic scale is ``max(amax, 1e-10) / 448`` in float32; ``q = x / scale``
-    clamped to +-448, rounded to nearest."""
+    per-tensor scale at static_ptr. A dynamic per-tensor scale takes two launches: MODE 3 folds each row's amax into
+    the float32 at static_ptr (zeroed first; atomic max), then MODE 4 quantizes by ``max(amax, 1e-10) / 448`` and
+    program 0 stores that scale at s_ptr. A dynamic scale is ``max(amax, 1e-10) / 448`` in float32; ``q = x /
+    scale`` clamped to +-448, rounded to nearest."""
     pid = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     x_row = x_ptr + pid * stride_xm
@@ -303,8 +305,20 @@ def _fused_moe_quant_kernel(
             s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x)), AMAX_FLOOR), FP8_MAX)
             tl.store(s_ptr + pid * stride_sm + c0 // BLOCK, s)
             tl.store(q_row + c0 + offs, _quant_fp8(x, s), mask=mask)
+    elif MODE == 3:
+        amax = tl.zeros((), dtype=tl.float32)
+        for c0 in range(0, cols, BLOCK):
+            x = tl.load(x_row + c0 + offs, mask=offs < cols - c0, other=0.0).to(tl.float32)
+            amax = tl.maximum(amax, tl.max(tl.abs(x)))
+        # amax >= 0 (NaN aside): the float max is the integer max of the bits, as atomic_max does it
+        tl.atomic_max(static_ptr, amax)
     else:
-        s = tl.load(static_ptr)
+        if MODE == 2:
+            s = tl.load(static_ptr)
+        else:
+            s = tl.math.div_rn(tl.maximum(tl.load(static_ptr), AMAX_FLOOR), FP8_MAX)
+            if pid == 0:
+                tl.store(s_ptr, s)
         for c0 in range(0, cols, BLOCK):
             mask = offs < cols - c0
             x = tl.load(x_row + c0 + offs, mask=mask, other=0.0).to(tl.float32)

@@ -19,11 +19,14 @@ SCALE_BLOCK = 128
 
 def quantize_fp8(x: torch.Tensor, mode: str, static: torch.Tensor | None = None) -> torch.Tensor:
     """The dequantized fp8 value of ``x [rows, cols]``, quantized as the op does: mode "row" (one
-    dynamic scale per row), "group" (per 128 columns) or "static"."""
+    dynamic scale per row), "tensor" (one dynamic scale), "group" (per 128 columns) or "static"."""
     x32 = x.to(torch.float32)
     rows, cols = x32.shape
     if mode == "static":
         s = static.to(torch.float32).reshape(1, 1)
+        xs = x32
+    elif mode == "tensor":
+        s = torch.clamp(x32.abs().amax(), min=AMAX_FLOOR).reshape(1, 1) / FP8_MAX
         xs = x32
     elif mode == "row":
         s = torch.clamp(x32.abs().amax(dim=1, keepdim=True), min=AMAX_FLOOR) / FP8_MAX
@@ -52,6 +55,14 @@ def dequantize_weight(w: torch.Tensor, scale: torch.Tensor | None, block_shape) 
     return w * s.reshape(E, -1, 1)
 
 
+def _mode(block: bool, static, per_token: bool) -> str:
+    if block:
+        return "group"
+    if static is not None:
+        return "static"
+    return "row" if per_token else "tensor"
+
+
 def _act(g: torch.Tensor, activation: str) -> torch.Tensor:
     if activation == "gelu":
         return torch.nn.functional.gelu(g)
@@ -60,7 +71,8 @@ def _act(g: torch.Tensor, activation: str) -> torch.Tensor:
 
 def fused_moe_reference(hidden_states, w1, w2, topk_weights, topk_ids, *, activation="silu",
                         apply_router_weight_on_input=False, expert_map=None, w1_scale=None, w2_scale=None,
-                        a1_scale=None, a2_scale=None, block_shape=None, act_dtype=None, round_intermediate=True,
+                        a1_scale=None, a2_scale=None, block_shape=None, per_act_token_quant=True, act_dtype=None,
+                        round_intermediate=True,
                         round_expert_output=True, return_magnitude=False):
     """``[M, K]``: rounded to ``act_dtype`` (default hidden_states's dtype), returned in float64 for float64 inputs.
 
@@ -78,7 +90,7 @@ def fused_moe_reference(hidden_states, w1, w2, topk_weights, topk_ids, *, activa
     E, two_n, _ = w1d.shape
     N = two_n // 2
     if fp8:
-        x = quantize_fp8(x, "group" if block else ("static" if a1_scale is not None else "row"), a1_scale)
+        x = quantize_fp8(x, _mode(block, a1_scale, per_act_token_quant), a1_scale)
     ids = topk_ids.to(torch.int64)
     e_global = expert_map.shape[0] if expert_map is not None else E
     valid = (ids >= 0) & (ids < e_global)
@@ -90,20 +102,28 @@ def fused_moe_reference(hidden_states, w1, w2, topk_weights, topk_ids, *, activa
     out = torch.zeros((M, K), dtype=ct, device=x.device)
     mag = torch.zeros_like(out) if return_magnitude else None
     peak = torch.zeros_like(out) if return_magnitude else None
+    # GEMM1 and the activation per expert; the intermediates kept, since a per-tensor fp8 scale spans all of them
+    groups = []
     for e in range(E):
         m_idx, j_idx = torch.nonzero(valid & (local == e), as_tuple=True)
         if m_idx.numel() == 0:
             continue
-        xe = x[m_idx]  # [n, K]
-        gu = xe @ w1d[e].T  # [n, 2N]
+        gu = x[m_idx] @ w1d[e].T  # [n, 2N]
         wt = wts[m_idx, j_idx][:, None]
         if apply_router_weight_on_input:
             gu = gu * wt
         h = _act(gu[:, :N], activation) * gu[:, N:]
         if round_intermediate:
             h = h.to(act_dtype).to(ct)
-        if fp8:
-            h = quantize_fp8(h, "group" if block else ("static" if a2_scale is not None else "row"), a2_scale)
+        groups.append((e, m_idx, wt, h))
+    if fp8 and groups:
+        mode = _mode(block, a2_scale, per_act_token_quant)
+        if mode == "tensor":
+            hq = quantize_fp8(torch.cat([h for *_, h in groups]), mode).split([len(g[1]) for g in groups])
+            groups = [(e, m_idx, wt, q) for (e, m_idx, wt, _), q in zip(groups, hq)]
+        else:
+            groups = [(e, m_idx, wt, quantize_fp8(h, mode, a2_scale)) for e, m_idx, wt, h in groups]
+    for e, m_idx, wt, h in groups:
         y = h @ w2d[e].T  # [n, K]
         if not apply_router_weight_on_input:
             y = y * wt

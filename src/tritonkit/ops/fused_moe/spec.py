@@ -11,6 +11,7 @@ quant        "none" (weights in the activation dtype), "fp8_tensor", "fp8_channe
 local        (optional) experts on this rank under expert parallelism: w1/w2 hold ``local`` experts and an
              expert_map sends the others to -1 (their slots contribute zero).
 static_a     (optional) 1: fp8 with static a1_scale/a2_scale instead of dynamic activation scales.
+act_tensor   (optional) 1: fp8 with one dynamic activation scale per tensor (per_act_token_quant=False).
 routed_input (optional) 1: apply_router_weight_on_input (topk 1).
 activation   (optional) "silu" (default) or "gelu".
 ids          (optional) "int32" (default) or "int64" topk_ids.
@@ -85,6 +86,8 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
         chosen = fill.randperm(E)[:local]
         emap = torch.full((E,), -1, dtype=torch.int32, device=dev)
         inputs["expert_map"] = emap.scatter(0, chosen, torch.arange(local, dtype=torch.int32, device=dev))
+    if shape.get("act_tensor", 0):
+        inputs["per_act_token_quant"] = False
     if shape.get("routed_input", 0):
         inputs["apply_router_weight_on_input"] = True
     if shape.get("activation", "silu") != "silu":
@@ -93,7 +96,7 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
 
 
 _ARGS = ("activation", "apply_router_weight_on_input", "expert_map", "w1_scale", "w2_scale", "a1_scale", "a2_scale",
-         "block_shape")
+         "block_shape", "per_act_token_quant")
 
 
 def _split(inputs: dict) -> tuple[tuple, dict]:
@@ -190,6 +193,8 @@ _BOUNDARY = (
     _s(num_tokens=3, quant="fp8_channel", topk=3, hidden=200),
     _s(num_tokens=17, quant="fp8_block128", hidden=200, inter=160),
     _s(num_tokens=5, quant="fp8_channel", static_a=1),
+    # one dynamic scale per tensor (vLLM's per-tensor default), with slots of other ranks' experts in h unwritten
+    _s(num_tokens=33, quant="fp8_tensor", act_tensor=1, experts=8, local=5),
     _s(num_tokens=9, quant="fp8_block128", experts=8, local=5, topk=2),
 )
 
