@@ -2,7 +2,8 @@
 
 Each function takes vLLM's arguments in vLLM's order (as of vLLM 0.33.0) and has vLLM's semantics: outputs are
 written into the tensors passed (``out``, or the inputs themselves for the fused and in-place forms) and nothing is
-returned. Arguments are checked before anything is written, and a rejected call writes nothing.
+returned (``fused_experts`` returns its output, as vLLM's does). Arguments are checked before anything is written,
+and a rejected call writes nothing.
 
 ========================  ===============================================================================
 ``rms_norm``              ``(out, input, weight, epsilon)``: ``out = input * rsqrt(mean(input^2) + eps) * weight``
@@ -14,6 +15,13 @@ returned. Arguments are checked before anything is written, and a rejected call 
 ``reshape_and_cache_flash``  ``(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
                           v_scale)``: key/value may hold more rows than slot_mapping has entries
 ``unified_attention``     vLLM's Triton attention entry point (``vllm/v1/attention/ops/triton_unified_attention``)
+``topk_softmax``          ``(topk_weights, topk_ids, token_expert_indices, gating_output, renormalize)``: the
+                          router's softmax and top-k, into the three ``[M, topk]`` buffers
+``moe_align_block_size``  ``(topk_ids, num_experts, block_size, sorted_token_ids, experts_ids,
+                          num_tokens_post_pad, expert_map)``: slots sorted by expert, into the buffers
+``fused_experts``         ``(hidden_states, w1, w2, topk_weights, topk_ids, activation, apply_router_weight_on_input,
+                          global_num_experts, expert_map, quant_config)`` (``vllm.model_executor.layers.fused_moe``):
+                          returns the MoE layer's output
 ========================  ===============================================================================
 
 Under ``torch.compile``, ``make_fx`` or ``FakeTensorMode`` each call goes through a ``tritonkit::vllm_*`` op that
@@ -25,15 +33,20 @@ from __future__ import annotations
 import torch
 
 from . import _checks
+from ._ints import cdiv
 from ._library import through_dispatcher
+from .fused_moe import api as _moe
+from .moe_align_block_size import api as _align
+from .moe_align_block_size.config import max_padded as _max_padded
 from .paged_attention.api import paged_attention as _paged_attention
 from .reshape_and_cache.api import reshape_and_cache as _reshape_and_cache
 from .rms_norm import api as _rms
 from .rotary_embedding import api as _rot
 from .silu_and_mul import api as _silu
+from .topk_softmax import api as _topk
 
-__all__ = ["fused_add_rms_norm", "reshape_and_cache_flash", "rms_norm", "rotary_embedding", "silu_and_mul",
-           "unified_attention"]
+__all__ = ["fused_add_rms_norm", "fused_experts", "moe_align_block_size", "reshape_and_cache_flash", "rms_norm",
+           "rotary_embedding", "silu_and_mul", "topk_softmax", "unified_attention"]
 
 #: the vLLM release whose call forms these follow
 VLLM_VERSION = "0.33.0"
@@ -232,6 +245,127 @@ def _descale(name: str, s, cu_seqlens_q, k) -> torch.Tensor:
         got = (f"{s.dtype} tensor of shape {tuple(s.shape)}" if isinstance(s, torch.Tensor) else type(s).__name__)
         raise TypeError(f"{name} must be a float32 tensor holding the fp8 cache's per-tensor scale, got {got}")
     return s.as_strided((1,), (1,))
+
+
+# -- topk_softmax ---------------------------------------------------------------------------------------------------
+def topk_softmax(topk_weights: torch.Tensor, topk_ids: torch.Tensor, token_expert_indices: torch.Tensor,
+                 gating_output: torch.Tensor, renormalize: bool = False, e_score_correction_bias=None,
+                 is_padding=None) -> None:
+    """The router's float32 softmax over ``gating_output [M, E]`` and its top ``topk`` experts, written into
+    ``topk_weights [M, topk]`` float32, ``topk_ids [M, topk]`` int32/int64 and ``token_expert_indices [M, topk]``
+    int32 (``j * M + m``: slot (m, j)'s row in the expert-major order, as vLLM's kernel writes it). Ties go to the
+    lower expert. ``e_score_correction_bias`` and ``is_padding`` are not supported (pass None)."""
+    bad = [n for n, v in (("e_score_correction_bias", e_score_correction_bias), ("is_padding", is_padding))
+           if v is not None]
+    if bad:
+        raise NotImplementedError(f"topk_softmax: {', '.join(bad)} not supported (pass None)")
+    _checks.inference_only(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices)
+    _checks.tensor("topk_weights", topk_weights, dtypes=(torch.float32,), ndim=2)
+    m, k = topk_weights.shape
+    _checks.tensor("topk_ids", topk_ids, dtypes=_checks.INDEX_DTYPES, ndim=2)
+    _checks.shape_equal("topk_ids", topk_ids, (m, k), "topk_weights's [M, topk]")
+    _checks.tensor("token_expert_indices", token_expert_indices, dtypes=_checks.INDEX_DTYPES, ndim=2)
+    _checks.shape_equal("token_expert_indices", token_expert_indices, (m, k), "topk_weights's [M, topk]")
+    _checks.tensor("gating_output", gating_output, ndim=2)
+    if gating_output.shape[0] != m:
+        raise ValueError(f"gating_output must have topk_weights's {m} rows, got shape {tuple(gating_output.shape)}")
+    _checks.same_device(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices,
+                        gating_output=gating_output)
+    _topk._check(gating_output, k, bool(renormalize))
+    w, ids = _topk.topk_softmax(gating_output, k, renormalize=bool(renormalize))
+    topk_weights.copy_(w)
+    topk_ids.copy_(ids)
+    rows = torch.arange(m, dtype=token_expert_indices.dtype, device=token_expert_indices.device)
+    token_expert_indices.copy_(torch.arange(k, dtype=rows.dtype, device=rows.device)[None, :] * m + rows[:, None])
+
+
+# -- moe_align_block_size -------------------------------------------------------------------------------------------
+def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: int, sorted_token_ids: torch.Tensor,
+                         experts_ids: torch.Tensor, num_tokens_post_pad: torch.Tensor,
+                         expert_map: torch.Tensor | None = None, scatter_idx=None) -> None:
+    """``vllm._custom_ops.moe_align_block_size``: slots ``m * topk + j`` of ``topk_ids`` sorted by expert, each
+    expert's run padded to a multiple of block_size with ``numel``, into the caller's int32 buffers
+    ``sorted_token_ids`` (at least ``min(numel * block_size, numel + num_experts * (block_size - 1))`` long, as
+    vLLM sizes it; entries past the padded runs hold numel), ``experts_ids`` (one expert per block; -1 past the
+    runs) and ``num_tokens_post_pad [1]``. With ``expert_map`` (global id -> local index or -1) slots of experts on
+    other ranks are left out and experts_ids holds local indices, as vLLM's op with a map does. ``scatter_idx``
+    is not supported (pass None)."""
+    if scatter_idx is not None:
+        raise NotImplementedError("moe_align_block_size: scatter_idx not supported (pass None)")
+    _align._check(topk_ids, block_size, num_experts, expert_map)
+    numel = topk_ids.numel()
+    need = _max_padded(numel, block_size, num_experts)
+    for name, t, n in (("sorted_token_ids", sorted_token_ids, need), ("experts_ids", experts_ids,
+                                                                       cdiv(need, block_size)),
+                       ("num_tokens_post_pad", num_tokens_post_pad, 1)):
+        _checks.inference_only(**{name: t})
+        _checks.tensor(name, t, dtypes=(torch.int32,), ndim=1)
+        if t.shape[0] < n:
+            raise ValueError(f"{name} must hold at least {n} entries for {numel} slots, {num_experts} experts and "
+                             f"block_size {block_size}, got shape {tuple(t.shape)}")
+    _checks.same_device(topk_ids=topk_ids, sorted_token_ids=sorted_token_ids, experts_ids=experts_ids,
+                        num_tokens_post_pad=num_tokens_post_pad, expert_map=expert_map)
+    ids = topk_ids
+    if expert_map is not None:
+        # slots of other ranks' experts drop out (local -1 is out of range); the run ids are local indices
+        valid = (topk_ids >= 0) & (topk_ids < num_experts)
+        ids = torch.where(valid, expert_map[torch.where(valid, topk_ids, 0)].to(topk_ids.dtype), -1)
+    s, e, n = _align.moe_align_block_size(ids, block_size, num_experts)
+    sorted_token_ids[:need].copy_(s)
+    sorted_token_ids[need:].fill_(numel)
+    experts_ids[:e.shape[0]].copy_(e)
+    experts_ids[e.shape[0]:].fill_(-1)
+    num_tokens_post_pad[:1].copy_(n)
+
+
+# -- fused_experts --------------------------------------------------------------------------------------------------
+# FusedMoEQuantConfig fields vLLM reads in fused_experts, and whether tritonkit takes them
+_QUANT_REFUSED = ("use_int8_w8a8", "use_int8_w8a16", "use_int4_w4a16", "ocp_mx_scheme", "w1_zp", "w2_zp", "w1_bias",
+                  "w2_bias")
+
+
+def fused_experts(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                  topk_ids: torch.Tensor, activation="silu", apply_router_weight_on_input: bool = False,
+                  global_num_experts: int = -1, expert_map: torch.Tensor | None = None,
+                  quant_config=None) -> torch.Tensor:
+    """``vllm.model_executor.layers.fused_moe.fused_experts``: the MoE layer, returned as a new ``[M, K]`` tensor.
+
+    hidden_states ``[M, K]`` bf16/fp16 (vLLM also takes float32; tritonkit does not); w1 ``[E, 2N, K]`` (gate rows
+    then up rows), w2 ``[E, K, N]``; topk_* ``[M, topk]``. ``activation``: "silu" or "gelu", or vLLM's
+    ``MoEActivation`` member of that value. ``quant_config``: None (weights in the activation dtype) or vLLM's
+    ``FusedMoEQuantConfig`` (any object with its fields): fp8 w8a8 with per-tensor, per-channel or 128 x 128
+    block weight scales, static ``a1_scale``/``a2_scale`` or dynamic activation scales (per token when
+    ``per_act_token_quant``, else one per tensor, as vLLM). int8/int4/MX schemes, zero points and biases are
+    refused by name. See :func:`tritonkit.ops.fused_moe` for the arithmetic."""
+    act = getattr(activation, "value", activation)
+    if global_num_experts not in (-1, None):
+        e_global = expert_map.shape[0] if isinstance(expert_map, torch.Tensor) else w1.shape[0]
+        if global_num_experts != e_global:
+            raise ValueError(f"global_num_experts must be -1 or the number of global experts {e_global} "
+                             f"(expert_map's length, else w1.shape[0]), got {global_num_experts}")
+    q = {}
+    if quant_config is not None:
+        # "is", not "in": a zero-point tensor compared with False would be an elementwise test
+        bad = [f for f in _QUANT_REFUSED if getattr(quant_config, f, None) is not None
+               and getattr(quant_config, f) is not False]
+        if bad:
+            raise NotImplementedError(f"fused_experts: quant_config.{', quant_config.'.join(bad)} not supported "
+                                      f"(bf16/fp16 and fp8 w8a8 only)")
+        fp8 = bool(getattr(quant_config, "use_fp8_w8a8", False))
+        is_fp8 = isinstance(w1, torch.Tensor) and w1.dtype == _moe.FP8_DTYPE
+        if fp8 != is_fp8:
+            raise ValueError(f"quant_config.use_fp8_w8a8 is {fp8} but w1 is "
+                             f"{w1.dtype if isinstance(w1, torch.Tensor) else type(w1).__name__}")
+        q = {k: getattr(quant_config, k, None) for k in ("w1_scale", "w2_scale", "a1_scale", "a2_scale",
+                                                           "block_shape")}
+        q["per_act_token_quant"] = bool(getattr(quant_config, "per_act_token_quant", False))
+        if q["block_shape"] is not None:
+            q["per_act_token_quant"] = True  # block-wise: per 128-column group whatever the flag
+    elif isinstance(w1, torch.Tensor) and w1.dtype == _moe.FP8_DTYPE:
+        raise ValueError("quant_config must describe the fp8 scheme: w1 is float8_e4m3fn")
+    return _moe.fused_moe(hidden_states, w1, w2, topk_weights, topk_ids, activation=act,
+                          apply_router_weight_on_input=bool(apply_router_weight_on_input), expert_map=expert_map,
+                          **q)
 
 
 # -- shared checks --------------------------------------------------------------------------------------------------
