@@ -106,3 +106,28 @@ def test_attention_series_with_peers():
     assert by[("mixed: prompt + 64 decode at 4K", 256, "sdpa")].status == "skipped"
     # decode is memory-bound (KV bytes/s), a long prompt compute-bound (TFLOP/s)
     assert by[("decode 4K keys", 256, "tritonkit")].metrics.bound == "memory"
+
+
+def test_fused_moe_sweep_with_the_vllm_peer():
+    # bf16 (Qwen3-30B-A3B) and block fp8 (DeepSeek-V3) at decode and a small prefill, beside vLLM's kernel with its
+    # tables; the GEMMs compile at most once per distinct tile config of the swept buckets
+    from tritonkit.bench import providers as P
+    from tritonkit.ops import get_spec
+    dev = torch.device("cuda")
+    floor, empty = C.measure_floor_us(dev)
+    ceil = Ceilings(copy_gbps=C.measure_copy_gbps(dev)[0], matmul_tflops=C.measure_matmul_tflops(dev),
+                    floor_us=floor, empty_us=empty)
+    try:
+        P.make_provider("vllm", get_spec("fused_moe"), torch.bfloat16)
+        providers = ["tritonkit", "vllm"]
+    except P.Unavailable:
+        providers = ["tritonkit"]
+    cfg = BenchConfig(targets=[OpTarget.parse("fused_moe")], models=["qwen3-30b-a3b", "deepseek-v3"],
+                      num_tokens=[1, 256], providers=providers, startup=False, device=dev)
+    ops, points = run(cfg, ceil)
+    assert {p.provider for p in points} == set(providers)
+    for p in points:
+        assert p.ok and p.timed_by == "graph", (p.config, p.num_tokens, p.provider, p.detail)
+    assert ops
+    for op in ops:
+        assert all(n <= 2 for n in op.compiles["tritonkit"].values()), op.compiles

@@ -11,8 +11,9 @@ inductor-dynamic  ``torch.compile(reference, dynamic=True)``, compiled once per 
                   user who does not pin shapes gets.
 vllm              vLLM's Triton kernel for the op where vLLM has one (reshape_and_cache:
                   ``triton_reshape_and_cache_flash``; paged_attention: ``unified_attention``, called as vLLM's
-                  Triton backend calls it). Optional, never a dependency: put vLLM, or its Triton kernels extracted
-                  by ``shared/peers/vllm-triton-kernels.sh``, on PYTHONPATH.
+                  Triton backend calls it; fused_moe: ``fused_moe_kernel`` with vLLM's tuned tables, see
+                  :mod:`.moe_peer`). Optional, never a dependency: put vLLM, or its Triton kernels extracted by
+                  ``shared/peers/vllm-triton-kernels.sh`` / ``vllm-fused-moe.sh``, on PYTHONPATH.
 sdpa              ``torch.nn.functional.scaled_dot_product_attention`` on dense copies of the point's keys and
                   values (gathered from the paged cache outside the timing): the speed-of-light reference of
                   paged_attention where a dense call computes the same thing (a causal prompt: cuDNN's kernel; a
@@ -50,6 +51,9 @@ ALL_PROVIDERS = ("tritonkit", "eager", "inductor", "inductor-dynamic", "vllm", "
 NOT_COMPILABLE = {
     "paged_attention": "its reference reads sequence lengths on the host and loops over them (a graph break per "
                        "batch layout), so torch.compile of it is no peer; sdpa is the dense speed-of-light",
+    "fused_moe": "its reference gathers each expert's tokens with data-dependent sizes (nonzero), a graph break per "
+                 "expert; vllm (vLLM's tuned Triton GEMM) is the peer",
+    "moe_align_block_size": "its reference sorts with data-dependent sizes (boolean-mask indexing): a graph break",
 }
 
 
@@ -250,9 +254,15 @@ def _sdpa_attention(spec: OpSpec, dtype: torch.dtype) -> Provider:
 
 
 #: op name -> factory of vLLM's Triton kernel for it
+def _vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
+    from .moe_peer import vllm_fused_moe  # it builds on this module's Provider
+    return vllm_fused_moe(spec, dtype)
+
+
 PEERS: dict[str, Callable[[OpSpec, torch.dtype], Provider]] = {
     "reshape_and_cache": _vllm_reshape_and_cache,
     "paged_attention": _vllm_unified_attention,
+    "fused_moe": _vllm_fused_moe,
 }
 #: op name -> factory of its dense speed-of-light reference
 SPEED_OF_LIGHT: dict[str, Callable[[OpSpec, torch.dtype], Provider]] = {

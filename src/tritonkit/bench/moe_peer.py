@@ -1,0 +1,130 @@
+"""vLLM's Triton fused-MoE GEMM as the ``vllm`` provider of fused_moe.
+
+``shared/peers/vllm-fused-moe.sh DIR`` cuts vLLM's ``fused_moe_kernel`` and its tuned H100/H200 tables out of its
+wheel into ``DIR/vllm_moe_peer`` with a driver (``get_config``, ``align``, ``gemm``); put DIR on PYTHONPATH. The
+layer is timed as vLLM runs it: GEMM1 (w1) -> SiLU-and-mul -> GEMM2 (w2, routed weights multiplied in) -> the sum
+over top_k, with vLLM's tile config (its tuned table for (E, N, device), else its default rule).
+
+What is not vLLM's, and why it does not favour tritonkit:
+- The alignment is precomputed outside the timing (vLLM's is CUDA C++; the driver's is plain PyTorch), while
+  tritonkit's provider times its whole call, its alignment included.
+- SiLU-and-mul runs through ``tritonkit.ops.silu_and_mul`` (at the copy ceiling from 16K tokens on the H200) and
+  the top_k sum through ``torch.sum``: vLLM's are CUDA C++ ops that are not in the wheel's Python.
+- fp8 block-128 (DeepSeek-V3): the activations and the intermediate are quantized per 128-column group by
+  tritonkit's quant kernel (vLLM's ``per_token_group_quant_fp8`` is the same arithmetic); the GEMMs are launched
+  the way vLLM 0.33.0's ``invoke_fused_moe_triton_kernel`` launches them (block scales, ``BLOCK_SIZE_K`` clipped
+  to 128, swap-AB on sm_90 below 64-row tiles), with vLLM's fp8 table or its fp8 block default rule.
+
+Other fp8 schemes, expert maps, gelu and router weights on the input have no such launch here: skipped by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from ..spec import OpSpec
+from .providers import Inapplicable, Provider, Unavailable
+
+PEER_MODULE = "vllm_moe_peer"
+FP8_BLOCK = 128
+# vLLM's table file suffix for block-wise fp8 w8a8
+FP8_BLOCK_KEY = f",dtype=fp8_w8a8,block_shape=[{FP8_BLOCK},{FP8_BLOCK}]"
+
+
+def fp8_block_default(M: int) -> dict:
+    """vLLM 0.33.0's get_default_config for block-wise fp8 on CUDA (fused_moe.py): 64-wide N tiles and deeper
+    pipelines for the smallest batches, 16-row tiles through M 64."""
+    small = M <= 8
+    return {"BLOCK_SIZE_M": 16 if M <= 64 else 64, "BLOCK_SIZE_N": 64 if small else FP8_BLOCK,
+            "BLOCK_SIZE_K": FP8_BLOCK, "GROUP_SIZE_M": 1 if M <= 16 else 32, "num_warps": 4,
+            "num_stages": (4 if M <= 4 else 3) if small else 3}
+
+
+def _swap_ab(cfg: dict, device: torch.device) -> bool:
+    """vLLM's enable_swap_ab: fp8 on sm_90 with tiles under 64 rows and at least 64 columns."""
+    return (device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0)
+            and cfg["BLOCK_SIZE_M"] < 64 and cfg["BLOCK_SIZE_N"] >= 64)
+
+
+def _fp8_gemm(peer, A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_ids, total, mul_routed_weight,
+              top_k, cfg, compute_type):
+    """One block-fp8 launch of vLLM's fused_moe_kernel, with invoke_fused_moe_triton_kernel's arguments."""
+    import triton
+    M = A.size(0)
+    EM = sorted_ids.size(0)
+    if M < cfg["BLOCK_SIZE_M"]:
+        EM = min(EM, M * top_k * cfg["BLOCK_SIZE_M"])
+    kw = {k: v for k, v in cfg.items() if k not in ("BLOCK_SIZE_K", "SPLIT_K")}
+    grid = (triton.cdiv(EM, cfg["BLOCK_SIZE_M"]) * triton.cdiv(B.size(1), cfg["BLOCK_SIZE_N"]),)
+    peer.fused_moe_kernel[grid](
+        A, B, C, None, A_scale, B_scale, topk_weights, sorted_ids, expert_ids, total,
+        B.size(1), B.size(2), EM, M * top_k,
+        A.stride(0), A.stride(1), B.stride(0), B.stride(2), B.stride(1), C.stride(-2), C.stride(-1),
+        A_scale.stride(0), A_scale.stride(1), B_scale.stride(0), B_scale.stride(2), B_scale.stride(1), 0, 0,
+        FP8_BLOCK, FP8_BLOCK,
+        MUL_ROUTED_WEIGHT=mul_routed_weight, top_k=top_k, compute_type=compute_type, use_fp8_w8a8=True,
+        use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False, naive_block_assignment=False,
+        HAS_BIAS=False, BLOCK_SIZE_K=min(cfg["BLOCK_SIZE_K"], FP8_BLOCK), SPLIT_K=1,
+        SWAP_AB=_swap_ab(cfg, A.device), USE_TD=False, **kw)
+
+
+def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
+    try:
+        peer = importlib.import_module(PEER_MODULE)
+        kernel_mod = importlib.import_module(f"{PEER_MODULE}.kernel")
+    except Exception as e:  # ImportError, or a stand-in module the peer script did not write
+        raise Unavailable(f"vLLM's fused-MoE peer not importable ({type(e).__name__}: {e}); run "
+                          f"shared/peers/vllm-fused-moe.sh DIR and put DIR on PYTHONPATH") from None
+    peer.fused_moe_kernel = kernel_mod.fused_moe_kernel
+    from ..ops.fused_moe import api as moe_api
+    from ..ops.silu_and_mul.api import _forward as silu_and_mul
+
+    def prepare(inputs: dict) -> dict:
+        skip = [k for k in ("expert_map", "a1_scale", "a2_scale") if inputs.get(k) is not None]
+        skip += [k for k in ("apply_router_weight_on_input",) if inputs.get(k)]
+        if inputs.get("activation", "silu") != "silu":
+            skip.append("activation")
+        block = inputs.get("block_shape") is not None
+        if inputs["w1"].dtype == torch.float8_e4m3fn and not block:
+            skip.append("per-tensor/per-channel fp8")
+        if skip:
+            raise Inapplicable(f"the vLLM peer launch here has no {', '.join(skip)}")
+        x, w1, w2 = inputs["hidden_states"], inputs["w1"], inputs["w2"]
+        ids, weights = inputs["topk_ids"], inputs["topk_weights"].contiguous()
+        M, K = x.shape
+        E, N2, _ = w1.shape
+        topk = ids.shape[1]
+        if block:
+            cfg = peer.get_config(M, E, N2 // 2, K, topk, FP8_BLOCK_KEY) if peer._table(E, N2 // 2, FP8_BLOCK_KEY) \
+                else fp8_block_default(M)
+        else:
+            cfg = peer.get_config(M, E, N2 // 2, K, topk)
+        sorted_ids, expert_ids, total = peer.align(ids.long(), cfg["BLOCK_SIZE_M"], E)
+        return {"x": x, "w1": w1, "w2": w2, "weights": weights, "topk": topk, "cfg": cfg, "block": block,
+                "sorted": sorted_ids, "experts": expert_ids, "total": total,
+                "w1_scale": inputs.get("w1_scale"), "w2_scale": inputs.get("w2_scale"),
+                "c1": torch.empty(M, topk, N2, dtype=x.dtype, device=x.device),
+                "c3": torch.empty(M, topk, K, dtype=x.dtype, device=x.device)}
+
+    def fn(kw: dict) -> dict:
+        x, topk, cfg = kw["x"], kw["topk"], kw["cfg"]
+        routing = (kw["weights"], kw["sorted"], kw["experts"], kw["total"])
+        if kw["block"]:
+            import triton.language as tl
+            ct = tl.bfloat16 if x.dtype == torch.bfloat16 else tl.float16
+            a, a_s, *_ = moe_api._quantize(x, "group", None)
+            _fp8_gemm(peer, a, a_s, kw["w1"], kw["w1_scale"], kw["c1"], *routing, False, topk, cfg, ct)
+            h = silu_and_mul(kw["c1"].view(-1, kw["c1"].shape[-1]))
+            hq, h_s, *_ = moe_api._quantize(h, "group", None)
+            _fp8_gemm(peer, hq, h_s, kw["w2"], kw["w2_scale"], kw["c3"], *routing, True, 1, cfg, ct)
+        else:
+            peer.gemm(x, kw["w1"], kw["c1"], *routing, False, topk, cfg)
+            h = silu_and_mul(kw["c1"].view(-1, kw["c1"].shape[-1]))
+            peer.gemm(h, kw["w2"], kw["c3"], *routing, True, 1, cfg)
+        return {"out": kw["c3"].sum(dim=1)}
+
+    return Provider("vllm", "vLLM 0.33.0's fused_moe_kernel with its tuned table or default rule (alignment "
+                            "outside the timing; SiLU-and-mul: tritonkit's, top_k sum: torch.sum)", fn,
+                    (PEER_MODULE,), prepare=prepare)
