@@ -77,6 +77,7 @@ class Work:
 
     bytes: int
     flops: int = 0
+    fp8: bool = False  # the flops run on fp8 tensor cores: the bench judges them against the fp8 matmul ceiling
 
 
 class Fill(Protocol):

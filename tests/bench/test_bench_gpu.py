@@ -131,3 +131,12 @@ def test_fused_moe_sweep_with_the_vllm_peer():
     assert ops
     for op in ops:
         assert all(n <= 2 for n in op.compiles["tritonkit"].values()), op.compiles
+
+
+def test_fp8_matmul_ceiling_is_measured_past_the_bf16_one():
+    dev = torch.device("cuda")
+    bf16, fp8 = C.measure_matmul_tflops(dev), C.measure_matmul_fp8_tflops(dev)
+    if torch.cuda.get_device_capability(dev) < (8, 9):
+        assert fp8 == 0.0  # no fp8 matmul
+    else:
+        assert 1.3 * bf16 < fp8 < 3 * bf16, (bf16, fp8)

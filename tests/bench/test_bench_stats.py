@@ -151,3 +151,29 @@ def test_host_overhead_drops_a_provider_that_raises_and_times_the_others():
     out, errors = timing.interleaved_host_overhead([ok, late, early], {}, torch.device("cpu"), calls=2, rounds=3)
     assert set(out) == {"ok"} and out["ok"]["repeats"] == 3
     assert errors == {"late": "RuntimeError: late broke", "early": "RuntimeError: early broke"}
+
+
+def test_fp8_flops_are_judged_against_the_fp8_matmul_ceiling():
+    ceil = Ceilings(copy_gbps=4000.0, matmul_tflops=800.0, floor_us=2.0, matmul_fp8_tflops=1600.0)
+    flops, nbytes = 10 ** 12, 10 ** 6  # compute-bound either way
+    bf16 = point_metrics(nbytes, flops, 2.5e-3, ceil)
+    fp8 = point_metrics(nbytes, flops, 2.5e-3, ceil, fp8=True)
+    assert bf16.tflops == fp8.tflops == pytest.approx(400.0)
+    assert bf16.pct_ceiling == pytest.approx(50.0) and fp8.pct_ceiling == pytest.approx(25.0)
+    assert fp8.ideal_us == pytest.approx(2.0 + 1e12 / 1.6e15 * 1e6)
+    # a card or run without the fp8 ceiling falls back to bf16's, not to a division by NaN
+    plain = Ceilings(copy_gbps=4000.0, matmul_tflops=800.0, floor_us=2.0)
+    assert point_metrics(nbytes, flops, 2.5e-3, plain, fp8=True).pct_ceiling == pytest.approx(50.0)
+    # memory-bound fp8 points (decode) stay judged by bandwidth
+    assert point_metrics(10 ** 10, 10 ** 9, 5e-3, ceil, fp8=True).bound == "memory"
+
+
+def test_fp8_flag_comes_from_the_work_model_and_survives_json():
+    from tritonkit.bench.records import PointResult
+    from tritonkit.ops.fused_moe.spec import SPEC as MOE
+    shape = Shape(num_tokens=4096, hidden=7168, inter=2048, experts=256, topk=8, quant="fp8_block128")
+    assert MOE.work(shape, torch.bfloat16).fp8
+    assert not MOE.work(Shape({**shape, "quant": "none"}), torch.bfloat16).fp8
+    r = PointResult("fused_moe", "fused_moe", "", "deepseek-v3", "bfloat16", 4096, dict(shape), "tritonkit", 1, 2,
+                    True)
+    assert PointResult.from_dict(r.to_dict()).fp8

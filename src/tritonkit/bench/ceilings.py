@@ -209,6 +209,40 @@ def measure_matmul_tflops(device: torch.device) -> float:
     return 2 * MATMUL_N ** 3 / t / 1e12
 
 
+def measure_matmul_fp8_tflops(device: torch.device) -> float:
+    """``torch._scaled_mm`` float8_e4m3fn MATMUL_N^3 with per-tensor scales and a bf16 result, timed as the bf16
+    ceiling; 0 where the card or torch has no fp8 matmul (before sm_89)."""
+    if torch.cuda.get_device_capability(device) < (8, 9) or not hasattr(torch, "_scaled_mm"):
+        return 0.0
+    g = torch.Generator(device).manual_seed(0)
+    a = torch.randn(MATMUL_N, MATMUL_N, device=device, generator=g).to(torch.float8_e4m3fn)
+    # _scaled_mm takes the second operand column-major
+    b = torch.randn(MATMUL_N, MATMUL_N, device=device, generator=g).to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device=device)
+
+    def mm():
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    try:
+        for _ in range(3):
+            c = mm()
+    except RuntimeError:  # a torch build without the fp8 GEMM for this card
+        return 0.0
+    torch.cuda.synchronize(device)
+    times = []
+    for _ in range(20):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        c = mm()
+        e.record()
+        times.append((s, e))
+    torch.cuda.synchronize(device)
+    del a, b, c
+    torch.cuda.empty_cache()
+    t = statistics.median(s.elapsed_time(e) * 1e-3 for s, e in times)
+    return 2 * MATMUL_N ** 3 / t / 1e12
+
+
 def measure_floor_us(device: torch.device) -> tuple[float, float]:
     """(floor, empty) in microseconds per launch, CUDA-graph timing.
 
@@ -250,18 +284,20 @@ def get_ceilings(device: torch.device, *, remeasure: bool = False, log=print) ->
     details: dict = {}
     if cached:
         copy_gbps, mm, measured_at = cached["copy_gbps"], cached["matmul_tflops"], cached["measured_at"]
+        mm8 = cached.get("matmul_fp8_tflops", 0.0)
         details = cached.get("details", {})
         source = f"cache: {cache_path()}"
         log(f"ceilings from {cache_path()} (measured {measured_at}; --remeasure-ceilings to redo)")
     else:
-        log("measuring ceilings: Triton copy kernel, bf16 matmul (once per GPU and driver)")
+        log("measuring ceilings: Triton copy kernel, bf16 and fp8 matmul (once per GPU and driver)")
         copy_gbps, details["copy_configs_gbps"] = measure_copy_gbps(device)
         torch.cuda.empty_cache()
         mm = measure_matmul_tflops(device)
+        mm8 = measure_matmul_fp8_tflops(device)
         measured_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         source = "measured"
-        store_cached(gpu, drv, {"copy_gbps": copy_gbps, "matmul_tflops": mm, "measured_at": measured_at,
-                                "details": details})
+        store_cached(gpu, drv, {"copy_gbps": copy_gbps, "matmul_tflops": mm, "matmul_fp8_tflops": mm8,
+                                "measured_at": measured_at, "details": details})
     floor, empty = measure_floor_us(device)
     torch.cuda.empty_cache()  # the 2 GiB of copy buffers
-    return Ceilings(copy_gbps, mm, floor, empty, gpu, drv, measured_at, source), details
+    return Ceilings(copy_gbps, mm, floor, empty, gpu, drv, measured_at, source, matmul_fp8_tflops=mm8), details

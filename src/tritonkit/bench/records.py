@@ -5,7 +5,8 @@ The JSON (``SCHEMA`` 1; files written before the records existed read the same):
 
     {"schema": 1,
      "meta": {gpu, sm_count, l2_bytes, driver, cuda, torch, triton, python, git_sha, git_dirty, command, date, ...},
-     "ceilings": {copy_gbps, matmul_tflops, floor_us, empty_us, gpu, driver, measured_at, source, details},
+     "ceilings": {copy_gbps, matmul_tflops, matmul_fp8_tflops, floor_us, empty_us, gpu, driver, measured_at,
+                  source, details},
      "ops": [OpResult.to_dict()],
      "points": [PointResult.to_dict()]}
 
@@ -94,6 +95,7 @@ class PointResult:
     provider: str
     bytes: int = 0
     flops: int = 0
+    fp8: bool = False  # the flops run on fp8 tensor cores (judged against the fp8 matmul ceiling)
     status: str = "pending"  # pending | ok | wrong | error | skipped
     detail: str = ""
     sets: int | None = None  # input sets the timing rotated through
@@ -128,6 +130,8 @@ class PointResult:
                              "dtype": self.dtype, "num_tokens": self.num_tokens, "shape": dict(self.shape),
                              "provider": self.provider, "status": self.status, "detail": self.detail,
                              "bytes": self.bytes, "flops": self.flops}
+        if self.fp8:
+            d["fp8"] = True
         if self.sets is not None:
             d["sets"], d["l2_flush"] = self.sets, bool(self.l2_flush)
         if self.check is not None:
@@ -156,7 +160,7 @@ class PointResult:
             op=d["op"], label=d.get("label", d["op"]), config=d.get("config", ""), model=d.get("model", ""),
             dtype=d.get("dtype", ""), num_tokens=int(d.get("num_tokens", 0)), shape=dict(d.get("shape") or {}),
             provider=d["provider"], bytes=int(d.get("bytes", 0)), flops=int(d.get("flops", 0)),
-            status=d.get("status", "pending"), detail=d.get("detail", ""), sets=d.get("sets"),
+            fp8=bool(d.get("fp8", False)), status=d.get("status", "pending"), detail=d.get("detail", ""), sets=d.get("sets"),
             l2_flush=d.get("l2_flush"), check=CheckResult.from_dict(d["check"]) if d.get("check") else None,
             eager=_timing(d.get("eager")), graph=_timing(d.get("graph")), graph_error=d.get("graph_error"),
             metrics=Metrics.from_dict(d) if "gbps" in d and "bound" in d else None,

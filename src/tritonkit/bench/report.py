@@ -164,7 +164,8 @@ def ceilings_text(c: dict | None) -> str:
     if not c:
         return "ceilings: none (no GPU)"
     return (f"ceilings on {c.get('gpu')} (driver {c.get('driver')}): copy {c['copy_gbps'] / 1000:.2f} TB/s "
-            f"(Triton copy kernel, read+write), bf16 matmul {c['matmul_tflops']:.0f} TFLOP/s, floor "
+            f"(Triton copy kernel, read+write), bf16 matmul {c['matmul_tflops']:.0f} TFLOP/s, "
+            f"fp8 matmul {c.get('matmul_fp8_tflops') or float('nan'):.0f} TFLOP/s, floor "
             f"{c['floor_us']:.2f} us (16-byte copy, cold), empty launch {c.get('empty_us', float('nan')):.2f} us; "
             f"target: time <= {TARGET_FACTOR} x (floor + max(bytes / copy, flops / matmul)) [{c.get('source')}]")
 

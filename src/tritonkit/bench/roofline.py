@@ -23,6 +23,8 @@ class Ceilings:
 
     copy_gbps      device-to-device copy by an SM-driven Triton copy kernel, bytes read + written, CUDA-graph timing.
     matmul_tflops  torch.matmul, bf16, 8192^3 on random data.
+    matmul_fp8_tflops  torch._scaled_mm, float8_e4m3fn, 8192^3, per-tensor scales (0: not measured, or no fp8
+                   matmul on the card): the ceiling of points whose work runs on fp8 tensor cores.
     floor_us       one launch of a Triton kernel copying one 16-byte vector, CUDA-graph timing, cold L2.
     empty_us       one launch of an empty Triton kernel, CUDA-graph timing (launch cost alone).
     """
@@ -35,6 +37,11 @@ class Ceilings:
     driver: str = ""
     measured_at: str = ""
     source: str = "measured"  # "measured" in this run, or "cache: PATH"
+    matmul_fp8_tflops: float = 0.0
+
+    def matmul_for(self, fp8: bool) -> float:
+        """The matmul ceiling of a point's flops: fp8's where they run on fp8 tensor cores and it was measured."""
+        return self.matmul_fp8_tflops if fp8 and self.matmul_fp8_tflops > 0 else self.matmul_tflops
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -45,14 +52,15 @@ class Ceilings:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-def ideal_seconds(nbytes: int, flops: int, ceil: Ceilings) -> float:
-    """The floor plus the larger of moving the bytes at copy speed and doing the flops at matmul speed."""
-    return ceil.floor_us * 1e-6 + max(nbytes / (ceil.copy_gbps * 1e9), flops / (ceil.matmul_tflops * 1e12))
+def ideal_seconds(nbytes: int, flops: int, ceil: Ceilings, fp8: bool = False) -> float:
+    """The floor plus the larger of moving the bytes at copy speed and doing the flops at matmul speed (fp8's
+    matmul speed for fp8 flops)."""
+    return ceil.floor_us * 1e-6 + max(nbytes / (ceil.copy_gbps * 1e9), flops / (ceil.matmul_for(fp8) * 1e12))
 
 
-def bound(nbytes: int, flops: int, ceil: Ceilings) -> str:
+def bound(nbytes: int, flops: int, ceil: Ceilings, fp8: bool = False) -> str:
     """'memory' or 'compute': which term of the ideal time is larger."""
-    return "compute" if flops / (ceil.matmul_tflops * 1e12) > nbytes / (ceil.copy_gbps * 1e9) else "memory"
+    return "compute" if flops / (ceil.matmul_for(fp8) * 1e12) > nbytes / (ceil.copy_gbps * 1e9) else "memory"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,15 +87,16 @@ class Metrics:
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
 
 
-def point_metrics(nbytes: int, flops: int, time_s: float, ceil: Ceilings) -> Metrics:
-    """Throughput, percentage of the ceiling and the target verdict of one timed point."""
+def point_metrics(nbytes: int, flops: int, time_s: float, ceil: Ceilings, fp8: bool = False) -> Metrics:
+    """Throughput, percentage of the ceiling and the target verdict of one timed point (``fp8``: its flops run on
+    fp8 tensor cores, judged against the fp8 matmul ceiling)."""
     if not time_s > 0:
         raise ValueError(f"time must be positive, got {time_s!r}")
     gbps = nbytes / time_s / 1e9
     tflops = flops / time_s / 1e12
-    b = bound(nbytes, flops, ceil)
-    pct = 100.0 * (gbps / ceil.copy_gbps if b == "memory" else tflops / ceil.matmul_tflops)
-    ideal = ideal_seconds(nbytes, flops, ceil)
+    b = bound(nbytes, flops, ceil, fp8)
+    pct = 100.0 * (gbps / ceil.copy_gbps if b == "memory" else tflops / ceil.matmul_for(fp8))
+    ideal = ideal_seconds(nbytes, flops, ceil, fp8)
     ratio = time_s / (TARGET_FACTOR * ideal)
     return Metrics(gbps, tflops, b, pct, ideal * 1e6, TARGET_FACTOR * ideal * 1e6, ratio, ratio <= 1.0)
 

@@ -334,7 +334,7 @@ def time_provider(p: P.Provider, spec: OpSpec, dtype: torch.dtype, pin: PointInp
     t_us = r.time_us
     if ceil is not None:
         # the targets are about graph time; a provider no graph can hold is judged by its eager time
-        r.metrics = point_metrics(r.bytes, r.flops, t_us * 1e-6, ceil)
+        r.metrics = point_metrics(r.bytes, r.flops, t_us * 1e-6, ceil, r.fp8)
         r.eager_gbps = r.bytes / (r.eager.median_us * 1e-6) / 1e9
     if r.copy is not None and r.copy.us is not None:
         r.pct_of_copy = pct_of_copy(r.copy.us, t_us)
@@ -349,7 +349,7 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
     dev = cfg.device
     work = spec.work(pt.shape, dtype)
     results = {p.name: PointResult(spec.name, target.label, pt.config, pt.model, dtype_name(dtype), pt.num_tokens,
-                                   dict(pt.shape), p.name, work.bytes, work.flops) for p in provs}
+                                   dict(pt.shape), p.name, work.bytes, work.flops, work.fp8) for p in provs}
     hosts: dict = {}
     # first, while no op input is allocated; one timing for the point, shared by every provider's record
     copy = size_matched_copy(cfg, work.bytes, l2) if provs else None

@@ -160,7 +160,7 @@ def work(shape: Shape, dtype: torch.dtype) -> Work:
     elif quant == "fp8_channel":
         per_expert += 4 * (2 * N + K)
     nbytes = 2 * M * K * e + round(touched * per_expert)
-    return Work(bytes=nbytes, flops=2 * M * topk * 3 * N * K)
+    return Work(bytes=nbytes, flops=2 * M * topk * 3 * N * K, fp8=quant != "none")
 
 
 def sweep_shape(model, num_tokens: int) -> Shape | None:
