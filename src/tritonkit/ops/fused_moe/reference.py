@@ -85,9 +85,12 @@ def fused_moe_reference(hidden_states, w1, w2, topk_weights, topk_ids, *, activa
     M, K = x.shape
     fp8 = w1.dtype == torch.float8_e4m3fn or w1_scale is not None
     block = block_shape is not None
-    w1d = dequantize_weight(w1, w1_scale, block_shape).to(ct)
-    w2d = dequantize_weight(w2, w2_scale, block_shape).to(ct)
-    E, two_n, _ = w1d.shape
+    E, two_n, _ = w1.shape
+
+    def expert(w, scale, e):
+        # one expert at a time: dequantized copies of all of DeepSeek-V3's experts in float64 would take 90 GB
+        return dequantize_weight(w[e:e + 1], None if scale is None else scale[e:e + 1], block_shape)[0].to(ct)
+
     N = two_n // 2
     if fp8:
         x = quantize_fp8(x, _mode(block, a1_scale, per_act_token_quant), a1_scale)
@@ -108,7 +111,7 @@ def fused_moe_reference(hidden_states, w1, w2, topk_weights, topk_ids, *, activa
         m_idx, j_idx = torch.nonzero(valid & (local == e), as_tuple=True)
         if m_idx.numel() == 0:
             continue
-        gu = x[m_idx] @ w1d[e].T  # [n, 2N]
+        gu = x[m_idx] @ expert(w1, w1_scale, e).T  # [n, 2N]
         wt = wts[m_idx, j_idx][:, None]
         if apply_router_weight_on_input:
             gu = gu * wt
@@ -124,15 +127,16 @@ def fused_moe_reference(hidden_states, w1, w2, topk_weights, topk_ids, *, activa
         else:
             groups = [(e, m_idx, wt, quantize_fp8(h, mode, a2_scale)) for e, m_idx, wt, h in groups]
     for e, m_idx, wt, h in groups:
-        y = h @ w2d[e].T  # [n, K]
+        w2e = expert(w2, w2_scale, e)
+        y = h @ w2e.T  # [n, K]
         if not apply_router_weight_on_input:
             y = y * wt
         if round_expert_output:
             y = y.to(act_dtype).to(ct)
         out.index_add_(0, m_idx, y)
         if mag is not None:
-            mag.index_add_(0, m_idx, wt.abs() * (h.abs() @ w2d[e].abs().T))
-            peak.index_add_(0, m_idx, wt.abs() * h.abs().amax(dim=1, keepdim=True) * w2d[e].abs().amax(dim=1)[None])
+            mag.index_add_(0, m_idx, wt.abs() * (h.abs() @ w2e.abs().T))
+            peak.index_add_(0, m_idx, wt.abs() * h.abs().amax(dim=1, keepdim=True) * w2e.abs().amax(dim=1)[None])
     out = out.to(act_dtype)
     if ct == torch.float64:
         out = out.to(ct)
