@@ -7,6 +7,10 @@
 #   usage, through the device tool (carry .peers for vLLM's kernels: shared/peers/vllm-triton-kernels.sh .peers):
 #     bash benchmarks/gpu/bench_all.sh                          every op, every point
 #     bash benchmarks/gpu/bench_all.sh quick                    4 points per op: try this first
+#     bash benchmarks/gpu/bench_all.sh moe                      the expert ops (topk_softmax, moe_align_block_size,
+#                                                               fused_moe) over Mixtral, Qwen3-30B-A3B, DeepSeek-V3
+#                                                               (fp8 block-128), num_tokens 1..16384, vLLM's fused
+#                                                               MoE beside (carry .peers from vllm-fused-moe.sh too)
 #     BENCH_OPS="paged_attention" bash benchmarks/gpu/bench_all.sh   a subset (the whole set takes two calls)
 #
 # Writes into $OUT (default out/bench_all): bench.json, one PNG per op and log.txt (the console; at most 8 files,
@@ -26,6 +30,11 @@ OPS=${BENCH_OPS:-"rms_norm rms_norm:residual=0 silu_and_mul rotary_embedding res
 TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536"}
 DEADLINE=${BENCH_DEADLINE:-430}
 LIMIT=${BENCH_LIMIT:-560}
+if [ "${1:-}" = "moe" ]; then
+  # the dense models have no expert layer: the expert ops fall back to their own default models
+  OPS=${BENCH_OPS:-"topk_softmax moe_align_block_size fused_moe"}
+  TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384"}
+fi
 if [ "${1:-}" = "quick" ]; then
   TOKENS="1 256 4096 16384"
   DEADLINE=${BENCH_DEADLINE:-200}

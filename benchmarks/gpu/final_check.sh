@@ -3,7 +3,8 @@
 #   1. tritonkit validate: every op x boundary shapes x fp16/bf16/fp32 x every input family; large (>2^31) in bf16
 #   2. the GPU-only tests (tests/ops: graph capture, torch.compile, one compile per config; tests/bench)
 #   3. compute-sanitizer memcheck over a bf16 validation pass of every op; racecheck over the ops whose kernels
-#      use shared memory (paged_attention's dots and reductions, rms_norm's reduction)
+#      use shared memory (paged_attention's and fused_moe's dots and reductions, rms_norm's reduction, the
+#      expert ops' histograms, scans and top-k reductions)
 #   4. host time per eager call, cached launcher on/off and Inductor (benchmarks/gpu/host_overhead.py)
 # Timings are tritonkit bench's (benchmarks/gpu/bench_all.sh), not this script's.
 # usage (repository root): TRITONKIT_GIT_SHA=<sha> bash benchmarks/gpu/final_check.sh
@@ -16,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
 rc=0
 OPS=${OPS:-}
-RACE_OPS="paged_attention rms_norm"
+RACE_OPS="paged_attention rms_norm fused_moe moe_align_block_size topk_softmax"
 [ -n "$OPS" ] && RACE_OPS=$(for o in $RACE_OPS; do [[ " $OPS " == *" $o "* ]] && echo -n "$o "; done)
 step validate boundary $OPS
 timeout 200 python3 -m tritonkit validate $OPS --json "$OUT/validate_boundary.json" --quiet 2>/dev/null | tail -3 || rc=1
