@@ -30,9 +30,10 @@ OPS=${BENCH_OPS:-"rms_norm rms_norm:residual=0 silu_and_mul rotary_embedding res
 TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536"}
 DEADLINE=${BENCH_DEADLINE:-430}
 LIMIT=${BENCH_LIMIT:-560}
+MODELS=${BENCH_MODELS:-"llama3-8b"}
 if [ "${1:-}" = "moe" ]; then
-  # the dense models have no expert layer: the expert ops fall back to their own default models
   OPS=${BENCH_OPS:-"topk_softmax moe_align_block_size fused_moe"}
+  MODELS=${BENCH_MODELS:-"mixtral-8x7b qwen3-30b-a3b deepseek-v3"}
   TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384"}
 fi
 if [ "${1:-}" = "quick" ]; then
@@ -51,7 +52,7 @@ fi
 } 2>&1 | tee "$OUT/log.txt"
 
 # shellcheck disable=SC2086
-timeout -k 10 "$LIMIT" python3 -m tritonkit bench $OPS --models llama3-8b --dtype bfloat16 --num-tokens $TOKENS \
+timeout -k 10 "$LIMIT" python3 -m tritonkit bench $OPS --models $MODELS --dtype bfloat16 --num-tokens $TOKENS \
   --providers tritonkit eager inductor vllm sdpa --out "$OUT" --deadline "$DEADLINE" 2>&1 | tee -a "$OUT/log.txt"
 rc=${PIPESTATUS[0]}
 rm -rf "$OUT/.cache"
