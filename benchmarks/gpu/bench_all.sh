@@ -7,6 +7,9 @@
 #   usage, through the device tool (carry .peers for vLLM's kernels: shared/peers/vllm-triton-kernels.sh .peers):
 #     bash benchmarks/gpu/bench_all.sh                          every op, every point
 #     bash benchmarks/gpu/bench_all.sh quick                    4 points per op: try this first
+#     bash benchmarks/gpu/bench_all.sh attention                paged_attention over every series (decode at 1K..128K
+#                                                               keys, causal and chunked prefill, the mixed batch),
+#                                                               num_tokens 1..16384, beside vLLM and SDPA
 #     bash benchmarks/gpu/bench_all.sh moe                      the expert ops (topk_softmax, moe_align_block_size,
 #                                                               fused_moe) over Mixtral, Qwen3-30B-A3B, DeepSeek-V3
 #                                                               (fp8 block-128), num_tokens 1..16384, vLLM's fused
@@ -31,6 +34,13 @@ TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 3
 DEADLINE=${BENCH_DEADLINE:-430}
 LIMIT=${BENCH_LIMIT:-560}
 MODELS=${BENCH_MODELS:-"llama3-8b"}
+# paged_attention's published series (the README's table); the attention mode sweeps all of them
+SERIES=${BENCH_SERIES:-"decode 4K keys|decode 32K keys|prefill causal|mixed: prompt + 64 decode at 4K"}
+if [ "${1:-}" = "attention" ]; then
+  OPS=${BENCH_OPS:-"paged_attention"}
+  TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384"}
+  SERIES=${BENCH_SERIES:-"decode 1K keys|decode 4K keys|decode 8K keys|decode 32K keys|decode 128K keys|prefill causal|chunked prefill to 16K keys|mixed: prompt + 64 decode at 4K"}
+fi
 if [ "${1:-}" = "moe" ]; then
   OPS=${BENCH_OPS:-"topk_softmax moe_align_block_size fused_moe"}
   MODELS=${BENCH_MODELS:-"mixtral-8x7b qwen3-30b-a3b deepseek-v3"}
@@ -51,8 +61,10 @@ fi
     2>&1 | tail -1
 } 2>&1 | tee "$OUT/log.txt"
 
+IFS='|' read -r -a SERIES_ARGS <<< "$SERIES"
 # shellcheck disable=SC2086
 timeout -k 10 "$LIMIT" python3 -m tritonkit bench $OPS --models $MODELS --dtype bfloat16 --num-tokens $TOKENS \
+  --series "${SERIES_ARGS[@]}" \
   --providers tritonkit eager inductor vllm sdpa --out "$OUT" --deadline "$DEADLINE" 2>&1 | tee -a "$OUT/log.txt"
 rc=${PIPESTATUS[0]}
 rm -rf "$OUT/.cache"

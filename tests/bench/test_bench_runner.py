@@ -278,12 +278,15 @@ def test_attention_sweeps_its_series_with_the_dense_reference_where_it_applies(m
     (op,) = ops
     assert op.providers["inductor"].startswith("unavailable: its reference reads sequence lengths on the host")
     series = {p.config.split(" |")[0] for p in points}
-    # with one context for all, the two decode series are one: its duplicate points are dropped
-    assert series == {"decode 4K keys", "prefill causal", "mixed: prompt + 2 decode at 4K"}
+    # with one context for all, the decode series are one, and the chunked prefill is the prompt after 31 cached
+    # keys: their duplicate points are dropped
+    assert series == {"decode 1K keys", "prefill causal", "mixed: prompt + 2 decode at 4K"}
     by = {(p.config.split(" |")[0], p.num_tokens, p.provider): p for p in points}
     assert all(p.ok for p in points if p.provider in ("tritonkit", "eager")), \
         [(k, p.detail) for k, p in by.items() if not p.ok]
-    assert by[("prefill causal", 16, "sdpa")].ok and by[("decode 4K keys", 16, "sdpa")].ok
+    assert by[("prefill causal", 16, "sdpa")].ok and by[("decode 1K keys", 16, "sdpa")].ok
+    # the prompt after 31 cached keys (the context override): SDPA's bottom-right causal mask is its dense equivalent
+    assert by[("prefill causal", 16, "sdpa")].shape["context"] == 31
     mixed = by[("mixed: prompt + 2 decode at 4K", 16, "sdpa")]
     assert mixed.status == "skipped" and mixed.detail.startswith("not applicable: a varlen batch")
     assert by[("prefill causal", 16, "tritonkit")].flops > 0
@@ -322,9 +325,13 @@ def test_attention_series_cover_decode_prefill_and_a_mixed_batch_within_the_cach
     xs: dict[str, list[int]] = {}
     for p in pts:
         xs.setdefault(p.config.split(" |")[0], []).append(p.num_tokens)
-    assert xs == {"decode 4K keys": [1, 16, 32, 64, 128, 256], "decode 32K keys": [1, 16, 32],
+    assert xs == {"decode 1K keys": [1, 16, 32, 64, 128, 256, 512], "decode 4K keys": [1, 16, 32, 64, 128, 256],
+                  "decode 8K keys": [1, 16, 32, 64, 128], "decode 32K keys": [1, 16, 32], "decode 128K keys": [1],
                   "prefill causal": [16, 32, 64, 128, 256, 512, 65536],
+                  "chunked prefill to 16K keys": [16, 32, 64, 128, 256, 512],
                   "mixed: prompt + 64 decode at 4K": [128, 256, 512, 65536]}
+    chunk = next(p for p in pts if p.config.startswith("chunked") and p.num_tokens == 512)
+    assert chunk.shape["q_len"] == 512 and chunk.shape["context"] == 16384 - 512
     mixed = next(p for p in pts if p.config.startswith("mixed") and p.num_tokens == 512)
     assert mixed.shape["q_len"] == (448,) + (1,) * 64 and mixed.shape["num_seqs"] == 65
     # a series' label names what stays fixed along it, long tuples shortened
@@ -352,3 +359,16 @@ def test_models_for_skips_models_without_the_layer():
     assert _cfg(models=["deepseek-v3", "llama3-8b"]).models_for(PA) == ["llama3-8b"]
     pts = sweep_points(moe_spec, given.models_for(moe_spec), [1, 4], {})
     assert [p.shape["experts"] for p in pts] == [8, 8] and {p.model for p in pts} == {"mixtral-8x7b"}
+
+
+def test_series_picks_named_series_and_names_an_unknown_one():
+    from tritonkit.ops import get_spec
+    spec = get_spec("paged_attention")
+    pts = sweep_points(spec, ["llama3-8b"], [1, 2048], {}, ("decode 8K keys", "chunked prefill to 16K keys"))
+    assert {(p.config.split(" |")[0], p.num_tokens) for p in pts} == {
+        ("decode 8K keys", 1), ("chunked prefill to 16K keys", 2048)}
+    with pytest.raises(ValueError, match=r"paged_attention has no series 'decode 2K keys'; its series: "
+                                         r"'decode 1K keys'"):
+        sweep_points(spec, ["llama3-8b"], [1], {}, ("decode 8K keys", "decode 2K keys"))
+    # an op with one unnamed sweep ignores --series (it is about the ops that have several)
+    assert len(sweep_points(RMS, ["llama3-8b"], [1, 2], {}, ("decode 8K keys",))) == 2

@@ -45,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-tokens", nargs="+", type=int, metavar="N", help="num_tokens points (default: 1 .. 65536)")
     p.add_argument("--shape", default="", metavar="k=v,...",
                    help="shape keys set on every point of every op; with num_tokens, a single point")
+    p.add_argument("--series", nargs="+", metavar="NAME",
+                   help="of an op with named series (paged_attention: 'decode 1K keys' .. 'decode 128K keys', "
+                        "'prefill causal', 'chunked prefill to 16K keys', 'mixed: prompt + 64 decode at 4K'), sweep "
+                        "only these (default: all)")
     p.add_argument("--providers", nargs="+", default=list(DEFAULT_PROVIDERS), choices=ALL_PROVIDERS,
                    metavar="NAME", help=f"from {', '.join(ALL_PROVIDERS)} (default: {' '.join(DEFAULT_PROVIDERS)}; "
                                         "vllm where importable)")
@@ -161,7 +165,7 @@ def main(argv: list[str]) -> int:
             continue  # reported by the runner: an op still being written does not stop the others
         try:
             probe = BenchConfig(targets=[t], models=list(args.models), models_given=models_given)
-            sweep_points(spec, probe.models_for(spec)[:1], [1], dict(t.overrides))
+            sweep_points(spec, probe.models_for(spec)[:1], [1], dict(t.overrides), args.series)
         except ValueError as e:
             return _err(str(e))
 
@@ -169,7 +173,8 @@ def main(argv: list[str]) -> int:
     cfg = BenchConfig(targets=targets, models=list(args.models), models_given=models_given, dtypes=dtypes,
                       num_tokens=list(num_tokens or NUM_TOKENS_SWEEP), providers=list(args.providers),
                       startup=not args.no_startup, repeats=args.repeats, deadline_s=args.deadline,
-                      copy_ref=not args.no_copy_ref, device=torch.device("cuda"))
+                      copy_ref=not args.no_copy_ref, device=torch.device("cuda"),
+                      series=tuple(args.series) if args.series else None)
     base_cache = None
     if args.base:
         from .base import BaseTreeError, checkout, load_points

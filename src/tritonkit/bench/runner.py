@@ -104,26 +104,44 @@ def _compact(v: Any) -> str:
     return "(" + ",".join(f"{x}x{n}" if n > 1 else str(x) for x, n in runs) + ")"
 
 
+def series_names(spec: OpSpec, model: str) -> list[str]:
+    """The names of the spec's sweep series on ``model`` (none for an op with one unnamed sweep)."""
+    if spec.sweep_series is None:
+        return []
+    return [str(k) for k in spec.sweep_series(MODELS[model], 1)]
+
+
 def sweep_points(spec: OpSpec, models: Sequence[str], num_tokens: Sequence[int],
-                 overrides: dict[str, Any]) -> list[SweepPoint]:
-    """Every point of the sweep (every series of the spec), overrides applied, duplicate shapes dropped (the first
-    model keeps them)."""
+                 overrides: dict[str, Any], series: Sequence[str] | None = None) -> list[SweepPoint]:
+    """Every point of the sweep (every series of the spec, or of those named in ``series`` for an op with named
+    series), overrides applied, duplicate shapes dropped (the first model keeps them). ValueError when ``series``
+    names a series the op does not have."""
     seen: set[Shape] = set()
     out: list[SweepPoint] = []
+    keep = None
+    if series and models and series_names(spec, models[0]):
+        names = series_names(spec, models[0])
+        unknown = [n for n in series if n not in names]
+        if unknown:
+            raise ValueError(f"{spec.name} has no series {', '.join(map(repr, unknown))}; its series: "
+                             f"{', '.join(map(repr, names))}")
+        keep = set(series)
     for m in models:
         by_series: dict[str, list[tuple[int, Shape]]] = {}
         for t in num_tokens:
-            for series, base in spec.series_at(MODELS[m], t).items():
+            for series_name, base in spec.series_at(MODELS[m], t).items():
+                if keep is not None and series_name not in keep:
+                    continue
                 unknown = set(overrides) - set(base)
                 if unknown:
                     raise ValueError(f"{spec.name} has no shape key(s) {sorted(unknown)}; its keys: "
                                      f"{', '.join(base)}")
                 shape = base.replace(**overrides)
-                by_series.setdefault(series, []).append((int(shape.get("num_tokens", t)), shape))
-        for series, per_t in by_series.items():
+                by_series.setdefault(series_name, []).append((int(shape.get("num_tokens", t)), shape))
+        for name, per_t in by_series.items():
             varying = {k for k in per_t[0][1] if len({s[k] for _, s in per_t}) > 1} | {"num_tokens"}
             fixed = ",".join(f"{k}={_compact(v)}" for k, v in per_t[0][1].items() if k not in varying)
-            config = f"{series} | {fixed}" if series else fixed
+            config = f"{name} | {fixed}" if name else fixed
             for t, shape in per_t:
                 if shape not in seen:
                     seen.add(shape)
@@ -154,6 +172,8 @@ class BenchConfig:
     base_cached: dict = dataclasses.field(default_factory=dict)  # its earlier timings, by base.point_key
     #: whether ``models`` are the user's (--models): then an op sweeps those that have its layer, else its defaults
     models_given: bool = True
+    #: the series to sweep of the ops that have named series (--series); None: all
+    series: tuple[str, ...] | None = None
 
     def models_for(self, spec: OpSpec) -> list[str]:
         """The models ``spec`` sweeps: ``models`` that have a layer it implements; without --models, the dense
@@ -184,7 +204,7 @@ def count_steps(cfg: BenchConfig, specs: dict[str, OpSpec]) -> int:
         if t.name in specs:
             spec = specs[t.name]
             try:
-                pts = sweep_points(spec, cfg.models_for(spec), cfg.num_tokens, dict(t.overrides))
+                pts = sweep_points(spec, cfg.models_for(spec), cfg.num_tokens, dict(t.overrides), cfg.series)
             except ValueError:
                 continue  # reported when the target runs
             for dtype in cfg.dtypes:
@@ -428,7 +448,7 @@ def run_target(spec: OpSpec, target: OpTarget, dtype: torch.dtype, cfg: BenchCon
     dev = cfg.device
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size if dev.type == "cuda" else 32 << 20
     models = cfg.models_for(spec)
-    points = sweep_points(spec, models, cfg.num_tokens, dict(target.overrides))
+    points = sweep_points(spec, models, cfg.num_tokens, dict(target.overrides), cfg.series)
     op = OpResult(spec.name, target.label, dtype_name(dtype), dict(target.overrides), models,
                   list(dict.fromkeys(pt.config for pt in points)), l2_bytes=l2)
     provs: list[P.Provider] = []

@@ -199,8 +199,12 @@ def sweep_shape(model, num_tokens: int) -> Shape | None:
 
 #: the bench's series stop where one point's KV cache would pass this many tokens (4 GiB in bf16 at 8 KV heads x 128)
 SERIES_MAX_CACHE_TOKENS = 1 << 20
-#: keys per sequence of the decode series (each a batch of num_tokens sequences, one new token each)
-SERIES_DECODE_KEYS = (4096, 32768)
+#: keys per sequence of the decode series (each a batch of num_tokens sequences, one new token each): 4K and 32K
+#: are the published table's; 1K, 8K and 128K span the context range a backend is picked on (batch 1 x 128K fits
+#: the cap up to 8 sequences)
+SERIES_DECODE_KEYS = (1024, 4096, 8192, 32768, 131072)
+#: the chunked-prefill series: a chunk of num_tokens new tokens whose sequence reaches this many keys
+SERIES_CHUNK_CONTEXT = 16384
 #: the mixed series: this many decode sequences at 4096 keys beside one causal prompt of the remaining tokens
 SERIES_MIXED_DECODE = 64
 #: the shortest prompt of the prefill series (below it a prompt is a decode-sized call)
@@ -208,9 +212,11 @@ SERIES_MIN_PROMPT = 16
 
 
 def sweep_series(model, num_tokens: int) -> dict[str, Shape | None]:
-    """The bench's axes at ``num_tokens`` query tokens: decode batches at 4K and 32K keys per sequence (batch =
-    num_tokens, up to a 2^20-token cache), one causal prompt of num_tokens tokens, and a mixed batch (64 decode
-    sequences at 4K keys beside a prompt of num_tokens - 64 tokens). None where a series has no point."""
+    """The bench's axes at ``num_tokens`` query tokens: decode batches at 1K, 4K, 8K, 32K and 128K keys per sequence
+    (batch = num_tokens, up to a 2^20-token cache), one causal prompt of num_tokens tokens, a chunk of num_tokens
+    new tokens after 16K - num_tokens cached ones (chunked prefill), and a mixed batch (64 decode sequences at 4K
+    keys beside a prompt of num_tokens - 64 tokens). None where a series has no point; ``tritonkit bench
+    --series`` picks some."""
     if not model.has_attention:
         return {}
     heads = dict(num_heads=model.num_heads, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim,
@@ -221,6 +227,9 @@ def sweep_series(model, num_tokens: int) -> dict[str, Shape | None]:
         fits = t * keys <= SERIES_MAX_CACHE_TOKENS
         out[f"decode {keys // 1024}K keys"] = Shape(num_seqs=t, q_len=1, context=keys - 1, **heads) if fits else None
     out["prefill causal"] = Shape(num_seqs=1, q_len=t, context=0, **heads) if t >= SERIES_MIN_PROMPT else None
+    c = SERIES_CHUNK_CONTEXT
+    out[f"chunked prefill to {c // 1024}K keys"] = (Shape(num_seqs=1, q_len=t, context=c - t, **heads)
+                                                   if SERIES_MIN_PROMPT <= t < c else None)
     m = SERIES_MIXED_DECODE
     out[f"mixed: prompt + {m} decode at 4K"] = (
         Shape(num_seqs=m + 1, q_len=(t - m,) + (1,) * m, context=(0,) + (4095,) * m, **heads) if t >= 2 * m else None)
