@@ -1,0 +1,46 @@
+"""tritonkit.check.resources: a launch compiled to a cubin for the target on this CPU, its resources read back."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def probes():
+    src = HERE.parents[1] / "src"
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    p = subprocess.run([sys.executable, str(HERE / "resources_probe.py")], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return {d["probe"]: d for d in map(json.loads, p.stdout.splitlines())}
+
+
+def test_shared_memory_follows_the_pipeline_stages(probes):
+    # a 128 x 128 x 64 bf16 tile: (128 x 64 + 64 x 128) x 2 bytes = 32 KB a stage
+    assert probes["matmul-128-s2"]["shared_bytes"] == 2 * 32768
+    assert probes["matmul-128-s4"]["shared_bytes"] == 4 * 32768
+    assert probes["matmul-128-s4"]["max_shared_bytes"] == 232448
+
+
+def test_oversized_tile_is_reported(probes):
+    big = probes["matmul-256-s4"]
+    # 4 stages of (256 x 128 + 128 x 256) x 2 bytes: 512 KB, past sm_90's 227 KB: OutOfResources at launch
+    assert big["shared_bytes"] == 524288 and big["shared_bytes"] > big["max_shared_bytes"]
+    # a 256 x 256 float32 accumulator over 256 threads is 256 registers each: ptxas caps at 255 and spills
+    assert big["registers"] == 255 and big["stack_bytes"] > 0
+    fine = probes["matmul-128-s4"]
+    assert fine["stack_bytes"] == 0 and fine["local_bytes"] == 0 and fine["registers"] < 255
+
+
+def test_tensor_core_instruction_follows_tile_and_target(probes):
+    # Hopper's wgmma from 64-row tiles; below (or on sm_80) mma.sync
+    assert probes["matmul-128-s4"]["wgmma"] and probes["matmul-128-s4"]["mma"]
+    assert not probes["matmul-16"]["wgmma"] and probes["matmul-16"]["mma"]
+    assert not probes["matmul-128-sm80"]["wgmma"] and probes["matmul-128-sm80"]["mma"]
+    assert probes["matmul-128-sm80"]["max_shared_bytes"] == 166912
