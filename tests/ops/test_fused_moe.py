@@ -180,7 +180,8 @@ def test_default_rule_decode_and_prefill():
     small = config.default_config(4, 256, 2048, 7168, 8, "fp8_block128")
     large = config.default_config(8192, 256, 2048, 7168, 8, "fp8_block128")
     assert small.block_size == 16 and small.gemm1.block_n == 128
-    assert large.block_size == 128 and large.gemm1.num_warps == 8
+    # block-wise fp8 prefill: 64-row tiles, GEMM1 at 8 warps (128 rows, or 4 warps, spill: test_fused_moe_resources)
+    assert large.block_size == 64 and large.gemm1.num_warps == 8 and large.gemm2.num_warps == 4
     for m in (1, 16, 64, 65, 1024, 65536):
         for q in config.QUANT_SCHEMES:
             config.validate(config.default_config(m, 128, 768, 2048, 8, q), q)

@@ -150,10 +150,13 @@ def default_config(M: int, E: int, N: int, K: int, topk: int, quant: str) -> Fus
     # GEMM1 holds two accumulators (gate and up): block_n 64 makes them one 128-wide tile's registers (128 x 128
     # float32 over 256 threads = 64 registers each), and 3-4 stages of A + 2 B tiles fit the 227 KB of shared memory
     bn1 = SCALE_BLOCK if block_quant else 64
-    if block_quant and block_m >= 128:
-        warps1 = 8  # two 128 x 128 float32 accumulators: 128 registers a thread at 8 warps
-    else:
-        warps1 = warps
+    warps1 = warps
+    if block_quant:
+        # two 128-wide float32 accumulators plus each K tile's scaled dot: 64 rows at 8 warps take 245 registers,
+        # 64 at 4 and 128 at 8 spill (ptxas for sm_90, docs/notes/fused-moe-resources.md); both GEMMs share block_m
+        block_m = min(block_m, 64)
+        warps1 = 8 if block_m >= 64 else 4
+        warps = 8 if block_m >= 128 else 4
     stages = 3 if block_m >= 128 else 4
     g1 = GemmConfig(block_m, bn1, block_k, 8, warps1, stages)
     g2 = GemmConfig(block_m, 128, block_k, 8, warps, stages)

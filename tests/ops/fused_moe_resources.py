@@ -1,0 +1,66 @@
+"""Compile fused_moe's GEMMs at every default tile config of the MoE models' sweep for sm_90 on this CPU and print
+one JSON line per distinct (model, GEMM, config): shared memory, registers, local memory, tensor-core MMA kind.
+
+Run in its own process with the interpreter off (the kernel module reads the interpreter flag at import):
+``TRITON_INTERPRET=0 python3 tests/ops/fused_moe_resources.py``; test_fused_moe_resources.py does.
+"""
+
+import json
+import os
+
+os.environ["TRITON_INTERPRET"] = "0"
+
+import torch  # noqa: E402
+
+from tritonkit.check.resources import compile_resources  # noqa: E402
+from tritonkit.models import MODELS, NUM_TOKENS_SWEEP  # noqa: E402
+from tritonkit.ops.fused_moe import config as C  # noqa: E402
+from tritonkit.ops.fused_moe import kernel as K  # noqa: E402
+
+FP8 = torch.float8_e4m3fn
+KERNEL_QUANT = {"none": 0, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block128": 2}
+
+
+def meta(*size, dtype=torch.bfloat16):
+    return torch.empty(*size, dtype=dtype, device="meta")
+
+
+def gemm_resources(which, g, E, N, Kd, topk, quant):
+    wdt = FP8 if quant != "none" else torch.bfloat16
+    block = quant == "fp8_block128"
+    ids, blocks, total = meta(1024, dtype=torch.int32), meta(128, dtype=torch.int32), meta(1, dtype=torch.int32)
+    weights, scales = meta(64, topk, dtype=torch.float32), meta(64, 64, dtype=torch.float32)
+    ce = dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k, GROUP_M=g.group_m, QUANT=KERNEL_QUANT[quant],
+              ACT_BF16=True, num_warps=g.num_warps, num_stages=g.num_stages)
+    if which == "gemm1":
+        a, w = meta(64, Kd, dtype=wdt), meta(E, 2 * N, Kd, dtype=wdt)
+        h = meta(128, N, dtype=FP8 if block else torch.bfloat16)
+        return compile_resources(K._fused_moe_gemm1_kernel, a, scales, w, scales, h, scales, weights, ids, blocks,
+                                 total, 128, 10, N, Kd, E, Kd, 64, 1, 2 * N * Kd, Kd, 64, 64, 1, N, 64, TOPK=topk,
+                                 ROUTED_ON_INPUT=False, GELU=False, H_FP8=block, **ce)
+    h, w, c = meta(128, N, dtype=wdt), meta(E, Kd, N, dtype=wdt), meta(128, Kd)
+    return compile_resources(K._fused_moe_gemm2_kernel, h, scales, w, scales, c, weights, ids, blocks, total, 128,
+                             10, Kd, N, E, N, 64, 1, Kd * N, N, 64, 64, 1, Kd, MUL_WEIGHT=True, **ce)
+
+
+def main():
+    seen = set()
+    for name in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"):
+        m = MODELS[name]
+        quant = m.moe_quant or "none"
+        for M in NUM_TOKENS_SWEEP:
+            cfg = C.default_config(M, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant)
+            for which, g in (("gemm1", cfg.gemm1), ("gemm2", cfg.gemm2)):
+                if (name, which, g) in seen:
+                    continue
+                seen.add((name, which, g))
+                r = gemm_resources(which, g, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant)
+                print(json.dumps({"model": name, "M": M, "gemm": which, "config": dict(vars(g)),
+                                  "shared_bytes": r.shared_bytes, "max_shared_bytes": r.max_shared_bytes,
+                                  "registers": r.registers, "stack_bytes": r.stack_bytes,
+                                  "local_bytes": r.local_bytes, "wgmma": r.wgmma,
+                                  "mma": r.mma}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
