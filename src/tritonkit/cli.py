@@ -1,4 +1,4 @@
-"""``tritonkit check | validate | bench | inductor``: each verb lives with its tool; this only routes."""
+"""``tritonkit check | validate | bench | inductor | tune``: each verb lives with its tool; this only routes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ VERBS = {
     "validate": ("tritonkit.testing.cli", "compare ops with float64 references at boundary shapes and hard inputs"),
     "bench": ("tritonkit.bench.cli", "num_tokens sweeps against the card's measured speed-of-light"),
     "inductor": ("tritonkit.bench.inductor_cli", "write the Triton code Inductor generates for an op's reference"),
+    "tune": ("tritonkit.tune.cli", "time an op's tile configs on this GPU and write the table its lookup reads"),
 }
 
 USAGE = "usage: tritonkit {" + ",".join(VERBS) + "} [options]\n       tritonkit --version\n\n" + "\n".join(
