@@ -187,26 +187,32 @@ def time_size_matched_copy(work_bytes: int, l2_bytes: int, device: torch.device,
                     "config": f"BLOCK={SIZED_COPY_BLOCK},num_warps={SIZED_COPY_WARPS}", "timing": t.to_dict()})
 
 
-def measure_matmul_tflops(device: torch.device) -> float:
-    """torch.matmul bf16 MATMUL_N^3 on random data (zeros run faster), median of 20 after 3 warm-ups."""
-    g = torch.Generator(device).manual_seed(0)
-    a = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16, generator=g)
-    b = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16, generator=g)
+def _matmul_rate(mm, device: torch.device) -> float:
+    """TFLOP/s of ``mm()``, a MATMUL_N^3 product: the median of 20 event-timed calls after 3 warm-ups."""
     for _ in range(3):
-        c = a @ b
+        mm()
     torch.cuda.synchronize(device)
     times = []
     for _ in range(20):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        c = a @ b
+        mm()
         e.record()
         times.append((s, e))
     torch.cuda.synchronize(device)
-    del a, b, c
-    torch.cuda.empty_cache()
     t = statistics.median(s.elapsed_time(e) * 1e-3 for s, e in times)
     return 2 * MATMUL_N ** 3 / t / 1e12
+
+
+def measure_matmul_tflops(device: torch.device) -> float:
+    """torch.matmul bf16 MATMUL_N^3 on random data (zeros run faster), median of 20 after 3 warm-ups."""
+    g = torch.Generator(device).manual_seed(0)
+    a = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16, generator=g)
+    b = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16, generator=g)
+    rate = _matmul_rate(lambda: a @ b, device)
+    del a, b
+    torch.cuda.empty_cache()
+    return rate
 
 
 def measure_matmul_fp8_tflops(device: torch.device) -> float:
@@ -224,23 +230,13 @@ def measure_matmul_fp8_tflops(device: torch.device) -> float:
         return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
     try:
-        for _ in range(3):
-            c = mm()
+        mm()
     except RuntimeError:  # a torch build without the fp8 GEMM for this card
         return 0.0
-    torch.cuda.synchronize(device)
-    times = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        c = mm()
-        e.record()
-        times.append((s, e))
-    torch.cuda.synchronize(device)
-    del a, b, c
+    rate = _matmul_rate(mm, device)
+    del a, b
     torch.cuda.empty_cache()
-    t = statistics.median(s.elapsed_time(e) * 1e-3 for s, e in times)
-    return 2 * MATMUL_N ** 3 / t / 1e12
+    return rate
 
 
 def measure_floor_us(device: torch.device) -> tuple[float, float]:
