@@ -346,3 +346,13 @@ def test_a_memory_rule_that_gives_up_before_deciding_makes_the_run_exit_2(tmp_pa
     (p,) = [p for p in rep.problems if p.fatal]
     assert p.message.startswith("store-then-load could not decide: this load meeting the store at line 7 is possible")
     assert "the first 256 of 300 distinct ones" in p.message and rep.exit_code() == 2
+
+
+def test_a_builtin_op_name_as_a_path_points_at_op(capsys):
+    # `tritonkit check fused_moe` reads fused_moe as a module to import; the failure names the option meant
+    assert check_main(["fused_moe"]) == 2
+    out = capsys.readouterr().out
+    assert "No module named 'fused_moe'" in out and "`tritonkit check --op fused_moe`" in out
+    # a module that is no op gets no such hint
+    assert check_main(["tritonkit_no_such_module"]) == 2
+    assert "--op" not in capsys.readouterr().out

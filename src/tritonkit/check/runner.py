@@ -93,7 +93,16 @@ def import_target(spec: str) -> tuple[Any | None, Problem | None]:
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: BLE001 - SystemExit from a script counts as a failed import too
-        return None, Problem("import", spec, f"failed to import: {_exc(e)}")
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and e.name == spec and _is_builtin_op(spec):
+            hint = f"; {spec} is a built-in op: `tritonkit check --op {spec}` checks it"
+        return None, Problem("import", spec, f"failed to import: {_exc(e)}{hint}")
+
+
+def _is_builtin_op(name: str) -> bool:
+    with interpreter_off():
+        from ..ops import OP_NAMES
+    return name in OP_NAMES
 
 
 def expand_paths(specs: list[str]) -> list[str]:
