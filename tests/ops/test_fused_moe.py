@@ -298,3 +298,26 @@ def test_deepseek_width_on_gpu(quant):
     # K 7168, N 2048 (DeepSeek-V3's expert), 16 experts: the long K loops (fp8 per-K-tile promotion) at real width
     shape = spec_mod.Shape(num_tokens=300, hidden=7168, inter=2048, experts=16, topk=4, quant=quant)
     assert_valid(SPEC, shape, torch.bfloat16, "randn", device=DEVICE)
+
+
+def test_ids_are_checked_on_request(monkeypatch):
+    # TRITONKIT_CHECK_INDICES=1: a bad id or map entry is an error naming it and where, before anything is written
+    inputs = _inputs(num_tokens=6, topk=3)
+    inputs["topk_ids"] = inputs["topk_ids"].clone()
+    inputs["topk_ids"][4, 2] = 8
+    pos, kw = _args(inputs)
+    out = torch.full((6, 96), 3.0, dtype=torch.bfloat16, device=DEVICE)
+    monkeypatch.setenv("TRITONKIT_CHECK_INDICES", "1")
+    with pytest.raises(ValueError, match=r"^topk_ids must hold expert ids in \[0, 8\), got 8 at \(4, 2\)"):
+        fused_moe(*pos, **kw, out=out)
+    assert (out == 3).all()
+    mapped = _inputs(num_tokens=6, topk=3, local=3)
+    mapped["expert_map"] = mapped["expert_map"].clone()
+    mapped["expert_map"][5] = 3  # only 3 local experts: 0, 1, 2
+    pos, kw = _args(mapped)
+    with pytest.raises(ValueError, match=r"^expert_map must hold local expert indices .* in \[-1, 3\), got 3 at \(5,\)"):
+        fused_moe(*pos, **kw)
+    # unset, the same call drops the slot (no host sync)
+    monkeypatch.delenv("TRITONKIT_CHECK_INDICES")
+    pos, kw = _args(inputs)
+    _check(fused_moe(*pos, **kw), inputs)

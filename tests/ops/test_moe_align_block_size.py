@@ -174,3 +174,14 @@ def test_torch_compile_records_one_custom_op():
     assert "tritonkit.moe_align_block_size" in targets
     for o, r in zip(out, reference(ids, 16, 8)):
         assert torch.equal(o, r)
+
+
+def test_ids_are_checked_on_request(monkeypatch):
+    ids = _routed(5, 2, 8)
+    ids[3, 1] = -1
+    monkeypatch.setenv("TRITONKIT_CHECK_INDICES", "1")
+    with pytest.raises(ValueError, match=r"^topk_ids must hold expert ids in \[0, 8\), got -1 at \(3, 1\)"):
+        moe_align_block_size(ids, 16, 8)
+    monkeypatch.setenv("TRITONKIT_CHECK_INDICES", "0")
+    s, _, n = moe_align_block_size(ids, 16, 8)
+    assert int(n) == 16 * len(set(ids.view(-1).tolist()) - {-1}) and (s == ids.numel()).sum() > 0

@@ -1,7 +1,8 @@
 """Argument checks shared by the ops' api.py: each error names the argument and what was expected.
 
 Checks read only metadata (dtype, shape, strides, device), never tensor data, so they cost no device sync and work
-on ``device="meta"`` tensors and under CUDA-graph capture.
+on ``device="meta"`` tensors and under CUDA-graph capture. The one exception is opt-in: ``index_range`` reads index
+values when ``TRITONKIT_CHECK_INDICES=1`` (``indices_checked``), for debugging a caller.
 """
 
 from __future__ import annotations
@@ -91,3 +92,34 @@ def rows_and_stride(name: str, t: torch.Tensor, output: bool = False) -> tuple[t
         return t2, t2.stride(0)
     t2 = rows(name, t)
     return t2, t2.stride(0)
+
+
+#: ``TRITONKIT_CHECK_INDICES=1``: ops that take indices into their other arguments (topk ids) check their values too
+CHECK_INDICES_ENV = "TRITONKIT_CHECK_INDICES"
+
+
+def indices_checked() -> bool:
+    """Whether index values are checked (read at each call). Off by default: reading them is a device sync per
+    call, which a CUDA graph cannot capture; the ops are written so that no value makes them access out of bounds.
+    On, while debugging a caller, a bad id is a ValueError naming it instead of a silently dropped slot."""
+    import os
+    return os.environ.get(CHECK_INDICES_ENV, "0") not in ("", "0")
+
+
+def _traced(t: torch.Tensor) -> bool:
+    """A fake or functional tensor (torch.compile, make_fx): it has no values to read."""
+    from torch._subclasses.fake_tensor import is_fake
+    return is_fake(t) or torch._is_functional_tensor(t)
+
+
+def index_range(name: str, t: torch.Tensor, high: int, what: str, low: int = 0) -> None:
+    """ValueError naming ``t``'s first value outside ``[low, high)``, with its position (reads ``t``: a sync)."""
+    if t.device.type == "meta" or not t.numel() or _traced(t):
+        return
+    if t.is_cuda and torch.cuda.is_current_stream_capturing():
+        return  # reading values is a sync, which a capture forbids: the graph is checked on its eager calls
+    bad = (t < low) | (t >= high)
+    if bool(bad.any()):
+        pos = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(f"{name} must hold {what} in [{low}, {high}), got {int(t[pos])} at {pos} "
+                         f"({CHECK_INDICES_ENV}=1 checks this; unset, such a slot is dropped)")

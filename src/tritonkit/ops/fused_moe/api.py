@@ -308,6 +308,12 @@ def _check(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply
     _checks.same_device(hidden_states=x, w1=w1, w2=w2, topk_weights=topk_weights, topk_ids=topk_ids, out=out,
                         expert_map=expert_map, w1_scale=w1_scale, w2_scale=w2_scale, a1_scale=a1_scale,
                         a2_scale=a2_scale)
+    if _checks.indices_checked():
+        e_global = expert_map.shape[0] if expert_map is not None else E
+        _checks.index_range("topk_ids", topk_ids, e_global, "expert ids" + (" (expert_map's length)"
+                                                                            if expert_map is not None else ""))
+        if expert_map is not None:
+            _checks.index_range("expert_map", expert_map, E, "local expert indices (-1: another rank's)", low=-1)
     return quant
 
 
@@ -324,9 +330,10 @@ def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, t
     w1             ``[E, 2N, K]``: gate rows ``[0, N)``, up rows ``[N, 2N)``; hidden_states's dtype or float8_e4m3fn.
     w2             ``[E, K, N]``, w1's dtype. Both last-dim contiguous.
     topk_weights   ``[M, topk]`` float32 or hidden_states's dtype (multiplied in float32).
-    topk_ids       ``[M, topk]`` int32/int64, contiguous, global expert ids. Ids are not range-checked (no host sync, as vLLM):
-                   a slot whose id is outside ``[0, E_global)`` (moe_align_block_size drops it), or maps to -1,
-                   adds nothing, and no id value makes a kernel read or write out of bounds.
+    topk_ids       ``[M, topk]`` int32/int64, contiguous, global expert ids. Ids are range-checked only with
+                   ``TRITONKIT_CHECK_INDICES=1`` (a host sync; vLLM never checks): unchecked, a slot whose id is
+                   outside ``[0, E_global)`` (moe_align_block_size drops it), or maps to -1, adds nothing, and no id
+                   value makes a kernel read or write out of bounds.
     activation     "silu" (``g * sigmoid(g)``) or "gelu" (exact, erf).
     apply_router_weight_on_input  scale x by the weight instead of the expert's output (topk == 1 only): applied to
                    GEMM1's float32 sums (GEMM1 is linear), before the activation.

@@ -97,6 +97,8 @@ def _check(topk_ids, block_size, num_experts, expert_map) -> None:
         if not expert_map.is_contiguous():
             raise ValueError(f"expert_map must be contiguous, got stride {tuple(expert_map.stride())}")
         _checks.same_device(topk_ids=topk_ids, expert_map=expert_map)
+    if _checks.indices_checked():
+        _checks.index_range("topk_ids", topk_ids, num_experts, "expert ids")
 
 
 def moe_align_block_size(topk_ids: torch.Tensor, block_size: int, num_experts: int,
@@ -107,8 +109,8 @@ def moe_align_block_size(topk_ids: torch.Tensor, block_size: int, num_experts: i
 
     topk_ids     ``[num_tokens, topk]`` int32/int64, contiguous: the experts of each token. Slot ``m * topk + j``
                  is token m's j-th choice; ``numel = num_tokens * topk``. Ids must be in ``[0, num_experts)``
-                 (not checked: that would read them on the host); a slot whose id is outside is dropped: it is in
-                 no run, counts toward no total, and nothing is written for it.
+                 (checked only with ``TRITONKIT_CHECK_INDICES=1``: reading them is a host sync); a slot whose id is
+                 outside is dropped: it is in no run, counts toward no total, and nothing is written for it.
     block_size   ``>= 1`` (the GEMM uses powers of two >= 16).
     num_experts  ``>= 1`` (at most 4096): the experts the ids index (global ids under expert parallelism).
     expert_map   optional ``[num_experts]`` int32: global expert id -> this rank's local index, or -1 for an
