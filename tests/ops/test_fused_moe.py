@@ -321,3 +321,13 @@ def test_ids_are_checked_on_request(monkeypatch):
     monkeypatch.delenv("TRITONKIT_CHECK_INDICES")
     pos, kw = _args(inputs)
     _check(fused_moe(*pos, **kw), inputs)
+
+
+def test_the_id_check_stays_out_of_a_compiled_graph(monkeypatch):
+    # torch.compile traces the call: nothing to read, no graph break (fullgraph), the op still recorded
+    monkeypatch.setenv("TRITONKIT_CHECK_INDICES", "1")
+    inputs = _inputs()
+    pos, kw = _args(inputs)
+    got, targets = _captured_targets(lambda *a: fused_moe(*a, **kw), *pos)
+    assert "tritonkit.fused_moe" in targets
+    _check(got, inputs)

@@ -114,8 +114,8 @@ def _traced(t: torch.Tensor) -> bool:
 
 def index_range(name: str, t: torch.Tensor, high: int, what: str, low: int = 0) -> None:
     """ValueError naming ``t``'s first value outside ``[low, high)``, with its position (reads ``t``: a sync)."""
-    if t.device.type == "meta" or not t.numel() or _traced(t):
-        return
+    if torch.compiler.is_compiling() or t.device.type == "meta" or not t.numel() or _traced(t):
+        return  # torch.compile traces the call: there are no values to read
     if t.is_cuda and torch.cuda.is_current_stream_capturing():
         return  # reading values is a sync, which a capture forbids: the graph is checked on its eager calls
     bad = (t < low) | (t >= high)
