@@ -9,6 +9,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from tritonkit.check import resources as R  # noqa: E402
 from tritonkit.check.resources import compile_resources  # noqa: E402
 
 
@@ -36,6 +37,12 @@ def main():
     r = compile_resources(_matmul_kernel, a, b, c, 4096, BM=128, BN=128, BK=64, num_warps=8, num_stages=2,
                           arch="sm_80")
     print(json.dumps({"probe": "matmul-128-sm80", **vars(r)}))
+    for name, kw in (("sass-128", dict(BM=128, BN=128, BK=64, num_warps=8, num_stages=4)),
+                     ("sass-256", dict(BM=256, BN=256, BK=128, num_warps=8, num_stages=4))):
+        (ln,) = R.record_launches(lambda kw=kw: _matmul_kernel[(1,)](a, b, c, 4096, **kw))
+        with R.interpreter_off(), R.stub_driver(R.parse_arch("sm_90")):
+            counts, _ = R.sass_counts(ln.kernel.warmup(*ln.args, grid=(1,), **ln.kwargs).asm["cubin"])
+        print(json.dumps({"probe": name, "options": ln.options(), **counts}))
 
 
 if __name__ == "__main__":

@@ -44,3 +44,27 @@ def test_tensor_core_instruction_follows_tile_and_target(probes):
     assert not probes["matmul-16"]["wgmma"] and probes["matmul-16"]["mma"]
     assert not probes["matmul-128-sm80"]["wgmma"] and probes["matmul-128-sm80"]["mma"]
     assert probes["matmul-128-sm80"]["max_shared_bytes"] == 166912
+
+
+def test_sass_counts_tell_loop_spills_and_mma_waits(probes):
+    fine, big = probes["sass-128"], probes["sass-256"]
+    # the recorded launch carries its constexprs and options
+    assert fine["options"] == {"BM": 128, "BN": 128, "BK": 64, "num_warps": 8, "num_stages": 4}
+    # a pipelined matmul loop issues its wgmmas back to back and waits for all of them far fewer times
+    assert fine["HGMMA"] > 0 and fine["wait_all"] < fine["HGMMA"]
+    assert fine["STL"] == fine["LDL"] == 0
+    # the spilling tile stores and reloads registers inside its K loop
+    assert big["loop_STL"] > 0 and big["loop_LDL"] > 0 and big["STL"] >= big["loop_STL"]
+
+
+def test_cli_reports_each_launch_of_a_builtin_op():
+    src = HERE.parents[1] / "src"
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    p = subprocess.run([sys.executable, "-m", "tritonkit.check.resources", "silu_and_mul", "--num-tokens", "4",
+                        "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    (row,) = map(json.loads, p.stdout.splitlines())
+    assert row["kernel"] == "_silu_and_mul_fwd_kernel" and row["shared_bytes"] >= 0 and row["registers"] > 0
+    bad = subprocess.run([sys.executable, "-m", "tritonkit.check.resources", "paged_attention", "--series", "nope"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert bad.returncode == 2 and "has no series 'nope'" in bad.stderr

@@ -7,15 +7,27 @@ registers runs, slowly. Both are known here, before any GPU time is spent.
 
 The kernel must be compiled in a process where Triton's interpreter is off when the kernel module is imported
 (a module that reads ``triton.knobs.runtime.interpret`` at import, as fused_moe's does, bakes its branches in).
+
+From the command line, for a built-in op at one sweep point (one line per distinct launch; ``--sass DIR`` also
+writes each kernel's SASS and counts its spill instructions)::
+
+    python3 -m tritonkit.check.resources paged_attention --model llama3-8b --num-tokens 8192 \
+        --series "prefill causal" [--shape head_dim=256] [--dtype bfloat16] [--arch sm_90] [--sass out/]
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import dataclasses
+import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
 import triton
 
@@ -89,3 +101,154 @@ def compile_resources(kernel, *args, arch: str = "sm_90", **kwargs) -> Resources
                      local_bytes=usage.get("LOCAL", 0),
                      num_warps=int(compiled.metadata.num_warps), max_shared_bytes=smem,
                      wgmma="wgmma.mma_async" in ptx, mma="wgmma.mma_async" in ptx or "mma.sync" in ptx)
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One recorded ``kernel[grid](*args, **kwargs)`` (kwargs: constexprs and launch options)."""
+
+    kernel: object
+    args: tuple
+    kwargs: dict
+
+    @property
+    def name(self) -> str:
+        return self.kernel.fn.__name__
+
+    def options(self) -> dict:
+        """The constexprs and launch options, for a report."""
+        return {k: v for k, v in self.kwargs.items() if k.isupper() or k.startswith("num_")}
+
+
+@contextlib.contextmanager
+def _recording(into: list):
+    from triton.runtime.jit import JITFunction
+    run = JITFunction.run
+
+    def record(self, *args, grid, warmup, **kwargs):
+        into.append(Launch(self, args, kwargs))
+
+    JITFunction.run = record
+    try:
+        yield
+    finally:
+        JITFunction.run = run
+
+
+def record_launches(fn: Callable[[], object], arch: str = "sm_90") -> list[Launch]:
+    """Run ``fn()`` (it launches kernels on ``device="meta"`` tensors) with launches recorded, never run, as a GPU
+    of ``arch`` would see them (capability-dependent choices included): the distinct ones, in order."""
+    launches: list[Launch] = []
+    with interpreter_off(), stub_driver(parse_arch(arch)), _recording(launches):
+        fn()
+    out, seen = [], set()
+    for ln in launches:
+        key = (id(ln.kernel), repr(ln.options()), tuple(_arg_key(a) for a in ln.args))
+        if key not in seen:
+            seen.add(key)
+            out.append(ln)
+    return out
+
+
+def _arg_key(a) -> object:
+    """What of an argument can change a compile: a tensor's dtype (and 16-byte alignment, equal on meta), an
+    integer's specialization class (1, divisible by 16, other)."""
+    if hasattr(a, "dtype") and hasattr(a, "data_ptr"):
+        return str(a.dtype)
+    if isinstance(a, bool) or not isinstance(a, int):
+        return repr(a)
+    return "1" if a == 1 else "d16" if a % 16 == 0 else "int"
+
+
+_SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
+
+
+def sass_counts(cubin: bytes) -> tuple[dict[str, int], str]:
+    """Counts read off the SASS, and the SASS text: local-memory stores and loads (STL, LDL: spills and stack
+    arrays) over the whole kernel and inside its loops (between a backward branch and its target: where a spill
+    costs every iteration); Hopper warpgroup MMAs (HGMMA) and the waits for all of them to finish (``WARPGROUP.DEPBAR
+    .LE gsb0, 0x0``): one wait per HGMMA means no MMA overlaps the next instruction that needs its registers."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([_cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    ins = [(int(a, 16), text) for a, text in _SASS_LINE.findall(sass)]
+    loops = [(int(m.group(1), 16), addr) for addr, text in ins
+             if (m := re.search(r"\bBRA\s+0x([0-9a-f]+)", text)) and int(m.group(1), 16) < addr]
+
+    def count(op: str, inside: bool) -> int:
+        return sum(1 for addr, text in ins if re.search(rf"\b{op}(\.|\b)", text)
+                   and (not inside or any(lo <= addr <= hi for lo, hi in loops)))
+
+    waits = sum(1 for _, text in ins if re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x0\b", text))
+    return {"STL": count("STL", False), "LDL": count("LDL", False), "loop_STL": count("STL", True),
+            "loop_LDL": count("LDL", True), "HGMMA": count("HGMMA", False), "wait_all": waits}, sass
+
+
+def _op_call(op: str, model: str, num_tokens: int, series: str | None, shape_kv: dict, dtype) -> Callable[[], object]:
+    from ..models import get_model
+    from ..ops import get_spec
+    from ..testing import MetaFill
+    spec = get_spec(op)
+    points = spec.series_at(get_model(model), num_tokens)
+    if not points:
+        raise ValueError(f"{op} has no point on {model} at num_tokens={num_tokens}")
+    name = series if series is not None else next(iter(points))
+    if name not in points:
+        raise ValueError(f"{op} has no series {name!r} at num_tokens={num_tokens}; it has: "
+                         f"{', '.join(map(repr, points))}")
+    shape = points[name].replace(**shape_kv)
+    return lambda: spec.call(spec.make_inputs(shape, dtype, MetaFill()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+    p = argparse.ArgumentParser(prog="python3 -m tritonkit.check.resources",
+                                description="Shared memory, registers and spills of a built-in op's launches, "
+                                            "compiled for a GPU target on this CPU.")
+    p.add_argument("op")
+    p.add_argument("--model", default="llama3-8b")
+    p.add_argument("--num-tokens", type=int, default=16)
+    p.add_argument("--series", help="the op's sweep series (default: its first)")
+    p.add_argument("--shape", default="", metavar="k=v,...", help="shape keys replaced on the point")
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--arch", default="sm_90")
+    p.add_argument("--sass", metavar="DIR", help="write each kernel's SASS there and count its spill instructions")
+    p.add_argument("--json", action="store_true", help="one JSON object per launch instead of the table")
+    args = p.parse_args(argv)
+    from ..bench.runner import parse_kv  # the bench's k=v parser: ints, floats, else strings
+    try:
+        dtype = getattr(torch, args.dtype)
+        launches = record_launches(_op_call(args.op, args.model, args.num_tokens, args.series,
+                                            parse_kv(args.shape), dtype), args.arch)
+    except (ValueError, AttributeError) as e:
+        print(f"resources: {e}", file=sys.stderr)
+        return 2
+    for ln in launches:
+        r = compile_resources(ln.kernel, *ln.args, arch=args.arch, **ln.kwargs)
+        row = {"kernel": ln.name, **dataclasses.asdict(r), "options": ln.options()}
+        if args.sass:
+            saved = ln.kernel.device_caches
+            ln.kernel.device_caches = type(saved)(saved.default_factory)
+            try:
+                with interpreter_off(), stub_driver(parse_arch(args.arch)):
+                    compiled = ln.kernel.warmup(*ln.args, grid=(1,), **ln.kwargs)
+            finally:
+                ln.kernel.device_caches = saved
+            counts, sass = sass_counts(compiled.asm["cubin"])
+            Path(args.sass).mkdir(parents=True, exist_ok=True)
+            (Path(args.sass) / f"{ln.name}.sass").write_text(sass)
+            row.update(counts)
+        if args.json:
+            print(json.dumps(row))
+        else:
+            extra = (f", STL {row['STL']} LDL {row['LDL']} (in loops {row['loop_STL']} / {row['loop_LDL']}), "
+                     f"HGMMA {row['HGMMA']} waited on by {row['wait_all']} wait-alls") if args.sass else ""
+            print(f"{ln.name}: shared {r.shared_bytes / 1024:.1f} KB of {r.max_shared_bytes / 1024:.0f}, "
+                  f"{r.registers} regs x {r.num_warps} warps, stack {r.stack_bytes} B, local {r.local_bytes} B, "
+                  f"{'wgmma' if r.wgmma else 'mma.sync' if r.mma else 'no MMA'}{extra}  {ln.options()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
