@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Correctness of the whole tree on the H200 in one device call:
 #   1. tritonkit validate: every op x boundary shapes x fp16/bf16/fp32 x every input family; large (>2^31) in bf16
-#   2. the GPU-only tests (tests/ops: graph capture, torch.compile, one compile per config; tests/bench)
+#   2. the GPU-only tests (tests/ops: graph capture, torch.compile, one compile per config; tests/bench; tests/tune)
 #   3. compute-sanitizer memcheck over a bf16 validation pass of every op; racecheck over the ops whose kernels
 #      use shared memory (paged_attention's and fused_moe's dots and reductions, rms_norm's reduction, the
 #      expert ops' histograms, scans and top-k reductions)
@@ -25,7 +25,7 @@ step validate large $OPS
 timeout 100 python3 -m tritonkit validate $OPS --shapes large --dtype bfloat16 --json "$OUT/validate_large.json" \
   2>/dev/null | tail -3 || rc=1
 step pytest gpu
-timeout 200 python3 -m pytest -q -m gpu tests/ops tests/bench -p no:cacheprovider 2>&1 | tail -6 || rc=1
+timeout 300 python3 -m pytest -q -m gpu tests/ops tests/bench tests/tune -p no:cacheprovider 2>&1 | tail -6 || rc=1
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 step sanitizer memcheck
 # the caching allocator would hide out-of-bounds accesses inside its pools
