@@ -264,3 +264,21 @@ def test_forms_trace_under_torch_compile():
     xl, w1, w2, wl, idl, _ = _layer(5, 96, 80, 8, 2, torch.bfloat16)
     got = torch.compile(ops.fused_experts, fullgraph=True, backend="aot_eager")(xl, w1, w2, wl, idl)
     assert torch.equal(got, ops.fused_experts(xl, w1, w2, wl, idl))
+
+
+def test_moe_align_block_size_with_a_map_and_the_id_check(monkeypatch):
+    # the caller's global ids are checked; the mapped ones (-1 for other ranks' experts) are not checked again
+    monkeypatch.setenv("TRITONKIT_CHECK_INDICES", "1")
+    e, bs = 16, 16
+    _, ids = _routing(12, e, 2, _gen(4))
+    emap = torch.full((e,), -1, dtype=torch.int32, device=DEVICE)
+    emap[:4] = torch.arange(4, dtype=torch.int32, device=DEVICE)
+    bufs = _align_buffers(ids.numel(), e, bs)
+    ops.moe_align_block_size(ids, e, bs, *bufs, expert_map=emap)
+    local = torch.where(emap[ids.long()] >= 0, emap[ids.long()], -1)
+    assert torch.equal(bufs[2], moe_align_block_size_reference(local, bs, e)[2])
+    bad = ids.clone()
+    bad[3, 1] = e
+    with pytest.raises(ValueError, match=r"^topk_ids must hold expert ids in \[0, 16\), got 16 at \(3, 1\)"):
+        ops.moe_align_block_size(bad, e, bs, *_align_buffers(ids.numel(), e, bs), expert_map=emap)
+

@@ -310,7 +310,11 @@ def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: i
         # slots of other ranks' experts drop out (local -1 is out of range); the run ids are local indices
         valid = (topk_ids >= 0) & (topk_ids < num_experts)
         ids = torch.where(valid, expert_map[torch.where(valid, topk_ids, 0)].to(topk_ids.dtype), -1)
-    s, e, n = _align.moe_align_block_size(ids, block_size, num_experts)
+    # the ids were checked above as the caller passed them: the mapped ones (-1 for other ranks) are not re-checked
+    if through_dispatcher(ids):
+        s, e, n = torch.ops.tritonkit.moe_align_block_size(ids, block_size, num_experts, None)
+    else:
+        s, e, n = _align._forward(ids, block_size, num_experts, None)
     sorted_token_ids[:need].copy_(s)
     sorted_token_ids[need:].fill_(numel)
     experts_ids[:e.shape[0]].copy_(e)
