@@ -282,3 +282,21 @@ def test_moe_align_block_size_with_a_map_and_the_id_check(monkeypatch):
     with pytest.raises(ValueError, match=r"^topk_ids must hold expert ids in \[0, 16\), got 16 at \(3, 1\)"):
         ops.moe_align_block_size(bad, e, bs, *_align_buffers(ids.numel(), e, bs), expert_map=emap)
 
+
+def test_output_buffers_that_share_memory_are_refused_before_any_write():
+    x = torch.randn(4, 8, device=DEVICE)
+    w, ids, src = _topk_buffers(4, 2)
+    with pytest.raises(ValueError, match="^topk_ids must not have elements that share memory"):
+        ops.topk_softmax(w, torch.zeros(1, 1, dtype=torch.int32, device=DEVICE).expand(4, 2), src, x, False)
+    assert w.isnan().all()
+    with pytest.raises(ValueError, match="^token_expert_indices must not overlap topk_ids"):
+        ops.topk_softmax(w, ids, ids, x, False)
+    assert w.isnan().all() and (ids == -7).all()
+    _, tids = _routing(9, 8, 2, _gen(1))
+    sorted_ids, experts, total = _align_buffers(tids.numel(), 8, 16)
+    with pytest.raises(ValueError, match="^experts_ids must not have elements that share memory"):
+        ops.moe_align_block_size(tids, 8, 16, sorted_ids, experts[:1].expand(experts.shape[0]), total)
+    assert (sorted_ids == -5).all()
+    with pytest.raises(ValueError, match="^num_tokens_post_pad must not overlap sorted_token_ids"):
+        ops.moe_align_block_size(tids, 8, 16, sorted_ids, experts, sorted_ids[:1])
+    assert (sorted_ids == -5).all() and (experts == -5).all()

@@ -271,6 +271,7 @@ def topk_softmax(topk_weights: torch.Tensor, topk_ids: torch.Tensor, token_exper
         raise ValueError(f"gating_output must have topk_weights's {m} rows, got shape {tuple(gating_output.shape)}")
     _checks.same_device(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices,
                         gating_output=gating_output)
+    _distinct_outputs(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices)
     _topk._check(gating_output, k, bool(renormalize))
     w, ids = _topk.topk_softmax(gating_output, k, renormalize=bool(renormalize))
     topk_weights.copy_(w)
@@ -305,6 +306,8 @@ def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: i
                              f"block_size {block_size}, got shape {tuple(t.shape)}")
     _checks.same_device(topk_ids=topk_ids, sorted_token_ids=sorted_token_ids, experts_ids=experts_ids,
                         num_tokens_post_pad=num_tokens_post_pad, expert_map=expert_map)
+    _distinct_outputs(sorted_token_ids=sorted_token_ids, experts_ids=experts_ids,
+                      num_tokens_post_pad=num_tokens_post_pad)
     ids = topk_ids
     if expert_map is not None:
         # slots of other ranks' experts drop out (local -1 is out of range); the run ids are local indices
@@ -378,6 +381,20 @@ def _out(name: str, out, input: torch.Tensor) -> None:
     _checks.tensor(name, out, dtypes=(input.dtype,), last_contiguous=True)
     _checks.shape_equal(name, out, tuple(input.shape), "input's shape")
     _checks.same_device(**{name: out, "input": input})
+
+
+def _distinct_outputs(**outs: torch.Tensor) -> None:
+    """Output buffers a form copies into one after another: each must have one element per memory location (no
+    ``expand``), and no two may share memory, or a later copy would fail (or silently overwrite) after an earlier
+    one has written."""
+    for name, t in outs.items():
+        if t.device.type != "meta" and not through_dispatcher(t) and torch._debug_has_internal_overlap(t) == 1:
+            raise ValueError(f"{name} must not have elements that share memory (an expanded or zero-stride view), "
+                             f"got strides {tuple(t.stride())} for shape {tuple(t.shape)}")
+    items = list(outs.items())
+    for i, (a_name, a) in enumerate(items):
+        for b_name, b in items[i + 1:]:
+            _no_overlap(b_name, b, a_name, a)
 
 
 def _no_overlap(name: str, a: torch.Tensor, other: str, b: torch.Tensor) -> None:
