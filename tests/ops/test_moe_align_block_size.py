@@ -185,3 +185,13 @@ def test_ids_are_checked_on_request(monkeypatch):
     monkeypatch.setenv("TRITONKIT_CHECK_INDICES", "0")
     s, _, n = moe_align_block_size(ids, 16, 8)
     assert int(n) == 16 * len(set(ids.view(-1).tolist()) - {-1}) and (s == ids.numel()).sum() > 0
+
+
+def test_batches_past_the_kernels_int32_positions_are_refused():
+    # 2^30 slots: the padded length fits int32, a fill position a grid stride past it would not
+    ids = torch.empty(2**27, 8, dtype=torch.int32, device="meta")
+    with pytest.raises(ValueError, match=r"^topk_ids has 1073741824 slots: .* int32 positions would overflow"):
+        moe_align_block_size(ids, 16, 256)
+    from tritonkit.ops.moe_align_block_size.api import _int32_span
+    # DeepSeek-V3 at 65536 tokens x top-8 is far inside
+    assert _int32_span(65536 * 8, 64, 256) < 2**22

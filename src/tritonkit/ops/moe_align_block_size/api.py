@@ -72,6 +72,14 @@ def _(topk_ids, block_size, num_experts, expert_map):
             topk_ids.new_empty((1,), dtype=torch.int32))
 
 
+def _int32_span(numel: int, block_size: int, num_experts: int) -> int:
+    """The largest int32 value the kernels compute: a fill position one store and one grid stride past the padded
+    length, or an entry of the per-chunk count table."""
+    padded = max_padded(numel, block_size, num_experts)
+    chunks = cdiv(numel, config.CHUNK)
+    return max(padded + (chunks + 1) * config.FILL_BLOCK, (2 * chunks + 1) * num_experts)
+
+
 def _int(name: str, v, low: int, what: str) -> None:
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError(f"{name} must be an int, got {type(v).__name__}")
@@ -88,9 +96,9 @@ def _check(topk_ids, block_size, num_experts, expert_map) -> None:
     _int("num_experts", num_experts, 1, "experts the ids index")
     if num_experts > config.MAX_EXPERTS:
         raise ValueError(f"num_experts must be at most {config.MAX_EXPERTS}, got {num_experts}")
-    if max_padded(topk_ids.numel(), block_size, num_experts) > _INT32_MAX:
+    if _int32_span(topk_ids.numel(), block_size, num_experts) > _INT32_MAX:
         raise ValueError(f"topk_ids has {topk_ids.numel()} slots: with block_size {block_size} and {num_experts} "
-                         f"experts the padded slots pass int32")
+                         f"experts the kernels' int32 positions would overflow (split the batch)")
     if expert_map is not None:
         _checks.tensor("expert_map", expert_map, dtypes=(torch.int32,), ndim=1)
         _checks.shape_equal("expert_map", expert_map, (num_experts,), "num_experts: global id -> local index or -1")
