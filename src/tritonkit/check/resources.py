@@ -201,6 +201,18 @@ def _op_call(op: str, model: str, num_tokens: int, series: str | None, shape_kv:
     return lambda: spec.call(spec.make_inputs(shape, dtype, MetaFill()))
 
 
+def _parse_kv(text: str) -> dict:
+    """``"head_dim=64,quant=fp8_block128"`` -> ``{"head_dim": 64, "quant": "fp8_block128"}`` (ints, else strings)."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        k, eq, v = part.partition("=")
+        if not eq or not k.strip():
+            raise ValueError(f"--shape: expected key=value, got {part!r}")
+        v = v.strip()
+        out[k.strip()] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     import torch
     p = argparse.ArgumentParser(prog="python3 -m tritonkit.check.resources",
@@ -216,11 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sass", metavar="DIR", help="write each kernel's SASS there and count its spill instructions")
     p.add_argument("--json", action="store_true", help="one JSON object per launch instead of the table")
     args = p.parse_args(argv)
-    from ..bench.runner import parse_kv  # the bench's k=v parser: ints, floats, else strings
     try:
         dtype = getattr(torch, args.dtype)
         launches = record_launches(_op_call(args.op, args.model, args.num_tokens, args.series,
-                                            parse_kv(args.shape), dtype), args.arch)
+                                            _parse_kv(args.shape), dtype), args.arch)
     except (ValueError, AttributeError) as e:
         print(f"resources: {e}", file=sys.stderr)
         return 2
