@@ -40,8 +40,7 @@ def main():
     for name, kw in (("sass-128", dict(BM=128, BN=128, BK=64, num_warps=8, num_stages=4)),
                      ("sass-256", dict(BM=256, BN=256, BK=128, num_warps=8, num_stages=4))):
         (ln,) = R.record_launches(lambda kw=kw: _matmul_kernel[(1,)](a, b, c, 4096, **kw))
-        with R.interpreter_off(), R.stub_driver(R.parse_arch("sm_90")):
-            counts, _ = R.sass_counts(ln.kernel.warmup(*ln.args, grid=(1,), **ln.kwargs).asm["cubin"])
+        counts, _ = R.sass_counts(R.compile_for(ln.kernel, *ln.args, **ln.kwargs).asm["cubin"])
         print(json.dumps({"probe": name, "options": ln.options(), **counts}))
 
 

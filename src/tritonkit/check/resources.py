@@ -78,20 +78,30 @@ def _usage(cubin: bytes, name: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"(?:^|\s)([A-Z]+):(\d+)", m.group(1))}
 
 
-def compile_resources(kernel, *args, arch: str = "sm_90", **kwargs) -> Resources:
-    """Compile ``kernel[grid](*args, **kwargs)`` for ``arch`` (tensors may live on ``device="meta"``; kwargs hold
-    the constexprs and num_warps / num_stages) and report what one program takes. Raises what Triton raises when
-    the config cannot compile (its OutOfResources names the shared memory it needed)."""
-    target = parse_arch(arch)
+def compile_for(kernel, *args, arch: str = "sm_90", **kwargs):
+    """Triton's CompiledKernel of ``kernel[grid](*args, **kwargs)`` for ``arch``, compiled on this CPU (tensors may
+    live on ``device="meta"``; kwargs hold the constexprs and num_warps / num_stages). Raises what Triton raises when
+    the config cannot compile."""
     # the JIT keeps one (target, backend, binder) per device: a fresh one, so this target is the one compiled for,
     # and the kernel's own cache (a real GPU's, in a process that has one) is left as it was
     saved = kernel.device_caches
     kernel.device_caches = type(saved)(saved.default_factory)
     try:
-        with interpreter_off(), stub_driver(target):
-            compiled = kernel.warmup(*args, grid=(1,), **kwargs)
+        with interpreter_off(), stub_driver(parse_arch(arch)):
+            return kernel.warmup(*args, grid=(1,), **kwargs)
     finally:
         kernel.device_caches = saved
+
+
+def compile_resources(kernel, *args, arch: str = "sm_90", **kwargs) -> Resources:
+    """Compile ``kernel[grid](*args, **kwargs)`` for ``arch`` (:func:`compile_for`) and report what one program
+    takes (:func:`resources_of`)."""
+    return resources_of(compile_for(kernel, *args, arch=arch, **kwargs), arch)
+
+
+def resources_of(compiled, arch: str = "sm_90") -> Resources:
+    """What one program of a kernel compiled for ``arch`` takes, read off its metadata, cubin and PTX."""
+    target = parse_arch(arch)
     name = compiled.metadata.name
     usage = _usage(compiled.asm["cubin"], name)
     ptx = compiled.asm["ptx"]
@@ -236,16 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"resources: {e}", file=sys.stderr)
         return 2
     for ln in launches:
-        r = compile_resources(ln.kernel, *ln.args, arch=args.arch, **ln.kwargs)
+        compiled = compile_for(ln.kernel, *ln.args, arch=args.arch, **ln.kwargs)
+        r = resources_of(compiled, args.arch)
         row = {"kernel": ln.name, **dataclasses.asdict(r), "options": ln.options()}
         if args.sass:
-            saved = ln.kernel.device_caches
-            ln.kernel.device_caches = type(saved)(saved.default_factory)
-            try:
-                with interpreter_off(), stub_driver(parse_arch(args.arch)):
-                    compiled = ln.kernel.warmup(*ln.args, grid=(1,), **ln.kwargs)
-            finally:
-                ln.kernel.device_caches = saved
             counts, sass = sass_counts(compiled.asm["cubin"])
             Path(args.sass).mkdir(parents=True, exist_ok=True)
             (Path(args.sass) / f"{ln.name}.sass").write_text(sass)
