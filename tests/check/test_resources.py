@@ -51,7 +51,7 @@ def test_sass_counts_tell_loop_spills_and_mma_waits(probes):
     # the recorded launch carries its constexprs and options
     assert fine["options"] == {"BM": 128, "BN": 128, "BK": 64, "num_warps": 8, "num_stages": 4}
     # a pipelined matmul loop issues its wgmmas back to back and waits for all of them far fewer times
-    assert fine["HGMMA"] > 0 and fine["wait_all"] < fine["HGMMA"]
+    assert fine["GMMA"] > 0 and fine["wait_all"] < fine["GMMA"]
     assert fine["STL"] == fine["LDL"] == 0
     # the spilling tile stores and reloads registers inside its K loop
     assert big["loop_STL"] > 0 and big["loop_LDL"] > 0 and big["STL"] >= big["loop_STL"]

@@ -176,8 +176,9 @@ _SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 def sass_counts(cubin: bytes) -> tuple[dict[str, int], str]:
     """Counts read off the SASS, and the SASS text: local-memory stores and loads (STL, LDL: spills and stack
     arrays) over the whole kernel and inside its loops (between a backward branch and its target: where a spill
-    costs every iteration); Hopper warpgroup MMAs (HGMMA) and the waits for all of them to finish (``WARPGROUP.DEPBAR
-    .LE gsb0, 0x0``): one wait per HGMMA means no MMA overlaps the next instruction that needs its registers."""
+    costs every iteration); Hopper warpgroup MMAs (``GMMA``: HGMMA for 16-bit operands, QGMMA for fp8, IGMMA for
+    int8) and the waits for all of them to finish (``WARPGROUP.DEPBAR.LE gsb0, 0x0``): one wait per GMMA means no
+    MMA overlaps the next instruction that needs its registers."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
@@ -192,7 +193,7 @@ def sass_counts(cubin: bytes) -> tuple[dict[str, int], str]:
 
     waits = sum(1 for _, text in ins if re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x0\b", text))
     return {"STL": count("STL", False), "LDL": count("LDL", False), "loop_STL": count("STL", True),
-            "loop_LDL": count("LDL", True), "HGMMA": count("HGMMA", False), "wait_all": waits}, sass
+            "loop_LDL": count("LDL", True), "GMMA": count("[HQI]GMMA", False), "wait_all": waits}, sass
 
 
 def _op_call(op: str, model: str, num_tokens: int, series: str | None, shape_kv: dict, dtype) -> Callable[[], object]:
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row))
         else:
             extra = (f", STL {row['STL']} LDL {row['LDL']} (in loops {row['loop_STL']} / {row['loop_LDL']}), "
-                     f"HGMMA {row['HGMMA']} waited on by {row['wait_all']} wait-alls") if args.sass else ""
+                     f"GMMA {row['GMMA']} waited on by {row['wait_all']} wait-alls") if args.sass else ""
             print(f"{ln.name}: shared {r.shared_bytes / 1024:.1f} KB of {r.max_shared_bytes / 1024:.0f}, "
                   f"{r.registers} regs x {r.num_warps} warps, stack {r.stack_bytes} B, local {r.local_bytes} B, "
                   f"{'wgmma' if r.wgmma else 'mma.sync' if r.mma else 'no MMA'}{extra}  {ln.options()}")
