@@ -73,11 +73,10 @@ def _fp8_gemm(peer, A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_
 def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
     try:
         peer = importlib.import_module(PEER_MODULE)
-        kernel_mod = importlib.import_module(f"{PEER_MODULE}.kernel")
+        peer.fused_moe_kernel  # noqa: B018 - the driver imports vLLM's kernel: a stand-in without it is no peer
     except Exception as e:  # ImportError, or a stand-in module the peer script did not write
         raise Unavailable(f"vLLM's fused-MoE peer not importable ({type(e).__name__}: {e}); run "
                           f"shared/peers/vllm-fused-moe.sh DIR and put DIR on PYTHONPATH") from None
-    peer.fused_moe_kernel = kernel_mod.fused_moe_kernel
     from ..ops.fused_moe import api as moe_api
     from ..ops.silu_and_mul.api import _forward as silu_and_mul
 

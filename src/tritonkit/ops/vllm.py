@@ -326,7 +326,7 @@ def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: i
 
 
 # -- fused_experts --------------------------------------------------------------------------------------------------
-# FusedMoEQuantConfig fields vLLM reads in fused_experts, and whether tritonkit takes them
+# FusedMoEQuantConfig fields vLLM reads in fused_experts that tritonkit has no kernel for: refused when set
 _QUANT_REFUSED = ("use_int8_w8a8", "use_int8_w8a16", "use_int4_w4a16", "ocp_mx_scheme", "w1_zp", "w2_zp", "w1_bias",
                   "w2_bias")
 
