@@ -263,6 +263,10 @@ class OpSpec:
     loaded_bounds  optional ``(inputs) -> {kernel pointer parameter: (lo, hi)}``: the range of the integers the
                  op's kernels load that its contract bounds (cu_seqlens in [0, num_tokens], block ids below
                  num_blocks); ``tritonkit check`` assumes them as a case's ``loaded_bounds``.
+    oracle_inputs  optional ``(inputs) -> (oracle inputs, {output: row index})``: for layers too large to upcast
+                 whole (DeepSeek-V3's experts are 90 GB in float64), the float64 oracle's inputs for a sample of
+                 rows, and per output the rows of the op's output they cover. ``tritonkit bench`` checks each
+                 provider on those rows. Default: every floating tensor upcast, every row checked.
 
     A field of the wrong kind (a boundary that is one dict, not a list of them; a tolerance that is a tuple)
     raises TypeError or ValueError at construction, naming the field.
@@ -288,6 +292,7 @@ class OpSpec:
     description: str = ""
     error_scale: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None = None
     loaded_bounds: Callable[[dict[str, Any]], Mapping[str, tuple[int, int]]] | None = None
+    oracle_inputs: Callable[[dict[str, Any]], tuple[dict[str, Any], Mapping[str, Any]]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -296,7 +301,7 @@ class OpSpec:
         for f in ("fn", "make_inputs", "reference"):
             if not callable(getattr(self, f)):
                 raise TypeError(f"{where}: {f} must be callable, got {type(getattr(self, f)).__name__}")
-        for f in ("call", "sweep_shape", "sweep_series", "work", "error_scale", "loaded_bounds"):
+        for f in ("call", "sweep_shape", "sweep_series", "work", "error_scale", "loaded_bounds", "oracle_inputs"):
             v = getattr(self, f)
             if v is not None and not callable(v):
                 raise TypeError(f"{where}: {f} must be callable or left out, got {type(v).__name__}")

@@ -173,9 +173,9 @@ def test_check_widens_the_bound_by_the_specs_error_scale():
     spec = dataclasses.replace(RMS, error_scale=lambda i: {"y": torch.full(i["x"].shape, 1e6, dtype=torch.float64)})
     inputs = spec.make_inputs(Shape(num_tokens=3, hidden=64, residual=0), torch.float32, Fill("randn", CPU, 0))
     off = P.Provider("off", "0.01 off", lambda i: {"y": RMS.call(i)["y"] + 0.01})
-    refs, scales = P.reference(spec, torch.float32, inputs)
-    assert not P.check(off, spec, torch.float32, inputs, refs).passed
-    assert P.check(off, spec, torch.float32, inputs, refs, scales).passed
+    oracle = P.reference(spec, torch.float32, inputs)
+    assert P.check(off, spec, torch.float32, inputs, oracle).passed
+    assert not P.check(off, spec, torch.float32, inputs, P.Oracle(oracle.refs, {}, {})).passed
 
 
 def test_deadline_skips_all_but_tritonkit():

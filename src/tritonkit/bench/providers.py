@@ -11,8 +11,8 @@ inductor-dynamic  ``torch.compile(reference, dynamic=True)``, compiled once per 
                   user who does not pin shapes gets.
 vllm              vLLM's Triton kernel for the op where vLLM has one (reshape_and_cache:
                   ``triton_reshape_and_cache_flash``; paged_attention: ``unified_attention``, called as vLLM's
-                  Triton backend calls it; fused_moe: ``fused_moe_kernel`` with vLLM's tuned tables, see
-                  :mod:`.moe_peer`). Optional, never a dependency: put vLLM, or its Triton kernels extracted by
+                  Triton backend calls it; fused_moe: ``fused_moe_kernel`` with vLLM's tuned tables, its two
+                  GEMM launches alone timed, see :mod:`.moe_peer`). Optional, never a dependency: put vLLM, or its Triton kernels extracted by
                   ``shared/peers/vllm-triton-kernels.sh`` / ``vllm-fused-moe.sh``, on PYTHONPATH.
 sdpa              ``torch.nn.functional.scaled_dot_product_attention`` on dense copies of the point's keys and
                   values (gathered from the paged cache outside the timing): the speed-of-light reference of
@@ -80,6 +80,9 @@ class Provider:
     poison: Callable[[], Any] | None = None
     #: a provider timed earlier: ``{(op, dtype, shape id): point record}`` reused instead of timing again
     cached: dict | None = None
+    #: what the correctness check runs instead of ``fn``, where ``fn`` times only part of the computation (vLLM's
+    #: two MoE GEMMs without the CUDA ops around them): the whole computation on the same prepared inputs
+    check_fn: Callable[[dict], dict] | None = None
 
     def __call__(self, inputs: dict) -> dict:
         return self.fn(inputs)
@@ -304,11 +307,26 @@ def make_provider(name: str, spec: OpSpec, dtype: torch.dtype) -> Provider:
     raise ValueError(f"unknown provider {name!r}; known: {', '.join(ALL_PROVIDERS)}")
 
 
-def reference(spec: OpSpec, dtype: torch.dtype, inputs: dict) -> tuple[dict, dict]:
-    """The float64 oracle's outputs for ``inputs``, and the spec's error scales for outputs that can cancel (what
-    ``tritonkit validate`` compares with)."""
-    ref_inputs = upcast(inputs)
-    return spec.reference(ref_inputs, dtype), (spec.error_scale(ref_inputs) if spec.error_scale else {})
+@dataclasses.dataclass
+class Oracle:
+    """What a provider's outputs are checked against at a point: the float64 reference's outputs, the spec's error
+    scales for outputs that can cancel (what ``tritonkit validate`` compares with), and per output the rows of the
+    provider's output they cover (none: all of it; ``OpSpec.oracle_inputs`` samples rows of large layers)."""
+
+    refs: dict
+    scales: dict
+    rows: dict
+
+    def select(self, name: str, out: torch.Tensor) -> torch.Tensor:
+        rows = self.rows.get(name)
+        return out if rows is None else out[rows]
+
+
+def reference(spec: OpSpec, dtype: torch.dtype, inputs: dict) -> Oracle:
+    """The float64 oracle of ``inputs``: every floating tensor upcast, or the spec's own sample of them."""
+    ref_inputs, rows = spec.oracle_inputs(inputs) if spec.oracle_inputs else (upcast(inputs), {})
+    scales = spec.error_scale(ref_inputs) if spec.error_scale else {}
+    return Oracle(spec.reference(ref_inputs, dtype), scales, dict(rows))
 
 
 def clone_inputs(inputs: dict) -> dict:
@@ -332,10 +350,9 @@ def clone_inputs(inputs: dict) -> dict:
     return out
 
 
-def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, refs: dict,
-          scales: dict | None = None) -> Check:
-    """Run ``provider`` once on a copy of ``inputs`` and compare every output with the float64 ``refs`` (with the
-    error ``scales`` of :func:`reference`).
+def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, oracle: Oracle) -> Check:
+    """Run ``provider`` once (its ``check_fn`` where it has one) on a copy of ``inputs`` and compare every output
+    with the float64 ``oracle`` (:func:`reference`), on the rows it covers.
 
     Outputs tritonkit allocates start as NaN, so an element the kernel never writes fails. Exceptions become a
     failed check with the exception as detail; :class:`Inapplicable` from ``prepare`` propagates (a skip).
@@ -343,7 +360,7 @@ def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, re
     tol = spec.tolerance_for(dtype)
     try:
         with poison_outputs(), (provider.poison() if provider.poison else contextlib.nullcontext()):
-            outs = provider(provider.prepared(clone_inputs(inputs)))
+            outs = (provider.check_fn or provider.fn)(provider.prepared(clone_inputs(inputs)))
         dev = next((v.device for v in inputs.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
@@ -351,11 +368,11 @@ def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, re
         raise
     except Exception as e:  # reported, never raised: one broken provider does not stop the sweep
         return Check(False, float("inf"), float("inf"), f"{type(e).__name__}: {e}"[:500])
-    missing = set(refs) - set(outs)
+    missing = set(oracle.refs) - set(outs)
     if missing:
         return Check(False, float("inf"), float("inf"), f"missing outputs {sorted(missing)}")
-    scales = scales or {}
-    comps = {name: compare(outs[name], ref, tol, scales.get(name)) for name, ref in refs.items()}
+    comps = {name: compare(oracle.select(name, outs[name]), ref, tol, oracle.scales.get(name))
+             for name, ref in oracle.refs.items()}
     name, c = max(comps.items(), key=lambda kv: (not kv[1].passed, kv[1].error))
     bad = [n for n, cn in comps.items() if not cn.passed]
     detail = f"{name}: {c.describe()}" + (f" (failing: {', '.join(bad)})" if len(bad) > 1 else "")

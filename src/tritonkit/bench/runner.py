@@ -258,8 +258,7 @@ class PointInputs:
     """What every provider at one point shares: the check's inputs and float64 reference, the rotation sets."""
 
     check: dict
-    refs: dict
-    scales: dict
+    oracle: P.Oracle
     sets: list[dict]
     flush: Callable[[], None] | None
 
@@ -268,14 +267,14 @@ class PointInputs:
              seed: int) -> PointInputs:
         dev = cfg.device
         check = spec.make_inputs(shape, dtype, Fill("randn", dev, seed + 1_000_003))
-        refs, scales = P.reference(spec, dtype, check)
+        oracle = P.reference(spec, dtype, check)
         fill = Fill("randn", dev, seed)
         sets = [spec.make_inputs(shape, dtype, fill)]
         # too few sets to turn the L2 over by themselves: an L2 flush before each replay
         n_sets, flush = rotation(work_bytes, l2, dev, max_sets=cfg.max_sets, mem_per_set=_nbytes(sets[0]),
                                  mem_budget=SETS_MEM_BUDGET)
         sets += [spec.make_inputs(shape, dtype, fill) for _ in range(n_sets - 1)]
-        return cls(check, refs, scales, sets, flush)
+        return cls(check, oracle, sets, flush)
 
 
 def _sync(dev: torch.device) -> None:
@@ -328,7 +327,7 @@ def time_provider(p: P.Provider, spec: OpSpec, dtype: torch.dtype, pin: PointInp
     if _reuse(p, r):
         return None
     try:
-        c = P.check(p, spec, dtype, pin.check, pin.refs, pin.scales)
+        c = P.check(p, spec, dtype, pin.check, pin.oracle)
     except P.Inapplicable as e:
         r.status, r.detail = "skipped", f"not applicable: {e}"
         return None

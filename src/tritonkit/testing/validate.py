@@ -97,7 +97,8 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
     t0 = time.perf_counter()
     try:
         inputs = spec.make_inputs(shape, dtype, Fill(family, device, seed))
-        ref_inputs = upcast(inputs, device)
+        # a layer too large to upcast whole (DeepSeek-V3's experts: 90 GB in float64) is checked on sampled rows
+        ref_inputs, rows = spec.oracle_inputs(inputs) if spec.oracle_inputs else (upcast(inputs, device), {})
         with poison_outputs():
             outs = spec.call(inputs)
         if device.type == "cuda":
@@ -127,7 +128,8 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
                                      f"{dtype_name(want)} on {device.type}")
         worst: tuple[str, Comparison] | None = None
         for name in outs:
-            c = compare(outs[name], refs[name], tol, scales.get(name))
+            got = outs[name] if rows.get(name) is None else outs[name][rows[name]]
+            c = compare(got, refs[name], tol, scales.get(name))
             res.outputs[name] = {"error": c.error, "max_abs": c.max_abs, "rel_l2": c.rel_l2,
                                  "mismatches": c.mismatches, "numel": c.numel}
             if worst is None or (c.error > worst[1].error) or (not c.passed and worst[1].passed):

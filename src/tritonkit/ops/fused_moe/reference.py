@@ -89,7 +89,7 @@ def fused_moe_reference(hidden_states, w1, w2, topk_weights, topk_ids, *, activa
 
     def expert(w, scale, e):
         # one expert at a time: dequantized copies of all of DeepSeek-V3's experts in float64 would take 90 GB
-        return dequantize_weight(w[e:e + 1], None if scale is None else scale[e:e + 1], block_shape)[0].to(ct)
+        return dequantize_weight(w[e:e + 1].to(ct), None if scale is None else scale[e:e + 1], block_shape)[0]
 
     N = two_n // 2
     if fp8:

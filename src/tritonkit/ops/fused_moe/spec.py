@@ -53,14 +53,31 @@ def _quantize_weight(w: torch.Tensor, quant: str) -> tuple[torch.Tensor, torch.T
     return torch.clamp(w / sb, -FP8_MAX, FP8_MAX).to(FP8), s.to(torch.float32)
 
 
+def _weight(fill, E: int, rows: int, cols: int, quant: str, dtype: torch.dtype):
+    """``(w [E, rows, cols], scale or None)``: randn / sqrt(cols) in ``dtype``, or its fp8 quantization by ``quant``
+    with the float32 scales. Made one expert at a time: a float32 copy of a whole layer is never held (DeepSeek-V3's
+    w1 alone would take 30 GB, and its quantization as much again)."""
+    w = torch.empty((E, rows, cols), dtype=dtype if quant == "none" else FP8, device=fill.device)
+    scales = []
+    for e in range(E):
+        w32 = fill((1, rows, cols), torch.float32, family="randn") / math.sqrt(cols)
+        if quant == "none":
+            w[e] = w32[0].to(dtype)
+            continue
+        q, s = _quantize_weight(w32, quant)
+        w[e] = q[0]
+        scales.append(s[0])
+    return w, (torch.stack(scales) if scales else None)
+
+
 def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
     dev = fill.device
     M, K, N, E, topk = shape["num_tokens"], shape["hidden"], shape["inter"], shape["experts"], shape["topk"]
     quant = shape.get("quant", "none")
     local = shape.get("local", E)
     x = fill((M, K), dtype)
-    w1 = fill((local, 2 * N, K), torch.float32, family="randn") / math.sqrt(K)
-    w2 = fill((local, K, N), torch.float32, family="randn") / math.sqrt(N)
+    w1, w1_scale = _weight(fill, local, 2 * N, K, quant, dtype)
+    w2, w2_scale = _weight(fill, local, K, N, quant, dtype)
     logits = fill((M, E), torch.float32, family="randn")
     topk_weights, topk_ids = torch.topk(torch.softmax(logits, dim=-1), topk, dim=-1)
     inputs = {
@@ -69,11 +86,9 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
         "topk_weights": topk_weights,
         "topk_ids": topk_ids.to(torch.int64 if shape.get("ids", "int32") == "int64" else torch.int32),
     }
-    if quant == "none":
-        inputs["w1"], inputs["w2"] = w1.to(dtype), w2.to(dtype)
-    else:
-        inputs["w1"], inputs["w1_scale"] = _quantize_weight(w1, quant)
-        inputs["w2"], inputs["w2_scale"] = _quantize_weight(w2, quant)
+    inputs["w1"], inputs["w2"] = w1, w2
+    if quant != "none":
+        inputs["w1_scale"], inputs["w2_scale"] = w1_scale, w2_scale
         if quant == "fp8_block128":
             inputs["block_shape"] = [SCALE_BLOCK, SCALE_BLOCK]
         if shape.get("static_a", 0):
@@ -112,6 +127,34 @@ def call(inputs: dict) -> dict:
 def reference(inputs: dict, dtype: torch.dtype) -> dict:
     pos, kw = _split(inputs)
     return {"out": fused_moe_reference(*pos, **kw, act_dtype=dtype)}
+
+
+#: tokens the float64 oracle checks at a point with more (evenly spaced, first and last included): the rows are
+#: independent, so a sample finds a wrong tile or slot as a full check does, for a fraction of the oracle's time
+ORACLE_ROWS = 256
+_ROW_KEYS = ("hidden_states", "topk_weights", "topk_ids")
+_WEIGHT_KEYS = ("w1", "w2")
+
+
+def oracle_inputs(inputs: dict) -> tuple[dict, dict]:
+    """The float64 oracle's inputs and the output rows they cover: a sample of ORACLE_ROWS tokens (all of them when
+    one dynamic activation scale spans the tensor: per_act_token_quant=False), every floating tensor upcast except
+    the weights, which the reference dequantizes to float64 one expert at a time."""
+    M = inputs["hidden_states"].shape[0]
+    rows = None
+    if M > ORACLE_ROWS and inputs.get("per_act_token_quant", True):
+        rows = torch.linspace(0, M - 1, ORACLE_ROWS, device=inputs["hidden_states"].device).round().long().unique()
+    out = {}
+    for k, v in inputs.items():
+        if isinstance(v, torch.Tensor):
+            if rows is not None and k in _ROW_KEYS:
+                v = v[rows]
+            if v.is_floating_point() and k not in _WEIGHT_KEYS:
+                v = v.to(torch.float64)
+            elif k not in _WEIGHT_KEYS:
+                v = v.clone()
+        out[k] = v
+    return out, ({"out": rows} if rows is not None else {})
 
 
 # Unit roundoffs: of the activation dtypes (the intermediate and each expert's output are rounded to them) and of
@@ -229,6 +272,7 @@ SPEC = OpSpec(
     dtypes=(torch.float16, torch.bfloat16),
     families=("randn", "outlier", "constant"),
     error_scale=error_scale,
+    oracle_inputs=oracle_inputs,
     tolerance=_TOLERANCE,
     interpreter_tolerance=_TOLERANCE,
     description="mixture-of-experts MLP over routed tokens (vLLM's fused_experts): grouped GEMMs, bf16/fp16/fp8",
