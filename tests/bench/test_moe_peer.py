@@ -5,6 +5,7 @@ launches are checked against the float64 reference under Triton's interpreter, b
 (fp16 activations: the interpreter multiplies bfloat16 dot operands as raw bits); without it those tests skip.
 """
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -52,8 +53,7 @@ def test_unavailable_names_the_peer_script(monkeypatch):
 def test_vllm_launches_match_the_reference(quant, m):
     prov = P.make_provider("vllm", SPEC, torch.float16)
     inputs = _inputs(_shape(num_tokens=m, quant=quant))
-    refs, scales = P.reference(SPEC, torch.float16, inputs)
-    c = P.check(prov, SPEC, torch.float16, inputs, refs, scales)
+    c = P.check(prov, SPEC, torch.float16, inputs, P.reference(SPEC, torch.float16, inputs))
     assert c.passed, c.detail
 
 
@@ -65,3 +65,42 @@ def test_points_without_a_vllm_launch_are_skipped_by_name(kw, what):
     prov = P.make_provider("vllm", SPEC, torch.float16)
     with pytest.raises(P.Inapplicable, match=what):
         prov.prepared(_inputs(_shape(**kw)))
+
+
+class _FakePeer:
+    """A stand-in for the peer module: records its launches, computes nothing."""
+
+    fused_moe_kernel = object()
+
+    def __init__(self):
+        self.gemms = []
+
+    def _table(self, *args):
+        return None
+
+    def get_config(self, M, E, N, K, topk, dtype_key=""):
+        return {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}
+
+    def align(self, ids, block_m, E):
+        one = torch.zeros(1, dtype=torch.int32)
+        return one, one, one
+
+    def gemm(self, A, B, C, *args):
+        self.gemms.append(tuple(B.shape))
+
+
+def test_vllm_times_its_two_gemm_launches_alone(monkeypatch):
+    # vLLM's align, SiLU-and-mul, group quantization and top_k sum are CUDA ops: the timed call is the GEMMs alone
+    silu_api = importlib.import_module("tritonkit.ops.silu_and_mul.api")
+    peer = _FakePeer()
+    monkeypatch.setitem(sys.modules, "vllm_moe_peer", peer)
+    glue = []
+    monkeypatch.setattr(silu_api, "_forward", lambda x: glue.append(x.shape) or x[:, : x.shape[1] // 2])
+    prov = P.make_provider("vllm", SPEC, torch.float16)
+    assert prov.check_fn is not None and "two GEMM launches alone" in prov.description
+    inputs = _inputs(_shape(num_tokens=3))
+    kw = prov.prepared(inputs)  # GEMM1 and the glue once, outside the timing, for GEMM2's operand
+    peer.gemms.clear(), glue.clear()
+    prov.fn(kw)
+    E, two_n, K = inputs["w1"].shape
+    assert peer.gemms == [(E, two_n, K), (E, K, two_n // 2)] and glue == []
