@@ -10,10 +10,11 @@
 #     bash benchmarks/gpu/bench_all.sh attention                paged_attention over every series (decode at 1K..128K
 #                                                               keys, causal and chunked prefill, the mixed batch),
 #                                                               num_tokens 1..16384, beside vLLM and SDPA
-#     bash benchmarks/gpu/bench_all.sh moe                      the expert ops (topk_softmax, moe_align_block_size,
-#                                                               fused_moe) over Mixtral, Qwen3-30B-A3B, DeepSeek-V3
-#                                                               (fp8 block-128), num_tokens 1..16384, vLLM's fused
-#                                                               MoE beside (carry .peers from vllm-fused-moe.sh too)
+#     bash benchmarks/gpu/bench_all.sh moe                      fused_moe over Mixtral, Qwen3-30B-A3B, DeepSeek-V3
+#                                                               (fp8 block-128), num_tokens 1..16384, beside vLLM's
+#                                                               two fused-MoE GEMMs alone (carry .peers from
+#                                                               vllm-fused-moe.sh too); under 5 minutes
+#     bash benchmarks/gpu/bench_all.sh moe-routing              topk_softmax and moe_align_block_size, 5 points
 #     BENCH_OPS="paged_attention" bash benchmarks/gpu/bench_all.sh   a subset (the whole set takes two calls)
 #
 # Writes into $OUT (default out/bench_all): bench.json, one PNG per op and log.txt (the console; at most 8 files,
@@ -41,10 +42,21 @@ if [ "${1:-}" = "attention" ]; then
   TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384"}
   SERIES=${BENCH_SERIES:-"decode 1K keys|decode 4K keys|decode 8K keys|decode 32K keys|decode 128K keys|prefill causal|chunked prefill to 16K keys|mixed: prompt + 64 decode at 4K"}
 fi
+PROVIDERS=${BENCH_PROVIDERS:-"tritonkit eager inductor vllm sdpa"}
 if [ "${1:-}" = "moe" ]; then
-  OPS=${BENCH_OPS:-"topk_softmax moe_align_block_size fused_moe"}
+  # fused_moe first, beside vLLM's two GEMMs alone (its eager reference is a per-expert Python loop, no peer);
+  # the router ops, whose Inductor peer compiles once per point, in a second run if time is left (moe-routing)
+  OPS=${BENCH_OPS:-"fused_moe"}
   MODELS=${BENCH_MODELS:-"mixtral-8x7b qwen3-30b-a3b deepseek-v3"}
   TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384"}
+  PROVIDERS=${BENCH_PROVIDERS:-"tritonkit vllm"}
+  DEADLINE=${BENCH_DEADLINE:-280}
+  LIMIT=${BENCH_LIMIT:-300}
+fi
+if [ "${1:-}" = "moe-routing" ]; then
+  OPS=${BENCH_OPS:-"topk_softmax moe_align_block_size"}
+  MODELS=${BENCH_MODELS:-"mixtral-8x7b qwen3-30b-a3b deepseek-v3"}
+  TOKENS=${BENCH_TOKENS:-"1 16 256 4096 16384"}
 fi
 if [ "${1:-}" = "quick" ]; then
   TOKENS="1 256 4096 16384"
@@ -65,7 +77,7 @@ IFS='|' read -r -a SERIES_ARGS <<< "$SERIES"
 # shellcheck disable=SC2086
 timeout -k 10 "$LIMIT" python3 -m tritonkit bench $OPS --models $MODELS --dtype bfloat16 --num-tokens $TOKENS \
   --series "${SERIES_ARGS[@]}" \
-  --providers tritonkit eager inductor vllm sdpa --out "$OUT" --deadline "$DEADLINE" 2>&1 | tee -a "$OUT/log.txt"
+  --providers $PROVIDERS --out "$OUT" --deadline "$DEADLINE" 2>&1 | tee -a "$OUT/log.txt"
 rc=${PIPESTATUS[0]}
 rm -rf "$OUT/.cache"
 echo "bench_all: tritonkit bench exited $rc; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
