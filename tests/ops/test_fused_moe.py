@@ -331,3 +331,14 @@ def test_the_id_check_stays_out_of_a_compiled_graph(monkeypatch):
     got, targets = _captured_targets(lambda *a: fused_moe(*a, **kw), *pos)
     assert "tritonkit.fused_moe" in targets
     _check(got, inputs)
+
+
+@pytest.mark.parametrize("cols", [200, 1024, 1100, 2176])
+def test_group_quantization_spans_programs(cols):
+    # 8 groups of one row per program along grid axis 1: a partial last program, a partial last group
+    x = Fill("outlier", DEVICE, 5)((3, cols), torch.bfloat16)
+    q, s, stride_row, stride_col = api._quantize(x, "group", None)
+    groups = -(-cols // 128)
+    assert s.shape == (3, groups) and (stride_row, stride_col) == (groups, 1)
+    deq = q.float() * s.repeat_interleave(128, dim=1)[:, :cols]
+    assert torch.equal(deq, ref_mod.quantize_fp8(x.float(), "group"))  # the op's float32 arithmetic, exactly

@@ -37,8 +37,10 @@ SCALE_BLOCK = _config.SCALE_BLOCK
 # columns per program of the topk sum (1024 x 2 bytes: 16 bytes a thread at 4 warps)
 SUM_BLOCK = 1024
 SUM_WARPS = 4
-# quant kernel: one row per program, 128 columns a step (the block-wise group)
+# quant kernel: one row per program, 128 columns a step (the block-wise group); per-group scales take 8 groups of
+# one row per program (1024 columns: 8 bf16 values, 16 bytes, a thread at 4 warps)
 QUANT_WARPS = 4
+QUANT_GROUPS = 8
 _QUANT_MODE = {"row": 0, "group": 1, "static": 2, "tensor_amax": 3, "tensor": 4}
 _KERNEL_QUANT = {"none": 0, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block128": 2}
 
@@ -90,14 +92,15 @@ def _quantize(x: torch.Tensor, mode: str, static: torch.Tensor | None) -> tuple[
         s = _alloc.empty((1,), torch.float32, x.device)
         s_strides = (0, 0)
         launch(_fused_moe_quant_kernel, (rows,), (x, q, s, amax, rows, cols, x.stride(0), q.stride(0), 0),
-               {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE["tensor_amax"]}, QUANT_WARPS)
+               {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE["tensor_amax"], "GROUPS": 1}, QUANT_WARPS)
         static = amax
     else:
         s = static
         s_strides = (0, 0)
-    launch(_fused_moe_quant_kernel, (rows,),
+    groups = QUANT_GROUPS if mode == "group" else 1
+    launch(_fused_moe_quant_kernel, (rows, cdiv(cols, SCALE_BLOCK * groups) if mode == "group" else 1),
            (x, q, s, static if static is not None else s, rows, cols, x.stride(0), q.stride(0), s_strides[0]),
-           {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE[mode]}, QUANT_WARPS)
+           {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE[mode], "GROUPS": groups}, QUANT_WARPS)
     return q, s, s_strides[0], s_strides[1]
 
 

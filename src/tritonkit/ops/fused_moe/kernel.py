@@ -276,9 +276,10 @@ def _fused_moe_quant_kernel(
     x_ptr, q_ptr, s_ptr, static_ptr,
     rows, cols,
     stride_xm, stride_qm, stride_sm,
-    BLOCK: tl.constexpr, MODE: tl.constexpr,
+    BLOCK: tl.constexpr, MODE: tl.constexpr, GROUPS: tl.constexpr,
 ):
-    """fp8 e4m3 activations of one row: MODE 0 one dynamic scale per row, 1 one per BLOCK-column group, 2 the static
+    """fp8 e4m3 activations of one row: MODE 0 one dynamic scale per row, 1 one per BLOCK-column group (GROUPS
+    groups per program along grid axis 1; the other modes launch one program per row), 2 the static
     per-tensor scale at static_ptr. A dynamic per-tensor scale takes two launches: MODE 3 folds each row's amax into
     the float32 at static_ptr (zeroed first; atomic max), then MODE 4 quantizes by ``max(amax, 1e-10) / 448`` and
     program 0 stores that scale at s_ptr. A dynamic scale is ``max(amax, 1e-10) / 448`` in float32; ``q = x /
@@ -299,12 +300,15 @@ def _fused_moe_quant_kernel(
             x = tl.load(x_row + c0 + offs, mask=mask, other=0.0).to(tl.float32)
             tl.store(q_row + c0 + offs, _quant_fp8(x, s), mask=mask)
     elif MODE == 1:
-        for c0 in range(0, cols, BLOCK):
-            mask = offs < cols - c0
-            x = tl.load(x_row + c0 + offs, mask=mask, other=0.0).to(tl.float32)
-            s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x)), AMAX_FLOOR), FP8_MAX)
-            tl.store(s_ptr + pid * stride_sm + c0 // BLOCK, s)
-            tl.store(q_row + c0 + offs, _quant_fp8(x, s), mask=mask)
+        # GROUPS groups of BLOCK columns per program, side by side (grid axis 1 walks the row): one row's groups
+        # in parallel, not in a loop (DeepSeek-V3's 56 groups of one token took 35 us one after another)
+        g = tl.program_id(1) * GROUPS + tl.arange(0, GROUPS)  # [GROUPS]
+        cols2 = g[:, None] * BLOCK + offs[None, :]  # [GROUPS, BLOCK]
+        mask = cols2 < cols
+        x = tl.load(x_row + cols2, mask=mask, other=0.0).to(tl.float32)
+        s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), axis=1), AMAX_FLOOR), FP8_MAX)  # [GROUPS]
+        tl.store(s_ptr + pid * stride_sm + g, s, mask=g * BLOCK < cols)
+        tl.store(q_row + cols2, _quant_fp8(x, s[:, None]), mask=mask)
     elif MODE == 3:
         amax = tl.zeros((), dtype=tl.float32)
         for c0 in range(0, cols, BLOCK):
