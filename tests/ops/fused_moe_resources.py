@@ -31,7 +31,7 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
     ids, blocks, total = meta(1024, dtype=torch.int32), meta(128, dtype=torch.int32), meta(1, dtype=torch.int32)
     weights, scales = meta(64, topk, dtype=torch.float32), meta(64, 64, dtype=torch.float32)
     ce = dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k, GROUP_M=g.group_m, QUANT=KERNEL_QUANT[quant],
-              ACT_BF16=True, num_warps=g.num_warps, num_stages=g.num_stages)
+              ACT_BF16=True, SWAP_AB=bool(g.swap_ab), num_warps=g.num_warps, num_stages=g.num_stages)
     if which == "gemm1":
         a, w = meta(64, Kd, dtype=wdt), meta(E, 2 * N, Kd, dtype=wdt)
         h = meta(128, N, dtype=FP8 if block else torch.bfloat16)

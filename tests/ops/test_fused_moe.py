@@ -155,6 +155,16 @@ def test_explicit_config_hook():
         config.FusedMoeConfig(g, dataclasses.replace(g, block_m=64))
 
 
+@pytest.mark.parametrize("quant", ["none", "fp8_channel", "fp8_block128"])
+def test_swapped_operands_compute_the_same_layer(quant):
+    # swap_ab: the weight tile is the MMA's left operand and the accumulator is transposed until the epilogue
+    inputs = _inputs(num_tokens=9, quant=quant, hidden=200, inter=160)
+    pos, kw = _args(inputs)
+    g1 = config.GemmConfig(16, 128, 64, 1, 4, 2, swap_ab=1)
+    g2 = config.GemmConfig(16, 64, 64, 1, 4, 2, swap_ab=1)
+    _check(api._forward(*pos, None, **kw, config=config.FusedMoeConfig(g1, g2)), inputs)
+
+
 def test_config_table_lookup(tmp_path):
     g = config.GemmConfig(16, 64, 128, 1, 4, 4)
     entries = {str(b): config.FusedMoeConfig(dataclasses.replace(g, block_m=bm), dataclasses.replace(g, block_m=bm))

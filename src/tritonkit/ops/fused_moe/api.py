@@ -154,7 +154,7 @@ def _forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation
             h.stride(0), h_s.stride(0) if block else 0),
            {"TOPK": topk, "BLOCK_M": g1.block_m, "BLOCK_N": g1.block_n, "BLOCK_K": g1.block_k,
             "GROUP_M": g1.group_m, "QUANT": kq, "ROUTED_ON_INPUT": bool(apply_router_weight_on_input),
-            "GELU": activation == "gelu", "ACT_BF16": act_bf16, "H_FP8": block},
+            "GELU": activation == "gelu", "ACT_BF16": act_bf16, "H_FP8": block, "SWAP_AB": bool(g1.swap_ab)},
            g1.num_warps, g1.num_stages)
 
     # GEMM2 operand A (the intermediate) and its scales
@@ -172,7 +172,8 @@ def _forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation
             numel, num_pid_m, K, N, E,
             h.stride(0), *hs_strides, w2.stride(0), w2.stride(1), *w2s, c.stride(0)),
            {"BLOCK_M": g2.block_m, "BLOCK_N": g2.block_n, "BLOCK_K": g2.block_k, "GROUP_M": g2.group_m,
-            "QUANT": kq, "MUL_WEIGHT": not apply_router_weight_on_input, "ACT_BF16": act_bf16},
+            "QUANT": kq, "MUL_WEIGHT": not apply_router_weight_on_input, "ACT_BF16": act_bf16,
+            "SWAP_AB": bool(g2.swap_ab)},
            g2.num_warps, g2.num_stages)
 
     out2, stride_om = _checks.rows_and_stride("out", out, output=True)

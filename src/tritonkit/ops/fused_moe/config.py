@@ -57,10 +57,12 @@ class GemmConfig:
     group_m: int  # row blocks per L2 group of the program order
     num_warps: int
     num_stages: int
+    # 1: the weight tile is the MMA's left operand (its rows wgmma's M) and the tile's few rows its N (ops.fused_moe.kernel._mma)
+    swap_ab: int = 0
 
     @classmethod
     def from_dict(cls, d: dict) -> GemmConfig:
-        return cls(**{f.name: int(d[f.name]) for f in dataclasses.fields(cls)})
+        return cls(**{f.name: int(d[f.name]) for f in dataclasses.fields(cls) if f.name in d or f.name != "swap_ab"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +103,8 @@ def validate(cfg: FusedMoeConfig, quant: str) -> None:
         if g.block_m < 16 or g.block_n < 16 or g.block_k < (32 if fp8 else 16):
             raise ValueError(f"config.{name} needs block_m >= 16, block_n >= 16 and block_k >= {32 if fp8 else 16} "
                              f"(tensor-core dot shapes), got {g}")
+        if g.swap_ab not in (0, 1):
+            raise ValueError(f"config.{name}.swap_ab must be 0 or 1, got {g.swap_ab}")
         if g.group_m < 1 or g.num_stages < 1:
             raise ValueError(f"config.{name} needs group_m >= 1 and num_stages >= 1, got {g}")
         if quant == "fp8_block128" and SCALE_BLOCK % g.block_k:

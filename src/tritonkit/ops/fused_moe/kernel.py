@@ -41,6 +41,52 @@ def _dot_acc(a, b, acc):
 
 
 @triton.jit
+def _mma(a, w, acc, a_s, w_s, QUANT: tl.constexpr, SWAP_AB: tl.constexpr):
+    """One K tile into the float32 accumulator: ``a [BLOCK_M, BLOCK_K] . w [BLOCK_K, BLOCK_N]``, or with SWAP_AB
+    ``w [BLOCK_N, BLOCK_K] . a^T`` into ``acc^T [BLOCK_N, BLOCK_M]``, so a tile of few rows is wgmma's N and the
+    weights its M (>= 64): Hopper's fp8 MMA is wgmma only, and a 16-row fp8 tile otherwise runs as f16 mma.sync
+    behind a conversion of every weight. Block-wise fp8 scales each tile's dot by its row (a_s) and column (w_s)
+    scales; per-channel fp8 adds a fresh dot per tile in float32 (Hopper's fp8 MMA accumulates with fewer mantissa
+    bits, and the sum over K runs to 7168 for DeepSeek-V3)."""
+    if SWAP_AB:
+        if QUANT == QUANT_BLOCK:
+            acc += _dot(w, tl.trans(a)) * (w_s[:, None] * a_s[None, :])
+        elif QUANT == QUANT_CHANNEL:
+            acc += _dot(w, tl.trans(a))
+        else:
+            acc = _dot_acc(w, tl.trans(a), acc)
+    else:
+        if QUANT == QUANT_BLOCK:
+            acc += _dot(a, w) * (a_s[:, None] * w_s[None, :])
+        elif QUANT == QUANT_CHANNEL:
+            acc += _dot(a, w)
+        else:
+            acc = _dot_acc(a, w, acc)
+    return acc
+
+
+@triton.jit
+def _w_tile(base, offs_n, offs_k, stride_n, SWAP_AB: tl.constexpr):
+    """Pointers of a weight tile, rows ``offs_n`` of a row-major matrix contiguous along K: ``[BLOCK_K, BLOCK_N]``
+    (its transpose, for ``a . w``), or ``[BLOCK_N, BLOCK_K]`` with SWAP_AB."""
+    if SWAP_AB:
+        ptrs = base + offs_n[:, None] * stride_n + offs_k[None, :]
+    else:
+        ptrs = base + offs_n[None, :] * stride_n + offs_k[:, None]
+    return ptrs
+
+
+@triton.jit
+def _w_mask(mask_n, mask_k, SWAP_AB: tl.constexpr):
+    """The mask of :func:`_w_tile`'s tile."""
+    if SWAP_AB:
+        mask = mask_n[:, None] & mask_k[None, :]
+    else:
+        mask = mask_k[:, None] & mask_n[None, :]
+    return mask
+
+
+@triton.jit
 def _round(x, ACT_BF16: tl.constexpr):
     """float32 -> the activation dtype, round to nearest even (finite values; the interpreter's bf16 truncation
     replaced by the same rounding done on the bits)."""
@@ -112,7 +158,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles are chosen pe
     TOPK: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     QUANT: tl.constexpr, ROUTED_ON_INPUT: tl.constexpr, GELU: tl.constexpr, ACT_BF16: tl.constexpr,
-    H_FP8: tl.constexpr,
+    H_FP8: tl.constexpr, SWAP_AB: tl.constexpr,
 ):
     """``h[slot, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of
     BLOCK_M sorted slots (one expert) and BLOCK_N columns of each half: two float32 accumulators, one rounding to
@@ -128,40 +174,42 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles are chosen pe
         mask_n = offs_n < N
         offs_k = tl.arange(0, BLOCK_K)
         a_ptrs = a_ptr + token[:, None] * stride_am + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
-        # w1[e] is [2N, K] row-major: the tile is its transpose, [BLOCK_K, BLOCK_N], contiguous along K
-        g_ptrs = w_ptr + expert * stride_we + offs_n[None, :] * stride_wn + offs_k[:, None]
+        # w1[e] is [2N, K] row-major, contiguous along K: gate rows offs_n, up rows N + offs_n
+        g_ptrs = _w_tile(w_ptr + expert * stride_we, offs_n, offs_k, stride_wn, SWAP_AB)
         u_ptrs = g_ptrs + N * stride_wn
         if QUANT == QUANT_BLOCK:
             ws_base = w_scale_ptr + expert * stride_wse
             ws_g_ptrs = ws_base + (offs_n // SCALE_BLOCK) * stride_wsn  # [BLOCK_N]
             ws_u_ptrs = ws_base + ((N + offs_n) // SCALE_BLOCK) * stride_wsn
             as_ptrs = a_scale_ptr + token * stride_asm  # [BLOCK_M]
-        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if SWAP_AB:
+            acc_g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            acc_u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        else:
+            acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
             mask_k = offs_k < K - k0
             a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-            wg = tl.load(g_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
-            wu = tl.load(u_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+            mask_w = _w_mask(mask_n, mask_k, SWAP_AB)
+            wg = tl.load(g_ptrs, mask=mask_w, other=0.0)
+            wu = tl.load(u_ptrs, mask=mask_w, other=0.0)
             if QUANT == QUANT_BLOCK:
                 # BLOCK_K divides 128: one scale per row and per column for this tile
                 kb = k0 // SCALE_BLOCK
                 a_s = tl.load(as_ptrs + kb * stride_ask, mask=mask_m, other=0.0)
                 ws_g = tl.load(ws_g_ptrs + kb * stride_wsk, mask=mask_n, other=0.0)
                 ws_u = tl.load(ws_u_ptrs + kb * stride_wsk, mask=mask_n, other=0.0)
-                acc_g += _dot(a, wg) * (a_s[:, None] * ws_g[None, :])
-                acc_u += _dot(a, wu) * (a_s[:, None] * ws_u[None, :])
-            elif QUANT == QUANT_CHANNEL:
-                # a fresh dot per K tile, added in float32: Hopper's fp8 MMA accumulates with fewer mantissa bits,
-                # so the running sum over K (7168 for DeepSeek-V3) is kept out of it
-                acc_g += _dot(a, wg)
-                acc_u += _dot(a, wu)
             else:
-                acc_g = _dot_acc(a, wg, acc_g)
-                acc_u = _dot_acc(a, wu, acc_u)
+                a_s, ws_g, ws_u = 0.0, 0.0, 0.0  # no per-tile scales
+            acc_g = _mma(a, wg, acc_g, a_s, ws_g, QUANT, SWAP_AB)
+            acc_u = _mma(a, wu, acc_u, a_s, ws_u, QUANT, SWAP_AB)
             a_ptrs += BLOCK_K
             g_ptrs += BLOCK_K
             u_ptrs += BLOCK_K
+        if SWAP_AB:
+            acc_g = tl.trans(acc_g)
+            acc_u = tl.trans(acc_u)
         if QUANT == QUANT_CHANNEL:
             # per-token (or static: stride 0) activation scale x per-column (or per-tensor: stride 0) weight scale
             a_s = tl.load(a_scale_ptr + token * stride_asm, mask=mask_m, other=0.0)
@@ -202,7 +250,7 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles are chosen pe
     stride_wse, stride_wsk, stride_wsn,
     stride_cm,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    QUANT: tl.constexpr, MUL_WEIGHT: tl.constexpr, ACT_BF16: tl.constexpr,
+    QUANT: tl.constexpr, MUL_WEIGHT: tl.constexpr, ACT_BF16: tl.constexpr, SWAP_AB: tl.constexpr,
 ):
     """``c[slot, k] = topk_weight[slot] * (h[slot] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
     and BLOCK_N output columns (of K); the reduction runs over the intermediate width N in BLOCK_K steps. float32
@@ -215,26 +263,31 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles are chosen pe
         mask_n = offs_n < K
         offs_k = tl.arange(0, BLOCK_K)  # the reduction, over N
         h_ptrs = h_ptr + slot[:, None] * stride_hm + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
-        w_ptrs = w_ptr + expert * stride_we + offs_n[None, :] * stride_wk + offs_k[:, None]  # [BLOCK_K, BLOCK_N]
+        # w2[e] is [K, N] row-major: rows offs_n (output columns), contiguous along the reduction
+        w_ptrs = _w_tile(w_ptr + expert * stride_we, offs_n, offs_k, stride_wk, SWAP_AB)
         if QUANT == QUANT_BLOCK:
             ws_ptrs = w_scale_ptr + expert * stride_wse + (offs_n // SCALE_BLOCK) * stride_wsk  # [BLOCK_N]
             hs_ptrs = h_scale_ptr + slot * stride_hsm  # [BLOCK_M]
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if SWAP_AB:
+            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(0, N, BLOCK_K):
             mask_k = offs_k < N - k0
             h = tl.load(h_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-            w = tl.load(w_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+            mask_w = _w_mask(mask_n, mask_k, SWAP_AB)
+            w = tl.load(w_ptrs, mask=mask_w, other=0.0)
             if QUANT == QUANT_BLOCK:
                 kb = k0 // SCALE_BLOCK
                 h_s = tl.load(hs_ptrs + kb * stride_hsk, mask=mask_m, other=0.0)
                 w_s = tl.load(ws_ptrs + kb * stride_wsn, mask=mask_n, other=0.0)
-                acc += _dot(h, w) * (h_s[:, None] * w_s[None, :])
-            elif QUANT == QUANT_CHANNEL:
-                acc += _dot(h, w)  # per-K-tile promotion, as in GEMM1
             else:
-                acc = _dot_acc(h, w, acc)
+                h_s, w_s = 0.0, 0.0  # no per-tile scales
+            acc = _mma(h, w, acc, h_s, w_s, QUANT, SWAP_AB)
             h_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
+        if SWAP_AB:
+            acc = tl.trans(acc)
         if QUANT == QUANT_CHANNEL:
             h_s = tl.load(h_scale_ptr + slot * stride_hsm, mask=mask_m, other=0.0)
             w_s = tl.load(w_scale_ptr + expert * stride_wse + offs_n * stride_wsk, mask=mask_n, other=0.0)
