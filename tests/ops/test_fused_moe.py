@@ -165,6 +165,19 @@ def test_swapped_operands_compute_the_same_layer(quant):
     _check(api._forward(*pos, None, **kw, config=config.FusedMoeConfig(g1, g2)), inputs)
 
 
+def test_fp8_decode_tiles_swap_operands():
+    # Hopper's fp8 MMA is wgmma only: a 16-row fp8 tile swaps A and B; bf16 and 64-row tiles do not
+    for q in ("fp8_block128", "fp8_channel"):
+        c = config.default_config(1, 256, 2048, 7168, 8, q)
+        assert c.gemm1.swap_ab == c.gemm2.swap_ab == 1
+    assert config.default_config(1, 128, 768, 2048, 8, "none").gemm1.swap_ab == 0
+    assert config.default_config(4096, 256, 2048, 7168, 8, "fp8_block128").gemm1.swap_ab == 0
+    # tables written before the field existed still load
+    g = config.GemmConfig.from_dict({"block_m": 16, "block_n": 64, "block_k": 128, "group_m": 1, "num_warps": 4,
+                                     "num_stages": 4})
+    assert g.swap_ab == 0
+
+
 def test_config_table_lookup(tmp_path):
     g = config.GemmConfig(16, 64, 128, 1, 4, 4)
     entries = {str(b): config.FusedMoeConfig(dataclasses.replace(g, block_m=bm), dataclasses.replace(g, block_m=bm))
@@ -197,6 +210,11 @@ def test_default_rule_decode_and_prefill():
             config.validate(config.default_config(m, 128, 768, 2048, 8, q), q)
     # decode narrows GEMM1's columns until there are two programs per SM (Qwen3-30B's N 768, 8 experts)
     assert config.default_config(1, 128, 768, 2048, 8, "none").gemm1.block_n == 32
+    # tiles follow the rows per expert (M * topk / E), not M: Mixtral at M=64 has 16 per expert, Qwen3-30B 4
+    assert config.default_config(64, 8, 14336, 4096, 2, "none").block_size == 64
+    assert config.default_config(64, 128, 768, 2048, 8, "none").block_size == 16
+    big = config.default_config(16384, 8, 14336, 4096, 2, "none")
+    assert (big.block_size, big.gemm1.block_n, big.gemm2.block_n, big.gemm2.num_warps) == (128, 128, 256, 8)
 
 
 def test_shipped_tables_load():

@@ -1,7 +1,7 @@
 """Tile configs of fused_moe's two grouped GEMMs: a tuned table where one exists, else a small default rule.
 
 Nothing here reads tensor data: a config is a pure function of (M, E, N, K, topk, dtype, quant scheme, device name).
-None of the numbers below is measured yet (written on a CPU); each says the hardware reasoning behind it, and the
+The default rule's tiles were chosen from an H200 sweep of candidate tiles (docs/notes/fused-moe-h200.md); the
 tuner's tables (``tritonkit tune fused_moe``) replace the rule where they exist.
 
 Table files
@@ -38,7 +38,7 @@ import json
 import math
 from pathlib import Path
 
-from .._ints import cdiv, next_power_of_2
+from .._ints import cdiv
 
 QUANT_SCHEMES = ("none", "fp8_tensor", "fp8_channel", "fp8_block128")
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -127,44 +127,57 @@ def _narrowest_filling(blocks: int, width: int, choices: tuple[int, ...]) -> int
     return choices[-1]
 
 
+#: mean rows per expert (M * topk / E) up to which a layer is weight-bandwidth bound and takes 16-row tiles, and up to
+#: which 64-row tiles beat 128-row ones (H200, docs/notes/fused-moe-h200.md: Mixtral M=64, 16 rows per expert, 956 us
+#: at 16 rows against 674 at 64; Qwen3 M=256, 16 per expert, 346 against 325; 128 rows from 64 per expert)
+DECODE_ROWS_PER_EXPERT = 8
+MID_ROWS_PER_EXPERT = 32
+
+
+def swap_ab(quant: str, block_m: int, block_n: int) -> int:
+    """1 for fp8 tiles of fewer than 64 rows and at least 64 columns: Hopper's fp8 MMA is wgmma only (M >= 64), so
+    such a tile otherwise runs as f16 mma.sync behind a conversion of every weight (ptxas for sm_90: 184 conversions
+    in DeepSeek-V3's decode GEMM1); swapped, the weights are wgmma's M and the rows its N (vLLM does the same)."""
+    return int(quant != "none" and block_m < 64 and block_n >= 64)
+
+
 def default_config(M: int, E: int, N: int, K: int, topk: int, quant: str) -> FusedMoeConfig:
+    """The H200-measured rule (docs/notes/fused-moe-h200.md), by the mean rows per expert ``M * topk / E``."""
     fp8 = quant != "none"
-    # 128 bytes of each row per K step either way (64 x 16-bit, 128 x fp8): full 128-byte lines, and the wgmma K
-    # of one instruction group
-    block_k = 128 if fp8 else 64
     block_quant = quant == "fp8_block128"
-    if M <= 64:
-        # Decode: weight-bandwidth bound. Each busy block carries a few rows, so block_m is the tensor core's
-        # smallest M; the weights of the touched experts must stream with enough programs in flight, so block_n
-        # narrows until there are >= 2 programs per SM (two resident programs x 4 stages x 16-32 KB tiles keep
-        # ~64-128 KB of loads in flight per SM, past HBM latency x bandwidth / SMs, ~40 KB on H200). No split-K:
-        # GEMM1's SiLU epilogue needs whole sums, and GEMM2's would need a second reduction or atomics.
-        block_m = 16
+    per_expert = M * topk / E
+    if per_expert <= DECODE_ROWS_PER_EXPERT:
+        # Decode: weight-bandwidth bound. block_m is the tensor core's smallest M; 128-element K steps (256 bytes of
+        # each weight row in 16-bit, a whole fp8 scale block) and 4 stages; block_n narrows until there are >= 2
+        # programs per SM, so enough weight loads are in flight (Qwen3 M=1: 32 columns). Block-fp8 GEMM2 at 64
+        # columns and 5 stages: DeepSeek-V3 M=1 156 us against 165 at 128 x 4 (the note). No split-K: GEMM1's
+        # activation epilogue needs whole sums, and GEMM2's would need a second reduction or atomics.
         blocks = min(M * topk, E)  # busy blocks: about the distinct experts touched
-        bn1 = SCALE_BLOCK if block_quant else _narrowest_filling(blocks, N, (64, 32))
-        bn2 = _narrowest_filling(blocks, K, (128, 64, 32))
-        g1 = GemmConfig(block_m, bn1, block_k, 1, 4, 4)
-        g2 = GemmConfig(block_m, bn2, block_k, 1, 4, 4)
-        return FusedMoeConfig(g1, g2)
-    # Prefill: compute bound. block_m follows the mean rows per expert (M * topk / E) so padding wastes at most
-    # half a block: 16 .. 128. 128 x 128 tiles at 8 warps (two warpgroups of wgmma), 64-row tiles at 4.
-    per_expert = cdiv(M * topk, E)
-    block_m = min(128, max(16, next_power_of_2(per_expert)))
-    warps = 8 if block_m >= 128 else 4
-    # GEMM1 holds two accumulators (gate and up): block_n 64 makes them one 128-wide tile's registers (128 x 128
-    # float32 over 256 threads = 64 registers each), and 3-4 stages of A + 2 B tiles fit the 227 KB of shared memory
-    bn1 = SCALE_BLOCK if block_quant else 64
-    warps1 = warps
+        if block_quant:
+            return FusedMoeConfig(GemmConfig(16, SCALE_BLOCK, 128, 1, 4, 3, swap_ab(quant, 16, SCALE_BLOCK)),
+                                  GemmConfig(16, 64, 128, 1, 4, 5, swap_ab(quant, 16, 64)))
+        # fp8 stops at 64 columns: narrower tiles cannot swap onto wgmma (ops.fused_moe.kernel._mma)
+        bn1 = _narrowest_filling(blocks, N, (128, 64) if fp8 else (64, 32))
+        bn2 = _narrowest_filling(blocks, K, (128, 64) if fp8 else (128, 64, 32))
+        return FusedMoeConfig(GemmConfig(16, bn1, 128, 1, 4, 4, swap_ab(quant, 16, bn1)),
+                              GemmConfig(16, bn2, 128, 1, 4, 4, swap_ab(quant, 16, bn2)))
     if block_quant:
         # two 128-wide float32 accumulators plus each K tile's scaled dot: 64 rows at 8 warps take 245 registers,
-        # 64 at 4 and 128 at 8 spill (ptxas for sm_90, docs/notes/fused-moe-resources.md); both GEMMs share block_m
-        block_m = min(block_m, 64)
-        warps1 = 8 if block_m >= 64 else 4
-        warps = 8 if block_m >= 128 else 4
-    stages = 3 if block_m >= 128 else 4
-    g1 = GemmConfig(block_m, bn1, block_k, 8, warps1, stages)
-    g2 = GemmConfig(block_m, 128, block_k, 8, warps, stages)
-    return FusedMoeConfig(g1, g2)
+        # 64 at 4 and 128 at 8 spill (ptxas for sm_90, docs/notes/fused-moe-resources.md); 64 rows from 8 rows
+        # per expert up (DeepSeek-V3 M=1024, 32 per expert: 3168 us against 4012 at 32 rows); 16 row blocks per L2
+        # group (M=4096: 6452 us against 7154 at 8)
+        return FusedMoeConfig(GemmConfig(64, SCALE_BLOCK, 128, 16, 8, 4), GemmConfig(64, 128, 128, 16, 4, 4))
+    # 128 bytes of each row per K step either way (64 x 16-bit, 128 x fp8): full 128-byte lines
+    block_k = 128 if fp8 else 64
+    if per_expert <= MID_ROWS_PER_EXPERT:
+        return FusedMoeConfig(GemmConfig(64, 64, block_k, 8, 4, 4), GemmConfig(64, 128, block_k, 8, 4, 4))
+    if fp8:
+        # per-tensor/per-channel fp8 (not measured on the card): GEMM1 adds a fresh dot per K tile to each of its
+        # two accumulators, so it keeps 64-column halves at 128 rows, 3 stages
+        return FusedMoeConfig(GemmConfig(128, 64, block_k, 8, 8, 3), GemmConfig(128, 128, block_k, 8, 8, 3))
+    # Prefill: compute bound. 128 x 256 tiles at 8 warps (two warpgroups of wgmma; GEMM1's 2 x 128 columns are its
+    # gate and up halves), 4 stages of 48 KB: Mixtral M=16384 21.3 ms against 23.4 at 128 x 128 x 3 stages
+    return FusedMoeConfig(GemmConfig(128, 128, block_k, 8, 8, 4), GemmConfig(128, 256, block_k, 8, 8, 4))
 
 
 def fused_moe_table_name(E: int, N: int, K: int, dtype: str, quant: str, device_name: str, triton_version: str) -> str:
