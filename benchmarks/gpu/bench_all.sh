@@ -8,7 +8,8 @@
 #     bash benchmarks/gpu/bench_all.sh                          every op, every point
 #     bash benchmarks/gpu/bench_all.sh quick                    4 points per op: try this first
 #     bash benchmarks/gpu/bench_all.sh attention                paged_attention over every series (decode at 1K..128K
-#                                                               keys, causal and chunked prefill, the mixed batch),
+#                                                               keys, causal and chunked prefill, speculative
+#                                                               decoding at 4K and 32K keys, the mixed batch),
 #                                                               num_tokens 1..16384, beside vLLM and SDPA
 #     bash benchmarks/gpu/bench_all.sh moe                      fused_moe over Mixtral, Qwen3-30B-A3B, DeepSeek-V3
 #                                                               (fp8 block-128), num_tokens 1..16384, beside vLLM's
@@ -40,7 +41,7 @@ SERIES=${BENCH_SERIES:-"decode 4K keys|decode 32K keys|prefill causal|mixed: pro
 if [ "${1:-}" = "attention" ]; then
   OPS=${BENCH_OPS:-"paged_attention"}
   TOKENS=${BENCH_TOKENS:-"1 2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384"}
-  SERIES=${BENCH_SERIES:-"decode 1K keys|decode 4K keys|decode 8K keys|decode 32K keys|decode 128K keys|prefill causal|chunked prefill to 16K keys|mixed: prompt + 64 decode at 4K"}
+  SERIES=${BENCH_SERIES:-"decode 1K keys|decode 4K keys|decode 8K keys|decode 32K keys|decode 128K keys|prefill causal|chunked prefill to 16K keys|speculative 4 tokens at 4K keys|speculative 4 tokens at 32K keys|mixed: prompt + 64 decode at 4K"}
 fi
 PROVIDERS=${BENCH_PROVIDERS:-"tritonkit eager inductor vllm sdpa"}
 if [ "${1:-}" = "moe" ]; then

@@ -278,13 +278,16 @@ def test_attention_sweeps_its_series_with_the_dense_reference_where_it_applies(m
     (op,) = ops
     assert op.providers["inductor"].startswith("unavailable: its reference reads sequence lengths on the host")
     series = {p.config.split(" |")[0] for p in points}
-    # with one context for all, the decode series are one, and the chunked prefill is the prompt after 31 cached
-    # keys: their duplicate points are dropped
-    assert series == {"decode 1K keys", "prefill causal", "mixed: prompt + 2 decode at 4K"}
+    # with one context for all, the decode series are one, the chunked prefill is the prompt after 31 cached keys
+    # and the speculative series one: their duplicate points are dropped
+    assert series == {"decode 1K keys", "prefill causal", "speculative 4 tokens at 4K keys",
+                      "mixed: prompt + 2 decode at 4K"}
     by = {(p.config.split(" |")[0], p.num_tokens, p.provider): p for p in points}
     assert all(p.ok for p in points if p.provider in ("tritonkit", "eager")), \
         [(k, p.detail) for k, p in by.items() if not p.ok]
     assert by[("prefill causal", 16, "sdpa")].ok and by[("decode 1K keys", 16, "sdpa")].ok
+    # 4 sequences verifying 4 tokens each: one batched SDPA call with the bottom-right causal mask
+    assert by[("speculative 4 tokens at 4K keys", 16, "sdpa")].ok
     # the prompt after 31 cached keys (the context override): SDPA's bottom-right causal mask is its dense equivalent
     assert by[("prefill causal", 16, "sdpa")].shape["context"] == 31
     mixed = by[("mixed: prompt + 2 decode at 4K", 16, "sdpa")]
@@ -329,7 +332,11 @@ def test_attention_series_cover_decode_prefill_and_a_mixed_batch_within_the_cach
                   "decode 8K keys": [1, 16, 32, 64, 128], "decode 32K keys": [1, 16, 32], "decode 128K keys": [1],
                   "prefill causal": [16, 32, 64, 128, 256, 512, 65536],
                   "chunked prefill to 16K keys": [16, 32, 64, 128, 256, 512],
+                  "speculative 4 tokens at 4K keys": [16, 32, 64, 128, 256, 512],
+                  "speculative 4 tokens at 32K keys": [16, 32, 64, 128],
                   "mixed: prompt + 64 decode at 4K": [128, 256, 512, 65536]}
+    spec4 = next(p for p in pts if p.config.startswith("speculative 4 tokens at 32K") and p.num_tokens == 128)
+    assert (spec4.shape["num_seqs"], spec4.shape["q_len"], spec4.shape["context"]) == (32, 4, 32768 - 4)
     chunk = next(p for p in pts if p.config.startswith("chunked") and p.num_tokens == 512)
     assert chunk.shape["q_len"] == 512 and chunk.shape["context"] == 16384 - 512
     mixed = next(p for p in pts if p.config.startswith("mixed") and p.num_tokens == 512)

@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="shape keys set on every point of every op; with num_tokens, a single point")
     p.add_argument("--series", nargs="+", metavar="NAME",
                    help="of an op with named series (paged_attention: 'decode 1K keys' .. 'decode 128K keys', "
-                        "'prefill causal', 'chunked prefill to 16K keys', 'mixed: prompt + 64 decode at 4K'), sweep "
+                        "'prefill causal', 'chunked prefill to 16K keys', 'speculative 4 tokens at 4K keys', "
+                        "'speculative 4 tokens at 32K keys', 'mixed: prompt + 64 decode at 4K'), sweep "
                         "only these (default: all)")
     p.add_argument("--providers", nargs="+", default=list(DEFAULT_PROVIDERS), choices=ALL_PROVIDERS,
                    metavar="NAME", help=f"from {', '.join(ALL_PROVIDERS)} (default: {' '.join(DEFAULT_PROVIDERS)}; "

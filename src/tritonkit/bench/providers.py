@@ -233,6 +233,16 @@ def _sdpa_attention(spec: OpSpec, dtype: torch.dtype) -> Provider:
                 from torch.nn.attention.bias import causal_lower_right
                 kw.update(causal=False, mask=causal_lower_right(q_lens[0], seq_k[0]))
             return kw
+        if len(set(q_lens)) == 1 and q_lens[0] > 1 and len(set(seq_k)) == 1:
+            # equal chunks after equal contexts (speculative decoding's verify step): [B, Hq, n, D] against the
+            # dense [B, Hq, L, D] keys, bottom-right causal
+            from torch.nn.attention.bias import causal_lower_right
+            ks, vs = zip(*(_dense_kv(inputs, s) for s in range(len(q_lens))))
+            b, n = len(q_lens), q_lens[0]
+            group = q.shape[1] // ks[0].shape[0]
+            return {"q": q.view(b, n, q.shape[1], q.shape[2]).transpose(1, 2),
+                    "k": torch.stack(ks).repeat_interleave(group, 1), "v": torch.stack(vs).repeat_interleave(group, 1),
+                    "causal": False, "mask": causal_lower_right(n, seq_k[0]), "backend": None, "batched": True}
         if all(n == 1 for n in q_lens) and len(set(seq_k)) == 1:
             # a decode batch of equal lengths: [B, Hq, 1, D] against [B, Hkv, L, D]
             ks, vs = zip(*(_dense_kv(inputs, s) for s in range(len(q_lens))))
@@ -241,6 +251,9 @@ def _sdpa_attention(spec: OpSpec, dtype: torch.dtype) -> Provider:
         raise Inapplicable("a varlen batch (mixed lengths or prefill beside decode) has no single dense SDPA call")
 
     def fn(kw: dict) -> dict:
+        if kw.get("batched"):
+            o = F.scaled_dot_product_attention(kw["q"], kw["k"], kw["v"], attn_mask=kw["mask"])
+            return {"out": o.transpose(1, 2).reshape(-1, o.shape[1], o.shape[3])}  # [B, Hq, n, D] -> [B n, Hq, D]
         if kw["causal"]:
             with sdpa_kernel(kw["backend"]):
                 o = F.scaled_dot_product_attention(kw["q"], kw["k"], kw["v"], is_causal=True)
@@ -252,7 +265,8 @@ def _sdpa_attention(spec: OpSpec, dtype: torch.dtype) -> Provider:
         return {"out": o[:, :, 0]}  # [B, Hq, 1, D] -> [B, Hq, D]
 
     return Provider("sdpa", "torch SDPA on dense K/V gathered outside the timing (causal prompt: cuDNN; decode "
-                            "batch of equal lengths: default backend with GQA): the dense speed-of-light", fn,
+                            "batch of equal lengths: default backend with GQA; equal chunks after equal contexts: "
+                            "bottom-right causal mask): the dense speed-of-light", fn,
                     prepare=prepare)
 
 

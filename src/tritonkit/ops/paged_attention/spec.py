@@ -209,13 +209,18 @@ SERIES_CHUNK_CONTEXT = 16384
 SERIES_MIXED_DECODE = 64
 #: the shortest prompt of the prefill series (below it a prompt is a decode-sized call)
 SERIES_MIN_PROMPT = 16
+#: the speculative-decoding series: batches of num_tokens / this many sequences, each verifying this many draft
+#: tokens over SERIES_SPEC_KEYS keys (vLLM's verify step)
+SERIES_SPEC_TOKENS = 4
+SERIES_SPEC_KEYS = (4096, 32768)
 
 
 def sweep_series(model, num_tokens: int) -> dict[str, Shape | None]:
     """The bench's axes at ``num_tokens`` query tokens: decode batches at 1K, 4K, 8K, 32K and 128K keys per sequence
     (batch = num_tokens, up to a 2^20-token cache), one causal prompt of num_tokens tokens, a chunk of num_tokens
-    new tokens after 16K - num_tokens cached ones (chunked prefill), and a mixed batch (64 decode sequences at 4K
-    keys beside a prompt of num_tokens - 64 tokens). None where a series has no point; ``tritonkit bench
+    new tokens after 16K - num_tokens cached ones (chunked prefill), speculative decoding (num_tokens / 4
+    sequences verifying 4 tokens each over 4K and 32K keys), and a mixed batch (64 decode sequences at 4K keys
+    beside a prompt of num_tokens - 64 tokens). None where a series has no point; ``tritonkit bench
     --series`` picks some."""
     if not model.has_attention:
         return {}
@@ -230,6 +235,12 @@ def sweep_series(model, num_tokens: int) -> dict[str, Shape | None]:
     c = SERIES_CHUNK_CONTEXT
     out[f"chunked prefill to {c // 1024}K keys"] = (Shape(num_seqs=1, q_len=t, context=c - t, **heads)
                                                    if SERIES_MIN_PROMPT <= t < c else None)
+    n = SERIES_SPEC_TOKENS
+    for keys in SERIES_SPEC_KEYS:
+        b = t // n
+        fits = t % n == 0 and b >= 1 and b * keys <= SERIES_MAX_CACHE_TOKENS
+        out[f"speculative {n} tokens at {keys // 1024}K keys"] = (
+            Shape(num_seqs=b, q_len=n, context=keys - n, **heads) if fits else None)
     m = SERIES_MIXED_DECODE
     out[f"mixed: prompt + {m} decode at 4K"] = (
         Shape(num_seqs=m + 1, q_len=(t - m,) + (1,) * m, context=(0,) + (4095,) * m, **heads) if t >= 2 * m else None)
