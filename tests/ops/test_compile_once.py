@@ -58,8 +58,10 @@ def test_the_check_fails_without_do_not_specialize(monkeypatch, name):
 
 @pytest.mark.parametrize("pdl", [False, True], ids=["no-pdl", "pdl"])
 def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(monkeypatch, pdl):
-    # decode batches, context lengths, prefill lengths and a mixed batch: at most one key per kernel (path), with
-    # the merge as a programmatic dependent launch (sm_90+ CUDA devices) or not (this CPU, older GPUs)
+    # decode batches, context lengths, prefill lengths and a mixed batch: one key per kernel (path), two for the
+    # decode and merge kernels (their rows follow the longest query: DECODE_BLOCK_M, or DECODE_WIDE_ROWS for chunks
+    # of up to 32 tokens), with the merge as a programmatic dependent launch (sm_90+ CUDA devices) or not (this CPU,
+    # older GPUs)
     api = importlib.import_module("tritonkit.ops.paged_attention.api")
     monkeypatch.setattr(importlib.import_module("tritonkit.ops.paged_attention.config"), "merge_pdl",
                         lambda device: pdl)
@@ -74,12 +76,15 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     shapes += [Shape(num_seqs=b, q_len=1, context=c, **heads) for b in (1, 3) for c in (0, 100, 4095, 32767)]
     shapes += [Shape(num_seqs=1, q_len=t, context=0, **heads) for t in (1024, 4097)]
     shapes += [Shape(num_seqs=3, q_len=(1, 700, 1), context=(5000, 2000, 17), **heads)]
+    # chunks of up to 32 tokens (wide decode rows), with and without splits
+    shapes += [Shape(num_seqs=b, q_len=t, context=c, **heads) for b, t, c in ((1, 16, 16368), (2, 20, 300))]
     for shape in shapes:
         spec.call(spec.make_inputs(shape, torch.bfloat16, MetaFill()))
     for n in names:
         assert recs[n].launches, f"{n} never launched"
         keys = specialization_keys(kernels[n], recs[n].launches)
-        assert len(keys) == 1, f"{n}: {len(keys)} compiles over {len(recs[n].launches)} launches"
+        want = 1 if n == "_paged_attention_prefill_kernel" else 2
+        assert len(keys) == want, f"{n}: {len(keys)} compiles over {len(recs[n].launches)} launches"
 
 
 def test_moe_align_block_size_one_compile_per_kernel_across_the_sweep(monkeypatch):

@@ -66,7 +66,8 @@ def _kwargs(inp):
     return {k: inp[k] for k in keys if k in inp}
 
 
-MIXED = Shape(num_seqs=3, q_len=(1, 20, 2), context=(40, 5, 17), num_heads=4, num_kv_heads=2, head_dim=64,
+# a prefill sequence longer than the wide decode rows take (64 tokens at group 2) between two decode sequences
+MIXED = Shape(num_seqs=3, q_len=(1, 70, 2), context=(40, 5, 17), num_heads=4, num_kv_heads=2, head_dim=64,
               block_size=16)
 
 
@@ -86,7 +87,7 @@ def test_out_is_written_in_place_and_graph_padding_is_left_alone():
 
 
 # decode sequences 0 and 2 (the second with several KV splits: 600 keys), a prefill sequence between them
-MIXED_SPLIT = Shape(num_seqs=3, q_len=(1, 20, 2), context=(40, 5, 600), num_heads=4, num_kv_heads=2, head_dim=64,
+MIXED_SPLIT = Shape(num_seqs=3, q_len=(1, 70, 2), context=(40, 5, 600), num_heads=4, num_kv_heads=2, head_dim=64,
                     block_size=16)
 
 
@@ -360,3 +361,21 @@ def test_interpreter_tolerance_follows_the_interpreter_at_call_time(monkeypatch)
     interp = SPEC.tolerance_for(torch.bfloat16)
     assert interp.atol > gpu.atol and "interpreter" in interp.reason
     assert SPEC.tolerance_for(torch.float16) is SPEC.tolerance[torch.float16]
+
+
+def test_chunks_of_up_to_32_tokens_take_the_split_decode_path(monkeypatch):
+    # a 16-token chunk over a long context at group 4: the wide decode rows with KV splits and the merge, no prefill
+    # launch (the prefill kernel ran 8 programs for the whole card there)
+    from tritonkit.ops.paged_attention import api
+    shape = Shape(num_seqs=1, q_len=16, context=2000, num_heads=8, num_kv_heads=2, head_dim=64, block_size=16)
+    cfg = config.decode_config(4, 64, 2, 1, 2, 2016, config.num_sms(torch.device(DEVICE)), 16)
+    assert cfg.block_m == config.DECODE_WIDE_ROWS and cfg.max_q == 32 and cfg.num_splits > 1
+    launched = []
+    real = api.launch
+    monkeypatch.setattr(api, "launch", lambda kernel, *a, **k: launched.append(kernel) or real(kernel, *a, **k))
+    assert_valid(SPEC, shape, torch.bfloat16, "randn")
+    assert api._paged_attention_prefill_kernel not in launched
+    assert api._paged_attention_merge_kernel in launched
+    # one token longer than the wide rows hold: the prefill kernel, the narrow decode rows for the rest
+    assert config.decode_block_m(4, 64, 33) == config.decode_block_m(4, 64, 1) == 16
+    assert config.decode_block_m(4, 256, 16) == 16  # head_dim 256: the wide rows would not fit the registers

@@ -66,7 +66,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
 
     dec = config.decode_config(group, head_dim, k_cache.element_size(), num_seqs, num_kv_heads,
                                config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left),
-                               config.num_sms(q.device))
+                               config.num_sms(q.device), max_seqlen_q)
     # a property of the device, not of the call: the decode kernel's trigger stays one specialization whether or
     # not this call has splits (the trigger is a no-op without a dependent launch)
     pdl = gdc_wait is not None and config.merge_pdl(q.device)

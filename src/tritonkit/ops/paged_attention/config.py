@@ -42,6 +42,13 @@ from .._ints import cdiv, next_power_of_2
 # Rows of a decode program: the smallest M of a tensor-core dot. Packing more query tokens (speculative decoding)
 # into the same 16 rows is free: decode is memory bound and the rows are there anyway.
 DECODE_BLOCK_M = 16
+# Rows of a decode program for a batch whose longest query is longer than DECODE_BLOCK_M's tokens but fits this
+# many rows (chunked prefill and speculative decoding of up to 128 // group tokens, head_dim up to 128): the split
+# decode path at 8 warps instead of the prefill kernel's one program per (query tile, KV head), which runs 8
+# programs for a 16-token chunk over 16K keys (587 us on the H200 against SDPA's 79). One more compile of the decode
+# and merge kernels (two BLOCK_M buckets); a mixed batch with a longer prompt keeps DECODE_BLOCK_M.
+DECODE_WIDE_ROWS = 128
+DECODE_WIDE_WARPS = 8
 # Split cap; the merge kernel loads this many splits of a row at once ([64, head_dim] float32). Batch 1 with 8
 # KV heads takes 64 (4 x 132 // 8 = 66): a 32K context then gives each program 16 tiles of 32 keys.
 MAX_SPLITS = 64
@@ -110,8 +117,16 @@ def merge_warps(head_dim: int) -> int:
 
 
 def decode_max_q(group: int) -> int:
-    """Longest query (tokens per sequence) the decode path takes for this GQA group size."""
+    """Longest query (tokens per sequence) the decode path takes for this GQA group size at DECODE_BLOCK_M rows."""
     return max(DECODE_BLOCK_M, next_power_of_2(group)) // group
+
+
+def decode_block_m(group: int, head_dim: int, max_seqlen_q: int) -> int:
+    """Rows of a decode program: DECODE_BLOCK_M (or the group), or DECODE_WIDE_ROWS when every query of the batch
+    fits those rows but not the narrow ones (see DECODE_WIDE_ROWS)."""
+    narrow = max(DECODE_BLOCK_M, next_power_of_2(group))
+    wide = max_seqlen_q * group <= DECODE_WIDE_ROWS and head_dim_pad(head_dim) <= 128
+    return DECODE_WIDE_ROWS if max_seqlen_q > narrow // group and wide else narrow
 
 
 def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
@@ -123,25 +138,29 @@ def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
     return n * 2 if kv_elem_bytes == 1 else n
 
 
-def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int, kv_elem_bytes: int = 2) -> int:
+def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int, kv_elem_bytes: int = 2,
+                  wide: bool = False) -> int:
     """Splits of each sequence's KV range so that num_seqs x num_kv_heads x splits fills (without exceeding) one
     wave of resident decode programs (programs per SM x SMs), with at least MIN_KEYS_PER_SPLIT keys per split
-    and at most MAX_SPLITS. Batches that fill a wave on their own get one split (no merge kernel)."""
+    and at most MAX_SPLITS. Batches that fill a wave on their own get one split (no merge kernel). Wide programs
+    (DECODE_WIDE_ROWS rows at 8 warps: 162 registers a thread in the sm_90 build) fit one a SM."""
     by_work = max(max_keys, 1) // MIN_KEYS_PER_SPLIT
     per_sm = DECODE_PROGRAMS_PER_SM_FP8 if kv_elem_bytes == 1 else DECODE_PROGRAMS_PER_SM
+    per_sm = 1 if wide else per_sm
     want = per_sm * num_sms // max(num_seqs * num_kv_heads, 1)
     return max(1, min(want, by_work, MAX_SPLITS))
 
 
 def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, num_kv_heads: int,
-                  max_keys: int, num_sms: int) -> DecodeConfig:
-    block_m = max(DECODE_BLOCK_M, next_power_of_2(group))
+                  max_keys: int, num_sms: int, max_seqlen_q: int = 1) -> DecodeConfig:
+    block_m = decode_block_m(group, head_dim, max_seqlen_q)
+    wide = block_m == DECODE_WIDE_ROWS and block_m > max(DECODE_BLOCK_M, next_power_of_2(group))
     block_n = decode_block_n(head_dim, kv_elem_bytes)
-    splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes)
+    splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes, wide)
     # 3 stages keep the paged loads in flight (Hopper)
     tiles_per_split = cdiv(cdiv(max(max_keys, 1), block_n), splits)
-    return DecodeConfig(block_m, block_n, block_m // group, splits, tiles_per_split, num_warps=DECODE_WARPS,
-                        num_stages=3)
+    return DecodeConfig(block_m, block_n, block_m // group, splits, tiles_per_split,
+                        num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS, num_stages=3)
 
 
 def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConfig:

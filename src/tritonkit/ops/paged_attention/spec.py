@@ -253,7 +253,8 @@ def _s(**kw) -> Shape:
     return Shape(base)
 
 
-# Base model: 4 query heads over 2 KV heads, head_dim 64, pages of 16 (decode takes q_len <= 8 at group 2).
+# Base model: 4 query heads over 2 KV heads, head_dim 64, pages of 16 (decode takes q_len <= 8 at group 2, and the
+# wide decode rows batches whose longest query is at most 64; longer ones go to the prefill kernel).
 _BOUNDARY = (
     # decode at page boundaries: 1, bs - 1, bs, bs + 1, 2 bs + 1 keys, and a context of 1
     _s(num_seqs=6, q_len=1, context=(0, 14, 15, 16, 32, 1)),
@@ -276,16 +277,19 @@ _BOUNDARY = (
     _s(num_seqs=2, q_len=(1, 12), context=(9, 3), block_size=1),
     # non-causal, sliding windows (causal and two-sided; few keys per row), softcap, sinks, all at once
     _s(num_seqs=2, q_len=(1, 37), context=(20, 11), causal=0),
-    _s(num_seqs=3, q_len=(1, 40, 3), context=(70, 60, 33), window_left=8),
+    _s(num_seqs=3, q_len=(1, 70, 3), context=(70, 60, 33), window_left=8),
     _s(num_seqs=2, q_len=(1, 30), context=(45, 20), causal=0, window_left=5, window_right=3),
-    _s(num_seqs=2, q_len=(1, 25), context=(33, 40), softcap=5.0),
+    _s(num_seqs=2, q_len=(1, 65), context=(33, 40), softcap=5.0),
     _s(num_seqs=2, q_len=(1, 25), context=(300, 40), sinks=1),
-    _s(num_seqs=3, q_len=(1, 26, 4), context=(600, 30, 16), window_left=20, softcap=8.0, sinks=1, joint_kv=1),
+    _s(num_seqs=3, q_len=(1, 66, 4), context=(600, 30, 16), window_left=20, softcap=8.0, sinks=1, joint_kv=1),
+    # the same features on the wide decode rows (a longest query of 9..64 at group 2), with KV splits
+    _s(num_seqs=2, q_len=(3, 26), context=(900, 300), window_left=200, softcap=8.0, sinks=1),
     # head_dim 128 and 256 with the model-like group 4
     _s(num_seqs=2, q_len=(1, 19), context=(64, 13), num_heads=8, num_kv_heads=2, head_dim=128),
     _s(num_seqs=2, q_len=(1, 19), context=(31, 13), num_heads=4, num_kv_heads=1, head_dim=256),
     # fp8 (e4m3) cache with per-tensor scales: decode with splits, and prefill
     _s(num_seqs=2, q_len=(1, 21), context=(1100, 20), kv_dtype="fp8"),
+    _s(num_seqs=2, q_len=(1, 70), context=(1100, 20), kv_dtype="fp8"),
 )
 
 # KV caches past 2^31 elements (16 x 8 x 128 = 16384 per page): pages of a random permutation land on both sides
