@@ -112,14 +112,55 @@ def _traced(t: torch.Tensor) -> bool:
     return is_fake(t) or torch._is_functional_tensor(t)
 
 
-def index_range(name: str, t: torch.Tensor, high: int, what: str, low: int = 0) -> None:
-    """ValueError naming ``t``'s first value outside ``[low, high)``, with its position (reads ``t``: a sync)."""
+def _values_readable(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values can be read now: not while torch.compile traces, not on meta or fake tensors, not
+    during a CUDA-graph capture (a read is a sync, which a capture forbids: the graph is checked on its eager
+    calls)."""
     if torch.compiler.is_compiling() or t.device.type == "meta" or not t.numel() or _traced(t):
-        return  # torch.compile traces the call: there are no values to read
-    if t.is_cuda and torch.cuda.is_current_stream_capturing():
-        return  # reading values is a sync, which a capture forbids: the graph is checked on its eager calls
-    bad = (t < low) | (t >= high)
-    if bool(bad.any()):
-        pos = tuple(int(i) for i in bad.nonzero()[0])
-        raise ValueError(f"{name} must hold {what} in [{low}, {high}), got {int(t[pos])} at {pos} "
-                         f"({CHECK_INDICES_ENV}=1 checks this; unset, such a slot is dropped)")
+        return False
+    return not (t.is_cuda and torch.cuda.is_current_stream_capturing())
+
+
+def _first(bad: torch.Tensor) -> tuple[int, ...] | None:
+    if not bool(bad.any()):
+        return None
+    return tuple(int(i) for i in bad.nonzero()[0])
+
+
+def index_range(name: str, t: torch.Tensor, high: int, what: str, low: int | None = 0,
+                otherwise: str = "such a slot is dropped", used: torch.Tensor | None = None) -> None:
+    """ValueError naming ``t``'s first value outside ``[low, high)`` (``low=None``: below ``high``), with its
+    position (reads ``t``: a sync). ``used``: a mask of ``t``'s shape; entries outside it may hold anything.
+    ``otherwise``: what the op does with such a value when the check is off."""
+    if not _values_readable(t):
+        return
+    bad = t >= high if low is None else (t < low) | (t >= high)
+    if used is not None:
+        bad &= used
+    pos = _first(bad)
+    if pos is not None:
+        span = f"below {high}" if low is None else f"in [{low}, {high})"
+        raise ValueError(f"{name} must hold {what} {span}, got {int(t[pos])} at {pos} "
+                         f"({CHECK_INDICES_ENV}=1 checks this; unset, {otherwise})")
+
+
+def nondecreasing(name: str, t: torch.Tensor, otherwise: str) -> None:
+    """ValueError naming the first entry of the 1-d ``t`` below its predecessor (reads ``t``: a sync)."""
+    if not _values_readable(t) or t.shape[0] < 2:
+        return
+    pos = _first(t[1:] < t[:-1])
+    if pos is not None:
+        i = pos[0] + 1
+        raise ValueError(f"{name} must be non-decreasing, got {int(t[i])} at ({i},) after {int(t[i - 1])} at "
+                         f"({i - 1},) ({CHECK_INDICES_ENV}=1 checks this; unset, {otherwise})")
+
+
+def at_most(name: str, t: torch.Tensor, limit_name: str, limit: int) -> None:
+    """ValueError naming ``limit_name`` when an entry of ``t`` (each one ``name``) exceeds ``limit``, with the
+    entry and its position (reads ``t``: a sync)."""
+    if not _values_readable(t):
+        return
+    pos = _first(t > limit)
+    if pos is not None:
+        raise ValueError(f"{limit_name} must be at least every {name}: it is {limit}, but the {name} at {pos} is "
+                         f"{int(t[pos])} ({CHECK_INDICES_ENV}=1 checks this)")

@@ -91,6 +91,9 @@ def _check(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: s
     if not isinstance(is_neox, bool):
         raise TypeError(f"is_neox must be a bool, got {type(is_neox).__name__}")
     _checks.same_device(**{q_name: q, k_name: k, "positions": positions, "cos_sin_cache": cos_sin_cache})
+    if _checks.indices_checked():
+        _checks.index_range("positions", positions, max_position, f"rows of cos_sin_cache ({max_position})",
+                            otherwise="that token's rotated dims become NaN")
     if through_dispatcher(positions, q, k, cos_sin_cache):
         # Dynamo cannot trace the stride sort below, fake tensors have no data pointer; functionalization already
         # rejects writes to overlapping memory
@@ -134,8 +137,9 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor |
     """Rotary position embedding, applied in place to the first ``rot_dim`` dims of every head of q and k.
 
     positions      ``[T]`` int32/int64, the position of each token. Must lie in ``[0, max_position)``: that is
-                   not checked on the host (it would need a device sync). The kernel reads no memory outside the
-                   cache for an out-of-range position; that token's rotated dims become NaN instead.
+                   not checked on the host (it would need a device sync; ``TRITONKIT_CHECK_INDICES=1`` checks it).
+                   The kernel reads no memory outside the cache for an out-of-range position; that token's
+                   rotated dims become NaN instead, so the bug shows.
     q              ``[T, Hq, D]`` float16/bfloat16/float32; ``k`` ``[T, Hk, D]`` of q's dtype, or None. Any
                    strides with the last dim contiguous, so q and k may be views into a fused ``[T, (Hq+2Hk)*D]``
                    qkv projection; they must not overlap.
