@@ -259,6 +259,10 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
                         block_table=block_table, sinks=sinks, out=out,
                         k_scale=k_scale if isinstance(k_scale, torch.Tensor) else None,
                         v_scale=v_scale if isinstance(v_scale, torch.Tensor) else None)
+    # the kernels write out while reading everything else: no element twice, no shared memory
+    _checks.distinct_elements("out", out)
+    _checks.no_overlap("out", out, q=q, k_cache=k_cache, v_cache=v_cache, cu_seqlens_q=cu_seqlens_q,
+                       seqused_k=seqused_k, block_table=block_table, sinks=sinks, k_scale=k_scale, v_scale=v_scale)
     if _checks.indices_checked():
         _check_indices(cu_seqlens_q, seqused_k, block_table, num_tokens, num_blocks, block_size, max_seqlen_q)
 
@@ -313,7 +317,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     ``k_scale``/``v_scale`` (float, or a one-element float32 tensor) are required with an fp8 cache, which holds
     ``value / scale`` as vLLM's ``reshape_and_cache(kv_cache_dtype="fp8")`` writes it.
 
-    Returns ``out`` ``[T, Hq, D]`` in q's dtype (written in place when given). Query tokens past
+    Returns ``out`` ``[T, Hq, D]`` in q's dtype (written in place when given; a given ``out`` must not overlap
+    any input, q included, nor have elements that share memory). Query tokens past
     ``cu_seqlens_q[-1]`` (CUDA-graph padding) are left unwritten; a query row that sees no key is 0. Softmax
     statistics and both dots accumulate in float32; the probabilities are rounded to q's dtype for the P @ V dot.
     No tensor data is read on the host: the call is CUDA-graph capturable.

@@ -121,6 +121,13 @@ def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_s
                 raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r} needs {name}: a float32 tensor of one element")
             continue
         _check_scale(name, s)
+    # the caches are written while key, value, the slots and the scales are read, and each other is written
+    _checks.distinct_elements("key_cache", key_cache)
+    _checks.distinct_elements("value_cache", value_cache)
+    _checks.no_overlap("value_cache", value_cache, key_cache=key_cache, key=key, value=value,
+                       slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale)
+    _checks.no_overlap("key_cache", key_cache, key=key, value=value, slot_mapping=slot_mapping, k_scale=k_scale,
+                       v_scale=v_scale)
     if _checks.indices_checked():
         num_slots = key_cache.shape[0] * key_cache.shape[1]
         _checks.index_range("slot_mapping", slot_mapping, num_slots, f"cache slots (num_blocks x block_size = "
@@ -138,7 +145,9 @@ def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.T
                   CUDA-graph size and passes the slots of the real tokens.
     key_cache,    ``[num_blocks, block_size, num_kv_heads, head_dim]``, the flash layout: cache slot ``s`` is
     value_cache   block ``s // block_size``, row ``s % block_size``, and holds every kv head of one token. Any
-                  strides with a contiguous last dim (views into a larger, padded allocation are fine).
+                  strides with a contiguous last dim (views into a larger, padded allocation are fine, and so are
+                  the two halves of a joint ``[num_blocks, 2, ...]`` cache); the two may not share memory with
+                  each other or with any input, nor have elements that share memory.
                   kv_cache_dtype="auto": key's dtype. "fp8"/"fp8_e4m3": float8_e4m3fn (or uint8 holding its bytes).
     slot_mapping  ``[num_tokens]`` int32/int64, ``num_tokens <= num_rows``: token ``t`` goes to slot
                   ``slot_mapping[t]``; ``-1`` (any negative)

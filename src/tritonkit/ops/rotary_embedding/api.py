@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from .. import _checks
@@ -46,23 +44,6 @@ def _(positions, q, k, cos_sin_cache, is_neox):
     return None
 
 
-def _overlaps_itself(t: torch.Tensor) -> bool:
-    """True unless t's elements provably occupy distinct memory (each stride, smallest first, clears the span of
-    the dims inside it). Expanded (stride-0) or overlapping views fail; every ordinary view passes."""
-    return _layout_overlaps(tuple(t.shape), t.stride())
-
-
-# on every call's host path, and a function of the layout alone: one sort per layout, not per call
-@functools.lru_cache(maxsize=1024)
-def _layout_overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    span = 1
-    for stride, size in sorted((st, s) for s, st in zip(shape, strides) if s > 1):
-        if stride < span:
-            return True
-        span += stride * (size - 1)
-    return False
-
-
 def _check(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: str = "k") -> None:
     """``q_name``/``k_name``: what the caller calls them (vLLM's form says ``query`` and ``key``)."""
     _checks.inference_only(**{q_name: q, k_name: k, "cos_sin_cache": cos_sin_cache})
@@ -100,36 +81,13 @@ def _check(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: s
         return
     # q and k are written in place: an element reachable twice would be rotated twice, racing
     for name, t in ((q_name, q), (k_name, k)):
-        if t is not None and _overlaps_itself(t):
+        if t is not None and _checks.overlaps_itself(t):
             raise ValueError(f"{name} must not have overlapping elements (it is written in place), got shape "
                              f"{tuple(t.shape)} and strides {tuple(t.stride())}")
     # meta tensors (``tritonkit check``) all report data_ptr 0
-    if k is not None and q.device.type != "meta" and k.numel() and q.numel() and _may_overlap(q, k):
+    if k is not None and q.device.type != "meta" and k.numel() and q.numel() and _checks.may_overlap(q, k):
         raise ValueError(f"{k_name} must not overlap {q_name} (both are rotated in place), got {q_name} with "
                          f"strides {tuple(q.stride())} and {k_name} with strides {tuple(k.stride())} sharing memory")
-
-
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    """[first, last + 1) element offsets from the storage's data pointer that ``t`` can touch."""
-    lo = t.data_ptr() // t.element_size()
-    return lo, lo + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1
-
-
-def _may_overlap(q: torch.Tensor, k: torch.Tensor) -> bool:
-    """Whether some element of k may also be an element of q. Exact for the layout that matters: q and k as views
-    of one fused [T, (Hq + 2 Hk) * D] row (same token stride, each token's heads inside one row), where the spans
-    interleave but the per-token pieces do not; otherwise by whole spans (conservative)."""
-    (q_lo, q_hi), (k_lo, k_hi) = _span(q), _span(k)
-    if q_hi <= k_lo or k_hi <= q_lo:
-        return False
-    row = q.stride(0)
-    q_w = q_hi - q_lo - (q.shape[0] - 1) * row  # one token's footprint
-    k_w = k_hi - k_lo - (k.shape[0] - 1) * row
-    if k.stride(0) != row or row <= 0 or q_w > row or k_w > row:
-        return True
-    # per-token pieces on a circle of one row: disjoint arcs never share an element
-    d = (k_lo - q_lo) % row
-    return d < q_w or row - d < k_w
 
 
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None,
