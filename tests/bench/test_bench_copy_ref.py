@@ -3,23 +3,19 @@ with and without the fields (older results and ``--no-copy-ref`` runs have none)
 
 import copy
 
-import matplotlib
+import pytest
+import torch
+from conftest import DEVICE, ON_GPU
+from test_bench_report import _results
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from conftest import DEVICE, ON_GPU  # noqa: E402
-from test_bench_report import _results  # noqa: E402
-
-from tritonkit.bench import ceilings as C  # noqa: E402
-from tritonkit.bench import report  # noqa: E402
-from tritonkit.bench import runner as R  # noqa: E402
-from tritonkit.bench.ceilings import copy_vectors  # noqa: E402
-from tritonkit.bench.compare import compare_results, format_compare  # noqa: E402
-from tritonkit.bench.plot import build_figure  # noqa: E402
-from tritonkit.bench.records import CopyRef, PointResult, read_json, write_json  # noqa: E402
-from tritonkit.bench.roofline import pct_of_copy  # noqa: E402
+from tritonkit.bench import ceilings as C
+from tritonkit.bench import report
+from tritonkit.bench import runner as R
+from tritonkit.bench.ceilings import copy_vectors
+from tritonkit.bench.compare import compare_results, format_compare
+from tritonkit.bench.plot import build_figure
+from tritonkit.bench.records import CopyRef, PointResult, read_json, write_json
+from tritonkit.bench.roofline import pct_of_copy
 
 #: copy time per num_tokens of _results' points (tritonkit there: 3.3, 4.4, 140 us)
 COPY_US = {1: 2.2, 256: 3.3, 16384: 133.0}
@@ -165,6 +161,8 @@ def test_compare_old_json_without_the_field_against_new(tmp_path):
 
 
 def _lines(res):
+    # matplotlib comes with the [bench] extra, not with [test] (the CPU install): only the plot tests need it
+    plt = pytest.importorskip("matplotlib.pyplot", reason="the plots need matplotlib: pip install -e '.[bench]'")
     fig = build_figure(res, "rms_norm")
     (ax,) = [a for a in fig.axes if a.get_visible()]
     lines = {ln.get_label(): ln for ln in ax.get_lines()}

@@ -1,9 +1,10 @@
-import matplotlib
+import pytest
 
+# matplotlib comes with the [bench] extra, not with [test] (the CPU install)
+matplotlib = pytest.importorskip("matplotlib", reason="the plots need matplotlib: pip install -e '.[bench]'")
 matplotlib.use("Agg")
 import matplotlib.image  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
 from test_bench_report import CEIL, _results  # noqa: E402
 
 from tritonkit.bench.plot import build_figure, write_plots  # noqa: E402

@@ -7,11 +7,13 @@ values when ``TRITONKIT_CHECK_INDICES=1`` (``indices_checked``), for debugging a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import torch
 
 from ..spec import dtype_name
+from ._library import FakeTensor, _python_dispatch
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -112,14 +114,149 @@ def _traced(t: torch.Tensor) -> bool:
     return is_fake(t) or torch._is_functional_tensor(t)
 
 
-def index_range(name: str, t: torch.Tensor, high: int, what: str, low: int = 0) -> None:
-    """ValueError naming ``t``'s first value outside ``[low, high)``, with its position (reads ``t``: a sync)."""
+def _values_readable(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values can be read now: not while torch.compile traces, not on meta or fake tensors, not
+    during a CUDA-graph capture (a read is a sync, which a capture forbids: the graph is checked on its eager
+    calls)."""
     if torch.compiler.is_compiling() or t.device.type == "meta" or not t.numel() or _traced(t):
-        return  # torch.compile traces the call: there are no values to read
-    if t.is_cuda and torch.cuda.is_current_stream_capturing():
-        return  # reading values is a sync, which a capture forbids: the graph is checked on its eager calls
-    bad = (t < low) | (t >= high)
-    if bool(bad.any()):
-        pos = tuple(int(i) for i in bad.nonzero()[0])
-        raise ValueError(f"{name} must hold {what} in [{low}, {high}), got {int(t[pos])} at {pos} "
-                         f"({CHECK_INDICES_ENV}=1 checks this; unset, such a slot is dropped)")
+        return False
+    return not (t.is_cuda and torch.cuda.is_current_stream_capturing())
+
+
+def _first(bad: torch.Tensor) -> tuple[int, ...] | None:
+    if not bool(bad.any()):
+        return None
+    return tuple(int(i) for i in bad.nonzero()[0])
+
+
+def index_range(name: str, t: torch.Tensor, high: int, what: str, low: int | None = 0,
+                otherwise: str = "such a slot is dropped", used: torch.Tensor | None = None) -> None:
+    """ValueError naming ``t``'s first value outside ``[low, high)`` (``low=None``: below ``high``), with its
+    position (reads ``t``: a sync). ``used``: a mask of ``t``'s shape; entries outside it may hold anything.
+    ``otherwise``: what the op does with such a value when the check is off."""
+    if not _values_readable(t):
+        return
+    bad = t >= high if low is None else (t < low) | (t >= high)
+    if used is not None:
+        bad &= used
+    pos = _first(bad)
+    if pos is not None:
+        span = f"below {high}" if low is None else f"in [{low}, {high})"
+        raise ValueError(f"{name} must hold {what} {span}, got {int(t[pos])} at {pos} "
+                         f"({CHECK_INDICES_ENV}=1 checks this; unset, {otherwise})")
+
+
+def nondecreasing(name: str, t: torch.Tensor, otherwise: str) -> None:
+    """ValueError naming the first entry of the 1-d ``t`` below its predecessor (reads ``t``: a sync)."""
+    if not _values_readable(t) or t.shape[0] < 2:
+        return
+    pos = _first(t[1:] < t[:-1])
+    if pos is not None:
+        i = pos[0] + 1
+        raise ValueError(f"{name} must be non-decreasing, got {int(t[i])} at ({i},) after {int(t[i - 1])} at "
+                         f"({i - 1},) ({CHECK_INDICES_ENV}=1 checks this; unset, {otherwise})")
+
+
+def at_most(name: str, t: torch.Tensor, limit_name: str, limit: int) -> None:
+    """ValueError naming ``limit_name`` when an entry of ``t`` (each one ``name``) exceeds ``limit``, with the
+    entry and its position (reads ``t``: a sync)."""
+    if not _values_readable(t):
+        return
+    pos = _first(t > limit)
+    if pos is not None:
+        raise ValueError(f"{limit_name} must be at least every {name}: it is {limit}, but the {name} at {pos} is "
+                         f"{int(t[pos])} ({CHECK_INDICES_ENV}=1 checks this)")
+
+
+# -- outputs that share memory --------------------------------------------------------------------------------------
+def _has_memory(out: torch.Tensor) -> bool:
+    """Whether data pointers mean something: not a meta or fake tensor, not while tracing or under a dispatch mode
+    (functionalization refuses overlapping writes itself). The op's other tensors share out's device (checked
+    before) and fake tensors come with a dispatch mode, so ``out`` alone decides; on every call's host path."""
+    # through_dispatcher's tests, inlined: this runs a few times per call
+    return (out.device.type != "meta" and not isinstance(out, FakeTensor) and not torch.compiler.is_compiling()
+            and _python_dispatch._get_current_dispatch_mode() is None)
+
+
+# on every call's host path, and a function of the layout alone: one sort per layout, not per call
+@functools.lru_cache(maxsize=1024)
+def _layout_overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """True unless the layout's elements provably occupy distinct memory (each stride, smallest first, clears the
+    span of the dims inside it). Expanded (stride-0) or overlapping views fail; every ordinary view passes."""
+    span = 1
+    for stride, size in sorted((st, s) for s, st in zip(shape, strides) if s > 1):
+        if stride < span:
+            return True
+        span += stride * (size - 1)
+    return False
+
+
+def overlaps_itself(t: torch.Tensor) -> bool:
+    return not t.is_contiguous() and _layout_overlaps(tuple(t.shape), t.stride())
+
+
+def distinct_elements(name: str, t: torch.Tensor, why: str = "it is written") -> None:
+    """ValueError unless every element of the output ``t`` has memory of its own (no expanded or stride-0 view),
+    which a write through it needs: two elements on one address would race."""
+    if t is not None and not t.is_contiguous() and t.numel() > 1 and _has_memory(t) and overlaps_itself(t):
+        raise ValueError(f"{name} must not have elements that share memory (an expanded, stride-0 or overlapping "
+                         f"view; {why}), got shape {tuple(t.shape)} and strides {tuple(t.stride())}")
+
+
+def _extent(t: torch.Tensor) -> int:
+    """Bytes from ``t``'s first element to one past its last."""
+    if t.is_contiguous():
+        return t.numel() * t.element_size()
+    return (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int]:
+    lo = t.data_ptr()
+    return lo, lo + _extent(t)
+
+
+def may_overlap(a: torch.Tensor, b: torch.Tensor, a_span: tuple[int, int] | None = None) -> bool:
+    """Whether some byte of ``a`` may also be a byte of ``b``. Exact for views of one buffer that share their
+    leading stride and keep each leading index's elements inside one such stride (a fused qkv row, a joint
+    ``[num_blocks, 2, ...]`` KV cache), where the spans interleave but the pieces do not; otherwise by whole spans
+    (conservative). ``a_span``: ``a``'s byte span, when the caller has it."""
+    (a_lo, a_hi), (b_lo, b_hi) = a_span or _byte_span(a), _byte_span(b)
+    if a_hi <= b_lo or b_hi <= a_lo:
+        return False
+    row = a.stride(0) * a.element_size() if a.dim() else 0
+    if b.dim() == 0 or b.stride(0) * b.element_size() != row or row <= 0:
+        return True
+    a_w = a_hi - a_lo - (a.shape[0] - 1) * row  # one leading index's footprint
+    b_w = b_hi - b_lo - (b.shape[0] - 1) * row
+    if a_w > row or b_w > row:
+        return True
+    # per-index pieces on a circle of one row: disjoint arcs never share a byte
+    d = (b_lo - a_lo) % row
+    return d < a_w or row - d < b_w
+
+
+def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``a`` and ``b`` are the same elements (exact in place): one address, shape, strides and dtype."""
+    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+            and a.dtype == b.dtype)
+
+
+def no_overlap(out_name: str, out: torch.Tensor | None, in_place_ok: bool = False, **others) -> None:
+    """ValueError naming ``out_name`` and the first of ``others`` (tensors or None) it shares memory with: the
+    kernel writes ``out`` while it reads (or writes) them. ``in_place_ok``: ``out`` may be exactly one of them
+    (the same view), where the op reads each element before it writes it."""
+    if out is None or not out.numel() or not _has_memory(out):
+        return
+    span = lo, hi = _byte_span(out)
+    for name, t in others.items():
+        # most calls: separate allocations, ruled out by the two ends alone
+        if not isinstance(t, torch.Tensor):
+            continue
+        p = t.data_ptr()
+        if p >= hi or p + _extent(t) <= lo or not t.numel():
+            continue
+        if in_place_ok and same_view(out, t):
+            continue
+        if may_overlap(out, t, span):
+            raise ValueError(f"{out_name} must not overlap {name} (the kernel writes {out_name} while it reads "
+                             f"{name}){'; exactly in place is allowed' if in_place_ok else ''}")

@@ -65,9 +65,14 @@ def _(out, input, weight, epsilon):
 
 def rms_norm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
     """``out [..., hidden] = input * rsqrt(mean(input^2, -1) + epsilon) * weight`` (input's dtype; statistics in
-    float32). ``out`` has input's shape and dtype; its rows may be strided, its last dim contiguous."""
+    float32). ``out`` has input's shape and dtype; its rows may be strided, its last dim contiguous. ``out`` may be
+    ``input`` itself (exactly in place: each row is read before it is written) but may not otherwise overlap it or
+    weight."""
     _rms._check(input, weight, epsilon, None, x_name="input", eps_name="epsilon")
     _out("out", out, input)
+    _checks.distinct_elements("out", out)
+    _checks.no_overlap("out", out, in_place_ok=True, input=input)
+    _checks.no_overlap("out", out, weight=weight)
     if through_dispatcher(out, input, weight):
         torch.ops.tritonkit.vllm_rms_norm(out, input, weight, float(epsilon))
     else:
@@ -90,7 +95,11 @@ def fused_add_rms_norm(input: torch.Tensor, residual: torch.Tensor, weight: torc
     weight``. Each row is read before it is written, so the two may not overlap each other but are their own
     outputs."""
     _rms._check(input, weight, epsilon, residual, x_name="input", eps_name="epsilon")
-    _no_overlap("residual", residual, "input", input)
+    _checks.distinct_elements("input", input, "it is written in place")
+    _checks.distinct_elements("residual", residual, "it is written in place")
+    _checks.no_overlap("residual", residual, input=input)
+    _checks.no_overlap("input", input, weight=weight)
+    _checks.no_overlap("residual", residual, weight=weight)
     if through_dispatcher(input, residual, weight):
         torch.ops.tritonkit.vllm_fused_add_rms_norm(input, residual, weight, float(epsilon))
     else:
@@ -116,7 +125,8 @@ def silu_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
     _checks.shape_equal("out", out, (*input.shape[:-1], input.shape[-1] // 2), "input's shape with half its last "
                         "dimension")
     _checks.same_device(out=out, input=input)
-    _no_overlap("out", out, "input", input)
+    _checks.distinct_elements("out", out)
+    _checks.no_overlap("out", out, input=input)
     if through_dispatcher(out, input):
         torch.ops.tritonkit.vllm_silu_and_mul(out, input)
     else:
@@ -387,23 +397,8 @@ def _distinct_outputs(**outs: torch.Tensor) -> None:
     """Output buffers a form copies into one after another: each must have one element per memory location (no
     ``expand``), and no two may share memory, or a later copy would fail (or silently overwrite) after an earlier
     one has written."""
-    for name, t in outs.items():
-        if t.device.type != "meta" and not through_dispatcher(t) and torch._debug_has_internal_overlap(t) == 1:
-            raise ValueError(f"{name} must not have elements that share memory (an expanded or zero-stride view), "
-                             f"got strides {tuple(t.stride())} for shape {tuple(t.shape)}")
     items = list(outs.items())
-    for i, (a_name, a) in enumerate(items):
-        for b_name, b in items[i + 1:]:
-            _no_overlap(b_name, b, a_name, a)
-
-
-def _no_overlap(name: str, a: torch.Tensor, other: str, b: torch.Tensor) -> None:
-    """Two separate tensors of a call (one written while the other is read) must not share memory; decided by their
-    byte spans, which separate allocations never share."""
-    if a.device.type == "meta" or not a.numel() or not b.numel() or through_dispatcher(a, b):
-        return  # meta and fake tensors have no data pointers (functionalization rejects overlapping writes)
-    a0, b0 = a.data_ptr(), b.data_ptr()
-    a1 = a0 + (sum((n - 1) * s for n, s in zip(a.shape, a.stride())) + 1) * a.element_size()
-    b1 = b0 + (sum((n - 1) * s for n, s in zip(b.shape, b.stride())) + 1) * b.element_size()
-    if a0 < b1 and b0 < a1:
-        raise ValueError(f"{name} must not overlap {other} (the kernel writes one while it reads the other)")
+    for i, (name, t) in enumerate(items):
+        if not through_dispatcher(t):
+            _checks.distinct_elements(name, t, "a copy into it would fail")
+            _checks.no_overlap(name, t, **dict(items[:i]))

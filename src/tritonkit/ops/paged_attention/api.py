@@ -82,7 +82,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
         _paged_attention_decode_kernel, (num_seqs, num_kv_heads, dec.num_splits),
         (q, k_cache, v_cache, out, part_acc, part_m, part_l,
          cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-         dec.num_splits, dec.tiles_per_split, block_table.shape[1], *common),
+         dec.num_splits, dec.tiles_per_split, block_table.shape[1], num_tokens, k_cache.shape[0], *common),
         {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "BLOCK_N": dec.block_n,
          "BLOCK_SIZE": block_size, "MAX_Q": dec.max_q, **features,
          "PDL_TRIGGER": pdl},
@@ -92,7 +92,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
         launch(
             _paged_attention_merge_kernel, (num_seqs, num_heads),
             (out, part_acc, part_m, part_l, cu_seqlens_q, sinks, v_scale,
-             dec.num_splits, out.stride(0), out.stride(1)),
+             dec.num_splits, num_tokens, out.stride(0), out.stride(1)),
             {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "MAX_Q": dec.max_q,
              "MAX_SPLITS": config.MAX_SPLITS, "SINKS": sinks is not None, "KV_FP8": kv_fp8, "PDL": pdl},
             config.merge_warps(head_dim), launch_pdl=pdl,
@@ -104,7 +104,7 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
         launch(
             _paged_attention_prefill_kernel, grid,
             (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-             num_seqs, num_kv_heads, block_table.shape[1], *common),
+             num_seqs, num_kv_heads, block_table.shape[1], num_tokens, k_cache.shape[0], *common),
             {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m,
              "BLOCK_Q": pre.block_q, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, "DECODE_MAX_Q": dec.max_q,
              **features},
@@ -203,8 +203,9 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
                          f"(caches are [num_blocks, block_size, num_kv_heads, head_dim])")
     if not 1 <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(f"q's head_dim must be in [1, {MAX_HEAD_DIM}], got {head_dim}")
-    if block_size < 1 or num_kv_heads < 1:
-        raise ValueError(f"k_cache must have block_size >= 1 and num_kv_heads >= 1, got shape {tuple(k_cache.shape)}")
+    if num_blocks < 1 or block_size < 1 or num_kv_heads < 1:
+        raise ValueError(f"k_cache must have num_blocks >= 1, block_size >= 1 and num_kv_heads >= 1, got shape "
+                         f"{tuple(k_cache.shape)}")
     if num_heads < 1:
         raise ValueError(f"q must have at least one head, got shape {tuple(q.shape)}")
     if num_heads % num_kv_heads:
@@ -258,6 +259,31 @@ def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen
                         block_table=block_table, sinks=sinks, out=out,
                         k_scale=k_scale if isinstance(k_scale, torch.Tensor) else None,
                         v_scale=v_scale if isinstance(v_scale, torch.Tensor) else None)
+    # the kernels write out while reading everything else: no element twice, no shared memory
+    _checks.distinct_elements("out", out)
+    _checks.no_overlap("out", out, q=q, k_cache=k_cache, v_cache=v_cache, cu_seqlens_q=cu_seqlens_q,
+                       seqused_k=seqused_k, block_table=block_table, sinks=sinks, k_scale=k_scale, v_scale=v_scale)
+    if _checks.indices_checked():
+        _check_indices(cu_seqlens_q, seqused_k, block_table, num_tokens, num_blocks, block_size, max_seqlen_q)
+
+
+def _check_indices(cu_seqlens_q, seqused_k, block_table, num_tokens: int, num_blocks: int, block_size: int,
+                   max_seqlen_q: int) -> None:
+    """``TRITONKIT_CHECK_INDICES=1``: the index inputs' values (a device sync), each error naming the argument, the
+    first bad value and its position; off, the kernels drop what these would refuse, inside the tensors' bounds."""
+    _checks.index_range("cu_seqlens_q", cu_seqlens_q, num_tokens + 1, f"token offsets into q ({num_tokens} tokens)",
+                        otherwise="a sequence whose rows fall outside q is not computed")
+    _checks.nondecreasing("cu_seqlens_q", cu_seqlens_q, otherwise="a sequence of negative length is not computed")
+    _checks.at_most("query length (cu_seqlens_q[s + 1] - cu_seqlens_q[s])", cu_seqlens_q[1:] - cu_seqlens_q[:-1],
+                    "max_seqlen_q", max_seqlen_q)
+    width = block_table.shape[1]
+    _checks.index_range("seqused_k", seqused_k, width * block_size + 1, f"key counts (block_table's {width} blocks "
+                        f"x block_size {block_size} hold {width * block_size})", otherwise="that sequence sees no key")
+    # only the entries that hold a sequence's keys: the rest of a row is never read
+    blocks = (seqused_k.to(torch.int64) + block_size - 1) // block_size
+    used = torch.arange(width, device=block_table.device)[None, :] < blocks[:, None]
+    _checks.index_range("block_table", block_table, num_blocks, f"block ids of k_cache's {num_blocks} blocks",
+                        otherwise="such an id reads block 0", used=used)
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, cu_seqlens_q: torch.Tensor,
@@ -277,6 +303,12 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     max_seqlen_q  at least the longest query of the batch (host int: it picks the path, never read on device).
     max_seqlen_k  at least the largest seqused_k.
 
+    Index values are not read on the host (a sync); no value makes a kernel read or write outside the tensors. A
+    sequence whose ``cu_seqlens_q`` rows fall outside q is not computed; one whose ``seqused_k`` is negative or
+    past its block-table row sees no key (its rows are 0); a block id outside ``[0, num_blocks)`` reads block 0;
+    with ``max_seqlen_q`` below the longest query, that query's rows may be left unwritten.
+    ``TRITONKIT_CHECK_INDICES=1`` checks all of these, naming the argument, the first bad value and its position.
+
     Query j of a sequence with n queries and L keys sits at position ``L - n + j`` (bottom-right alignment, as
     flash-attn varlen and vLLM). ``causal`` keeps keys at positions <= the query's; ``window_size=(left, right)``
     keeps keys in ``[pos - left, pos + right]`` (-1: unbounded; with ``causal`` the right side is 0).
@@ -285,7 +317,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     ``k_scale``/``v_scale`` (float, or a one-element float32 tensor) are required with an fp8 cache, which holds
     ``value / scale`` as vLLM's ``reshape_and_cache(kv_cache_dtype="fp8")`` writes it.
 
-    Returns ``out`` ``[T, Hq, D]`` in q's dtype (written in place when given). Query tokens past
+    Returns ``out`` ``[T, Hq, D]`` in q's dtype (written in place when given; a given ``out`` must not overlap
+    any input, q included, nor have elements that share memory). Query tokens past
     ``cu_seqlens_q[-1]`` (CUDA-graph padding) are left unwritten; a query row that sees no key is 0. Softmax
     statistics and both dots accumulate in float32; the probabilities are rounded to q's dtype for the P @ V dot.
     No tensor data is read on the host: the call is CUDA-graph capturable.

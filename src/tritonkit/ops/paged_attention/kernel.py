@@ -81,9 +81,15 @@ def _load_kv_tile(base, page, slot, stride_page, stride_slot, offs_d, mask_n,
 
 
 @triton.jit
-def _load_pages(bt_row, offs_n, limit, BLOCK_SIZE: tl.constexpr):
-    """Physical page of each key position (masked to positions < limit), as int64 for the stride product."""
-    return tl.load(bt_row + offs_n // BLOCK_SIZE, mask=offs_n < limit, other=0).to(tl.int64)
+def _load_pages(bt_row, offs_n, limit, num_blocks, BLOCK_SIZE: tl.constexpr):
+    """Physical page of each key position (masked to positions < limit), as int64 for the stride product. An id
+    outside ``[0, num_blocks)`` reads as page 0, so no block id reads outside the caches: one unsigned compare and
+    a select per entry of the [BLOCK_N] page vector, not per loaded element. Widening the checked id as unsigned
+    saves what they cost: every sm_90 build's KV loops come out a few instructions shorter than before the check
+    (decode bf16 interior 294 -> 288 SASS instructions a tile)."""
+    page = tl.load(bt_row + offs_n // BLOCK_SIZE, mask=offs_n < limit, other=0)
+    page = tl.where(page.to(tl.uint32, bitcast=True) < num_blocks, page, 0)
+    return page.to(tl.uint32, bitcast=True).to(tl.int64)
 
 
 @triton.jit
@@ -136,8 +142,8 @@ def _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, start_n, seqlen_k
 
 
 @triton.jit
-def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, page_first, lo, a, b, hi, seqlen_k, win_left,
-                  win_right, qk_scale, softcap_in, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs,
+def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, num_blocks, page_first, lo, a, b, hi, seqlen_k,
+                  win_left, win_right, qk_scale, softcap_in, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs,
                   BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
                   HEAD_DIM_PAD: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
                   SOFTCAP: tl.constexpr):
@@ -145,7 +151,7 @@ def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, page_first, lo
     pages of tile ``a`` (read only when a < b), loaded by the caller so the load can start as early as it knows a."""
     offs_n = tl.arange(0, BLOCK_N)
     for j in range(lo, a):
-        page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, BLOCK_SIZE)
+        page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
         acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, j * BLOCK_N, seqlen_k,
                                      win_left, win_right, qk_scale, softcap_in, softcap_out,
                                      stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
@@ -156,13 +162,13 @@ def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, page_first, lo
     page_next = page_first
     for j in range(a, b):
         page = page_next
-        page_next = _load_pages(bt_row, (j + 1) * BLOCK_N + offs_n, b * BLOCK_N, BLOCK_SIZE)
+        page_next = _load_pages(bt_row, (j + 1) * BLOCK_N + offs_n, b * BLOCK_N, num_blocks, BLOCK_SIZE)
         acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, j * BLOCK_N, seqlen_k,
                                      win_left, win_right, qk_scale, softcap_in, softcap_out,
                                      stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
                                      HEAD_DIM_PAD, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
     for j in range(b, hi):
-        page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, BLOCK_SIZE)
+        page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
         acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, j * BLOCK_N, seqlen_k,
                                      win_left, win_right, qk_scale, softcap_in, softcap_out,
                                      stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
@@ -188,11 +194,13 @@ def _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS: tl.constexpr, KV_F
     return inv
 
 
-@triton.jit(do_not_specialize=["num_splits", "tiles_per_split", "bt_width", "win_left", "win_right", "stride_bt"])
+@triton.jit(do_not_specialize=["num_splits", "tiles_per_split", "bt_width", "num_tokens", "num_blocks", "win_left",
+                               "win_right", "stride_bt"])
 def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] BLOCK_M follows the longest query: two row buckets (config.DECODE_WIDE_ROWS), one compile each
     q_ptr, k_ptr, v_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr,
     cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
-    num_splits, tiles_per_split, bt_width, win_left, win_right, qk_scale, softcap_in, softcap_out,
+    num_splits, tiles_per_split, bt_width, num_tokens, num_blocks, win_left, win_right, qk_scale, softcap_in,
+    softcap_out,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -220,19 +228,23 @@ def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] BLOCK_M foll
     if not LIMIT_LEFT:
         first_keys = pid_split * tiles_per_split * BLOCK_N + offs_n
         # in bounds of the block-table row whatever the sequence's length; entries past it are never used
-        page_first = _load_pages(bt_row, first_keys, bt_width * BLOCK_SIZE, BLOCK_SIZE)
+        page_first = _load_pages(bt_row, first_keys, bt_width * BLOCK_SIZE, num_blocks, BLOCK_SIZE)
     seqlen_k = tl.load(seqused_k_ptr + pid_seq)
     # Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issues the two
     # loads above only after cu_seqlens_q's values have arrived (sm_90 SASS), one more memory round trip before the
     # first K/V tile (docs/notes/paged-attention-prologue.md)
     tl.debug_barrier()
     q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
-    q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
+    q_end = tl.load(cu_seqlens_q_ptr + pid_seq + 1)
+    q_len = q_end - q_start
     # longer sequences are the prefill kernel's: their programs see no query row and no key, so they run no tile
-    # and store nothing. Not an early return: the compiler sinks loads past a return into the branch that uses them
-    mine = (q_len > 0) & (q_len <= MAX_Q)
+    # and store nothing. Not an early return: the compiler sinks loads past a return into the branch that uses them.
+    # So are sequences whose rows lie outside q (bad cu_seqlens_q); one whose seqused_k is negative or past its
+    # block-table row sees no key (its rows are 0). Scalar compares, once per program.
+    mine = (q_len > 0) & (q_len <= MAX_Q) & (q_start >= 0) & (q_end <= num_tokens)
+    keys_ok = (seqlen_k >= 0) & (seqlen_k.to(tl.int64) <= bt_width.to(tl.int64) * BLOCK_SIZE)
     q_len = tl.where(mine, q_len, 0)
-    seqlen_k = tl.where(mine, seqlen_k, 0)
+    seqlen_k = tl.where(mine & keys_ok, seqlen_k, 0)
     ctx = seqlen_k - q_len
 
     offs_m = tl.arange(0, BLOCK_M)
@@ -265,7 +277,7 @@ def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] BLOCK_M foll
     s_a = tl.maximum(tl.minimum(a, s_hi), s_lo)
     s_b = tl.maximum(tl.minimum(b, s_hi), s_lo)
     if LIMIT_LEFT:
-        page_first = _load_pages(bt_row, s_a * BLOCK_N + offs_n, s_b * BLOCK_N, BLOCK_SIZE)
+        page_first = _load_pages(bt_row, s_a * BLOCK_N + offs_n, s_b * BLOCK_N, num_blocks, BLOCK_SIZE)
 
     kvh = pid_kvh.to(tl.int64)
     k_base = k_ptr + kvh * stride_kh
@@ -274,7 +286,7 @@ def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] BLOCK_M foll
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc, m_i, l_i = _attend_range(
-        acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, page_first, s_lo, s_a, s_b, s_hi,
+        acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, num_blocks, page_first, s_lo, s_a, s_b, s_hi,
         seqlen_k, win_left, win_right, qk_scale_k, softcap_in_k, softcap_out,
         stride_kb, stride_ks, stride_vb, stride_vs,
         BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
@@ -308,10 +320,10 @@ def _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, of
     return tl.sum(part * w[:, None], 0), m_max, tl.sum(l_s * w, 0)
 
 
-@triton.jit(do_not_specialize=["num_splits"])
+@triton.jit(do_not_specialize=["num_splits", "num_tokens"])
 def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] BLOCK_M follows the longest query: two row buckets (config.DECODE_WIDE_ROWS), one compile each
     out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, cu_seqlens_q_ptr, sinks_ptr, v_scale_ptr,
-    num_splits, stride_ot, stride_oh,
+    num_splits, num_tokens, stride_ot, stride_oh,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
     MAX_Q: tl.constexpr, MAX_SPLITS: tl.constexpr, SINKS: tl.constexpr, KV_FP8: tl.constexpr, PDL: tl.constexpr,
 ):
@@ -343,7 +355,8 @@ def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] BLOCK_M follo
                                        mask_d, HEAD_DIM)
         q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
         q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
-    if (q_len <= 0) | (q_len > MAX_Q):
+    # as in the decode kernel: a sequence whose rows lie outside out is dropped
+    if (q_len <= 0) | (q_len > MAX_Q) | (q_start < 0) | (q_start + q_len > num_tokens):
         return
     # one row per query token (more than one with speculative decoding): rows t * GROUP + head % GROUP
     for t in range(0, q_len):
@@ -355,11 +368,12 @@ def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] BLOCK_M follo
         tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
 
 
-@triton.jit(do_not_specialize=["num_seqs", "bt_width", "win_left", "win_right", "stride_bt"])
+@triton.jit(do_not_specialize=["num_seqs", "bt_width", "num_tokens", "num_blocks", "win_left", "win_right",
+                               "stride_bt"])
 def _paged_attention_prefill_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr,
     cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
-    num_seqs, num_kv_heads, bt_width, win_left, win_right, qk_scale, softcap_in, softcap_out,
+    num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks, win_left, win_right, qk_scale, softcap_in, softcap_out,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -384,19 +398,23 @@ def _paged_attention_prefill_kernel(
     seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
     bt_row = block_table_ptr + seq.to(tl.int64) * stride_bt
     if not LIMIT_LEFT:
-        page_first = _load_pages(bt_row, tl.arange(0, BLOCK_N), bt_width * BLOCK_SIZE, BLOCK_SIZE)
+        page_first = _load_pages(bt_row, tl.arange(0, BLOCK_N), bt_width * BLOCK_SIZE, num_blocks, BLOCK_SIZE)
     seqlen_k = tl.load(seqused_k_ptr + seq)
     # as in the decode kernel: the barrier keeps the two loads above ahead of cu_seqlens_q's
     tl.debug_barrier()
     q_start = tl.load(cu_seqlens_q_ptr + seq)
-    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    q_end = tl.load(cu_seqlens_q_ptr + seq + 1)
+    q_len = q_end - q_start
     # int64: the token offset meets the q/out strides below
     t0 = (pid_q - (q_start // BLOCK_Q + seq)).to(tl.int64) * BLOCK_Q
     # short sequences are the decode kernel's, and programs past a sequence's last tile have none: they see no
-    # query row and no key (no early return, which would let the compiler sink the loads above past it)
-    mine = (q_len > DECODE_MAX_Q) & (t0 < q_len) & (t0 >= 0)
+    # query row and no key (no early return, which would let the compiler sink the loads above past it). As in
+    # the decode kernel, a sequence whose rows lie outside q is dropped and one whose seqused_k is negative or
+    # past its block-table row sees no key: scalar compares, once per program
+    mine = (q_len > DECODE_MAX_Q) & (t0 < q_len) & (t0 >= 0) & (q_start >= 0) & (q_end <= num_tokens)
+    keys_ok = (seqlen_k >= 0) & (seqlen_k.to(tl.int64) <= bt_width.to(tl.int64) * BLOCK_SIZE)
     q_len = tl.where(mine, q_len, 0)
-    seqlen_k = tl.where(mine, seqlen_k, 0)
+    seqlen_k = tl.where(mine & keys_ok, seqlen_k, 0)
     # t0 = 0 with q_len = 0: every row fails `tok < q_len`, so a program with no tile stores nothing (t0 < 0 would
     # pass rows below 0). A scalar select, not `mine` in the row mask: that AND on 8 row predicates costs the fp8
     # build 6% at 8K on the H200 (docs/notes/paged-attention-prologue.md)
@@ -427,13 +445,13 @@ def _paged_attention_prefill_kernel(
                               LIMIT_RIGHT)
     kvh = pid_kvh.to(tl.int64)
     if LIMIT_LEFT:
-        page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, BLOCK_SIZE)
+        page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, num_blocks, BLOCK_SIZE)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc, m_i, l_i = _attend_range(
-        acc, m_i, l_i, q, qpos, k_ptr + kvh * stride_kh, v_ptr + kvh * stride_vh, bt_row, page_first, lo, a, b, hi,
-        seqlen_k, win_left, win_right, qk_scale_k, softcap_in_k, softcap_out,
+        acc, m_i, l_i, q, qpos, k_ptr + kvh * stride_kh, v_ptr + kvh * stride_vh, bt_row, num_blocks, page_first,
+        lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale_k, softcap_in_k, softcap_out,
         stride_kb, stride_ks, stride_vb, stride_vs,
         BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
 

@@ -49,7 +49,7 @@ def _forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, va
         _reshape_and_cache_kernel, grid,
         (key, value, key_cache, value_cache, slot_mapping,
          k_scale if fp8 else slot_mapping, v_scale if fp8 else slot_mapping,
-         num_tokens, num_heads, key_cache.shape[1],
+         num_tokens, key_cache.shape[0] * key_cache.shape[1], num_heads, key_cache.shape[1],
          key.stride(0), key.stride(1), value.stride(0), value.stride(1),
          key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
          value_cache.stride(0), value_cache.stride(1), value_cache.stride(2)),
@@ -121,6 +121,17 @@ def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_s
                 raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r} needs {name}: a float32 tensor of one element")
             continue
         _check_scale(name, s)
+    # the caches are written while key, value, the slots and the scales are read, and each other is written
+    _checks.distinct_elements("key_cache", key_cache)
+    _checks.distinct_elements("value_cache", value_cache)
+    _checks.no_overlap("value_cache", value_cache, key_cache=key_cache, key=key, value=value,
+                       slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale)
+    _checks.no_overlap("key_cache", key_cache, key=key, value=value, slot_mapping=slot_mapping, k_scale=k_scale,
+                       v_scale=v_scale)
+    if _checks.indices_checked():
+        num_slots = key_cache.shape[0] * key_cache.shape[1]
+        _checks.index_range("slot_mapping", slot_mapping, num_slots, f"cache slots (num_blocks x block_size = "
+                            f"{num_slots}; negative: padding)", low=None, otherwise="that token is not written")
 
 
 def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
@@ -134,12 +145,15 @@ def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.T
                   CUDA-graph size and passes the slots of the real tokens.
     key_cache,    ``[num_blocks, block_size, num_kv_heads, head_dim]``, the flash layout: cache slot ``s`` is
     value_cache   block ``s // block_size``, row ``s % block_size``, and holds every kv head of one token. Any
-                  strides with a contiguous last dim (views into a larger, padded allocation are fine).
+                  strides with a contiguous last dim (views into a larger, padded allocation are fine, and so are
+                  the two halves of a joint ``[num_blocks, 2, ...]`` cache); the two may not share memory with
+                  each other or with any input, nor have elements that share memory.
                   kv_cache_dtype="auto": key's dtype. "fp8"/"fp8_e4m3": float8_e4m3fn (or uint8 holding its bytes).
     slot_mapping  ``[num_tokens]`` int32/int64, ``num_tokens <= num_rows``: token ``t`` goes to slot
                   ``slot_mapping[t]``; ``-1`` (any negative)
-                  is padding: that token is neither read nor written. Slots must be distinct and below
-                  ``num_blocks * block_size`` (not checked: slots are never read on the host).
+                  is padding: that token is not written. Slots must be distinct and below ``num_blocks *
+                  block_size``; a slot at or past that is dropped like padding, so no slot value writes outside
+                  the caches. Slots are not read on the host (a sync); ``TRITONKIT_CHECK_INDICES=1`` checks them.
     kv_cache_dtype  "auto" copies the rows bit for bit. "fp8" stores ``x / scale``: one correctly rounded float32
                   division, saturated to +-448 (inf too; NaN stays NaN), rounded to nearest-even e4m3fn.
     k_scale, v_scale  float32 tensors of one element, read on the device so the call never syncs and can be

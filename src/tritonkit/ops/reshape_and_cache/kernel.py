@@ -48,11 +48,12 @@ def _quantize_e4m3(x, scale, SOFT_FP8: tl.constexpr):
     return out
 
 
-# num_tokens changes every call: specializing it (==1, %16) would compile again mid-serving
-@triton.jit(do_not_specialize=["num_tokens"])
+# num_tokens changes every call: specializing it (==1, %16) would compile again mid-serving; num_slots is the
+# cache's size, compared and never multiplied: a specialization would buy nothing
+@triton.jit(do_not_specialize=["num_tokens", "num_slots"])
 def _reshape_and_cache_kernel(
     key_ptr, value_ptr, key_cache_ptr, value_cache_ptr, slot_ptr, k_scale_ptr, v_scale_ptr,
-    num_tokens, num_heads, block_size,
+    num_tokens, num_slots, num_heads, block_size,
     stride_k_t, stride_k_h, stride_v_t, stride_v_h,
     stride_kc_b, stride_kc_r, stride_kc_h, stride_vc_b, stride_vc_r, stride_vc_h,
     HEAD_DIM: tl.constexpr,
@@ -64,6 +65,8 @@ def _reshape_and_cache_kernel(
 ):
     """BLOCK_T tokens x BLOCK_H kv heads per program: token t's key and value rows go to cache block
     ``slot[t] // block_size``, row ``slot[t] % block_size``; ``slot < 0`` is padding: read with the rest, not written.
+    A slot at or past ``num_slots`` (the cache's blocks x block_size) is dropped the same way: no slot value
+    writes outside the caches.
     Both tiles are loaded before either is stored, so all loads of a program are in flight together."""
     pid_t = tl.program_id(0).to(tl.int64)
     pid_h = tl.program_id(1)
@@ -88,8 +91,9 @@ def _reshape_and_cache_kernel(
         # a copy: no conversion, every bit (NaN payloads, subnormals, -0) lands as it was
         k = tl.load(k_ptrs, mask=mask_in)
         v = tl.load(v_ptrs, mask=mask_in)
-    valid = slot >= 0
-    # a padding slot divides as 0: -1 (and the -1 of tokens past num_tokens) has its high word set, which sends the
+    # one compare per token (a [BLOCK_T] vector, not per element): slots past the cache are dropped like padding
+    valid = (slot >= 0) & (slot < num_slots)
+    # a dropped slot divides as 0: -1 (and the -1 of tokens past num_tokens) has its high word set, which sends the
     # int64 division down its 64-bit subroutine instead of the 32-bit path (H200, one token, same tile: 1.97 against
     # 1.76 us; docs/notes/reshape-and-cache.md)
     slot = tl.where(valid, slot, 0)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from .. import _checks
@@ -46,23 +44,6 @@ def _(positions, q, k, cos_sin_cache, is_neox):
     return None
 
 
-def _overlaps_itself(t: torch.Tensor) -> bool:
-    """True unless t's elements provably occupy distinct memory (each stride, smallest first, clears the span of
-    the dims inside it). Expanded (stride-0) or overlapping views fail; every ordinary view passes."""
-    return _layout_overlaps(tuple(t.shape), t.stride())
-
-
-# on every call's host path, and a function of the layout alone: one sort per layout, not per call
-@functools.lru_cache(maxsize=1024)
-def _layout_overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    span = 1
-    for stride, size in sorted((st, s) for s, st in zip(shape, strides) if s > 1):
-        if stride < span:
-            return True
-        span += stride * (size - 1)
-    return False
-
-
 def _check(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: str = "k") -> None:
     """``q_name``/``k_name``: what the caller calls them (vLLM's form says ``query`` and ``key``)."""
     _checks.inference_only(**{q_name: q, k_name: k, "cos_sin_cache": cos_sin_cache})
@@ -91,42 +72,22 @@ def _check(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: s
     if not isinstance(is_neox, bool):
         raise TypeError(f"is_neox must be a bool, got {type(is_neox).__name__}")
     _checks.same_device(**{q_name: q, k_name: k, "positions": positions, "cos_sin_cache": cos_sin_cache})
+    if _checks.indices_checked():
+        _checks.index_range("positions", positions, max_position, f"rows of cos_sin_cache ({max_position})",
+                            otherwise="that token's rotated dims become NaN")
     if through_dispatcher(positions, q, k, cos_sin_cache):
         # Dynamo cannot trace the stride sort below, fake tensors have no data pointer; functionalization already
         # rejects writes to overlapping memory
         return
     # q and k are written in place: an element reachable twice would be rotated twice, racing
     for name, t in ((q_name, q), (k_name, k)):
-        if t is not None and _overlaps_itself(t):
+        if t is not None and _checks.overlaps_itself(t):
             raise ValueError(f"{name} must not have overlapping elements (it is written in place), got shape "
                              f"{tuple(t.shape)} and strides {tuple(t.stride())}")
     # meta tensors (``tritonkit check``) all report data_ptr 0
-    if k is not None and q.device.type != "meta" and k.numel() and q.numel() and _may_overlap(q, k):
+    if k is not None and q.device.type != "meta" and k.numel() and q.numel() and _checks.may_overlap(q, k):
         raise ValueError(f"{k_name} must not overlap {q_name} (both are rotated in place), got {q_name} with "
                          f"strides {tuple(q.stride())} and {k_name} with strides {tuple(k.stride())} sharing memory")
-
-
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    """[first, last + 1) element offsets from the storage's data pointer that ``t`` can touch."""
-    lo = t.data_ptr() // t.element_size()
-    return lo, lo + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1
-
-
-def _may_overlap(q: torch.Tensor, k: torch.Tensor) -> bool:
-    """Whether some element of k may also be an element of q. Exact for the layout that matters: q and k as views
-    of one fused [T, (Hq + 2 Hk) * D] row (same token stride, each token's heads inside one row), where the spans
-    interleave but the per-token pieces do not; otherwise by whole spans (conservative)."""
-    (q_lo, q_hi), (k_lo, k_hi) = _span(q), _span(k)
-    if q_hi <= k_lo or k_hi <= q_lo:
-        return False
-    row = q.stride(0)
-    q_w = q_hi - q_lo - (q.shape[0] - 1) * row  # one token's footprint
-    k_w = k_hi - k_lo - (k.shape[0] - 1) * row
-    if k.stride(0) != row or row <= 0 or q_w > row or k_w > row:
-        return True
-    # per-token pieces on a circle of one row: disjoint arcs never share an element
-    d = (k_lo - q_lo) % row
-    return d < q_w or row - d < k_w
 
 
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None,
@@ -134,8 +95,9 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor |
     """Rotary position embedding, applied in place to the first ``rot_dim`` dims of every head of q and k.
 
     positions      ``[T]`` int32/int64, the position of each token. Must lie in ``[0, max_position)``: that is
-                   not checked on the host (it would need a device sync). The kernel reads no memory outside the
-                   cache for an out-of-range position; that token's rotated dims become NaN instead.
+                   not checked on the host (it would need a device sync; ``TRITONKIT_CHECK_INDICES=1`` checks it).
+                   The kernel reads no memory outside the cache for an out-of-range position; that token's
+                   rotated dims become NaN instead, so the bug shows.
     q              ``[T, Hq, D]`` float16/bfloat16/float32; ``k`` ``[T, Hk, D]`` of q's dtype, or None. Any
                    strides with the last dim contiguous, so q and k may be views into a fused ``[T, (Hq+2Hk)*D]``
                    qkv projection; they must not overlap.
