@@ -91,7 +91,8 @@ def test_reshape_and_cache_drops_slots_outside_the_cache(case, slot_dtype, fp8):
 def test_reshape_and_cache_into_a_cache_of_no_blocks_writes_nothing():
     key, value, (kbuf, kc), (vbuf, vc), slots = _reshape_inputs(torch.int64, (1, 2**40), num_blocks=0)
     before_k, before_v = kbuf.clone(), vbuf.clone()
-    vllm.reshape_and_cache_flash(key, value, kc, vc, slots, "auto", torch.ones(1), torch.ones(1))
+    one = torch.ones(1, device=DEVICE)
+    vllm.reshape_and_cache_flash(key, value, kc, vc, slots, "auto", one, one)
     assert_guards_intact(kbuf, before_k, "key_cache")
     assert_guards_intact(vbuf, before_v, "value_cache")
 
