@@ -244,3 +244,9 @@ def test_a_tree_carried_to_a_machine_without_git_is_used_by_its_sha(repo, tmp_pa
         base.checkout("HEAD~1", copy, store=here.store)
     with pytest.raises(base.BaseTreeError, match="not in a git checkout"):
         base.checkout("0123456789", copy, store=here.store)
+    # a copy whose git folder lacks the commit (the device tool's copy of a checkout): the carried tree too
+    _git(copy, "init", "-q")
+    got = base.checkout(here.sha[:9], copy, store=here.store)
+    assert (got.sha, got.root) == (here.sha, here.root)
+    with pytest.raises(base.BaseTreeError, match="not a commit"):
+        base.checkout("0123456789", copy, store=here.store)

@@ -113,6 +113,11 @@ def checkout(rev: str, repo: Path | None = None, *, store: Path | None = None) -
         return carried
     r = _git(["rev-parse", "--verify", f"{rev}^{{commit}}"], top, rev)
     if r.returncode != 0:
+        # a copy of the tree whose git folder lacks the commit (the device tool ships one without the newest
+        # objects): the tree materialized beforehand and carried along still serves
+        carried = _carried(rev, repo, store)
+        if carried is not None:
+            return carried
         raise BaseTreeError(f"base revision {rev!r}: not a commit in {top} (git: {_one_line(_text(r.stderr))})")
     sha = _text(r.stdout)
     short = _text(_git(["rev-parse", "--short=7", sha], top, rev).stdout) or sha[:7]
