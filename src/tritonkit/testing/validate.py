@@ -25,6 +25,7 @@ import torch
 from ..ops import poison_outputs
 from ..spec import OpSpec, Shape, as_shape, dtype_name
 from .metric import Comparison, compare
+from .guard import GuardAllocations, changed_inputs, guard_inputs, name_allocations
 from .inputs import Fill
 
 
@@ -41,6 +42,8 @@ class CaseResult:
     detail: str  # the worst output's description, or the exception
     outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
+    # writes out of bounds and overwritten inputs, each naming the tensor and the first offending element
+    violations: list[str] = dataclasses.field(default_factory=list)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -98,10 +101,7 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
     try:
         inputs = spec.make_inputs(shape, dtype, Fill(family, device, seed))
         ref_inputs = upcast(inputs, device)
-        with poison_outputs():
-            outs = spec.call(inputs)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        outs = _guarded_call(spec, inputs, device, res)
         refs = spec.reference(ref_inputs, dtype)
         scales = spec.error_scale(ref_inputs) if spec.error_scale else {}
         del ref_inputs
@@ -136,12 +136,40 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
         res.error = worst[1].error
         res.passed = all(v["mismatches"] == 0 and v["error"] <= 1.0 for v in res.outputs.values())
         res.detail = f"{worst[0]}: {worst[1].describe()}"
+        if res.violations:
+            res.passed, res.error = False, float("inf")
+            res.detail = res.violations[0] + (f" (and {len(res.violations) - 1} more)" if len(res.violations) > 1
+                                              else "")
     except Exception as e:  # reported as a failed case, with the exception, so one bad case never hides the rest
         res.detail = f"{type(e).__name__}: {e}".strip()
         res.outputs["exception"] = {"traceback": traceback.format_exc(limit=6)}
     finally:
         res.seconds = time.perf_counter() - t0
     return res
+
+
+def _guarded_call(spec: OpSpec, inputs: dict, device: torch.device, res: CaseResult):
+    """``spec.call`` with every tensor inside guard regions (see :mod:`.guard`); what broke them, and the inputs
+    the op changed without owning them, go to ``res.violations``."""
+    inputs, in_guards = guard_inputs(inputs)
+    before = {k: t.clone() for k, t in inputs.items() if isinstance(t, torch.Tensor) and k not in spec.inplace}
+    mode = GuardAllocations()
+    with poison_outputs(), mode:
+        outs = spec.call(inputs)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    if isinstance(outs, Mapping):
+        name_allocations(mode.guards, outs)
+        # an input whose storage comes back as an output (or holds an in-place one) is the op's to write
+        owned = {t.untyped_storage().data_ptr() for t in outs.values() if isinstance(t, torch.Tensor)}
+        owned |= {inputs[k].untyped_storage().data_ptr() for k in spec.inplace if isinstance(inputs.get(k),
+                                                                                                torch.Tensor)}
+        before = {k: v for k, v in before.items() if inputs[k].untyped_storage().data_ptr() not in owned}
+    for g in in_guards + mode.guards:
+        if (why := g.breach()) is not None:
+            res.violations.append(f"{g.name}: {why}")
+    res.violations += changed_inputs(before, inputs)
+    return outs
 
 
 def assert_valid(spec: OpSpec, shape: Shape | Mapping, dtype: torch.dtype, family: str = "randn",
