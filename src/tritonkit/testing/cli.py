@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -14,6 +15,7 @@ import torch
 
 from .._env import driver_version, git_info
 from ..spec import dtype_name
+from ..tolerance import TOLERANCES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -110,31 +112,88 @@ def main(argv: list[str]) -> int:
                               f"{', '.join(s.families)}" for s in specs)
         print(f"tritonkit validate: the options select no case ({supported})", file=sys.stderr)
         return 2
+    for s, d in {(id(s), d): (s, d) for s, (_, d, _) in cases}.values():
+        try:
+            s.tolerance_for(d)
+        except ValueError:
+            print(f"tritonkit validate: {s.name}: dtype {dtype_name(d)} has no tolerance (the table knows "
+                  f"{', '.join(map(dtype_name, TOLERANCES))}); give one in OpSpec.tolerance, or leave it out of "
+                  f"OpSpec.dtypes", file=sys.stderr)
+            return 2
     device = v.default_device()
     where = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
     print(f"tritonkit validate: {len(cases)} cases, {', '.join(names)}, shapes={args.shapes}, on {where}")
+    meta = {"command": "tritonkit validate " + " ".join(argv), "device": where, "shapes": args.shapes,
+            "torch": torch.__version__, "triton": _triton_version(), "python": platform.python_version(),
+            "interpreter": not on_gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "git_sha": git_info()[0], "cases": len(cases), "complete": False, "seconds": 0.0}
+    if on_gpu:
+        meta["driver"] = driver_version()
+    report = _JsonReport(args.json, meta) if args.json is not None else None
+    results: list = []
     t0 = time.perf_counter()
-    with progress(len(cases)) as advance:
-        results = v.run(specs, args.shapes, dtypes, args.families, device=device, on_result=advance)
+    try:
+        if report is not None:
+            report.write(results)
+        with progress(len(cases)) as advance:
+            def on_result(r):
+                results.append(r)
+                advance(r)
+                if report is not None:
+                    report.tick(results, time.perf_counter() - t0)
+            v.run(specs, args.shapes, dtypes, args.families, device=device, on_result=on_result)
+    except OSError as e:
+        print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror or e})",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if report is not None:
+            with contextlib.suppress(OSError):
+                report.write(results, time.perf_counter() - t0, interrupted=True)
+        raise
     elapsed = time.perf_counter() - t0
     print_table(results, failures_only=args.quiet)
     n_fail = sum(not r.passed for r in results)
     print(f"{len(results) - n_fail} passed, {n_fail} failed in {elapsed:.1f} s")
-    if args.json is not None:
-        meta = {"command": "tritonkit validate " + " ".join(argv), "device": where, "shapes": args.shapes,
-                "torch": torch.__version__, "triton": _triton_version(), "python": platform.python_version(),
-                "interpreter": not on_gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "git_sha": git_info()[0], "seconds": elapsed}
-        if on_gpu:
-            meta["driver"] = driver_version()
+    if report is not None:
         try:
-            with open(args.json, "w") as f:
-                json.dump({"meta": meta, "results": [r.as_dict() for r in results]}, f, indent=1, default=str)
+            report.write(results, elapsed, complete=True)
         except OSError as e:
             print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror})",
                   file=sys.stderr)
             return 2
     return 1 if n_fail else 0
+
+
+class _JsonReport:
+    """The --json file, written as the run goes: ``meta.complete`` is false until the last case is in, so a run
+    that dies (a kernel that corrupted the heap) leaves a report that says it is incomplete. Each write goes to a
+    temporary name and is renamed over the file: the file is always whole."""
+
+    def __init__(self, path: str, meta: dict):
+        self.path, self.meta, self.last, self.cost = path, meta, 0.0, 0.0
+
+    def tick(self, results: list, seconds: float) -> None:
+        # rewriting the whole file after every case is quadratic in a 2000-case run: writing at most a tenth of
+        # the time bounds the cost, and still writes after each case while the file is small or cases slow
+        if time.monotonic() - self.last >= 10 * self.cost:
+            self.write(results, seconds)
+
+    def write(self, results: list, seconds: float = 0.0, complete: bool = False, interrupted: bool = False):
+        self.meta.update(seconds=seconds, complete=complete, cases_done=len(results))
+        if interrupted:
+            self.meta["interrupted"] = True
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        t0 = time.monotonic()
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"meta": self.meta, "results": [r.as_dict() for r in results]}, f, indent=1, default=str)
+            os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        self.last = time.monotonic()
+        self.cost = self.last - t0
 
 
 def _triton_version() -> str:

@@ -1,0 +1,64 @@
+"""`tritonkit validate`'s report: written as the run goes, marked complete only at the end; bad dtypes in one line."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tritonkit.testing.cli import main
+
+DYING = '''
+import os
+import time
+
+import torch
+from tritonkit import OpSpec
+
+
+def f(x):
+    time.sleep(0.05)  # a case takes longer than a rewrite of the small report: each one is flushed
+    if x.numel() == 3:
+        os._exit(3)  # a kernel that corrupted the heap: the process is gone, no handler runs
+    return x * 2
+
+
+SPEC = OpSpec("dies", f, lambda s, d, fill: {"x": fill((s["n"],), d)}, reference=lambda i, d: {"out": 2 * i["x"]},
+              boundary=[{"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}], dtypes=(torch.float32,), families=("randn",))
+'''
+
+
+def test_a_run_that_dies_leaves_a_report_marked_incomplete(tmp_path, monkeypatch):
+    (tmp_path / "dying_specs.py").write_text(DYING)
+    out = tmp_path / "v.json"
+    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "dying_specs.py", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 3
+    d = json.loads(out.read_text())
+    assert d["meta"]["complete"] is False and d["meta"]["cases"] == 4
+    # the two that finished are in, the third never returned
+    assert d["meta"]["cases_done"] == 2 and [r["shape"] for r in d["results"]] == ["n=1", "n=2"]
+    assert [f.name for f in tmp_path.iterdir() if f.name.endswith(".tmp")] == []
+
+
+def test_a_finished_run_is_marked_complete(tmp_path):
+    out = tmp_path / "v.json"
+    assert main(["silu_and_mul", "--dtype", "float32", "--families", "randn", "--json", str(out), "--quiet"]) == 0
+    d = json.loads(out.read_text())
+    assert d["meta"]["complete"] is True and d["meta"]["cases_done"] == d["meta"]["cases"] == len(d["results"])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_a_spec_dtype_without_a_tolerance_is_one_line(dtype, tmp_path, monkeypatch, capsys):
+    (tmp_path / "dt_specs.py").write_text(
+        "import torch\nfrom tritonkit import OpSpec\n\n\ndef f(x):\n    return x * 2\n\n\n"
+        f"S = OpSpec('twice', f, lambda s, d, fill: {{'x': fill.randint(0, 5, (4,), d)}}, "
+        f"reference=lambda i, d: {{'out': 2 * i['x']}}, boundary=[{{'n': 1}}], dtypes=(torch.{dtype},))\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert main(["dt_specs.py"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"tritonkit validate: twice: dtype {dtype} has no tolerance (the table knows float32, "
+                          "float16, bfloat16); give one in OpSpec.tolerance")
+    sys.modules.pop("dt_specs", None)
