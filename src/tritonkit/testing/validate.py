@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from ..ops import poison_outputs
+from ..ops._device import explain_launch_error
 from ..spec import OpSpec, Shape, as_shape, dtype_name
 from .metric import Comparison, compare
 from .guard import GuardAllocations, changed_inputs, guard_inputs, name_allocations
@@ -141,7 +142,9 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
             res.detail = res.violations[0] + (f" (and {len(res.violations) - 1} more)" if len(res.violations) > 1
                                               else "")
     except Exception as e:  # reported as a failed case, with the exception, so one bad case never hides the rest
-        res.detail = f"{type(e).__name__}: {e}".strip()
+        # "0 active drivers" from a user's kernel gets the sentence tritonkit's own ops give
+        better = explain_launch_error(e)
+        res.detail = f"{type(better or e).__name__}: {better or e}".strip()
         res.outputs["exception"] = {"traceback": traceback.format_exc(limit=6)}
     finally:
         res.seconds = time.perf_counter() - t0
