@@ -49,3 +49,30 @@ def test_own_kernel_imported_before_tritonkit_gets_the_ops_one_sentence(tmp_path
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("c [n=1] float32 randn: RuntimeError: no GPU driver is active, so Triton cannot launch")
     assert "set TRITON_INTERPRET=1 before Triton is first imported" in r.stdout and "0 active drivers" not in r.stdout
+
+
+def _scaled(x):
+    # a float16 limit: x * 1000 overflows for |x| > 65.5 where float64 does not
+    return x * 1000 / 1000
+
+
+def _eager_spec(fn):
+    from tritonkit.spec import OpSpec
+    return OpSpec("scaled", fn, lambda s, d, fill: {"x": fill((s["n"],), d)},
+                  reference=lambda i, d: {"out": _scaled(i["x"])}, boundary=[{"n": 64}], dtypes=(torch.float16,),
+                  families=("randn", "near_max"))
+
+
+def test_a_failed_hard_input_case_shows_eager_pytorch_failing_too():
+    from tritonkit.testing import validate_case
+    r = validate_case(_eager_spec(_scaled), {"n": 64}, torch.float16, "near_max", device="cpu")
+    assert not r.passed and r.eager.startswith("fails too, out: 64/64 elements mismatch, error inf")
+    assert "; eager PyTorch on the same inputs: fails too" in r.detail and r.as_dict()["eager"] == r.eager
+
+
+def test_a_kernel_bug_shows_eager_pytorch_passing():
+    from tritonkit.testing import validate_case
+    r = validate_case(_eager_spec(lambda x: x + 1), {"n": 64}, torch.float16, "randn", device="cpu")
+    assert not r.passed and r.eager.startswith("passes, out: error 0.")
+    # a passing case pays nothing for it
+    assert validate_case(_eager_spec(_scaled), {"n": 64}, torch.float16, "randn", device="cpu").eager == ""

@@ -45,6 +45,9 @@ class CaseResult:
     seconds: float = 0.0
     # writes out of bounds and overwritten inputs, each naming the tensor and the first offending element
     violations: list[str] = dataclasses.field(default_factory=list)
+    # on a failed case, how eager PyTorch (the reference in the op's dtype) fares on the same inputs: a float32
+    # limit fails there too, a kernel bug does not
+    eager: str = ""
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -101,11 +104,11 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
     t0 = time.perf_counter()
     try:
         inputs = spec.make_inputs(shape, dtype, Fill(family, device, seed))
+        in_dtypes = {k: t.dtype for k, t in inputs.items() if isinstance(t, torch.Tensor)}
         ref_inputs = upcast(inputs, device)
         outs = _guarded_call(spec, inputs, device, res)
         refs = spec.reference(ref_inputs, dtype)
         scales = spec.error_scale(ref_inputs) if spec.error_scale else {}
-        del ref_inputs
         for what, d in (("call", outs), ("reference", refs)):
             if not isinstance(d, Mapping):
                 raise TypeError(f"{what} returned {type(d).__name__}, not a dict of named outputs "
@@ -137,6 +140,10 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
         res.error = worst[1].error
         res.passed = all(v["mismatches"] == 0 and v["error"] <= 1.0 for v in res.outputs.values())
         res.detail = f"{worst[0]}: {worst[1].describe()}"
+        if not res.passed:
+            res.eager = _eager(spec, ref_inputs, in_dtypes, dtype, refs, tol, scales)
+            res.detail += f"; eager PyTorch on the same inputs: {res.eager}"
+        del ref_inputs
         if res.violations:
             res.passed, res.error = False, float("inf")
             res.detail = res.violations[0] + (f" (and {len(res.violations) - 1} more)" if len(res.violations) > 1
@@ -149,6 +156,20 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
     finally:
         res.seconds = time.perf_counter() - t0
     return res
+
+
+def _eager(spec: OpSpec, ref_inputs: dict, in_dtypes: dict, dtype: torch.dtype, refs: Mapping, tol,
+           scales: Mapping) -> str:
+    """The reference run in the op's dtype on the case's inputs (the float64 copies cast back: exact), compared
+    with the float64 reference like the kernel was: its worst output, described."""
+    try:
+        inputs = {k: v.to(in_dtypes[k]) if k in in_dtypes and isinstance(v, torch.Tensor) else v
+                  for k, v in ref_inputs.items()}
+        got = spec.reference(inputs, dtype)
+        worst = max(((k, compare(got[k], refs[k], tol, scales.get(k))) for k in refs), key=lambda kc: kc[1].error)
+    except Exception as e:  # noqa: BLE001 - the comparison is a hint; the case has failed already
+        return f"raised {type(e).__name__}: {e}"
+    return f"{'passes' if worst[1].passed else 'fails too'}, {worst[0]}: {worst[1].describe()}"
 
 
 def _guarded_call(spec: OpSpec, inputs: dict, device: torch.device, res: CaseResult):
