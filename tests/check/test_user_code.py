@@ -229,3 +229,35 @@ def test_a_deeply_nested_baseline_is_malformed_exit_2(tmp_path, capsys):
     assert check_main([_file(tmp_path, "a.py", ""), "--baseline", str(b)]) == 2
     err = capsys.readouterr().err
     assert f"the baseline {b} is malformed" in err and "Traceback" not in err
+
+
+SPEC_ONLY = """
+import torch
+import triton
+import triton.language as tl
+from tritonkit import OpSpec
+
+
+@triton.jit
+def _twice_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def twice(x):
+    y = torch.empty_like(x)
+    _twice_kernel[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+    return y
+
+
+TWICE = OpSpec("twice", twice, lambda s, d, fill: {"x": fill((s["n"],), d)},
+               reference=lambda i, d: {"out": 2 * i["x"]}, boundary=[{"n": 1}, {"n": 65}], dtypes=(torch.float32,))
+"""
+
+
+def test_specs_without_a_sweep_say_only_boundary_shapes_are_checked(tmp_path, capsys):
+    (tmp_path / "twice_specs.py").write_text(SPEC_ONLY)
+    assert check_main([str(tmp_path / "twice_specs.py")]) == 0
+    out = capsys.readouterr().out
+    assert ("op twice: declares no sweep_shape and no large shapes: only its 2 boundary shapes are checked" in
+            out.replace("\n  ", " "))

@@ -267,10 +267,18 @@ def collect(paths: list[str], problems: list[Problem], timeout: float | None = N
                 known.add(id(c))
         specs = {v.name: v for v in vars(mod).values() if isinstance(v, OpSpec)}
         targets += _case_targets(cases) + spec_targets(specs, SPACES)
+        problems += [_boundary_only(s) for s in specs.values() if not s.shapes("sweep") and not s.large]
         if not cases and not specs:
             problems.append(Problem("import", spec, "defines no @tritonkit.case and no OpSpec: nothing to run",
                                     fatal=False))
     return targets
+
+
+def _boundary_only(spec) -> Problem:
+    """The note for an OpSpec with no sweep and no large shapes: the sizes where offsets overflow go unchecked."""
+    return Problem("case", f"op {spec.name}", f"declares no sweep_shape and no large shapes: only its "
+                   f"{len(spec.boundary)} boundary shapes are checked (overflows show at deployment sizes: declare "
+                   f"sweep_shape, or large)", fatal=False)
 
 
 def builtin_targets(ops: tuple[str, ...] | None, spaces: tuple[str, ...], problems: list[Problem]) -> list[Target]:
