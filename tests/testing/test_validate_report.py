@@ -62,3 +62,44 @@ def test_a_spec_dtype_without_a_tolerance_is_one_line(dtype, tmp_path, monkeypat
     assert err.startswith(f"tritonkit validate: twice: dtype {dtype} has no tolerance (the table knows float32, "
                           "float16, bfloat16); give one in OpSpec.tolerance")
     sys.modules.pop("dt_specs", None)
+
+
+def _result(op, shape, passed, error=0.5, detail="out: 3/9 elements mismatch, error 7; " + "x" * 300):
+    from tritonkit.testing.validate import CaseResult
+    return CaseResult(op, shape, "float16", "near_max", passed, error, 1e-3, 1e-5, "" if passed else detail)
+
+
+LONG = "num_seqs=4,num_kv_heads=8,head_dim=128,block_size=16,context_lens=(1, 15, 16, 17, 255, 4099, 4100, 65537)," \
+       "causal=1,sliding_window=0"
+
+
+def test_the_table_fits_120_columns_and_collapses_passing_rows(capsys):
+    from tritonkit.testing.report import print_table
+    results = [_result("paged_attention", LONG, True, 0.25), _result("paged_attention", "num_seqs=1", True, 0.75),
+               _result("paged_attention", LONG + ",x=1", False, float("inf")), _result("rms_norm", "n=1", True)]
+    print_table(results)
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 120
+    # the failure in full (its shape cut to fit, its detail wrapped), the passes as one line per op
+    assert [ln.split()[0] for ln in lines if ln.endswith("FAIL")] == ["paged_attention"]
+    assert not any(ln.endswith("pass") for ln in lines)
+    assert "paged_attention: 2 of 3 cases pass, worst error 0.75 (float16 near_max num_seqs=1); --all lists them" in lines
+    assert "rms_norm: 1 of 1 cases pass, worst error 0.5 (float16 near_max n=1); --all lists them" in lines
+    assert sum(ln.startswith("    ") for ln in lines) >= 3  # the 340-character detail, wrapped
+
+
+def test_every_row_lists_passes_within_120_columns(capsys):
+    from tritonkit.testing.report import print_table
+    print_table([_result("paged_attention", LONG, True), _result("rms_norm", "n=1", True)], every_row=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 120 and sum(ln.endswith("pass") for ln in lines) == 2
+    assert not any("--all lists them" in ln for ln in lines)
+
+
+def test_cli_collapses_passes_unless_all(capsys):
+    assert main(["silu_and_mul", "--dtype", "float32", "--families", "randn"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert not any(ln.endswith("pass") for ln in out) and any("silu_and_mul: " in ln and "cases pass" in ln for ln in out)
+    assert main(["silu_and_mul", "--dtype", "float32", "--families", "randn", "--all"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert sum(ln.endswith("pass") for ln in out) >= 10 and max(map(len, out)) <= 120

@@ -34,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="float16 bfloat16 float32 (default: each op's own)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="print failures and the summary only")
+    p.add_argument("--all", action="store_true", dest="every_row",
+                   help="print a row for every case (default: the failures, and one line per op for its passes)")
     return p
 
 
@@ -122,7 +124,8 @@ def main(argv: list[str]) -> int:
             return 2
     device = v.default_device()
     where = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
-    print(f"tritonkit validate: {len(cases)} cases, {', '.join(names)}, shapes={args.shapes}, on {where}")
+    listed = ", ".join(names) if len(", ".join(names)) <= 48 else f"{len(names)} ops"
+    print(f"tritonkit validate: {len(cases)} cases, {listed}, shapes={args.shapes}, on {where}")
     meta = {"command": "tritonkit validate " + " ".join(argv), "device": where, "shapes": args.shapes,
             "torch": torch.__version__, "triton": _triton_version(), "python": platform.python_version(),
             "interpreter": not on_gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -152,7 +155,7 @@ def main(argv: list[str]) -> int:
                 report.write(results, time.perf_counter() - t0, interrupted=True)
         raise
     elapsed = time.perf_counter() - t0
-    print_table(results, failures_only=args.quiet)
+    print_table(results, failures_only=args.quiet, every_row=args.every_row and not args.quiet)
     n_fail = sum(not r.passed for r in results)
     print(f"{len(results) - n_fail} passed, {n_fail} failed in {elapsed:.1f} s")
     if report is not None:
