@@ -103,3 +103,31 @@ def test_cli_collapses_passes_unless_all(capsys):
     assert main(["silu_and_mul", "--dtype", "float32", "--families", "randn", "--all"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert sum(ln.endswith("pass") for ln in out) >= 10 and max(map(len, out)) <= 120
+
+
+NUMPY_NAN = '''
+import numpy as np
+import torch
+from tritonkit import OpSpec
+
+
+def f(x):
+    # what an interpreted kernel does on the hard families: numpy arithmetic on NaN, inf and huge values
+    a = x.numpy().astype(np.float16) * np.float16(60000)
+    np.divide(a, 0 * a)
+    return x * 2
+
+
+SPEC = OpSpec("npnan", f, lambda s, d, fill: {"x": fill((s["n"],), d)}, reference=lambda i, d: {"out": 2 * i["x"]},
+              boundary=[{"n": 4}, {"n": 5}], dtypes=(torch.float32,), families=("randn", "near_max"))
+'''
+
+
+def test_numpy_warnings_stay_out_of_the_progress_and_are_summarized(tmp_path):
+    (tmp_path / "npnan_specs.py").write_text(NUMPY_NAN)
+    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "npnan_specs.py"], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "RuntimeWarning" not in p.stderr + p.stdout
+    (line,) = [ln for ln in p.stderr.splitlines() if "floating-point warnings" in ln]
+    assert line.startswith("tritonkit validate: ") and "npnan_specs.py:" in line

@@ -8,8 +8,10 @@ import contextlib
 import json
 import os
 import platform
+import re
 import sys
 import time
+import warnings
 
 import torch
 
@@ -144,7 +146,10 @@ def main(argv: list[str]) -> int:
                 advance(r)
                 if report is not None:
                     report.tick(results, time.perf_counter() - t0)
-            v.run(specs, args.shapes, dtypes, args.families, device=device, on_result=on_result)
+            # warnings wait for the table: interleaved with the progress they hide it
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                v.run(specs, args.shapes, dtypes, args.families, device=device, on_result=on_result)
     except OSError as e:
         print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror or e})",
               file=sys.stderr)
@@ -156,6 +161,7 @@ def main(argv: list[str]) -> int:
         raise
     elapsed = time.perf_counter() - t0
     print_table(results, failures_only=args.quiet, every_row=args.every_row and not args.quiet)
+    _summarize_warnings(caught)
     n_fail = sum(not r.passed for r in results)
     print(f"{len(results) - n_fail} passed, {n_fail} failed in {elapsed:.1f} s")
     if report is not None:
@@ -166,6 +172,25 @@ def main(argv: list[str]) -> int:
                   file=sys.stderr)
             return 2
     return 1 if n_fail else 0
+
+
+_FLOATING = re.compile(r"(overflow|invalid value|divide by zero|underflow) encountered")
+
+
+def _summarize_warnings(caught: list) -> None:
+    """numpy's floating-point warnings (a kernel's NaN and overflow on the hard families: expected) in one line;
+    any other warning once, with where it came from."""
+    fp = [w for w in caught if issubclass(w.category, RuntimeWarning) and _FLOATING.search(str(w.message))]
+    if fp:
+        print(f"tritonkit validate: {len(fp)} floating-point warnings from numpy during the cases (first: "
+              f"{fp[0].message}, at {fp[0].filename}:{fp[0].lineno}); expected where a case makes NaN or inf",
+              file=sys.stderr)
+    seen = set()
+    for w in caught:
+        key = (w.category, str(w.message), w.filename, w.lineno)
+        if w not in fp and key not in seen:
+            seen.add(key)
+            print(warnings.formatwarning(w.message, w.category, w.filename, w.lineno).rstrip(), file=sys.stderr)
 
 
 class _JsonReport:
