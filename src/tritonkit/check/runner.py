@@ -322,6 +322,8 @@ def _run_in_child(paths: list[str] | None, opts: Options) -> Report:
         tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
         return Report([], [Problem("capture", "check", "the checker's fresh process failed: " + " | ".join(tail))],
                       [], {})
+    # what the cases printed, and the checker's own notes (a corrupt cache entry), as a run in this process shows them
+    sys.stderr.write(r.stderr)
     note = Problem("capture", "check", "Triton's interpreter had run in this process and left triton.language "
                    "patched; the check ran in a fresh process", fatal=False)
     def tuples(case):
