@@ -263,3 +263,13 @@ def test_specs_without_a_sweep_say_only_boundary_shapes_are_checked(tmp_path, ca
     out = capsys.readouterr().out
     assert ("op twice: declares no sweep_shape and no large shapes: only its 2 boundary shapes are checked" in
             out.replace("\n  ", " "))
+
+
+def test_a_case_file_that_never_finishes_reading_is_stopped(tmp_path, capsys):
+    fifo = tmp_path / "pipe_cases.py"
+    os.mkfifo(fifo)  # nobody ever writes: opening it for reading blocks forever
+    t0 = time.monotonic()
+    assert check_main([str(fifo), "--case-timeout", "1"]) == 2
+    assert time.monotonic() - t0 < 60
+    out = capsys.readouterr().out
+    assert "pipe_cases.py" in out and "CaseTimeout: ran past the 1 s limit" in out

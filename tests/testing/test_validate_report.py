@@ -131,3 +131,40 @@ def test_numpy_warnings_stay_out_of_the_progress_and_are_summarized(tmp_path):
     assert "RuntimeWarning" not in p.stderr + p.stdout
     (line,) = [ln for ln in p.stderr.splitlines() if "floating-point warnings" in ln]
     assert line.startswith("tritonkit validate: ") and "npnan_specs.py:" in line
+
+
+SLOW = '''
+import time
+import torch
+from tritonkit import OpSpec
+
+
+def f(x):
+    if x.numel() == 2:
+        open("started", "w").close()
+        time.sleep(120)
+    return x * 2
+
+
+SPEC = OpSpec("slow", f, lambda s, d, fill: {"x": fill((s["n"],), d)}, reference=lambda i, d: {"out": 2 * i["x"]},
+              boundary=[{"n": 1}, {"n": 2}], dtypes=(torch.float32,), families=("randn",))
+'''
+
+
+def test_ctrl_c_is_one_line_and_the_report_says_interrupted(tmp_path):
+    import os
+    import signal
+    import time
+    (tmp_path / "slow_specs.py").write_text(SLOW)
+    p = subprocess.Popen([sys.executable, "-m", "tritonkit", "validate", "slow_specs.py", "--json", "v.json"],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "started").exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err.strip().splitlines()[-1] == "tritonkit validate: interrupted"
+    assert "Traceback" not in err
+    d = json.loads((tmp_path / "v.json").read_text())
+    assert d["meta"]["complete"] is False and d["meta"]["interrupted"] is True and d["meta"]["cases_done"] == 1
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
