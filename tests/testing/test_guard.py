@@ -156,3 +156,11 @@ def test_cli_fails_the_case_and_the_json_says_why(tmp_path):
     assert [r["passed"] for r in d["results"]] == [False, False]
     assert d["results"][1]["violations"] == ["out: written out of bounds at element offset 200 (its storage holds "
                                              "200 elements)"]
+
+
+def test_inputs_past_the_copy_limit_stay_as_they_are(monkeypatch):
+    import tritonkit.testing.guard as guard
+    monkeypatch.setattr(guard, "COPY_LIMIT", 64)
+    small, big = torch.zeros(4), torch.zeros(100)
+    out, guards = guard.guard_inputs({"small": small, "big": big})
+    assert out["big"] is big and out["small"] is not small and [g.name for g in guards] == ["small"]

@@ -5,8 +5,9 @@ and what the op allocates (``torch.empty``, ``zeros``, ``full`` and their ``_lik
 one as it is made. The bytes before and after each tensor's storage hold a known pattern; after the call a changed
 byte there is a write out of bounds (a store without its mask), reported with the tensor's name and the element
 offset of the first changed byte. Inputs the op does not own (not in ``OpSpec.inplace``) are compared with a copy
-taken before the call. Writes that land past the guard are not seen: the guard is as large as the tensor, at least
-64 KiB, at most 64 MiB, which covers the overrun of a missing mask on the last block of any sane tile size.
+taken before the call (inputs up to ``COPY_LIMIT``). Writes that land past the guard are not seen: the guard is as
+large as the tensor, at least 64 KiB, at most 64 MiB, which covers the overrun of a missing mask on the last block
+of any sane tile size.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ INPUT_PATTERN = 0xFF
 # writes 0xFF bytes, which must not pass for the output's untouched guard
 ALLOC_PATTERN = 0xA5
 _ALIGN = 512  # the guard keeps each tensor's address at the same alignment as the allocator's (512 on CUDA)
+# inputs past this are neither copied into guards nor compared with a copy: the large shape space (tensors past
+# 2^31 elements) would need twice its GPU memory again, and offsets that overflow land far past any guard anyway
+COPY_LIMIT = 1 << 30
 
 
 def guard_bytes(nbytes: int) -> int:
@@ -88,7 +92,7 @@ def guard_inputs(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], list[Guarde
     out = dict(inputs)
     copies: dict[Any, Guarded] = {}
     for k, t in inputs.items():
-        if not _plain(t):
+        if not _plain(t) or t.untyped_storage().nbytes() > COPY_LIMIT:
             continue
         st = t.untyped_storage()
         # empty storages may share the null address: each gets its own

@@ -26,7 +26,7 @@ from ..ops import poison_outputs
 from ..ops._device import explain_launch_error
 from ..spec import OpSpec, Shape, as_shape, dtype_name
 from .metric import Comparison, compare
-from .guard import GuardAllocations, changed_inputs, guard_inputs, name_allocations
+from .guard import COPY_LIMIT, GuardAllocations, changed_inputs, guard_inputs, name_allocations
 from .inputs import Fill
 
 
@@ -176,7 +176,8 @@ def _guarded_call(spec: OpSpec, inputs: dict, device: torch.device, res: CaseRes
     """``spec.call`` with every tensor inside guard regions (see :mod:`.guard`); what broke them, and the inputs
     the op changed without owning them, go to ``res.violations``."""
     inputs, in_guards = guard_inputs(inputs)
-    before = {k: t.clone() for k, t in inputs.items() if isinstance(t, torch.Tensor) and k not in spec.inplace}
+    before = {k: t.clone() for k, t in inputs.items()
+              if isinstance(t, torch.Tensor) and k not in spec.inplace and t.untyped_storage().nbytes() <= COPY_LIMIT}
     mode = GuardAllocations()
     with poison_outputs(), mode:
         outs = spec.call(inputs)
