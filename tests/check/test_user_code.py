@@ -79,7 +79,8 @@ def test_a_directory_that_cannot_be_read_is_a_problem_naming_it(tmp_path, monkey
     assert expand_paths([str(tmp_path)], problems) == [str(tmp_path / "fine.py")]
     (p,) = problems
     # a fatal problem: the run exits 2 (Report.exit_code), whatever else it checked
-    assert p.fatal and p.where == str(tmp_path / "locked") and p.message == "cannot read the directory: Permission denied"
+    assert p.fatal and p.where == str(tmp_path / "locked")
+    assert p.message == "cannot read the directory: Permission denied"
 
 
 @pytest.mark.parametrize("where", ["import", "case"])

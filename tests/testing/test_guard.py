@@ -3,9 +3,7 @@
 import json
 import subprocess
 import sys
-import textwrap
 
-import pytest
 import torch
 import triton
 import triton.language as tl

@@ -83,7 +83,8 @@ def test_the_table_fits_120_columns_and_collapses_passing_rows(capsys):
     # the failure in full (its shape cut to fit, its detail wrapped), the passes as one line per op
     assert [ln.split()[0] for ln in lines if ln.endswith("FAIL")] == ["paged_attention"]
     assert not any(ln.endswith("pass") for ln in lines)
-    assert "paged_attention: 2 of 3 cases pass, worst error 0.75 (float16 near_max num_seqs=1); --all lists them" in lines
+    assert ("paged_attention: 2 of 3 cases pass, worst error 0.75 (float16 near_max num_seqs=1); --all lists them"
+            in lines)
     assert "rms_norm: 1 of 1 cases pass, worst error 0.5 (float16 near_max n=1); --all lists them" in lines
     assert sum(ln.startswith("    ") for ln in lines) >= 3  # the 340-character detail, wrapped
 
@@ -99,7 +100,8 @@ def test_every_row_lists_passes_within_120_columns(capsys):
 def test_cli_collapses_passes_unless_all(capsys):
     assert main(["silu_and_mul", "--dtype", "float32", "--families", "randn"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert not any(ln.endswith("pass") for ln in out) and any("silu_and_mul: " in ln and "cases pass" in ln for ln in out)
+    assert not any(ln.endswith("pass") for ln in out)
+    assert any("silu_and_mul: " in ln and "cases pass" in ln for ln in out)
     assert main(["silu_and_mul", "--dtype", "float32", "--families", "randn", "--all"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert sum(ln.endswith("pass") for ln in out) >= 10 and max(map(len, out)) <= 120
