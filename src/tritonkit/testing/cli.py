@@ -84,7 +84,7 @@ def main(argv: list[str]) -> int:
     from ..spec import FAMILIES
     from . import validate as v
     from .load import LoadError, load_specs
-    from .report import print_table, progress
+    from .report import print_table
 
     specs = []
     for target in args.ops or ops_mod.OP_NAMES:
@@ -116,15 +116,9 @@ def main(argv: list[str]) -> int:
                               f"{', '.join(s.families)}" for s in specs)
         print(f"tritonkit validate: the options select no case ({supported})", file=sys.stderr)
         return 2
-    for s, d in {(id(s), d): (s, d) for s, (_, d, _) in cases}.values():
-        try:
-            s.tolerance_for(d)
-        except ValueError:
-            print(f"tritonkit validate: {s.name}: dtype {dtype_name(d)} has no tolerance (the table knows "
-                  f"{', '.join(map(dtype_name, TOLERANCES))}); give one in OpSpec.tolerance, or leave it out of "
-                  f"OpSpec.dtypes", file=sys.stderr)
-            return 2
-    device = v.default_device()
+    if (why := _untolerated(cases)) is not None:
+        print(f"tritonkit validate: {why}", file=sys.stderr)
+        return 2
     where = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
     listed = ", ".join(names) if len(", ".join(names)) <= 48 else f"{len(names)} ops"
     print(f"tritonkit validate: {len(cases)} cases, {listed}, shapes={args.shapes}, on {where}")
@@ -135,12 +129,45 @@ def main(argv: list[str]) -> int:
     if on_gpu:
         meta["driver"] = driver_version()
     report = _JsonReport(args.json, meta) if args.json is not None else None
+    try:
+        results, elapsed, caught = _run(specs, args, dtypes, len(cases), report)
+        print_table(results, failures_only=args.quiet, every_row=args.every_row and not args.quiet)
+        _summarize_warnings(caught)
+        n_fail = sum(not r.passed for r in results)
+        print(f"{len(results) - n_fail} passed, {n_fail} failed in {elapsed:.1f} s")
+        if report is not None:
+            report.write(results, elapsed, complete=True)
+    except OSError as e:
+        print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror or e})",
+              file=sys.stderr)
+        return 2
+    return 1 if n_fail else 0
+
+
+def _untolerated(cases) -> str | None:
+    """The first (spec, dtype) of the cases with no tolerance to compare by, said in a line, or None."""
+    for s, d in {(id(s), d): (s, d) for s, (_, d, _) in cases}.values():
+        try:
+            s.tolerance_for(d)
+        except ValueError:
+            return (f"{s.name}: dtype {dtype_name(d)} has no tolerance (the table knows "
+                    f"{', '.join(map(dtype_name, TOLERANCES))}); give one in OpSpec.tolerance, or leave it out of "
+                    f"OpSpec.dtypes")
+    return None
+
+
+def _run(specs, args, dtypes, total: int, report):
+    """Run the cases with the progress shown and the report written as they finish: (results, seconds, the warnings
+    they raised). Interrupted, the report is marked so before the interrupt goes on."""
+    from . import validate as v
+    from .report import progress
+
     results: list = []
     t0 = time.perf_counter()
     try:
         if report is not None:
             report.write(results)
-        with progress(len(cases)) as advance:
+        with progress(total) as advance:
             def on_result(r):
                 results.append(r)
                 advance(r)
@@ -149,29 +176,13 @@ def main(argv: list[str]) -> int:
             # warnings wait for the table: interleaved with the progress they hide it
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                v.run(specs, args.shapes, dtypes, args.families, device=device, on_result=on_result)
-    except OSError as e:
-        print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror or e})",
-              file=sys.stderr)
-        return 2
+                v.run(specs, args.shapes, dtypes, args.families, device=v.default_device(), on_result=on_result)
     except KeyboardInterrupt:
         if report is not None:
             with contextlib.suppress(OSError):
                 report.write(results, time.perf_counter() - t0, interrupted=True)
         raise
-    elapsed = time.perf_counter() - t0
-    print_table(results, failures_only=args.quiet, every_row=args.every_row and not args.quiet)
-    _summarize_warnings(caught)
-    n_fail = sum(not r.passed for r in results)
-    print(f"{len(results) - n_fail} passed, {n_fail} failed in {elapsed:.1f} s")
-    if report is not None:
-        try:
-            report.write(results, elapsed, complete=True)
-        except OSError as e:
-            print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror})",
-                  file=sys.stderr)
-            return 2
-    return 1 if n_fail else 0
+    return results, time.perf_counter() - t0, caught
 
 
 _FLOATING = re.compile(r"(overflow|invalid value|divide by zero|underflow) encountered")
