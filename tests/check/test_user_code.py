@@ -168,7 +168,9 @@ def test_ctrl_c_prints_one_line(tmp_path):
               "    time.sleep(60)\n")
     p = subprocess.Popen([sys.executable, "-m", "tritonkit", "check", f, "-o", str(tmp_path / "r.txt")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0"})
+                         env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0"},
+                         # an earlier test may leave SIGINT ignored, and a child inherits that
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.1)

@@ -159,7 +159,9 @@ def test_ctrl_c_is_one_line_and_the_report_says_interrupted(tmp_path):
     import time
     (tmp_path / "slow_specs.py").write_text(SLOW)
     p = subprocess.Popen([sys.executable, "-m", "tritonkit", "validate", "slow_specs.py", "--json", "v.json"],
-                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # an earlier test may leave SIGINT ignored, and a child inherits that
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (tmp_path / "started").exists() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.1)
