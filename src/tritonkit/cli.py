@@ -32,14 +32,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name = VERBS[verb][0]
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name != module_name:
-            raise
-        print(f"tritonkit {verb}: not implemented yet", file=sys.stderr)
-        return 2
-    try:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name != module_name:
+                raise
+            print(f"tritonkit {verb}: not implemented yet", file=sys.stderr)
+            return 2
         return int(module.main(rest) or 0)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, not the traceback of wherever the run happened to be
+        print(f"\ntritonkit {verb}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # the reader went away (`tritonkit check --explain RULE | head`): not an error of ours, and no traceback
         import os

@@ -86,7 +86,14 @@ def main(argv: list[str]) -> int:
     unknown = set(kv) - set(base)
     if unknown:
         return _err(f"{spec.name} has no shape key(s) {sorted(unknown)}; its keys: {', '.join(base)}")
+    for k, v in kv.items():
+        if isinstance(base[k], int) and (not isinstance(v, int) or isinstance(v, bool)):
+            return _err(f"--shape {k} must be an integer (like {base[k]}), got {v!r}")
     shape = base.replace(**kv)
+    out = pathlib.Path(args.out)
+    # found now, not after a compile of minutes
+    if out.exists() and not out.is_dir():
+        return _err(f"--out {args.out!r} is a file; it names the directory the generated code goes in")
 
     on_gpu = torch.cuda.is_available()
     device = torch.device("cuda" if on_gpu else "cpu")
@@ -107,8 +114,10 @@ def main(argv: list[str]) -> int:
         return _err(f"Inductor produced no code for {spec.name} [{shape.id}] (graph break or nothing to compile?)")
 
     names = [n for c in codes for n in kernel_names(c)]
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return _err(f"--out {args.out!r}: cannot make the directory ({e.strerror or e})")
     stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{spec.name}_{args.dtype}_{shape.id}").replace(",", "_")
     path = out / f"inductor_{stem}_{device.type}.py"
     header = (f"# Inductor output for tritonkit op {spec.name}: torch.compile(reference, dynamic={args.dynamic})\n"
@@ -117,7 +126,10 @@ def main(argv: list[str]) -> int:
               f"# command: tritonkit inductor {' '.join(argv)}\n"
               f"# kernels: {', '.join(f'{n} ({k})' for n, k in names) or 'none'}\n")
     sep = "\n\n# " + "-" * 100 + " next compiled graph\n\n"
-    path.write_text(header + "\n" + sep.join(codes))
+    try:
+        path.write_text(header + "\n" + sep.join(codes))
+    except OSError as e:
+        return _err(f"cannot write {path} ({e.strerror or e})")
     print(f"wrote {path}")
     lang = "Triton" if any(k == "triton" for _, k in names) else "C++" if names else "no"
     print(f"{len(codes)} compiled graph(s), {len(names)} {lang} kernel(s):")

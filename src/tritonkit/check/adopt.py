@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from .findings import Finding, Problem
+from .fileio import write_atomic
 from .target import CheckError
 
 _IGNORE = re.compile(r"#\s*tritonkit:\s*ignore\[([^\]]*)\]\s*(.*)$")
@@ -48,7 +49,7 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
             rows.append({"rule": rule, "kernel": kernel, "code": code, "file": _rel(f.file), "message": f.message})
     rows.sort(key=lambda r: (r["file"], r["rule"], r["kernel"], r["code"]))
     try:
-        Path(path).write_text(json.dumps({"tritonkit_baseline": BASELINE_VERSION, "findings": rows}, indent=1) + "\n")
+        write_atomic(path, json.dumps({"tritonkit_baseline": BASELINE_VERSION, "findings": rows}, indent=1) + "\n")
     except OSError as e:
         raise CheckError(f"cannot write the baseline to {path}: {e.strerror or e}") from None
     return len(rows)
@@ -62,7 +63,7 @@ def read_baseline(path: str) -> set[tuple[str, str, str]]:
         return {(r["rule"], r["kernel"], r["code"]) for r in d["findings"]}
     except OSError as e:
         raise CheckError(f"cannot read the baseline {path}: {e.strerror or e}") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise CheckError(f"the baseline {path} is malformed: {e}; write one with --write-baseline") from None
 
 

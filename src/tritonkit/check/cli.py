@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from .isolate import DEFAULT_CASE_TIMEOUT
+
 DESCRIPTION = """\
 Capture the Triton launches of every @tritonkit.case (and OpSpec) in the given files, directories or modules,
 compile each distinct launch for the target GPU on this CPU and apply the rules. With no argument, check every
@@ -30,6 +32,16 @@ def _positive(v: str) -> int:
     return n
 
 
+def _seconds(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        x = -1.0
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds (0: no limit), got {v!r}")
+    return x
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tritonkit check", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="compile everything again (ignore the on-disk IR cache)")
     p.add_argument("-j", "--jobs", type=_positive, metavar="N",
                    help="processes lowering kernels to TTIR (default: one per CPU, at most 8)")
+    p.add_argument("--case-timeout", type=_seconds, default=DEFAULT_CASE_TIMEOUT, metavar="SECONDS",
+                   help=f"stop a case (or the import of a case file) that runs longer, as a problem naming it "
+                        f"(default {DEFAULT_CASE_TIMEOUT:g}; 0: no limit)")
     p.add_argument("--explain", metavar="RULE", help="print the rule's page (the bug, a failing kernel, the fix) and exit")
     p.add_argument("--baseline", metavar="FILE",
                    help="findings this file lists (by rule, kernel and the flagged line's code) do not fail the run")
@@ -84,8 +99,14 @@ def _explain(rule: str) -> int:
 def _main(args) -> int:
     if args.explain:
         return _explain(args.explain)
+    beside = [f for f, v in (("--op", args.ops), ("--space", args.spaces)) if v]
+    if args.targets and beside:
+        print(f"tritonkit check: {' and '.join(beside)} select built-in ops, and apply only with no PATH; a PATH "
+              f"checks every case and OpSpec in it", file=sys.stderr)
+        return 2
     try:
         from .adopt import write_baseline
+        from .fileio import write_atomic
         from .report import render
         from .runner import Options, run_check
         from .target import CheckError
@@ -95,7 +116,7 @@ def _main(args) -> int:
     opts = Options(arch=args.arch, rules=tuple(args.rules) if args.rules else None,
                    spaces=tuple(args.spaces) if args.spaces else Options.spaces,
                    ops=tuple(args.ops) if args.ops else None, disk_cache=not args.no_cache,
-                   baseline=args.baseline, jobs=args.jobs)
+                   baseline=args.baseline, jobs=args.jobs, case_timeout=args.case_timeout or None)
     for path, what in ((args.output, "the report"), (args.write_baseline, "the baseline")):
         if path and (why := _unwritable(path)):
             print(f"tritonkit check: cannot write {what} to {path}: {why}", file=sys.stderr)
@@ -113,8 +134,7 @@ def _main(args) -> int:
     text = render(rep, args.format)
     if args.output:
         try:
-            with open(args.output, "w") as fh:
-                fh.write(text + "\n")
+            write_atomic(args.output, text + "\n")
         except OSError as e:
             print(f"tritonkit check: cannot write the report to {args.output}: {e.strerror or e}", file=sys.stderr)
             return 2

@@ -18,6 +18,7 @@ from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress
 from .case import REGISTRY, Case
 from .findings import Finding, Problem
+from .isolate import DEFAULT_CASE_TIMEOUT, limited, time_limit, user_code
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
 
 #: shape keys that change from call to call within one deployment: launches that differ only in these belong to
@@ -37,6 +38,7 @@ class Options:
     disk_cache: bool = True
     baseline: str | None = None  # a file of accepted findings (--baseline): they do not count toward the exit code
     jobs: int | None = None  # processes lowering kernels to TTIR (None: one per CPU)
+    case_timeout: float | None = DEFAULT_CASE_TIMEOUT  # seconds per case or case-file import (None: no limit)
 
 
 @dataclasses.dataclass
@@ -83,11 +85,11 @@ def _exc(e: BaseException) -> str:
 def import_target(spec: str) -> tuple[Any | None, Problem | None]:
     """Import a file (by path; as part of its package when it is in one) or a dotted module name."""
     p = Path(spec)
+    if (why := _unreadable_path(spec)) is not None:
+        return None, Problem("import", spec, why)
     try:
         with interpreter_off():
             if p.suffix == ".py" or p.exists():
-                if not p.exists():
-                    return None, Problem("import", spec, "no such file")
                 return import_file(p), None
             return importlib.import_module(spec), None
     except KeyboardInterrupt:
@@ -99,24 +101,45 @@ def import_target(spec: str) -> tuple[Any | None, Problem | None]:
         return None, Problem("import", spec, f"failed to import: {_exc(e)}{hint}")
 
 
+def _unreadable_path(spec: str) -> str | None:
+    """Why ``spec``, meant as a path, names no file to import (a symlink loop, a missing file or directory), or
+    None: it exists, or reads as a dotted module name (no separator, no .py)."""
+    try:
+        os.stat(spec)
+        return None
+    except OSError as e:
+        if os.path.islink(spec):
+            return f"cannot follow the symlink: {e.strerror or e}"
+        if spec.endswith(".py") or os.sep in spec or (os.altsep and os.altsep in spec) or not _dotted(spec):
+            return "no such file or directory"
+        return None
+
+
+def _dotted(name: str) -> bool:
+    return all(part.isidentifier() for part in name.split("."))
+
+
 def _is_builtin_op(name: str) -> bool:
     with interpreter_off():
         from ..ops import OP_NAMES
     return name in OP_NAMES
 
 
-def expand_paths(specs: list[str]) -> list[str]:
+def expand_paths(specs: list[str], problems: list[Problem] | None = None) -> list[str]:
+    """The python files under each directory (hidden, __pycache__, conftest.py and setup.py left out), the other
+    targets as they are. A directory that cannot be listed is a problem, not an empty directory."""
     out = []
     for s in specs:
-        p = Path(s)
-        if p.is_dir():
-            for f in sorted(p.rglob("*.py")):
-                rel = f.relative_to(p).parts
-                if any(x.startswith((".", "__pycache__")) for x in rel) or f.name in ("conftest.py", "setup.py"):
-                    continue
-                out.append(str(f))
-        else:
+        if not Path(s).is_dir():
             out.append(s)
+            continue
+        found = []
+        for root, dirs, files in os.walk(s, onerror=lambda e: problems is not None and problems.append(
+                Problem("import", e.filename or s, f"cannot read the directory: {e.strerror or e}"))):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__"))]
+            found += [os.path.join(root, f) for f in files
+                      if f.endswith(".py") and not f.startswith(".") and f not in ("conftest.py", "setup.py")]
+        out += sorted(found, key=lambda f: Path(f).relative_to(s).parts)
     return out
 
 
@@ -220,7 +243,7 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
     return n
 
 
-def collect(paths: list[str], problems: list[Problem]) -> list[Target]:
+def collect(paths: list[str], problems: list[Problem], timeout: float | None = None) -> list[Target]:
     from ..spec import OpSpec
     targets: list[Target] = []
     # as pytest does: `from mypkg.kv import ...` in a case file works from a checkout's root without PYTHONPATH
@@ -228,9 +251,10 @@ def collect(paths: list[str], problems: list[Problem]) -> list[Target]:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
-    for spec in expand_paths(paths):
+    for spec in expand_paths(paths, problems):
         start = len(REGISTRY)
-        mod, prob = import_target(spec)
+        with time_limit(timeout):
+            mod, prob = import_target(spec)
         if prob is not None:
             problems.append(prob)
             continue
@@ -243,10 +267,18 @@ def collect(paths: list[str], problems: list[Problem]) -> list[Target]:
                 known.add(id(c))
         specs = {v.name: v for v in vars(mod).values() if isinstance(v, OpSpec)}
         targets += _case_targets(cases) + spec_targets(specs, SPACES)
+        problems += [_boundary_only(s) for s in specs.values() if not s.shapes("sweep") and not s.large]
         if not cases and not specs:
             problems.append(Problem("import", spec, "defines no @tritonkit.case and no OpSpec: nothing to run",
                                     fatal=False))
     return targets
+
+
+def _boundary_only(spec) -> Problem:
+    """The note for an OpSpec with no sweep and no large shapes: the sizes where offsets overflow go unchecked."""
+    return Problem("case", f"op {spec.name}", f"declares no sweep_shape and no large shapes: only its "
+                   f"{len(spec.boundary)} boundary shapes are checked (overflows show at deployment sizes: declare "
+                   f"sweep_shape, or large)", fatal=False)
 
 
 def builtin_targets(ops: tuple[str, ...] | None, spaces: tuple[str, ...], problems: list[Problem]) -> list[Target]:
@@ -290,6 +322,8 @@ def _run_in_child(paths: list[str] | None, opts: Options) -> Report:
         tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
         return Report([], [Problem("capture", "check", "the checker's fresh process failed: " + " | ".join(tail))],
                       [], {})
+    # what the cases printed, and the checker's own notes (a corrupt cache entry), as a run in this process shows them
+    sys.stderr.write(r.stderr)
     note = Problem("capture", "check", "Triton's interpreter had run in this process and left triton.language "
                    "patched; the check ran in a fresh process", fatal=False)
     def tuples(case):
@@ -317,11 +351,15 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
         return _run_in_child(paths, opts)
     problems: list[Problem] = []
     compiler = Compiler(target, disk_cache=opts.disk_cache)
-    with interpreter_off():
-        targets = collect(paths, problems) if paths else builtin_targets(opts.ops, opts.spaces, problems)
+    with interpreter_off(), user_code():
+        targets = (collect(paths, problems, opts.case_timeout) if paths
+                   else builtin_targets(opts.ops, opts.spaces, problems))
+    for t in targets:
+        t.runs = [(c, g, limited(b, opts.case_timeout), limited(f, opts.case_timeout)) for c, g, b, f in t.runs]
     compiler.defer = True
     with Capture(compiler) as cap:
-        n_runs = _execute(cap, targets, problems)
+        with user_code():
+            n_runs = _execute(cap, targets, problems)
         compiler.finish(opts.jobs)
     problems += cap.problems
     ctx = rules_pkg.Context(cap, arch_name(target))

@@ -15,6 +15,7 @@ import inspect
 import json
 import os
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,14 @@ def _short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: " + "\n".join(lines)
 
 
+def _is_record(d) -> bool:
+    """Whether ``d`` (a parsed cache file) is a cache record: TTIR or an error (str), and its timings."""
+    return (isinstance(d, dict) and all(isinstance(d.get(k), (str, type(None))) for k in ("ttir", "error"))
+            and (d.get("ttir") is not None or d.get("error") is not None)
+            and isinstance(d.get("seconds", 0.0), (int, float))
+            and isinstance(d.get("ttgir_seconds"), (int, float, type(None))))
+
+
 class Compiler:
     """Lowers captured launches to TTIR for one target, with an in-memory and an on-disk cache."""
 
@@ -171,6 +180,7 @@ class Compiler:
         self.backend = make_backend(target)
         self.memory: dict[str, Compiled] = {}
         self.disk = _cache_dir() if disk_cache else None
+        self.bad_entries = 0  # disk cache entries that were not cache records (a miss each)
         self.compile_seconds = 0.0
         self.n_compiled = 0
         #: with ``defer``, compile() only records what to lower and finish() lowers it all, on several processes
@@ -194,9 +204,18 @@ class Compiler:
         path = self.disk / f"{key}.json"
         try:
             d = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except FileNotFoundError:
             return None
-        return Compiled(key, d.get("ttir"), d.get("error"), d.get("seconds", 0.0), d.get("ttgir_seconds"), True)
+        except (OSError, ValueError, RecursionError):
+            d = None
+        if not _is_record(d):
+            # a miss: compiled again and the entry rewritten; said once a run, not once an entry
+            if not self.bad_entries:
+                print(f"tritonkit check: ignoring a corrupt IR cache entry {path} (and any more in that folder); "
+                      "each is compiled again and rewritten", file=sys.stderr)
+            self.bad_entries += 1
+            return None
+        return Compiled(key, d["ttir"], d["error"], d.get("seconds", 0.0), d.get("ttgir_seconds"), True)
 
     def _store(self, c: Compiled) -> None:
         if self.disk is None:

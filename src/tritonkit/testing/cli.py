@@ -4,16 +4,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import re
 import sys
 import time
+import warnings
 
 import torch
 
 from .._env import driver_version, git_info
 from ..spec import dtype_name
+from ..tolerance import TOLERANCES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="float16 bfloat16 float32 (default: each op's own)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="print failures and the summary only")
+    p.add_argument("--all", action="store_true", dest="every_row",
+                   help="print a row for every case (default: the failures, and one line per op for its passes)")
     return p
 
 
@@ -78,7 +84,7 @@ def main(argv: list[str]) -> int:
     from ..spec import FAMILIES
     from . import validate as v
     from .load import LoadError, load_specs
-    from .report import print_table, progress
+    from .report import print_table
 
     specs = []
     for target in args.ops or ops_mod.OP_NAMES:
@@ -110,31 +116,123 @@ def main(argv: list[str]) -> int:
                               f"{', '.join(s.families)}" for s in specs)
         print(f"tritonkit validate: the options select no case ({supported})", file=sys.stderr)
         return 2
-    device = v.default_device()
+    if (why := _untolerated(cases)) is not None:
+        print(f"tritonkit validate: {why}", file=sys.stderr)
+        return 2
     where = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
-    print(f"tritonkit validate: {len(cases)} cases, {', '.join(names)}, shapes={args.shapes}, on {where}")
-    t0 = time.perf_counter()
-    with progress(len(cases)) as advance:
-        results = v.run(specs, args.shapes, dtypes, args.families, device=device, on_result=advance)
-    elapsed = time.perf_counter() - t0
-    print_table(results, failures_only=args.quiet)
-    n_fail = sum(not r.passed for r in results)
-    print(f"{len(results) - n_fail} passed, {n_fail} failed in {elapsed:.1f} s")
-    if args.json is not None:
-        meta = {"command": "tritonkit validate " + " ".join(argv), "device": where, "shapes": args.shapes,
-                "torch": torch.__version__, "triton": _triton_version(), "python": platform.python_version(),
-                "interpreter": not on_gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "git_sha": git_info()[0], "seconds": elapsed}
-        if on_gpu:
-            meta["driver"] = driver_version()
-        try:
-            with open(args.json, "w") as f:
-                json.dump({"meta": meta, "results": [r.as_dict() for r in results]}, f, indent=1, default=str)
-        except OSError as e:
-            print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror})",
-                  file=sys.stderr)
-            return 2
+    listed = ", ".join(names) if len(", ".join(names)) <= 48 else f"{len(names)} ops"
+    print(f"tritonkit validate: {len(cases)} cases, {listed}, shapes={args.shapes}, on {where}")
+    meta = {"command": "tritonkit validate " + " ".join(argv), "device": where, "shapes": args.shapes,
+            "torch": torch.__version__, "triton": _triton_version(), "python": platform.python_version(),
+            "interpreter": not on_gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "git_sha": git_info()[0], "cases": len(cases), "complete": False, "seconds": 0.0}
+    if on_gpu:
+        meta["driver"] = driver_version()
+    report = _JsonReport(args.json, meta) if args.json is not None else None
+    try:
+        results, elapsed, caught = _run(specs, args, dtypes, len(cases), report)
+        print_table(results, failures_only=args.quiet, every_row=args.every_row and not args.quiet)
+        _summarize_warnings(caught)
+        n_fail = sum(not r.passed for r in results)
+        print(f"{len(results) - n_fail} passed, {n_fail} failed in {elapsed:.1f} s")
+        if report is not None:
+            report.write(results, elapsed, complete=True)
+    except OSError as e:
+        print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror or e})",
+              file=sys.stderr)
+        return 2
     return 1 if n_fail else 0
+
+
+def _untolerated(cases) -> str | None:
+    """The first (spec, dtype) of the cases with no tolerance to compare by, said in a line, or None."""
+    for s, d in {(id(s), d): (s, d) for s, (_, d, _) in cases}.values():
+        try:
+            s.tolerance_for(d)
+        except ValueError:
+            return (f"{s.name}: dtype {dtype_name(d)} has no tolerance (the table knows "
+                    f"{', '.join(map(dtype_name, TOLERANCES))}); give one in OpSpec.tolerance, or leave it out of "
+                    f"OpSpec.dtypes")
+    return None
+
+
+def _run(specs, args, dtypes, total: int, report):
+    """Run the cases with the progress shown and the report written as they finish: (results, seconds, the warnings
+    they raised). Interrupted, the report is marked so before the interrupt goes on."""
+    from . import validate as v
+    from .report import progress
+
+    results: list = []
+    t0 = time.perf_counter()
+    try:
+        if report is not None:
+            report.write(results)
+        with progress(total) as advance:
+            def on_result(r):
+                results.append(r)
+                advance(r)
+                if report is not None:
+                    report.tick(results, time.perf_counter() - t0)
+            # warnings wait for the table: interleaved with the progress they hide it
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                v.run(specs, args.shapes, dtypes, args.families, device=v.default_device(), on_result=on_result)
+    except KeyboardInterrupt:
+        if report is not None:
+            with contextlib.suppress(OSError):
+                report.write(results, time.perf_counter() - t0, interrupted=True)
+        raise
+    return results, time.perf_counter() - t0, caught
+
+
+_FLOATING = re.compile(r"(overflow|invalid value|divide by zero|underflow) encountered")
+
+
+def _summarize_warnings(caught: list) -> None:
+    """numpy's floating-point warnings (a kernel's NaN and overflow on the hard families: expected) in one line;
+    any other warning once, with where it came from."""
+    fp = [w for w in caught if issubclass(w.category, RuntimeWarning) and _FLOATING.search(str(w.message))]
+    if fp:
+        print(f"tritonkit validate: {len(fp)} floating-point warnings from numpy during the cases (first: "
+              f"{fp[0].message}, at {fp[0].filename}:{fp[0].lineno}); expected where a case makes NaN or inf",
+              file=sys.stderr)
+    seen = set()
+    for w in caught:
+        key = (w.category, str(w.message), w.filename, w.lineno)
+        if w not in fp and key not in seen:
+            seen.add(key)
+            print(warnings.formatwarning(w.message, w.category, w.filename, w.lineno).rstrip(), file=sys.stderr)
+
+
+class _JsonReport:
+    """The --json file, written as the run goes: ``meta.complete`` is false until the last case is in, so a run
+    that dies (a kernel that corrupted the heap) leaves a report that says it is incomplete. Each write goes to a
+    temporary name and is renamed over the file: the file is always whole."""
+
+    def __init__(self, path: str, meta: dict):
+        self.path, self.meta, self.last, self.cost = path, meta, 0.0, 0.0
+
+    def tick(self, results: list, seconds: float) -> None:
+        # rewriting the whole file after every case is quadratic in a 2000-case run: writing at most a tenth of
+        # the time bounds the cost, and still writes after each case while the file is small or cases slow
+        if time.monotonic() - self.last >= 10 * self.cost:
+            self.write(results, seconds)
+
+    def write(self, results: list, seconds: float = 0.0, complete: bool = False, interrupted: bool = False):
+        self.meta.update(seconds=seconds, complete=complete, cases_done=len(results))
+        if interrupted:
+            self.meta["interrupted"] = True
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        t0 = time.monotonic()
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"meta": self.meta, "results": [r.as_dict() for r in results]}, f, indent=1, default=str)
+            os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        self.last = time.monotonic()
+        self.cost = self.last - t0
 
 
 def _triton_version() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import textwrap
 
 
 def _fmt(x: float) -> str:
@@ -39,18 +40,43 @@ def progress(total: int):
     yield advance
 
 
-def print_table(results, failures_only: bool = False) -> None:
-    rows = [r for r in results if not (failures_only and r.passed)]
-    if not rows:
+WIDTH = 120  # the table fits a 120-column terminal: a long shape is cut, a failure's detail wrapped
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "\u2026"
+
+
+def print_table(results, failures_only: bool = False, every_row: bool = False, width: int = WIDTH) -> None:
+    """One row per failed case with its detail below; the passing cases one line per op, or one row each with
+    ``every_row``; none with ``failures_only``."""
+    rows = [r for r in results if every_row or not r.passed]
+    if rows:
+        head = ("op", "shape", "dtype", "family", "error", "rtol/atol", "result")
+        data = [[r.op, r.shape, r.dtype, r.family, _fmt(r.error), f"{r.rtol:g}/{r.atol:g}",
+                 "pass" if r.passed else "FAIL"] for r in rows]
+        widths = [max(len(h), *(len(d[i]) for d in data)) for i, h in enumerate(head)]
+        # the shape column takes what the others leave of the width
+        widths[1] = max(len(head[1]), min(widths[1], width - sum(widths) + widths[1] - 2 * (len(head) - 1)))
+        line = "  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()
+        print(line)
+        print("-" * len(line))
+        for d, r in zip(data, rows):
+            d[1] = _cut(d[1], widths[1])
+            print("  ".join(c.ljust(w) for c, w in zip(d, widths)).rstrip())
+            if not r.passed:
+                print(textwrap.fill(r.detail, width, initial_indent="    ", subsequent_indent="      ",
+                                    break_long_words=True, break_on_hyphens=False))
+    if every_row or failures_only:
         return
-    head = ("op", "shape", "dtype", "family", "error", "rtol/atol", "result")
-    data = [(r.op, r.shape, r.dtype, r.family, _fmt(r.error), f"{r.rtol:g}/{r.atol:g}",
-             "pass" if r.passed else "FAIL") for r in rows]
-    widths = [max(len(h), *(len(d[i]) for d in data)) for i, h in enumerate(head)]
-    line = "  ".join(h.ljust(w) for h, w in zip(head, widths))
-    print(line)
-    print("-" * len(line))
-    for d, r in zip(data, rows):
-        print("  ".join(c.ljust(w) for c, w in zip(d, widths)))
-        if not r.passed:
-            print(f"    {r.detail}")
+    passed: dict[str, list] = {}
+    for r in results:
+        if r.passed:
+            passed.setdefault(r.op, []).append(r)
+    if passed and rows:
+        print()
+    for op, rs in passed.items():
+        total = sum(r.op == op for r in results)
+        w = max(rs, key=lambda r: r.error)
+        print(_cut(f"{op}: {len(rs)} of {total} cases pass, worst error {_fmt(w.error)} ({w.dtype} {w.family} "
+                   f"{w.shape}); --all lists them", width))

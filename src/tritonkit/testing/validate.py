@@ -23,8 +23,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from ..ops import poison_outputs
+from ..ops._device import explain_launch_error
 from ..spec import OpSpec, Shape, as_shape, dtype_name
 from .metric import Comparison, compare
+from .guard import COPY_LIMIT, GuardAllocations, changed_inputs, guard_inputs, name_allocations
 from .inputs import Fill
 
 
@@ -41,6 +43,11 @@ class CaseResult:
     detail: str  # the worst output's description, or the exception
     outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
+    # writes out of bounds and overwritten inputs, each naming the tensor and the first offending element
+    violations: list[str] = dataclasses.field(default_factory=list)
+    # on a failed case, how eager PyTorch (the reference in the op's dtype) fares on the same inputs: a float32
+    # limit fails there too, a kernel bug does not
+    eager: str = ""
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -97,15 +104,12 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
     t0 = time.perf_counter()
     try:
         inputs = spec.make_inputs(shape, dtype, Fill(family, device, seed))
+        in_dtypes = {k: t.dtype for k, t in inputs.items() if isinstance(t, torch.Tensor)}
         # a layer too large to upcast whole (DeepSeek-V3's experts: 90 GB in float64) is checked on sampled rows
         ref_inputs, rows = spec.oracle_inputs(inputs) if spec.oracle_inputs else (upcast(inputs, device), {})
-        with poison_outputs():
-            outs = spec.call(inputs)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        outs = _guarded_call(spec, inputs, device, res)
         refs = spec.reference(ref_inputs, dtype)
         scales = spec.error_scale(ref_inputs) if spec.error_scale else {}
-        del ref_inputs
         for what, d in (("call", outs), ("reference", refs)):
             if not isinstance(d, Mapping):
                 raise TypeError(f"{what} returned {type(d).__name__}, not a dict of named outputs "
@@ -138,12 +142,61 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
         res.error = worst[1].error
         res.passed = all(v["mismatches"] == 0 and v["error"] <= 1.0 for v in res.outputs.values())
         res.detail = f"{worst[0]}: {worst[1].describe()}"
+        if not res.passed:
+            res.eager = _eager(spec, ref_inputs, in_dtypes, dtype, refs, tol, scales)
+            res.detail += f"; eager PyTorch on the same inputs: {res.eager}"
+        del ref_inputs
+        if res.violations:
+            res.passed, res.error = False, float("inf")
+            res.detail = res.violations[0] + (f" (and {len(res.violations) - 1} more)" if len(res.violations) > 1
+                                              else "")
     except Exception as e:  # reported as a failed case, with the exception, so one bad case never hides the rest
-        res.detail = f"{type(e).__name__}: {e}".strip()
+        # "0 active drivers" from a user's kernel gets the sentence tritonkit's own ops give
+        better = explain_launch_error(e)
+        res.detail = f"{type(better or e).__name__}: {better or e}".strip()
         res.outputs["exception"] = {"traceback": traceback.format_exc(limit=6)}
     finally:
         res.seconds = time.perf_counter() - t0
     return res
+
+
+def _eager(spec: OpSpec, ref_inputs: dict, in_dtypes: dict, dtype: torch.dtype, refs: Mapping, tol,
+           scales: Mapping) -> str:
+    """The reference run in the op's dtype on the case's inputs (the float64 copies cast back: exact), compared
+    with the float64 reference like the kernel was: its worst output, described."""
+    try:
+        inputs = {k: v.to(in_dtypes[k]) if k in in_dtypes and isinstance(v, torch.Tensor) else v
+                  for k, v in ref_inputs.items()}
+        got = spec.reference(inputs, dtype)
+        worst = max(((k, compare(got[k], refs[k], tol, scales.get(k))) for k in refs), key=lambda kc: kc[1].error)
+    except Exception as e:  # noqa: BLE001 - the comparison is a hint; the case has failed already
+        return f"raised {type(e).__name__}: {e}"
+    return f"{'passes' if worst[1].passed else 'fails too'}, {worst[0]}: {worst[1].describe()}"
+
+
+def _guarded_call(spec: OpSpec, inputs: dict, device: torch.device, res: CaseResult):
+    """``spec.call`` with every tensor inside guard regions (see :mod:`.guard`); what broke them, and the inputs
+    the op changed without owning them, go to ``res.violations``."""
+    inputs, in_guards = guard_inputs(inputs)
+    before = {k: t.clone() for k, t in inputs.items()
+              if isinstance(t, torch.Tensor) and k not in spec.inplace and t.untyped_storage().nbytes() <= COPY_LIMIT}
+    mode = GuardAllocations()
+    with poison_outputs(), mode:
+        outs = spec.call(inputs)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    if isinstance(outs, Mapping):
+        name_allocations(mode.guards, outs)
+        # an input whose storage comes back as an output (or holds an in-place one) is the op's to write
+        owned = {t.untyped_storage().data_ptr() for t in outs.values() if isinstance(t, torch.Tensor)}
+        owned |= {inputs[k].untyped_storage().data_ptr() for k in spec.inplace if isinstance(inputs.get(k),
+                                                                                                torch.Tensor)}
+        before = {k: v for k, v in before.items() if inputs[k].untyped_storage().data_ptr() not in owned}
+    for g in in_guards + mode.guards:
+        if (why := g.breach()) is not None:
+            res.violations.append(f"{g.name}: {why}")
+    res.violations += changed_inputs(before, inputs)
+    return outs
 
 
 def assert_valid(spec: OpSpec, shape: Shape | Mapping, dtype: torch.dtype, family: str = "randn",

@@ -1,4 +1,4 @@
-"""grid-limit: a launch whose grid[1] or grid[2] exceeds 65535, or grid[0] exceeds 2^31 - 1."""
+"""grid-limit: a launch whose grid[1] or grid[2] exceeds 65535, grid[0] exceeds 2^31 - 1, or one that is below 1."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ LIMITS = (2**31 - 1, 65535, 65535)
 
 
 def check(ctx: Context) -> list[Finding]:
-    out = []
+    out = _empty_dims(ctx)
     for info in ctx.capture.kernels.values():
         worst: dict[int, tuple[int, object, int]] = {}  # dim -> (max value, first launch, number of launches)
         for ln in info.launches:
@@ -37,4 +37,26 @@ def check(ctx: Context) -> list[Finding]:
                      "for model-bounded sizes (heads, splits), or loop over it inside the program"
                      if dim else "tile more work per program so grid[0] stays below 2^31"),
                 tag=f"grid[{dim}]", count=n))
+    return out
+
+
+def _empty_dims(ctx: Context) -> list[Finding]:
+    """Launches with a negative grid dimension, or 0 in grid[1]/grid[2] beside a non-empty grid[0]: on a GPU the
+    launch fails or runs no program. (grid[0] = 0 is an empty batch, which launches nothing on purpose.)"""
+    out = []
+    for info in ctx.capture.kernels.values():
+        bad = [(ln, d) for ln in info.launches if ln.grid for d in range(3)
+               if ln.grid[d] < 0 or (d and ln.grid[d] == 0 and ln.grid[0] > 0)]
+        if not bad:
+            continue
+        first, dim = bad[0]
+        file, line = first.site or (info.file, info.line)
+        n = len({id(ln) for ln, _ in bad})
+        more = f"; {n} launches have an empty or negative dimension" if n > 1 else ""
+        out.append(Finding(
+            RULE.id, RULE.severity, info.name, file, line,
+            f"`{info.name}` is launched with grid[{dim}] = {first.grid[dim]} (grid {first.grid}): "
+            f"{'a negative dimension is an invalid launch' if first.grid[dim] < 0 else 'no program runs'}{more}",
+            first.case, fix="compute every grid dimension as at least 1 (triton.cdiv of a positive size, max(1, n))",
+            tag=f"grid[{dim}]<1", count=n))
     return out

@@ -1,0 +1,85 @@
+"""Run a user's code (case files and cases) so that nothing it does passes for a clean check.
+
+- ``os._exit`` raises instead of ending the process with no report (a file calling ``os._exit(0)`` gave exit 0).
+- What it prints goes to stderr, Python's ``sys.stdout`` and file descriptor 1 alike: stdout carries the report
+  (``--format json``) and nothing else.
+- Each import and each case runs under a time limit (``--case-timeout``): past it, the case ends as a problem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+#: seconds a case (or the import of a case file) may run; capture compiles later, so a case is fast
+DEFAULT_CASE_TIMEOUT = 120.0
+
+
+class UserExit(BaseException):
+    """A case or case file called ``os._exit``: a BaseException, so that ``except Exception`` does not hide it."""
+
+
+class CaseTimeout(BaseException):
+    """A case or case file ran past the time limit (infinite loop, a read that never finishes)."""
+
+
+def _refuse_exit(code: int = 0) -> None:
+    raise UserExit(f"called os._exit({code}), which would end the check with no report")
+
+
+@contextlib.contextmanager
+def user_code() -> Iterator[None]:
+    """Within: ``os._exit`` raises :class:`UserExit`, and stdout (both levels) is redirected to stderr."""
+    real_exit = os._exit
+    os._exit = _refuse_exit
+    saved = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        os._exit = real_exit
+        if saved is not None:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                sys.stderr.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`CaseTimeout` in this thread after ``seconds`` (SIGALRM: the main thread of a POSIX process;
+    elsewhere, or with None or 0, no limit)."""
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise CaseTimeout(f"ran past the {seconds:g} s limit (--case-timeout) and was stopped")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def limited(fn: Callable[[], Any] | Any, seconds: float | None) -> Callable[[], Any] | Any:
+    """``fn`` run under :func:`time_limit`; a value that is not callable is returned as it is."""
+    if not callable(fn) or not seconds:
+        return fn
+
+    def run():
+        with time_limit(seconds):
+            return fn()
+    return run
