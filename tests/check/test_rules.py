@@ -221,6 +221,52 @@ def _state_shift_wide_kernel(state_ptr, seqlen, state_len, stride, BLOCK: tl.con
         tl.store(state_ptr + shift * stride + offs, tl.zeros([BLOCK], tl.float32))
 
 
+@triton.jit
+def _chunk_return_kernel(state_ptr, len_ptr, stride, BLOCK_M: tl.constexpr, BLOCK: tl.constexpr):
+    # past the early return min(BLOCK_M, seqlen - chunk * BLOCK_M) > 0, so seqlen > chunk * BLOCK_M >= 0
+    chunk = tl.program_id(1)
+    seqlen = tl.load(len_ptr + tl.program_id(0))
+    seg = min(BLOCK_M, seqlen - chunk * BLOCK_M)
+    if seg <= 0:
+        return
+    offs = tl.arange(0, BLOCK)
+    if seqlen < 4:
+        tl.store(state_ptr + (offs + seqlen) * stride, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _chunk_noreturn_kernel(state_ptr, len_ptr, stride, BLOCK_M: tl.constexpr, BLOCK: tl.constexpr):
+    # the same without the early return: a loaded seqlen may be negative, and (offs + seqlen) * stride wraps
+    seqlen = tl.load(len_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    if seqlen < 4:
+        tl.store(state_ptr + (offs + seqlen) * stride, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _elif_else_kernel(state_ptr, len_ptr, stride, STATE_LEN: tl.constexpr, BLOCK: tl.constexpr):
+    # the else arm of an elif chain holds where every earlier condition failed: 2 <= seqlen < STATE_LEN
+    seqlen = tl.load(len_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    if seqlen <= 0:
+        return
+    if seqlen >= STATE_LEN:
+        tl.store(state_ptr + offs, tl.zeros([BLOCK], tl.float32))
+    elif seqlen == 1:
+        tl.store(state_ptr + BLOCK + offs, tl.zeros([BLOCK], tl.float32))
+    else:
+        VAL = STATE_LEN - seqlen
+        tl.store(state_ptr + (offs + VAL) * stride, tl.zeros([BLOCK], tl.float32))
+
+
+@tritonkit.case(chunks=[1, 64])
+def negated_conditions(chunks):
+    state, lens = torch.empty(2**33, **M), torch.empty(8, dtype=torch.int32, **M)
+    _chunk_return_kernel[(8, chunks)](state, lens, 2**26, BLOCK_M=64, BLOCK=16)
+    _chunk_noreturn_kernel[(8, chunks)](state, lens, 2**26, BLOCK_M=64, BLOCK=16)
+    _elif_else_kernel[(8,)](state, lens, 2**26, STATE_LEN=4, BLOCK=16)
+
+
 @tritonkit.case(seqlen=[1, 3, 4096, 65536])
 def state_shift(seqlen):
     state = torch.empty(4 * 70_000, **M)
@@ -749,7 +795,57 @@ def _tiles_kernel(x_ptr, lo, n, splits, BLOCK: tl.constexpr):
     tl.store(x_ptr + per_split * 0 + offs // 4, tl.zeros([BLOCK], tl.float32))
 
 
-@tritonkit.case(pos=[0, 3, 100])
+@triton.jit
+def _varlen_cdiv_kernel(x_ptr, cu_seqlens_ptr, BLOCK: tl.constexpr):
+    # a length as the difference of two cumulative offsets: negative only if the offsets could decrease
+    i = tl.program_id(0)
+    seqlen = tl.load(cu_seqlens_ptr + i + 1) - tl.load(cu_seqlens_ptr + i)
+    tl.store(x_ptr + i, tl.cdiv(seqlen, BLOCK))
+
+
+@triton.jit
+def _varlen_reversed_kernel(x_ptr, cu_seqlens_ptr, BLOCK: tl.constexpr):
+    # the smaller index minus the larger: the declaration makes it <= 0, never a length
+    i = tl.program_id(0)
+    back = tl.load(cu_seqlens_ptr + i) - tl.load(cu_seqlens_ptr + i + 1)
+    tl.store(x_ptr + i, tl.cdiv(back, BLOCK))
+
+
+@tritonkit.case(n=[4])
+def division_varlen_undeclared(n):
+    _varlen_cdiv_kernel[(n,)](torch.empty(n, dtype=torch.int32, **M), torch.empty(n + 1, dtype=torch.int32, **M),
+                              BLOCK=64)
+
+
+@tritonkit.case(n=[4], nondecreasing=["cu_seqlens_ptr"])
+def division_varlen_declared(n):
+    _varlen_reversed_kernel[(n,)](torch.empty(n, dtype=torch.int32, **M),
+                                  torch.empty(n + 1, dtype=torch.int32, **M), BLOCK=64)
+
+
+@tritonkit.case(n=[4])
+def division_unknown_loads(n):
+    # loaded with no declared bounds: a length, a slot, a page number are taken as >= 0 (no warning)
+    cache, slots = torch.empty(1000 * 16 * 64, **M), torch.empty(4, dtype=torch.int32, **M)
+    _unknown_slot_kernel[(4,)](cache, slots, BS=16, D=64)
+    _unknown_cdiv_kernel[(4,)](torch.empty(64, **M), slots, SPLITS=8, BLOCK=64)
+
+
+@triton.jit
+def _unknown_slot_kernel(cache_ptr, slot_ptr, BS: tl.constexpr, D: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0)).to(tl.int64)
+    tl.store(cache_ptr + (slot // BS) * (BS * D) + (slot % BS) * D + tl.arange(0, D), tl.zeros([D], tl.float32))
+
+
+@triton.jit
+def _unknown_cdiv_kernel(x_ptr, len_ptr, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
+    n = tl.load(len_ptr + tl.program_id(0))
+    tl.store(x_ptr + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32) + tl.cdiv(n, SPLITS))
+
+
+# the slot table holds -1 for padding tokens: a declared negative bound is what makes a loaded dividend negative
+@tritonkit.case(pos=[0, 3, 100], loaded_bounds={"slot_ptr": (-1, 15_999), "len_ptr": (-64, 15_999),
+                                                "pos_ptr": (-1, 15_999)})
 def division(pos):
     ring = torch.empty(8 * 64, **M)
     _ring_negmod_kernel[(1,)](ring, torch.empty(64, **M), pos, 5, CAP=8, BLOCK=64)
@@ -992,6 +1088,14 @@ def test_ranges_narrow_under_the_branch_condition(report):
     assert f.case == {"seqlen": 1}
 
 
+def test_ranges_narrow_after_an_early_return_through_min_and_in_elif_chains(report):
+    assert _on(report, "_chunk_return_kernel", "int32-offset") == []
+    assert _on(report, "_elif_else_kernel", "int32-offset") == []
+    (f,) = _on(report, "_chunk_noreturn_kernel", "int32-offset")
+    # the extreme is negative: printed with its sign, and said to wrap below -2^31
+    assert "can reach -" in f.message and "below the int32 limit of -2,147,483,648, where it wraps" in f.message
+
+
 def test_store_then_load_disjoint_halves_are_not_flagged(report):
     assert _on(report, "_halves_kernel") == []
 
@@ -1119,7 +1223,9 @@ def test_division_of_a_value_that_can_be_negative(report):
                                 "as low as -5: -5 % 8 is -5 in the kernel, 3 in Python")
     assert _on(report, "_ring_kernel", "int-division-sign") == []
     fs = _on(report, "_slot_unguarded_kernel", "int-division-sign")
-    assert {f.tag for f in fs} == {"//", "%"} and all("loaded from memory" in f.message for f in fs)
+    assert {f.tag for f in fs} == {"//", "%"} and all("`loaded_bounds`" in f.message for f in fs)
+    # an unknown loaded integer is taken as >= 0: no warning without a declared negative bound
+    assert _on(report, "_unknown_slot_kernel") == [] and _on(report, "_unknown_cdiv_kernel") == []
     # a guard, a reload after it, a where, a mask, and a bound the case declares all keep it quiet
     assert _on(report, "_slot_guarded_kernel", "int-division-sign") == []
     assert all(f.case != {"n": 4} for f in fs)
@@ -1133,6 +1239,16 @@ def test_division_of_a_value_that_can_be_negative(report):
     # a division inlined from tl.cdiv is quoted as the call, never by IR names
     (c,) = _on(report, "_cdiv_kernel", "int-division-sign")
     assert c.message.startswith("`tl.cdiv(n, SPLITS)` divides like C, not like Python, and its dividend")
+
+
+def test_a_difference_of_offsets_is_a_length_once_declared_non_decreasing(report):
+    # undeclared, the difference of two loaded offsets can be negative: the finding names the declaration
+    (f,) = _on(report, "_varlen_cdiv_kernel", "int-division-sign")
+    assert "difference of two elements of `cu_seqlens_ptr`" in f.message
+    assert "nondecreasing=['cu_seqlens_ptr']" in f.message
+    # declared, the larger index minus the smaller is >= 0; the other way round it is <= 0 and still reported
+    (g,) = _on(report, "_varlen_reversed_kernel", "int-division-sign")
+    assert "nondecreasing" not in g.message
 
 
 def test_loop_accumulator_in_fp16_is_flagged_but_fp16_max_is_not(report):

@@ -95,6 +95,8 @@ class Launch:
     aliases: dict[tuple[str, str], tuple[View, View, int | bool]]
     loaded_bounds: dict[str, tuple[int, int]]
     autotune: tuple[int, int] | None
+    #: pointer parameters whose loaded integers never decrease along the array -> largest step (None: unknown)
+    nondecreasing: dict[str, int | None] = dataclasses.field(default_factory=dict)
 
 
 def _magnitude(ln: Launch) -> int:
@@ -135,7 +137,8 @@ def distinct(launches: list[Launch], extra=lambda ln: (), limit: int = 512) -> D
     seen: set = set()
     out = []
     for ln in launches:
-        key = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())), extra(ln))
+        key = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())),
+               tuple(sorted(ln.nondecreasing.items())), extra(ln))
         if key not in seen:
             seen.add(key)
             out.append(ln)
@@ -240,6 +243,7 @@ class Capture:
         self.sweep_group = ""
         self.sweep_keys: tuple[str, ...] = ()
         self.loaded_bounds: dict[str, tuple[int, int]] = {}
+        self.nondecreasing: dict[str, int | None] = {}
         self.n_launches = 0
         self.launches: list[Launch] = []
         self._binders: dict[int, Any] = {}
@@ -404,7 +408,7 @@ class Capture:
         extents = {k: e for k, v in bound.items() if hasattr(v, "data_ptr") and (e := _storage_elements(v)) is not None}
         ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, self.sweep_keys, consts,
                     extents, site,
-                    _aliases(bound), dict(self.loaded_bounds), self._autotune)
+                    _aliases(bound), dict(self.loaded_bounds), self._autotune, dict(self.nondecreasing))
         info.launches.append(ln)
         # an optional pointer passed as None in this launch is still a pointer parameter a bound may name
         info.ptr_params.update(k for k, v in bound.items() if hasattr(v, "data_ptr") or v is None)

@@ -16,7 +16,7 @@ from typing import Any
 from .._imports import import_file
 from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress
-from .case import REGISTRY, Case
+from .case import REGISTRY, Case, Declared
 from .findings import Finding, Problem
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
 
@@ -132,7 +132,7 @@ def _case_targets(cases: list[Case]) -> list[Target]:
     for c in cases:
         runs = []
         for params in c.expand():
-            runs.append((params, _sweep_group(c.name, params, c.sweep), c.loaded_bounds,
+            runs.append((params, _sweep_group(c.name, params, c.sweep), Declared(c.loaded_bounds, c.nondecreasing),
                          lambda c=c, p=params: c.fn(**p)))
         out.append(Target(f"{c.name} ({c.file}:{c.line})", runs))
     return out
@@ -182,6 +182,12 @@ def unknown_bounds(bounds: dict[str, tuple[int, int]], launches) -> list[str]:
     return bad
 
 
+def _which(bad: list[str], nondecreasing: dict) -> str:
+    """The case keyword a refused name came from."""
+    kw = {"nondecreasing" if k in nondecreasing else "loaded_bounds" for k in bad}
+    return " and ".join(sorted(kw))
+
+
 def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
     n = 0
     for t in targets:
@@ -192,6 +198,7 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
             before = capture.n_launches
             try:
                 bounds = capture.loaded_bounds = bounds() if callable(bounds) else bounds
+                capture.nondecreasing = dict(getattr(bounds, "nondecreasing", {}))
                 thunk()
             except KeyboardInterrupt:
                 raise
@@ -201,7 +208,8 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
                 if capture.n_launches == before:
                     silent.append(case)
             new = capture.launches[before:]
-            bad = unknown_bounds(bounds, new) if new and isinstance(bounds, dict) else []
+            declared = {**bounds, **capture.nondecreasing} if isinstance(bounds, dict) else {}
+            bad = unknown_bounds(declared, new) if new else []
             if bad:
                 capture.discard(new)
                 if not refused.issuperset(bad):
@@ -210,7 +218,8 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
                     listed = "; ".join(f"{k}: {', '.join(ps) or '(none)'}" for k, ps in kernels.items())
                     problems.append(Problem(
                         "case", t.label,
-                        f"refused: loaded_bounds names {', '.join(map(repr, bad))}, which is no pointer parameter of "
+                        f"refused: {_which(bad, capture.nondecreasing)} names {', '.join(map(repr, bad))}, which is no "
+                        f"pointer parameter of "
                         f"the kernels it launched (their pointer parameters: {listed})"))
             n += 1
         if silent:
