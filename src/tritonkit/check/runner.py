@@ -15,7 +15,7 @@ from typing import Any
 
 from .._imports import import_file
 from ..testing.inputs import MetaFill
-from .adopt import apply_baseline, read_baseline, suppress
+from .adopt import apply_baseline, read_baseline, suppress, unknown_suppressions
 from .case import REGISTRY, Case, Declared
 from .findings import Finding, Problem
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
@@ -350,6 +350,7 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     order = {"error": 0, "warning": 1, "info": 2}
     findings = sorted(found.values(), key=lambda f: (order.get(f.severity, 3), f.file, f.line, f.rule))
     suppress(findings)
+    problems += unknown_suppressions({f.file for f in findings} | {i.file for i in cap.kernels.values()}, available)
     if accepted is not None:
         apply_baseline(opts.baseline, accepted, findings, problems, set(selected),
                        {info.name for info in cap.kernels.values()})
