@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from .registry import rule_ids
+
 DESCRIPTION = """\
 Capture the Triton launches of every @tritonkit.case (and OpSpec) in the given files, directories or modules,
 compile each distinct launch for the target GPU on this CPU and apply the rules. With no argument, check every
@@ -15,9 +17,8 @@ exit codes: 0 no error or warning; 1 at least one error or warning; 2 could not 
 case or kernel that could not be checked: then the findings of everything else are still reported)."""
 
 
-#: the rules, in report order (kept here so --help needs no Triton import; a test holds it to rules.all_rules())
-RULE_IDS = ("grid-limit", "int32-offset", "store-then-load", "load-then-store", "recompile", "int-division-sign",
-            "low-precision-accumulation", "autotune-cost")
+#: the rules, in report order, read from the rule modules' source (so --help needs no Triton import)
+RULE_IDS = rule_ids()
 
 
 def _positive(v: str) -> int:

@@ -201,10 +201,12 @@ def rule_page(rule_id: str) -> str:
 
 
 def all_rules():
-    from . import (autotune_cost, grid_limit, int32_offset, int_division_sign, load_then_store, low_precision,
-                   recompile, store_then_load)
-    mods = (grid_limit, int32_offset, store_then_load, load_then_store, recompile, int_division_sign,
-            low_precision, autotune_cost)
+    """id -> rule module, in report order (the modules ``check/registry.py`` lists)."""
+    import importlib
+
+    from ..registry import MODULES
+
+    mods = [importlib.import_module(f"{__name__}.{m}") for m in MODULES]
     return {m.RULE.id: m for m in mods}
 
 
