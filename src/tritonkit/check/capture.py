@@ -157,6 +157,8 @@ class AutotuneInfo:
     n_configs: int
     keys: dict[tuple, int] = dataclasses.field(default_factory=dict)  # autotune key -> configs compiled
     units: list[Unit] = dataclasses.field(default_factory=list)
+    #: autotune key -> ids of the launches it made (a refused case's keys go with its launches)
+    key_launches: dict[tuple, set[int]] = dataclasses.field(default_factory=dict)
 
 
 def _base_jit(fn):
@@ -432,6 +434,11 @@ class Capture:
                         rec.units = [u for u in rec.units if u is not ln.unit]
             if not info.launches:
                 self.kernels.pop(id(info.jit), None)
+        for rec in self.autotuners.values():
+            for key, ids in list(rec.key_launches.items()):
+                if ids and ids <= drop:  # every launch of this key was refused: the key was never hit
+                    rec.key_launches.pop(key)
+                    rec.keys.pop(key, None)
         self.launches = [x for x in self.launches if id(x) not in drop]
         self.n_launches = len(self.launches)
 
@@ -476,10 +483,12 @@ class Capture:
             tuner.nargs = None
         rec.keys[key] = len(configs)
         outer = self._autotune
+        n0 = len(self.launches)
         try:
             for i, cfg in enumerate(configs):
                 self._autotune = (id(tuner), i)
                 tuner.fn.run(*args, **{**kwargs, **cfg.all_kwargs()})
         finally:
             self._autotune = outer
+            rec.key_launches.setdefault(key, set()).update(id(ln) for ln in self.launches[n0:])
         return None
