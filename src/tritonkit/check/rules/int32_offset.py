@@ -85,7 +85,7 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             if isinstance(v, Iv) and v.lo == v.hi:
                 names.append(_fmt(v.lo))
             else:
-                names.append(display(strip(f, n)) or "the operand")
+                names.append(_own_name(f, strip(f, n)) or "the operand")
         return f"{names[0]} {_SYM.get(op.name, op.name)} {names[1]}", names, ["left", "right"]
     # which source side each IR operand came from: by where its defining op was written (canonicalization may
     # swap a constant to the right), by name for kernel arguments, else in source order
@@ -112,7 +112,7 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             sides[k] = hit[0] if len(hit) == 1 else None
             folded = folded or not hit
     if folded:
-        names = [_fmt_plain(v.lo) if isinstance(v, Iv) and v.lo == v.hi else display(strip(f, n)) or "the operand"
+        names = [_fmt_plain(v.lo) if isinstance(v, Iv) and v.lo == v.hi else _own_name(f, strip(f, n)) or "the operand"
                  for n, v in zip((a, b), ov.operands)]
         return src.text, names, ["folded", "folded"]
     if sides[0] == sides[1] or None in sides:
@@ -123,6 +123,17 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             k = sides.index(known)
             sides[1 - k] = "right" if known == "left" else "left"
     return src.text, [src.left if x == "left" else src.right for x in sides], sides
+
+
+def _own_name(f: Func, name: str) -> str:
+    """The variable an SSA value was assigned to, or "" when the name is one it only shares with the value the
+    variable finally holds (a sub-expression of ``ptrs = base + (i + n) * stride`` carries ``ptrs``'s name)."""
+    shown = display(name)
+    d = f.defs.get(name)
+    if not shown or d is None:
+        return shown
+    later = (r for op in f.ops if op.pos > d.pos for r in op.results)
+    return "" if any(display(r) == shown for r in later) else shown
 
 
 _ARITH = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
