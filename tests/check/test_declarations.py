@@ -83,3 +83,21 @@ def test_case_rejects_a_malformed_nondecreasing(bad, match):
     with pytest.raises((TypeError, ValueError), match=match):
         tritonkit.case(n=[1], nondecreasing=bad)(lambda n: None)
 
+
+def test_progress_names_the_stages_on_a_terminal_and_stays_off_otherwise(tmp_path):
+    # in a fresh process: one where Triton's interpreter ran (earlier tests) checks in a child, whose stderr is its own
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "one_case.py").write_text(textwrap.dedent(CASES).split("@triton.autotune")[0])
+    code = ("import sys; from tritonkit.check import Options, run_check; "
+            f"run_check([{str(tmp_path / 'one_case.py')!r}], Options(disk_cache=False, progress=sys.argv[1] == '1'))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "TRITON_INTERPRET": "0"}
+    on, off = (subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, env=env,
+                              timeout=300) for flag in ("1", "0"))
+    assert on.returncode == 0, on.stderr
+    assert "capturing cases 2/2" in on.stderr and "lowering kernels 1/1" in on.stderr
+    assert "running rules 8/8" in on.stderr
+    assert on.stderr.endswith("\x1b[K")  # the line is cleared before the report is printed (\r reads as \n)
+    assert "tritonkit check:" not in off.stderr

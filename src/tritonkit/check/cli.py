@@ -96,7 +96,7 @@ def _main(args) -> int:
     opts = Options(arch=args.arch, rules=tuple(args.rules) if args.rules else None,
                    spaces=tuple(args.spaces) if args.spaces else Options.spaces,
                    ops=tuple(args.ops) if args.ops else None, disk_cache=not args.no_cache,
-                   baseline=args.baseline, jobs=args.jobs)
+                   baseline=args.baseline, jobs=args.jobs, progress=sys.stderr.isatty())
     for path, what in ((args.output, "the report"), (args.write_baseline, "the baseline")):
         if path and (why := _unwritable(path)):
             print(f"tritonkit check: cannot write {what} to {path}: {why}", file=sys.stderr)

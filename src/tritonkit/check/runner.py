@@ -18,6 +18,7 @@ from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress, unknown_suppressions
 from .case import REGISTRY, Case, Declared
 from .findings import Finding, Problem
+from .progress import Progress
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
 
 #: shape keys that change from call to call within one deployment: launches that differ only in these belong to
@@ -37,6 +38,7 @@ class Options:
     disk_cache: bool = True
     baseline: str | None = None  # a file of accepted findings (--baseline): they do not count toward the exit code
     jobs: int | None = None  # processes lowering kernels to TTIR (None: one per CPU)
+    progress: bool = False  # a line on stderr saying what the run is doing (the CLI: on a terminal)
 
 
 @dataclasses.dataclass
@@ -188,8 +190,9 @@ def _which(bad: list[str], nondecreasing: dict) -> str:
     return " and ".join(sorted(kw))
 
 
-def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
+def _execute(capture, targets: list[Target], problems: list[Problem], progress=None) -> int:
     n = 0
+    total = sum(len(t.runs) for t in targets)
     for t in targets:
         silent = []
         refused: set[str] = set()
@@ -222,6 +225,8 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
                         f"pointer parameter of "
                         f"the kernels it launched (their pointer parameters: {listed})"))
             n += 1
+            if progress is not None:
+                progress.stage("capturing cases", n, total)
         if silent:
             problems.append(Problem("case", t.label, f"{len(silent)} of {len(t.runs)} runs launched no Triton kernel "
                                     f"(first: {silent[0]}); a torch.ops call dispatches to its meta implementation: "
@@ -329,14 +334,16 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     with interpreter_off():
         targets = collect(paths, problems) if paths else builtin_targets(opts.ops, opts.spaces, problems)
     compiler.defer = True
+    compiler.progress = prog = Progress(opts.progress)
     with Capture(compiler) as cap:
-        n_runs = _execute(cap, targets, problems)
+        n_runs = _execute(cap, targets, problems, prog)
         compiler.finish(opts.jobs)
     problems += cap.problems
     ctx = rules_pkg.Context(cap, arch_name(target))
     t_capture = time.perf_counter() - t0
     found: dict[tuple, Finding] = {}
-    for rid in selected:
+    for i, rid in enumerate(selected):
+        prog.stage("running rules", i, len(selected))
         try:
             for f in available[rid].check(ctx):
                 prev = found.get(f.key())
@@ -347,6 +354,8 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
         except Exception as e:  # noqa: BLE001 - a rule bug must not hide the other rules' findings
             problems.append(Problem("rule", rid, f"the rule failed: {_exc(e)}"))
     problems += ctx.problems
+    prog.stage("running rules", len(selected), len(selected))
+    prog.close()
     order = {"error": 0, "warning": 1, "info": 2}
     findings = sorted(found.values(), key=lambda f: (order.get(f.severity, 3), f.file, f.line, f.rule))
     suppress(findings)
