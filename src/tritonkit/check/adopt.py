@@ -97,9 +97,9 @@ def apply_baseline(path: str, accepted: set[tuple[str, str, str]], findings: lis
     if stale:
         shown = "; ".join(f"{r} in {k}: `{c}`" for r, k, c in sorted(stale)[:5])
         more = f" and {len(stale) - 5} more" if len(stale) > 5 else ""
-        problems.append(Problem("baseline", path, f"{len(stale)} {'entry matches' if len(stale) == 1 else 'entries match'}"
-                                f" no finding any more (fixed, or the line changed): {shown}{more}; "
-                                "--write-baseline rewrites it", fatal=False))
+        match = "entry matches" if len(stale) == 1 else "entries match"
+        problems.append(Problem("baseline", path, f"{len(stale)} {match} no finding any more (fixed, or the line "
+                                f"changed): {shown}{more}; --write-baseline rewrites it", fatal=False))
 
 
 def _rel(path: str) -> str:
