@@ -96,7 +96,9 @@ def test_a_baseline_accepts_todays_findings_wherever_their_lines_move(tmp_path, 
     f = _write(tmp_path / "kernels_fixed.py", row_note="  # tritonkit: ignore[int32-offset] reviewed")
     rep = run_check([f], Options(disk_cache=False, baseline=str(base)))
     assert rep.exit_code() == 0
-    assert any(p.kind == "baseline" and "1 entries match no finding" in p.message for p in rep.problems)
+    # the stale entry is named: its rule, kernel and code
+    assert any(p.kind == "baseline" and "1 entry matches no finding" in p.message
+               and "int32-offset in _rows_kernel: `tl.store(x_ptr + row * stride" in p.message for p in rep.problems)
     # entries of a rule that did not run, or of a kernel not checked, are not stale
     f = _write(tmp_path / "kernels_again.py")
     rep = run_check([f], Options(disk_cache=False, baseline=str(base), rules=("int32-offset",)))
@@ -120,3 +122,11 @@ def test_a_bad_baseline_fails_in_one_line_before_the_run(tmp_path, capsys):
         assert check_main([f, "--baseline", str(path)]) == 2
         err = capsys.readouterr().err
         assert len([ln for ln in err.splitlines() if "baseline" in ln]) == 1 and "Traceback" not in err
+
+
+def test_a_suppression_naming_an_unknown_rule_is_a_problem(tmp_path):
+    f = _write(tmp_path / "typo.py", row_note="  # tritonkit: ignore[int32-ofset] rows stay below 50,000")
+    rep = run_check([f], Options(disk_cache=False))
+    (p,) = [p for p in rep.problems if p.kind == "suppression"]
+    assert p.fatal and rep.exit_code() == 2 and "'int32-ofset'" in p.message and "int32-offset" in p.message
+    assert p.where.endswith("typo.py:11")

@@ -8,7 +8,8 @@ import pytest
 from tritonkit.check import Options, run_check
 
 CORPUS = Path(__file__).parent / "corpus"
-FILES = ["kv_cache_write.py", "paged_decode.py", "rotary_inplace.py", "moe_gather.py", "elementwise.py"]
+FILES = ["kv_cache_write.py", "paged_decode.py", "rotary_inplace.py", "moe_gather.py", "elementwise.py",
+         "window_cache.py"]
 
 # kernel -> the rules that must fire on it (and no other); the twins and the ordinary kernels expect none
 EXPECTED = {
@@ -31,6 +32,22 @@ EXPECTED = {
     "_silu_and_mul_flat_kernel": set(),
     "_silu_and_mul_2d_kernel": set(),
     "_rms_norm_rows_kernel": set(),
+    "_window_evict_negmod_kernel": {"int-division-sign"},
+    "_window_evict_kernel": set(),
+}
+
+# seeded kernel -> its fixed twin (the same kernel with the bug fixed)
+TWINS = {
+    "_kv_write_i32_kernel": "_kv_write_kernel",
+    "_paged_decode_bt32_kernel": "_paged_decode_kernel",
+    "_paged_decode_f16sum_kernel": "_paged_decode_kernel",
+    "_qk_norm_rope_racy_kernel": "_qk_norm_rope_kernel",
+    "_rope_head_major_kernel": "_rope_kernel",
+    "_moe_count_specialized_kernel": "_moe_count_kernel",
+    "_moe_gather_i32_kernel": "_moe_gather_kernel",
+    "_moe_gemm_f16acc_kernel": "_moe_gemm_kernel",
+    "_moe_gemm_autotuned_kernel": "_moe_gemm_kernel",
+    "_window_evict_negmod_kernel": "_window_evict_kernel",
 }
 
 
@@ -121,3 +138,17 @@ def test_kernel_summary_counts_launches_compiles_and_grid(report):
     assert k["_moe_count_specialized_kernel"]["compiles"] == 3
     # 4 configs; both (N, K) keys are divisible by 16, so they share a specialization
     assert k["_moe_gemm_autotuned_kernel"]["compiles"] == 4
+
+
+@pytest.mark.parametrize("rule", sorted(__import__("tritonkit.check.rules", fromlist=["all_rules"]).all_rules()))
+def test_every_rule_has_a_page_a_seeded_bug_and_a_fixed_twin(rule):
+    """CONTRIBUTING's checklist, enforced: a rule registered in check/registry.py without these fails here."""
+    from tritonkit.check.rules import rule_page
+
+    assert rule_page(rule).startswith(f"# `{rule}`"), f"check/docs/{rule}.md is missing or has no title"
+    assert f"`{rule}`" in (CORPUS.parents[2] / "README.md").read_text(), f"README.md does not list {rule}"
+    seeded = [k for k, rules in EXPECTED.items() if rule in rules]
+    assert seeded, f"no kernel in tests/check/corpus seeds a {rule} bug"
+    assert any(k in TWINS and EXPECTED[TWINS[k]] == set() for k in seeded), f"no fixed twin for the {rule} bug"
+    marks = {r for _f, _l, r in _marked_lines()}
+    assert rule in marks, f"no `# seeded bug: {rule}` marker in the corpus"

@@ -136,3 +136,24 @@ def test_printed_forms_of_other_triton_releases():
     assert is_barrier("gpu.barrier") and is_barrier("ttg.barrier") and is_barrier("tt.debug_barrier")
     assert not is_barrier("ttng.wait_barrier") and not is_barrier("ttng.init_barrier")
     assert [op.name for op in f.ops if is_barrier(op.name)] == ["ttg.barrier"]
+
+
+def test_an_operand_is_not_named_after_the_pointer_variable_it_only_feeds():
+    # `ptrs = base + (i + n) * stride`: the sum inherits `ptrs`'s name in the printed IR; int32-offset must not
+    # call the operand `ptrs` (the variable holding the whole pointer)
+    from tritonkit.check.rules.int32_offset import _own_name
+
+    f = parse_module(r'''
+module {
+  tt.func public @k(%base: !tt.ptr<f32>, %n: i32, %stride: i32) {
+    %i = tt.get_program_id x : i32
+    %ptrs_1 = arith.addi %i, %n : i32
+    %ptrs_2 = arith.muli %ptrs_1, %stride : i32
+    %ptrs = tt.addptr %base, %ptrs_2 : !tt.ptr<f32>, i32
+    %seqlen = arith.addi %n, %n : i32
+    tt.return
+  }
+}
+''').entry_func()
+    assert _own_name(f, "ptrs_1") == "" and _own_name(f, "ptrs_2") == ""
+    assert _own_name(f, "seqlen") == "seqlen"

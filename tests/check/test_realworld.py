@@ -53,6 +53,11 @@ KERNELS = {
     "_cross_entropy_fwd_bwd_kernel": ("clean", set(), {"recompile"}),
     "_conv1d_ring_negmod_kernel": ("buggy", {"int-division-sign"}, set()),
     "_conv1d_ring_kernel": ("fixed", set(), set()),
+    "_conv1d_varlen_state_kernel": ("clean", set(), set()),
+    "_conv1d_chunk_state_kernel": ("clean", set(), set()),
+    "_lora_expand_kernel": ("clean", set(), set()),
+    "_decode_stage1_kernel": ("clean", set(), set()),
+    "_decode_stage2_kernel": ("clean", set(), set()),
 }
 
 

@@ -36,6 +36,21 @@ def suppress(findings: list[Finding]) -> None:
             f.suppressed = m.group(2).strip() or "(no reason given)"
 
 
+def unknown_suppressions(files, known) -> list[Problem]:
+    """A problem (exit 2) for each ``# tritonkit: ignore[...]`` in ``files`` that names no rule in ``known``: a
+    misspelt id would otherwise leave its finding failing, or a later one unsuppressed, with no word why."""
+    out = []
+    for file in sorted(set(files)):
+        for i, text in enumerate(linecache.getlines(file), 1):
+            m = _IGNORE.search(text)
+            bad = [r.strip() for r in m.group(1).split(",") if r.strip() not in known] if m else []
+            if bad:
+                out.append(Problem("suppression", f"{_rel(file)}:{i}",
+                                   f"ignore[...] names {', '.join(map(repr, bad))}, which is no rule; rules: "
+                                   f"{', '.join(known)}"))
+    return out
+
+
 def key(f: Finding) -> tuple[str, str, str]:
     return f.rule, f.kernel, _code(f.file, f.line)
 
@@ -81,8 +96,11 @@ def apply_baseline(path: str, accepted: set[tuple[str, str, str]], findings: lis
     stale = {k for k in accepted - seen
              if (rules is None or k[0] in rules) and (kernels is None or k[1] in kernels)}
     if stale:
-        problems.append(Problem("baseline", path, f"{len(stale)} entries match no finding any more (fixed, or the "
-                                "line changed): --write-baseline rewrites it", fatal=False))
+        shown = "; ".join(f"{r} in {k}: `{c}`" for r, k, c in sorted(stale)[:5])
+        more = f" and {len(stale) - 5} more" if len(stale) > 5 else ""
+        match = "entry matches" if len(stale) == 1 else "entries match"
+        problems.append(Problem("baseline", path, f"{len(stale)} {match} no finding any more (fixed, or the line "
+                                f"changed): {shown}{more}; --write-baseline rewrites it", fatal=False))
 
 
 def _rel(path: str) -> str:

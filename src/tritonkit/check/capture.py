@@ -95,6 +95,8 @@ class Launch:
     aliases: dict[tuple[str, str], tuple[View, View, int | bool]]
     loaded_bounds: dict[str, tuple[int, int]]
     autotune: tuple[int, int] | None
+    #: pointer parameters whose loaded integers never decrease along the array -> largest step (None: unknown)
+    nondecreasing: dict[str, int | None] = dataclasses.field(default_factory=dict)
 
 
 def _magnitude(ln: Launch) -> int:
@@ -135,7 +137,8 @@ def distinct(launches: list[Launch], extra=lambda ln: (), limit: int = 512) -> D
     seen: set = set()
     out = []
     for ln in launches:
-        key = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())), extra(ln))
+        key = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())),
+               tuple(sorted(ln.nondecreasing.items())), extra(ln))
         if key not in seen:
             seen.add(key)
             out.append(ln)
@@ -154,6 +157,8 @@ class AutotuneInfo:
     n_configs: int
     keys: dict[tuple, int] = dataclasses.field(default_factory=dict)  # autotune key -> configs compiled
     units: list[Unit] = dataclasses.field(default_factory=list)
+    #: autotune key -> ids of the launches it made (a refused case's keys go with its launches)
+    key_launches: dict[tuple, set[int]] = dataclasses.field(default_factory=dict)
 
 
 def _base_jit(fn):
@@ -240,6 +245,7 @@ class Capture:
         self.sweep_group = ""
         self.sweep_keys: tuple[str, ...] = ()
         self.loaded_bounds: dict[str, tuple[int, int]] = {}
+        self.nondecreasing: dict[str, int | None] = {}
         self.n_launches = 0
         self.launches: list[Launch] = []
         self._binders: dict[int, Any] = {}
@@ -404,7 +410,7 @@ class Capture:
         extents = {k: e for k, v in bound.items() if hasattr(v, "data_ptr") and (e := _storage_elements(v)) is not None}
         ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, self.sweep_keys, consts,
                     extents, site,
-                    _aliases(bound), dict(self.loaded_bounds), self._autotune)
+                    _aliases(bound), dict(self.loaded_bounds), self._autotune, dict(self.nondecreasing))
         info.launches.append(ln)
         # an optional pointer passed as None in this launch is still a pointer parameter a bound may name
         info.ptr_params.update(k for k, v in bound.items() if hasattr(v, "data_ptr") or v is None)
@@ -428,6 +434,11 @@ class Capture:
                         rec.units = [u for u in rec.units if u is not ln.unit]
             if not info.launches:
                 self.kernels.pop(id(info.jit), None)
+        for rec in self.autotuners.values():
+            for key, ids in list(rec.key_launches.items()):
+                if ids and ids <= drop:  # every launch of this key was refused: the key was never hit
+                    rec.key_launches.pop(key)
+                    rec.keys.pop(key, None)
         self.launches = [x for x in self.launches if id(x) not in drop]
         self.n_launches = len(self.launches)
 
@@ -472,10 +483,12 @@ class Capture:
             tuner.nargs = None
         rec.keys[key] = len(configs)
         outer = self._autotune
+        n0 = len(self.launches)
         try:
             for i, cfg in enumerate(configs):
                 self._autotune = (id(tuner), i)
                 tuner.fn.run(*args, **{**kwargs, **cfg.all_kwargs()})
         finally:
             self._autotune = outer
+            rec.key_launches.setdefault(key, set()).update(id(ln) for ln in self.launches[n0:])
         return None

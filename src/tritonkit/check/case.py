@@ -8,13 +8,18 @@ product (a scalar counts as a one-element list)::
     def write_kv(num_tokens, use_bias):
         ...
 
-Two keywords are reserved:
+Three keywords are reserved:
 
 - ``loaded_bounds={"block_table_ptr": (0, 65535)}`` declares the range of integers a kernel loads through that
   pointer argument (by parameter name, or ``"kernel_name.param"``). Without it a loaded index may be any value of
   its type, which is what the ``int32-offset`` rule assumes. A bound applies to the launches of the case that
   declares it only; a key that names no pointer parameter of a kernel the case launched refuses the case (it is
   reported, its launches are not checked, and the run exits 2).
+- ``nondecreasing=["query_start_loc_ptr"]`` declares that the integers a kernel loads through that pointer argument
+  never decrease along the array (cumulative offsets: ``cu_seqlens``, ``query_start_loc``, per-adapter token
+  starts). The difference of two of its elements, the one at the larger index minus the other, is then a length:
+  at least 0. A dict gives each array's largest step between neighbours too (``{"cu_seqlens_ptr": 8192}``), which
+  bounds such a difference from above (``None``: no bound). Keys are checked like ``loaded_bounds`` keys.
 - ``sweep=["num_tokens"]`` names the parameters that change from call to call in one deployment: launches that
   differ only in them must share a compile (the ``recompile`` rule). By default the parameters whose names are
   per-call sizes (``num_tokens``, ``num_seqs``, ``batch``, ...) if the case has any, else all of them.
@@ -42,6 +47,7 @@ class Case:
     file: str
     line: int
     sweep: tuple[str, ...] | None = None
+    nondecreasing: dict[str, int | None] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -51,6 +57,15 @@ class Case:
         """The parameter dicts of the cartesian product, in the order the lists were given."""
         names = list(self.params)
         return [dict(zip(names, values)) for values in itertools.product(*(self.params[n] for n in names))]
+
+
+class Declared(dict):
+    """A case's ``loaded_bounds`` (the dict itself) and its ``nondecreasing`` arrays: what the runner hands the
+    capture for each of the case's runs."""
+
+    def __init__(self, bounds: Mapping[str, tuple[int, int]], nondecreasing: Mapping[str, int | None]):
+        super().__init__(bounds)
+        self.nondecreasing = dict(nondecreasing)
 
 
 def _as_values(name: str, v: Any) -> tuple[Any, ...]:
@@ -71,8 +86,25 @@ def _bounds(lb: Mapping[str, Any] | None) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _steps(nd: Mapping[str, Any] | list[str] | tuple[str, ...] | None) -> dict[str, int | None]:
+    """``nondecreasing`` as {pointer name: largest step or None}."""
+    if nd is None:
+        return {}
+    if isinstance(nd, str):
+        raise TypeError(f"tritonkit.case: nondecreasing takes a list of pointer names or a dict, got {nd!r}")
+    items = nd.items() if isinstance(nd, Mapping) else ((k, None) for k in nd)
+    out: dict[str, int | None] = {}
+    for k, step in items:
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+            raise ValueError(f"tritonkit.case: nondecreasing[{k!r}] = {step!r}: the largest step must be an int >= 0 "
+                             "or None")
+        out[str(k)] = step
+    return out
+
+
 def case(_fn: Callable[..., Any] | None = None, *, loaded_bounds: Mapping[str, Any] | None = None,
-         sweep: list[str] | tuple[str, ...] | None = None, **params: Any):
+         sweep: list[str] | tuple[str, ...] | None = None,
+         nondecreasing: Mapping[str, Any] | list[str] | tuple[str, ...] | None = None, **params: Any):
     """Register a case; usable bare (``@tritonkit.case``) or with parameter lists."""
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -84,7 +116,7 @@ def case(_fn: Callable[..., Any] | None = None, *, loaded_bounds: Mapping[str, A
         if sweep is not None and set(sweep) - set(params):
             raise ValueError(f"tritonkit.case: sweep names {sorted(set(sweep) - set(params))}, not parameters")
         c = Case(fn, {k: _as_values(k, v) for k, v in params.items()}, _bounds(loaded_bounds), file, line,
-                 tuple(sweep) if sweep is not None else None)
+                 tuple(sweep) if sweep is not None else None, _steps(nondecreasing))
         REGISTRY.append(c)
         fn.__tritonkit_case__ = c
         return fn

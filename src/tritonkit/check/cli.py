@@ -7,6 +7,7 @@ import os
 import sys
 
 from .isolate import DEFAULT_CASE_TIMEOUT
+from .registry import rule_ids
 
 DESCRIPTION = """\
 Capture the Triton launches of every @tritonkit.case (and OpSpec) in the given files, directories or modules,
@@ -17,9 +18,8 @@ exit codes: 0 no error or warning; 1 at least one error or warning; 2 could not 
 case or kernel that could not be checked: then the findings of everything else are still reported)."""
 
 
-#: the rules, in report order (kept here so --help needs no Triton import; a test holds it to rules.all_rules())
-RULE_IDS = ("grid-limit", "int32-offset", "store-then-load", "load-then-store", "recompile", "int-division-sign",
-            "low-precision-accumulation", "autotune-cost")
+#: the rules, in report order, read from the rule modules' source (so --help needs no Triton import)
+RULE_IDS = rule_ids()
 
 
 def _positive(v: str) -> int:
@@ -116,7 +116,8 @@ def _main(args) -> int:
     opts = Options(arch=args.arch, rules=tuple(args.rules) if args.rules else None,
                    spaces=tuple(args.spaces) if args.spaces else Options.spaces,
                    ops=tuple(args.ops) if args.ops else None, disk_cache=not args.no_cache,
-                   baseline=args.baseline, jobs=args.jobs, case_timeout=args.case_timeout or None)
+                   baseline=args.baseline, jobs=args.jobs, case_timeout=args.case_timeout or None,
+                   progress=sys.stderr.isatty())
     for path, what in ((args.output, "the report"), (args.write_baseline, "the baseline")):
         if path and (why := _unwritable(path)):
             print(f"tritonkit check: cannot write {what} to {path}: {why}", file=sys.stderr)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_apart, uniform
+from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_apart, uniform, varying_axes
 from .capture import distinct
 from .conditions import NEGATE, facts
 from .mlir import Block, Func, Op, shape_of
-from .pointers import decompose
+from .pointers import decompose, strip
 from .ranges import Iv, RangeAnalysis
 from .views import View
 
@@ -248,6 +248,46 @@ def same_mapping(f: Func, ra: RangeAnalysis, a: Op, b: Op, aliases: Aliases) -> 
         for ln, v0, v1, _byte in launches)
 
 
+def _mask(op: Op) -> str | None:
+    """The mask operand of a load (operand 1) or a store (operand 2), None when it has none."""
+    k = 1 if op.name == "tt.load" else 2
+    return op.operands[k] if len(op.operands) > k else None
+
+
+def _values_only(f: Func, name: str, depth: int = 0) -> bool:
+    """Two lanes of this per-lane term can be equal only through a loaded value (``ram[:, None] * stride`` of a
+    gathered row id), not through its own arithmetic (``offs // 2``, a broadcast axis)."""
+    n = strip(f, name)
+    op = f.defs.get(n)
+    if op is None or depth > 16:
+        return False
+    if op.name == "tt.load":
+        return True
+    if op.name in ("arith.muli", "arith.shli", "arith.addi") and len(op.operands) == 2:
+        return any(_values_only(f, x, depth + 1) for x in op.operands)
+    return False
+
+
+def same_access(f: Func, ra: RangeAnalysis, ld: Op, st: Op) -> bool:
+    """A read-modify-write: the store goes through the load's own pointer expression under the load's own mask, so
+    each lane stores the element it loaded (two lanes meet only where loaded indices repeat: a lost update, which
+    no barrier fixes, not an ordering bug)."""
+    pa, pb = ld.operands[0], st.operands[0]
+    if _mask(ld) != _mask(st):
+        return False
+    if pa != pb:
+        ba, ta = decompose(f, pa)
+        bb, tb = decompose(f, pb)
+        if ba is None or ba != bb or not same_terms(f, ta, tb, {}):
+            return False
+    shape = shape_of(f.types.get(pa, ""))
+    if not varying_axes(f, pa) >= {i for i, d in enumerate(shape) if d > 1}:
+        return False  # a broadcast axis: several lanes address one element by construction
+    _b, terms = decompose(f, pa)
+    lanes = [t for t in terms if isinstance(t, str) and not uniform(f, t) and varying_axes(f, t)]
+    return all(_values_only(f, t) for t in lanes if not tells_lanes_apart(f, ra, st, [t]))
+
+
 def orders(f: Func, first: Op, second: Op) -> list[Op | None]:
     """How ``second`` can run after ``first`` in one program: None for later in the same pass, a loop for a later
     iteration of it (both, for accesses in one loop with ``second`` after ``first`` in its body); empty if never."""
@@ -305,6 +345,10 @@ def races(ctx, unit, f: Func, write_first: bool):
         for first in earlier:
             for loop in orders(f, first, second):
                 if protected(first, second, loop, points):
+                    continue
+                # across iterations the same expression may name another element (unless the loop leaves it be)
+                if not write_first and (loop is None or not inside(f, first.operands[0], loop)) \
+                        and same_access(f, union, first, second):
                     continue
                 # one element per thread through the same expression: decided in each launch (strides have values)
                 exempt = None if write_first else (lambda ra, a=first, b=second: same_mapping(f, ra, a, b, aliases))

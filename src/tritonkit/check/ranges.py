@@ -20,7 +20,7 @@ import re
 
 from .conditions import Diffs, Fact, block_facts, facts, narrow, possible, root, same_values
 from .mlir import Func, Op, int_bits, shape_of
-from .pointers import base_arg, strip
+from .pointers import base_arg, decompose, strip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +60,10 @@ class Bindings:
     grid: tuple[int, int, int] | None
     args: dict[str, tuple[int, int]]  # integer IR argument -> (min, max) seen
     loaded: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # pointer arg -> loaded bounds
+    #: pointer arg -> largest step (None: unknown) of an array declared non-decreasing
+    nondecreasing: dict[str, int | None] = dataclasses.field(default_factory=dict)
+    #: loads with no declared bounds hold values >= 0 (what int-division-sign assumes of an unknown index)
+    loads_nonneg: bool = False
 
 
 @dataclasses.dataclass
@@ -74,6 +78,10 @@ _SHAPE_OPS = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.tr
               "tt.cat", "tt.join", "tt.split", "tt.permute", "tt.view", "arith.index_cast", "arith.index_castui",
               "arith.extsi", "arith.extui", "tt.unsplat", "tt.clampf", "tt.gather", "ttg.local_load"}
 
+#: ops whose operands a bound on the result narrows (see :meth:`RangeAnalysis._bound`)
+_BACK = {"arith.minsi", "arith.maxsi", "arith.addi", "arith.subi"}
+
+
 class RangeAnalysis:
     def __init__(self, f: Func, b: Bindings):
         self.f = f
@@ -86,6 +94,8 @@ class RangeAnalysis:
         self._active: dict[str, tuple[int, int]] = {}  # group root -> bounds the conditions in force put on it
         self._dead = 0  # > 0 inside a branch whose condition these bindings never meet: it reports no overflow
         self.seen: dict[int, list[Val]] = {}  # op position -> its operands' values where it ran
+        #: result of `a[j] - a[i]` (two loads of one array) -> that array's argument, declared non-decreasing or not
+        self.load_diffs: dict[str, str] = {}
 
     # -- driver ---------------------------------------------------------------------------------------------
     def run(self) -> RangeAnalysis:
@@ -127,16 +137,42 @@ class RangeAnalysis:
             self.diffs.assume(self.f, fc, a, b)
             r = narrow(a, fc.pred, b) if a is not None and b is not None else None
             for name, new in zip((fc.a, fc.b), r or ()):
-                r0 = self._group.get(root(self.f, name), root(self.f, name))
-                lo, hi = self._active.get(r0, (new.lo, new.hi))
-                self._active[r0] = (max(lo, new.lo), min(hi, new.hi))
-                for n in self._same.get(r0, [r0]):
-                    old = self.env.get(n)
-                    if isinstance(old, Iv) and max(old.lo, new.lo) <= min(old.hi, new.hi):
-                        saved_env.setdefault(n, old)
-                        self.env[n] = dataclasses.replace(old, lo=max(old.lo, new.lo), hi=min(old.hi, new.hi))
+                self._bound(name, new.lo, new.hi, saved_env)
         self._dead += dead
         return saved_env, saved_diffs, dead, saved_active
+
+    def _bound(self, name: str, lo: int, hi: int, saved_env: dict, depth: int = 0) -> None:
+        """``name`` is in [lo, hi] where the facts hold: narrow it, every value equal to it, and the operands it was
+        computed from (``min(a, b) > 0`` makes ``a`` and ``b`` positive; ``x - y >= 1`` bounds ``x`` and ``y``)."""
+        r0 = self._group.get(root(self.f, name), root(self.f, name))
+        plo, phi = self._active.get(r0, (lo, hi))
+        self._active[r0] = (max(plo, lo), min(phi, hi))
+        for n in self._same.get(r0, [r0]):
+            old = self.env.get(n)
+            if isinstance(old, Iv) and max(old.lo, lo) <= min(old.hi, hi):
+                saved_env.setdefault(n, old)
+                self.env[n] = dataclasses.replace(old, lo=max(old.lo, lo), hi=min(old.hi, hi))
+        d = self.f.defs.get(root(self.f, name))
+        if depth >= 4 or d is None or len(d.operands) < 2 or d.name not in _BACK:
+            return
+        x, y = d.operands[:2]
+        vx, vy, v = self.get(x), self.get(y), self.get(d.results[0]) if d.results else None
+        if not (isinstance(vx, Iv) and isinstance(vy, Iv) and isinstance(v, Iv)) or v.over:
+            return  # a result that may have wrapped says nothing of its operands
+        inf = float("inf")
+        if d.name == "arith.minsi":
+            pairs = [(x, lo, inf), (y, lo, inf)]
+        elif d.name == "arith.maxsi":
+            pairs = [(x, -inf, hi), (y, -inf, hi)]
+        elif d.name == "arith.addi":
+            pairs = [(x, lo - vy.hi, hi - vy.lo), (y, lo - vx.hi, hi - vx.lo)]
+        else:  # subi: x - y in [lo, hi]
+            self.diffs.add(root(self.f, x), root(self.f, y), lo)
+            pairs = [(x, lo + vy.lo, hi + vy.hi), (y, vx.lo - hi, vx.hi - lo)]
+        for n, nlo, nhi in pairs:
+            cur = self.get(n)
+            if isinstance(cur, Iv) and (nlo > cur.lo or nhi < cur.hi):
+                self._bound(n, int(max(nlo, cur.lo)), int(min(nhi, cur.hi)), saved_env, depth + 1)
 
     def _where(self, cond: str, holds: bool, name: str, v: Val) -> Val:
         """``v`` (the value of ``name``) where the i1 ``cond`` is ``holds``."""
@@ -241,7 +277,12 @@ class RangeAnalysis:
             base = base_arg(self.f, op.operands[0]) if op.operands else None
             if base is not None and base in self.b.loaded:
                 lo, hi = self.b.loaded[base]
-                return Iv(lo, hi)
+                return Iv(max(lo, tlo), min(hi, thi))
+            if self.b.loads_nonneg:
+                # a masked-off lane takes `other`: a negative one makes the value negative there
+                other = self.get(op.operands[2]) if len(op.operands) > 2 else None
+                lo = min(0, other.lo) if isinstance(other, Iv) else 0
+                return Iv(lo, thi, data=True, scale=1.0)
             return Iv(tlo, thi, data=True, scale=1.0)
         if n in ("tt.atomic_rmw", "tt.atomic_cas", "arith.fptosi", "arith.fptoui", "tt.histogram", "arith.bitcast",
                  "tt.bitcast", "tt.elementwise_inline_asm", "tt.extern_elementwise", "tt.ptr_to_int"):
@@ -331,6 +372,9 @@ class RangeAnalysis:
             lo, hi = a.lo + b.lo, a.hi + b.hi
         elif n == "arith.subi":
             lo, hi = a.lo - b.hi, a.hi - b.lo
+            if (step := self._step_diff(op)) is not None:
+                # `a[j] - a[i]` with j >= i of a non-decreasing array: a length, not any difference of two values
+                return Iv(step[0], step[1], a.data or b.data, a.over or b.over, max(a.scale, b.scale))
             # inside `if y < x:` the difference x - y is at least 1, which the two intervals alone do not say
             dlo, dhi = self.diffs.bound(self.f, op.operands[0], op.operands[1])
             if max(lo, dlo if dlo is not None else lo) <= min(hi, dhi if dhi is not None else hi):
@@ -361,6 +405,44 @@ class RangeAnalysis:
                 iv = iv.hull(prev.iv)
             self.overflows[op.pos] = Overflow(op, iv, [a, b], bits)
         return Iv(lo, hi, data, True, scale)
+
+    def _step_diff(self, op: Op) -> tuple[int, int] | None:
+        """Bounds of ``x - y`` where both are loads of one array declared non-decreasing and ``x``'s index is
+        provably at least ``y``'s (the difference of offsets is a length); None otherwise. Records every
+        difference of two loads of one array in :attr:`load_diffs`, declared or not."""
+        x, y = (self.f.defs.get(root(self.f, v)) for v in op.operands[:2])
+        if x is None or y is None or x.name != "tt.load" or y.name != "tt.load" or not op.results:
+            return None
+        (bx, tx), (by, ty) = decompose(self.f, x.operands[0]), decompose(self.f, y.operands[0])
+        if bx is None or bx != by:
+            return None
+        self.load_diffs[op.results[0]] = bx
+        if bx not in self.b.nondecreasing:
+            return None
+        rest_y = [strip(self.f, t) for t in ty if isinstance(t, str)]
+        gap = Iv(0, 0)
+        for t in tx:
+            if not isinstance(t, str):
+                return None
+            if strip(self.f, t) in rest_y:
+                rest_y.remove(strip(self.f, t))
+                continue
+            v = self.get(t)
+            if not isinstance(v, Iv) or v.data:
+                return None
+            gap = Iv(gap.lo + v.lo, gap.hi + v.hi)
+        for t in rest_y:
+            v = self.get(t)
+            if not isinstance(v, Iv) or v.data:
+                return None
+            gap = Iv(gap.lo - v.hi, gap.hi - v.lo)
+        if len(ty) != len([t for t in ty if isinstance(t, str)]) or gap.lo < 0:
+            return None  # the minuend's index may be the smaller one
+        step = self.b.nondecreasing[bx]
+        # the elements' own width bounds a difference of two of them, whatever width it is computed in
+        bits = int_bits(self.f.types.get(x.results[0], "")) or 32
+        hi = type_range(bits)[1] if step is None else min(type_range(bits)[1], step * gap.hi)
+        return 0, hi
 
     # -- structured control flow ----------------------------------------------------------------------------
     def _yield_vals(self, blk_ops: list[Op], term: str = "scf.yield") -> list[Val]:

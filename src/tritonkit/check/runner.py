@@ -15,10 +15,11 @@ from typing import Any
 
 from .._imports import import_file
 from ..testing.inputs import MetaFill
-from .adopt import apply_baseline, read_baseline, suppress
-from .case import REGISTRY, Case
+from .adopt import apply_baseline, read_baseline, suppress, unknown_suppressions
+from .case import REGISTRY, Case, Declared
 from .findings import Finding, Problem
 from .isolate import DEFAULT_CASE_TIMEOUT, limited, time_limit, user_code
+from .progress import Progress
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
 
 #: shape keys that change from call to call within one deployment: launches that differ only in these belong to
@@ -39,6 +40,7 @@ class Options:
     baseline: str | None = None  # a file of accepted findings (--baseline): they do not count toward the exit code
     jobs: int | None = None  # processes lowering kernels to TTIR (None: one per CPU)
     case_timeout: float | None = DEFAULT_CASE_TIMEOUT  # seconds per case or case-file import (None: no limit)
+    progress: bool = False  # a line on stderr saying what the run is doing (the CLI: on a terminal)
 
 
 @dataclasses.dataclass
@@ -155,7 +157,7 @@ def _case_targets(cases: list[Case]) -> list[Target]:
     for c in cases:
         runs = []
         for params in c.expand():
-            runs.append((params, _sweep_group(c.name, params, c.sweep), c.loaded_bounds,
+            runs.append((params, _sweep_group(c.name, params, c.sweep), Declared(c.loaded_bounds, c.nondecreasing),
                          lambda c=c, p=params: c.fn(**p)))
         out.append(Target(f"{c.name} ({c.file}:{c.line})", runs))
     return out
@@ -205,8 +207,15 @@ def unknown_bounds(bounds: dict[str, tuple[int, int]], launches) -> list[str]:
     return bad
 
 
-def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
+def _which(bad: list[str], nondecreasing: dict) -> str:
+    """The case keyword a refused name came from."""
+    kw = {"nondecreasing" if k in nondecreasing else "loaded_bounds" for k in bad}
+    return " and ".join(sorted(kw))
+
+
+def _execute(capture, targets: list[Target], problems: list[Problem], progress=None) -> int:
     n = 0
+    total = sum(len(t.runs) for t in targets)
     for t in targets:
         silent = []
         refused: set[str] = set()
@@ -215,6 +224,7 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
             before = capture.n_launches
             try:
                 bounds = capture.loaded_bounds = bounds() if callable(bounds) else bounds
+                capture.nondecreasing = dict(getattr(bounds, "nondecreasing", {}))
                 thunk()
             except KeyboardInterrupt:
                 raise
@@ -224,7 +234,8 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
                 if capture.n_launches == before:
                     silent.append(case)
             new = capture.launches[before:]
-            bad = unknown_bounds(bounds, new) if new and isinstance(bounds, dict) else []
+            declared = {**bounds, **capture.nondecreasing} if isinstance(bounds, dict) else {}
+            bad = unknown_bounds(declared, new) if new else []
             if bad:
                 capture.discard(new)
                 if not refused.issuperset(bad):
@@ -233,9 +244,12 @@ def _execute(capture, targets: list[Target], problems: list[Problem]) -> int:
                     listed = "; ".join(f"{k}: {', '.join(ps) or '(none)'}" for k, ps in kernels.items())
                     problems.append(Problem(
                         "case", t.label,
-                        f"refused: loaded_bounds names {', '.join(map(repr, bad))}, which is no pointer parameter of "
+                        f"refused: {_which(bad, capture.nondecreasing)} names {', '.join(map(repr, bad))}, which is no "
+                        f"pointer parameter of "
                         f"the kernels it launched (their pointer parameters: {listed})"))
             n += 1
+            if progress is not None:
+                progress.stage("capturing cases", n, total)
         if silent:
             problems.append(Problem("case", t.label, f"{len(silent)} of {len(t.runs)} runs launched no Triton kernel "
                                     f"(first: {silent[0]}); a torch.ops call dispatches to its meta implementation: "
@@ -357,15 +371,17 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     for t in targets:
         t.runs = [(c, g, limited(b, opts.case_timeout), limited(f, opts.case_timeout)) for c, g, b, f in t.runs]
     compiler.defer = True
+    compiler.progress = prog = Progress(opts.progress)
     with Capture(compiler) as cap:
         with user_code():
-            n_runs = _execute(cap, targets, problems)
+            n_runs = _execute(cap, targets, problems, prog)
         compiler.finish(opts.jobs)
     problems += cap.problems
     ctx = rules_pkg.Context(cap, arch_name(target))
     t_capture = time.perf_counter() - t0
     found: dict[tuple, Finding] = {}
-    for rid in selected:
+    for i, rid in enumerate(selected):
+        prog.stage("running rules", i, len(selected))
         try:
             for f in available[rid].check(ctx):
                 prev = found.get(f.key())
@@ -376,9 +392,12 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
         except Exception as e:  # noqa: BLE001 - a rule bug must not hide the other rules' findings
             problems.append(Problem("rule", rid, f"the rule failed: {_exc(e)}"))
     problems += ctx.problems
+    prog.stage("running rules", len(selected), len(selected))
+    prog.close()
     order = {"error": 0, "warning": 1, "info": 2}
     findings = sorted(found.values(), key=lambda f: (order.get(f.severity, 3), f.file, f.line, f.rule))
     suppress(findings)
+    problems += unknown_suppressions({f.file for f in findings} | {i.file for i in cap.kernels.values()}, available)
     if accepted is not None:
         apply_baseline(opts.baseline, accepted, findings, problems, set(selected),
                        {info.name for info in cap.kernels.values()})

@@ -185,6 +185,8 @@ class Compiler:
         self.n_compiled = 0
         #: with ``defer``, compile() only records what to lower and finish() lowers it all, on several processes
         self.defer = False
+        self.progress = None  # a check.progress.Progress told of each kernel lowered
+        self._lowered = self._to_lower = 0
         self.pending: dict[str, tuple[Compiled, tuple, bool]] = {}
 
     def cache_key(self, kernel, signature, constexprs, attrs, options) -> str:
@@ -267,6 +269,9 @@ class Compiler:
         self.compile_seconds += c.seconds + (c.ttgir_seconds or 0.0)
         self.n_compiled += 1
         self._store(c)
+        self._lowered += 1
+        if self.progress is not None:
+            self.progress.stage("lowering kernels", self._lowered, self._to_lower)
 
     def finish(self, jobs: int | None = None) -> None:
         """Lower everything :meth:`compile` deferred, on up to ``jobs`` processes (default: one per CPU). Triton's
@@ -275,6 +280,7 @@ class Compiler:
         lowered here."""
         todo = list(self.pending.values())
         self.pending = {}
+        self._lowered, self._to_lower = 0, len(todo)
         n = max(1, min(jobs or os.cpu_count() or 1, 8, len(todo)))
         workers = []
         if n > 1 and hasattr(os, "fork"):

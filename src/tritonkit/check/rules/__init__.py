@@ -39,7 +39,7 @@ class Context:
         self.problems: list[Problem] = []
         self._seen_problems: set[tuple[str, str, str]] = set()
         self._locs: dict[int, Locations] = {}
-        self._union: dict[int, RangeAnalysis] = {}
+        self._union: dict[tuple, RangeAnalysis] = {}
         self._per_launch: dict[tuple, RangeAnalysis] = {}
 
     # -- problems -------------------------------------------------------------------------------------------
@@ -89,7 +89,7 @@ class Context:
         return (fr.file, fr.line, fr.col) if fr is not None and fr.file else None
 
     # -- ranges ---------------------------------------------------------------------------------------------
-    def bindings(self, unit: Unit, f: Func, launches: list[Launch]) -> Bindings:
+    def bindings(self, unit: Unit, f: Func, launches: list[Launch], **extra) -> Bindings:
         """Union of what ``launches`` bind: max grid per axis, (min, max) of each integer argument."""
         names = [a for a, _t, _l in f.args]
         if len(names) == len(unit.ir_params):
@@ -118,22 +118,67 @@ class Context:
             for a in mine:
                 bounded[a] = bounded.get(a, 0) + 1
         # a bound holds for the launches of the case that declares it: a launch without one loads any value
+        partial = {a: b for a, b in loaded.items() if bounded[a] < len(launches)}
         loaded = {a: b for a, b in loaded.items() if bounded[a] == len(launches)}
-        return Bindings(grid, args, loaded)  # type: ignore[arg-type]
+        if extra.get("loads_nonneg"):
+            # the launches without a bound load values >= 0 under this assumption: the hull of both
+            loaded.update({a: (min(lo, 0), 2**63 - 1) for a, (lo, _hi) in partial.items()})
+        return Bindings(grid, args, loaded, _nondecreasing(launches, ir_of, kname), **extra)  # type: ignore[arg-type]
 
-    def union_ranges(self, unit: Unit, f: Func) -> RangeAnalysis:
-        ra = self._union.get(id(unit))
+    def union_ranges(self, unit: Unit, f: Func, **extra) -> RangeAnalysis:
+        """The ranges over all the unit's launches; ``extra`` sets :class:`Bindings` fields (an assumption)."""
+        key = (id(unit), tuple(sorted(extra.items())))
+        ra = self._union.get(key)
         if ra is None:
-            ra = self._union[id(unit)] = RangeAnalysis(f, self.bindings(unit, f, unit.launches)).run()
+            ra = self._union[key] = RangeAnalysis(f, self.bindings(unit, f, unit.launches, **extra)).run()
         return ra
 
-    def launch_ranges(self, unit: Unit, f: Func, ln: Launch) -> RangeAnalysis:
+    def launch_ranges(self, unit: Unit, f: Func, ln: Launch, **extra) -> RangeAnalysis:
         """The ranges of one launch (cached by what it binds: launches binding the same values share them)."""
-        key = (id(unit), ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())))
+        key = (id(unit), ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())),
+               tuple(sorted(ln.nondecreasing.items())), tuple(sorted(extra.items())))
         ra = self._per_launch.get(key)
         if ra is None:
-            ra = self._per_launch[key] = RangeAnalysis(f, self.bindings(unit, f, [ln])).run()
+            ra = self._per_launch[key] = RangeAnalysis(f, self.bindings(unit, f, [ln], **extra)).run()
         return ra
+
+
+def _nondecreasing(launches: list[Launch], ir_of: dict[str, str], kname: str) -> dict[str, int | None]:
+    """IR argument -> largest step of the arrays every launch declares non-decreasing (the largest step any declares;
+    None when one declares no step)."""
+    out: dict[str, int | None] = {}
+    for i, ln in enumerate(launches):
+        mine: dict[str, int | None] = {}
+        for k, step in ln.nondecreasing.items():
+            kk, _, p = k.rpartition(".")
+            if (not kk or kk == kname) and p in ir_of:
+                mine[ir_of[p]] = step
+        if i == 0:
+            out = mine
+        else:
+            out = {a: (None if s is None or mine[a] is None else max(s, mine[a])) for a, s in out.items() if a in mine}
+    return out
+
+
+def declaration_note(ctx: Context, unit: Unit, f: Func, ln: Launch, still, **extra) -> str:
+    """When the finding comes only from a difference of two elements of one loaded array (``cu_seqlens[i + 1] -
+    cu_seqlens[i]``) that no case declared non-decreasing, a sentence naming the declaration that would settle it;
+    else "". ``still(ranges)`` says whether the finding holds under some ranges."""
+    ra = ctx.launch_ranges(unit, f, ln, **extra)
+    b = ctx.bindings(unit, f, [ln], **extra)
+    arrays = sorted(set(ra.load_diffs.values()) - set(b.nondecreasing))
+    if not arrays:
+        return ""
+    assumed = dataclasses.replace(b, nondecreasing={**b.nondecreasing, **{a: None for a in arrays}})
+    if still(RangeAnalysis(f, assumed).run()):
+        return ""
+    names = [a for a, _t, _l in f.args]
+    param = dict(zip(names, unit.ir_params)) if len(names) == len(unit.ir_params) else {}
+    shown = [param.get(a, a) for a in arrays]
+    return (f". The extreme comes from a difference of two elements of {', '.join(f'`{p}`' for p in shown)}: if "
+            f"{'that array never decreases' if len(shown) == 1 else 'those arrays never decrease'} (cumulative "
+            f"offsets such as cu_seqlens), declare it in the case, `nondecreasing={shown!r}`, and the difference "
+            f"is a length (>= 0)")
 
 
 def source_line(file: str, line: int) -> str:
@@ -156,11 +201,14 @@ def rule_page(rule_id: str) -> str:
 
 
 def all_rules():
-    from . import (autotune_cost, grid_limit, int32_offset, int_division_sign, load_then_store, low_precision,
-                   recompile, store_then_load)
-    mods = (grid_limit, int32_offset, store_then_load, load_then_store, recompile, int_division_sign,
-            low_precision, autotune_cost)
+    """id -> rule module, in report order (the modules ``check/registry.py`` lists)."""
+    import importlib
+
+    from ..registry import MODULES
+
+    mods = [importlib.import_module(f"{__name__}.{m}") for m in MODULES]
     return {m.RULE.id: m for m in mods}
 
 
-__all__ = ["Context", "Finding", "RuleInfo", "all_rules", "display", "rule_page", "source_line"]
+__all__ = ["Context", "Finding", "RuleInfo", "all_rules", "declaration_note", "display", "rule_page",
+           "source_line"]

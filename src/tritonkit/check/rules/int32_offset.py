@@ -10,7 +10,7 @@ from ..mlir import Func, Op
 from ..pointers import base_arg, is_int32_offset, offset_slice, strip
 from ..ranges import Iv, Overflow, Unknown
 from ..source import binop_at, dedent_col, within
-from . import Context, Finding, RuleInfo, display
+from . import Context, Finding, RuleInfo, declaration_note, display
 
 RULE = RuleInfo(
     "int32-offset", "error", "pointer offset overflows int32",
@@ -85,7 +85,7 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             if isinstance(v, Iv) and v.lo == v.hi:
                 names.append(_fmt(v.lo))
             else:
-                names.append(display(strip(f, n)) or "the operand")
+                names.append(_own_name(f, strip(f, n)) or "the operand")
         return f"{names[0]} {_SYM.get(op.name, op.name)} {names[1]}", names, ["left", "right"]
     # which source side each IR operand came from: by where its defining op was written (canonicalization may
     # swap a constant to the right), by name for kernel arguments, else in source order
@@ -112,7 +112,7 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             sides[k] = hit[0] if len(hit) == 1 else None
             folded = folded or not hit
     if folded:
-        names = [_fmt_plain(v.lo) if isinstance(v, Iv) and v.lo == v.hi else display(strip(f, n)) or "the operand"
+        names = [_fmt_plain(v.lo) if isinstance(v, Iv) and v.lo == v.hi else _own_name(f, strip(f, n)) or "the operand"
                  for n, v in zip((a, b), ov.operands)]
         return src.text, names, ["folded", "folded"]
     if sides[0] == sides[1] or None in sides:
@@ -123,6 +123,17 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             k = sides.index(known)
             sides[1 - k] = "right" if known == "left" else "left"
     return src.text, [src.left if x == "left" else src.right for x in sides], sides
+
+
+def _own_name(f: Func, name: str) -> str:
+    """The variable an SSA value was assigned to, or "" when the name is one it only shares with the value the
+    variable finally holds (a sub-expression of ``ptrs = base + (i + n) * stride`` carries ``ptrs``'s name)."""
+    shown = display(name)
+    d = f.defs.get(name)
+    if not shown or d is None:
+        return shown
+    later = (r for op in f.ops if op.pos > d.pos for r in op.results)
+    return "" if any(display(r) == shown for r in later) else shown
 
 
 _ARITH = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
@@ -170,15 +181,19 @@ def _cast_target(f: Func, op: Op, ov: Overflow) -> str | None:
 
 def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid) -> tuple[str, str]:
     expr, labels, sides = _labels(ctx, unit, f, op, ov)
-    peak = max(abs(ov.iv.lo), abs(ov.iv.hi))
     grid_note = f"program id < grid {grid}" if grid else "program id"
     parts = [d for n, label, v in zip(op.operands, labels, ov.operands)
              if (d := _describe(f, strip(f, n), label, v, grid_note)) is not None]
     if sides[0] == "folded":
         parts += [f"times {_fmt(v.lo)}, the expression's constants folded into one" for v in ov.operands
                   if isinstance(v, Iv) and v.lo == v.hi]
-    msg = (f"`{expr}` is computed in int{ov.bits} and can reach {_fmt(peak)}, past the int32 limit of "
-           f"{_fmt(2**31 - 1)}, before it offsets a pointer" + (f" ({'; '.join(parts)})" if parts else ""))
+    # the extreme that leaves the range, with its sign: below -2^31 the offset wraps to a large positive one
+    if ov.iv.hi > _INT32_MAX:
+        reach = f"can reach {_fmt(ov.iv.hi)}, past the int32 limit of {_fmt(_INT32_MAX)}"
+    else:
+        reach = f"can reach {_fmt(ov.iv.lo)}, below the int32 limit of {_fmt(-2**31)}, where it wraps"
+    msg = (f"`{expr}` is computed in int{ov.bits} and {reach}, before it offsets a pointer"
+           + (f" ({'; '.join(parts)})" if parts else ""))
     target = _cast_target(f, op, ov)
     sym = _SYM.get(op.name, op.name)
     k = op.operands.index(target) if target is not None else None
@@ -293,5 +308,6 @@ def check(ctx: Context) -> list[Finding]:
             op = cands[pos]
             file, line, col = ctx.frame(unit, op)
             msg, fix = _message(ctx, unit, f, op, ov, ln.grid)
+            msg += declaration_note(ctx, unit, f, ln, lambda r, pos=pos: pos in r.overflows)
             out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, ln.case, fix=fix, col=col))
     return out

@@ -8,7 +8,7 @@ from ..mlir import Func, Op
 from ..pointers import strip
 from ..ranges import Iv
 from ..source import binop_at, call_at
-from . import Context, Finding, RuleInfo
+from . import Context, Finding, RuleInfo, declaration_note
 
 RULE = RuleInfo(
     "int-division-sign", "warning", "integer // or % of a value that can be negative",
@@ -119,7 +119,9 @@ def check(ctx: Context) -> list[Finding]:
         ops = [op for op in f.ops if op.name in _OPS and len(op.operands) >= 2]
         if not ops:
             continue
-        union = ctx.union_ranges(unit, f)
+        # an index loaded with no declared bounds is taken as >= 0 (lengths, positions, page numbers): the warning is
+        # for a dividend the kernel's own arithmetic, a negative constant or a declared bound makes negative
+        union = ctx.union_ranges(unit, f, loads_nonneg=True)
         users, by_block = _users(f), block_facts(f)
         cands = [op for op in ops if _negative(f, op, union) is not None
                  and not _unused_when_negative(f, union, users, by_block, op)]
@@ -128,7 +130,7 @@ def check(ctx: Context) -> list[Finding]:
         witness: dict[int, tuple] = {}
         tried = distinct(unit.launches, limit=MAX_WITNESS_TRIES)
         for ln in tried:
-            ra = ctx.launch_ranges(unit, f, ln)
+            ra = ctx.launch_ranges(unit, f, ln, loads_nonneg=True)
             for op in cands:
                 if op.pos not in witness and (hit := _negative(f, op, ra)) is not None:
                     witness[op.pos] = (op, ln, hit)
@@ -147,18 +149,20 @@ def check(ctx: Context) -> list[Finding]:
                 # inlined from a call (tl.cdiv(n, d) divides n + d - 1), or no source: never an IR name
                 expr, who = call_at(file, line, col) or f"the {sym} on this line", "its dividend"
             d = f.defs.get(strip(f, op.operands[0]))
-            if a.data and d is not None and d.name == "tt.load":
-                why = f"{who} is loaded from memory (any value of its type)"
+            if d is not None and d.name == "tt.load" and a.lo < 0:
+                why = f"{who} is loaded, and the case's `loaded_bounds` (or the load's `other=`) let it be {a.lo:,}"
             elif a.lo < 0:
                 why = f"{who} can be as low as {a.lo:,}"
             else:
                 why = f"the divisor can be as low as {b.lo:,}"
+            note = declaration_note(ctx, unit, f, ln, lambda r, op=op: _negative(f, op, r) is not None,
+                                    loads_nonneg=True)
             out.append(Finding(
                 RULE.id, RULE.severity, unit.kernel.name, file, line,
-                f"`{expr}` divides like C, not like Python, and {why}: {_example(a, b, sym)}",
+                f"`{expr}` divides like C, not like Python, and {why}: {_example(a, b, sym)}{note}",
                 ln.case,
                 fix=("make the value non-negative first (skip negative indices: `if slot < 0: return`; shift a ring "
                      "position by a multiple of the size: `(pos - window + cap) % cap`), or declare "
-                     "`loaded_bounds` in the case when loaded values are never negative"),
+                     "`loaded_bounds` in the case only as low as loaded values really go"),
                 col=col, tag=sym))
     return out

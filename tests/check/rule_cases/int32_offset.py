@@ -1,0 +1,190 @@
+"""int32-offset: flat and 2D indexing against the grid, in-bounds loaded indices, source terms, loop
+carried integers, loaded_bounds per case.
+
+The kernels tests/check/test_rules.py checks; each test names its kernels.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+import tritonkit
+
+M = dict(device="meta")
+
+
+@triton.jit
+def _flat_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@tritonkit.case(n=[1024, 2**31 - 4096])
+def flat_fits(n):
+    _flat_kernel[(triton.cdiv(n, 1024),)](torch.empty(n, dtype=torch.int8, **M), n, BLOCK=1024)
+
+
+@triton.jit
+def _flat_big_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+@tritonkit.case(n=[1024, 2**31 + 1])
+def flat_overflows(n):
+    _flat_big_kernel[(triton.cdiv(n, 1024),)](torch.empty(n, dtype=torch.int8, **M), n, BLOCK=1024)
+
+
+@triton.jit
+def _slot_sized_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    tl.store(cache_ptr + slot * stride + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _wrap_then_divide_kernel(x_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    # the wrapped product is divided: no longer exact modulo 2^32, whatever the final offset
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    tl.store(x_ptr + (slot * stride) // 4096 + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _fill_tail_kernel(x_ptr, start, end, BLOCK: tl.constexpr):
+    # the last block's tail lanes pass the end of x; past 2^31 they wrap negative and pass the mask
+    offs = start + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.zeros([BLOCK], tl.float16), mask=offs < end)
+
+
+@tritonkit.case(n=[2**31 - 10])
+def fill_tail(n):
+    _fill_tail_kernel[(triton.cdiv(n - 100, 1024),)](torch.empty(n, dtype=torch.float16, **M), 100, n, BLOCK=1024)
+
+
+@tritonkit.case(cache_elements=[2**20, 2**33])
+def sized(cache_elements):
+    slots = torch.empty(4, dtype=torch.int32, **M)
+    _slot_sized_kernel[(4,)](torch.empty(cache_elements, **M), slots, 512, BLOCK=16)
+    _wrap_then_divide_kernel[(4,)](torch.empty(2**20, **M), slots, 512, BLOCK=16)
+
+
+def _make_nested_kernel():
+    # defined inside a function: Triton reads its columns in the dedented source
+    @triton.jit
+    def _nested_kernel(x_ptr, q_ptr, stride, H, BLOCK: tl.constexpr):
+        row = tl.program_id(1)
+        i_h = tl.program_id(2)
+        bos = row * 4
+        x_ptr += (bos * H + i_h) * stride
+        q_ptr += BLOCK * tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(q_ptr + offs))
+    return _nested_kernel
+
+
+_nested_kernel = _make_nested_kernel()
+
+
+@triton.jit
+def _folded_kernel(cache_ptr, n_blocks, D: tl.constexpr, BS: tl.constexpr):
+    blk = tl.program_id(0) % n_blocks
+    tl.store(cache_ptr + blk * BS * D + tl.arange(0, D), tl.zeros([D], tl.float16))
+
+
+@tritonkit.case(rows=[60_000])
+def nested(rows):
+    _nested_kernel[(3_000_000, rows, 8)](torch.empty(2**31 + 2**30, dtype=torch.int8, **M),
+                                        torch.empty(2**33, dtype=torch.int8, **M), 2048, 8, BLOCK=1024)
+    # Triton folds BS * D: the IR multiplies blk by 2048, which is neither BS nor D
+    _folded_kernel[(2**20 + 8,)](torch.empty((2**20 + 8) * 2048, dtype=torch.float16, **M), 2**20 + 8, D=128, BS=16)
+
+
+@triton.jit
+def _mixed_kernel(x_ptr, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + row * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@tritonkit.case(rows_stride=[(100_000, 16), (16, 100_000)])
+def mixed(rows_stride):
+    # the union of the two launches would overflow (100_000 * 100_000); neither launch does
+    rows, stride = rows_stride
+    _mixed_kernel[(rows,)](torch.empty(rows * stride + 64, **M), stride, BLOCK=16)
+
+
+@triton.jit
+def _loop_carried_kernel(x_ptr, stride, iters, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    off = tl.program_id(0) * 0
+    for i in range(0, iters):
+        tl.store(x_ptr + off + offs, tl.zeros([BLOCK], tl.float32))
+        off += stride
+
+
+@tritonkit.case(iters=[1000, 3000])
+def loop_carried(iters):
+    _loop_carried_kernel[(1,)](torch.empty(64, **M), 1_000_000, iters, BLOCK=16)
+
+
+@triton.jit
+def _slot_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    tl.store(cache_ptr + slot * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _slot_declared_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    tl.store(cache_ptr + slot * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+def _slot_args(n):
+    # a cache of 2^33 elements: a slot index times its 512-element stride can need more than 31 bits
+    return torch.empty(2**33, **M), torch.empty(n, dtype=torch.int32, **M), 512
+
+
+@tritonkit.case(n=[4])
+def slot_undeclared(n):
+    _slot_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@tritonkit.case(n=[4], loaded_bounds={"_slot_declared_kernel.slot_ptr": (0, 4095)})
+def slot_declared(n):
+    _slot_declared_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@triton.jit
+def _slot_mixed_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    tl.store(cache_ptr + slot * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
+def _slot_mixed_late_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    offs = tl.arange(0, BLOCK)
+    tl.store(cache_ptr + slot * stride + offs, tl.zeros([BLOCK], tl.float32))
+
+
+# one case bounds the loaded slots, another of the same kernel does not: the bound covers only its own launches
+@tritonkit.case(n=[4, 8], loaded_bounds={"slot_ptr": (0, 4095)})
+def slot_bounded_first(n):
+    _slot_mixed_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@tritonkit.case(n=[5])
+def slot_unbounded_second(n):
+    _slot_mixed_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@tritonkit.case(n=[5])
+def slot_unbounded_first(n):
+    _slot_mixed_late_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@tritonkit.case(n=[4, 8], loaded_bounds={"slot_ptr": (0, 4095)})
+def slot_bounded_second(n):
+    _slot_mixed_late_kernel[(n,)](*_slot_args(n), BLOCK=16)
