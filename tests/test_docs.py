@@ -1,0 +1,65 @@
+"""Docs that cannot drift: every verb in the README's table runs, every note the code cites exists, every path
+CONTRIBUTING names exists."""
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from tritonkit.cli import VERBS
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "tritonkit"
+# where CONTRIBUTING's relative paths are read from: the repository, the package (and its check/), a results folder
+BASES = (ROOT, PACKAGE, PACKAGE / "check", ROOT / "benchmarks" / "results" / "h200")
+# outputs a clean clone does not have (git-ignored), which a doc may name as such
+IGNORED = {"out/", ".peers/", ".tritonkit/"}
+
+
+def _readme_verbs() -> list[str]:
+    table = re.search(r"\| verb \|.*?\n\n", (ROOT / "README.md").read_text(), re.S).group(0)
+    return re.findall(r"^\| `([^`]+)` \|", table, re.M)
+
+
+def test_every_verb_of_the_readme_table_exists():
+    verbs = _readme_verbs()
+    assert set(VERBS) <= {v.split()[-1] for v in verbs if v.startswith("tritonkit ")}, verbs
+    assert "python3 -m tritonkit.check.resources" in verbs, verbs
+    for v in verbs:
+        if v.startswith("tritonkit "):
+            assert v.split()[1] in VERBS, f"README's verb table names {v!r}, which the CLI does not have"
+        else:
+            module = re.fullmatch(r"python3? -m ([\w.]+)", v)
+            assert module, f"README's verb table names {v!r}: neither `tritonkit VERB` nor `python -m MODULE`"
+            assert hasattr(importlib.import_module(module.group(1)), "main"), v
+
+
+def _cited_notes() -> dict[str, set[str]]:
+    cited: dict[str, set[str]] = {}
+    files = [*PACKAGE.rglob("*.py"), *(ROOT / "benchmarks").rglob("*.sh"), ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+    for f in files:
+        for note in re.findall(r"docs/notes/([\w.-]+\.md)", f.read_text()):
+            cited.setdefault(note, set()).add(str(f.relative_to(ROOT)))
+    return cited
+
+
+def test_every_note_the_code_and_docs_cite_exists():
+    cited = _cited_notes()
+    assert len(cited) >= 5
+    missing = {n: sorted(w) for n, w in cited.items() if not (ROOT / "docs" / "notes" / n).is_file()}
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("doc", ["CONTRIBUTING.md", "docs/notes/README.md"])
+def test_every_path_a_doc_names_exists(doc):
+    text = (ROOT / doc).read_text()
+    named = {p for p in re.findall(r"`([\w./-]+/[\w./-]*)`", text) if "<" not in p and not p.startswith("/")}
+    if doc.startswith("docs/notes"):
+        named |= set(re.findall(r"\]\(([\w.-]+\.md)\)", text))
+    base = ROOT / Path(doc).parent
+    named -= IGNORED
+    # a module may be named without its suffix (`ops/_ints`)
+    missing = sorted(p for p in named if not any((b / p).exists() or (b / f"{p}.py").exists()
+                                                 for b in (*BASES, base)))
+    assert not missing, f"{doc} names paths that do not exist: {missing}"
