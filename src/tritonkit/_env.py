@@ -40,7 +40,7 @@ def driver_version() -> str:
             return v.decode() if isinstance(v, bytes) else str(v)
         finally:
             pynvml.nvmlShutdown()
-    except Exception:
+    except Exception:  # noqa: BLE001 - no NVML, or a driver it cannot read: the next source is tried
         pass
     if shutil.which("nvidia-smi"):
         try:
@@ -54,5 +54,5 @@ def driver_version() -> str:
         import torch
         v = torch._C._cuda_getDriverVersion()
         return f"cuda-driver-api-{v // 1000}.{v % 1000 // 10}"
-    except Exception:
+    except Exception:  # noqa: BLE001 - metadata only: a driver version nobody can read is recorded as unknown
         return "unknown"

@@ -343,7 +343,8 @@ def test_ids_are_checked_on_request(monkeypatch):
     mapped["expert_map"] = mapped["expert_map"].clone()
     mapped["expert_map"][5] = 3  # only 3 local experts: 0, 1, 2
     pos, kw = _args(mapped)
-    with pytest.raises(ValueError, match=r"^expert_map must hold local expert indices .* in \[-1, 3\), got 3 at \(5,\)"):
+    with pytest.raises(ValueError,
+                       match=r"^expert_map must hold local expert indices .* in \[-1, 3\), got 3 at \(5,\)"):
         fused_moe(*pos, **kw)
     # unset, the same call drops the slot (no host sync)
     monkeypatch.delenv("TRITONKIT_CHECK_INDICES")

@@ -45,7 +45,8 @@ def make_inputs(shape, dtype, fill):
 
 # validation's fields only; shapes as plain dicts; the default call, scale(**inputs)
 DOUBLE = OpSpec("double", scale, make_inputs, reference=lambda inputs, dtype: {{"out": 2 * inputs["x"]}},
-                boundary=[{{"n": 1}}, {{"n": 65}}], dtypes=(torch.float16, torch.float32), families=("randn", "near_max"))
+                boundary=[{{"n": 1}}, {{"n": 65}}], dtypes=(torch.float16, torch.float32),
+                families=("randn", "near_max"))
 WRONG = OpSpec("wrong", scale, make_inputs, reference=lambda inputs, dtype: {{"out": 3 * inputs["x"]}},
                boundary=[{{"n": 5}}], dtypes=(torch.float32,))
 '''

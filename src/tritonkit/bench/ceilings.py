@@ -210,7 +210,7 @@ def measure_matmul_tflops(device: torch.device) -> float:
     a = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16, generator=g)
     b = torch.randn(MATMUL_N, MATMUL_N, device=device, dtype=torch.bfloat16, generator=g)
     rate = _matmul_rate(lambda: a @ b, device)
-    del a, b
+    a = b = None  # the closure's operands, freed before the cache is emptied
     torch.cuda.empty_cache()
     return rate
 
@@ -234,7 +234,7 @@ def measure_matmul_fp8_tflops(device: torch.device) -> float:
     except RuntimeError:  # a torch build without the fp8 GEMM for this card
         return 0.0
     rate = _matmul_rate(mm, device)
-    del a, b
+    a = b = None  # the closure's operands, freed before the cache is emptied
     torch.cuda.empty_cache()
     return rate
 

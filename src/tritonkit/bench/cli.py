@@ -162,8 +162,8 @@ def main(argv: list[str]) -> int:
             return _err(f"unknown op {t.name!r}; built-in ops: {', '.join(OP_NAMES)}")
         try:
             spec = get_spec(t.name)
-        except Exception:
-            continue  # reported by the runner: an op still being written does not stop the others
+        except Exception:  # noqa: BLE001 - an op still being written: the runner reports it
+            continue
         try:
             probe = BenchConfig(targets=[t], models=list(args.models), models_given=models_given)
             sweep_points(spec, probe.models_for(spec)[:1], [1], dict(t.overrides), args.series)

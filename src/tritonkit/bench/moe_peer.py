@@ -75,7 +75,7 @@ def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
     try:
         peer = importlib.import_module(PEER_MODULE)
         peer.fused_moe_kernel  # noqa: B018 - the driver imports vLLM's kernel: a stand-in without it is no peer
-    except Exception as e:  # ImportError, or a stand-in module the peer script did not write
+    except Exception as e:  # noqa: BLE001 - ImportError, or a stand-in module the peer script did not write
         raise Unavailable(f"vLLM's fused-MoE peer not importable ({type(e).__name__}: {e}); run "
                           f"shared/peers/vllm-fused-moe.sh DIR and put DIR on PYTHONPATH") from None
     from ..ops.fused_moe import api as moe_api

@@ -72,7 +72,8 @@ def build_figure(results: Results, op: str):
                 p = next((q for q in series[t].values() if q.metrics is not None), None)
                 if p:
                     amount = p.bytes if metric == "gbps" else p.flops
-                    need.append((t, amount / (p.metrics.target_us * 1e-6) * 1e-12))  # bytes/s -> TB/s, flop/s -> TFLOP/s
+                    # bytes/s -> TB/s, flop/s -> TFLOP/s
+                    need.append((t, amount / (p.metrics.target_us * 1e-6) * 1e-12))
             if need:
                 ax.plot([x for x, _ in need], [y for _, y in need], "k--", linewidth=1,
                         label=f"target: {TARGET_FACTOR}x(floor + bytes/ceiling)")

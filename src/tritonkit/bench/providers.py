@@ -12,7 +12,8 @@ inductor-dynamic  ``torch.compile(reference, dynamic=True)``, compiled once per 
 vllm              vLLM's Triton kernel for the op where vLLM has one (reshape_and_cache:
                   ``triton_reshape_and_cache_flash``; paged_attention: ``unified_attention``, called as vLLM's
                   Triton backend calls it; fused_moe: ``fused_moe_kernel`` with vLLM's tuned tables, its two
-                  GEMM launches alone timed, see :mod:`.moe_peer`). Optional, never a dependency: put vLLM, or its Triton kernels extracted by
+                  GEMM launches alone timed, see :mod:`.moe_peer`). Optional, never a dependency: put vLLM, or its
+                  Triton kernels extracted by
                   ``shared/peers/vllm-triton-kernels.sh`` / ``vllm-fused-moe.sh``, on PYTHONPATH.
 sdpa              ``torch.nn.functional.scaled_dot_product_attention`` on dense copies of the point's keys and
                   values (gathered from the paged cache outside the timing): the speed-of-light reference of
@@ -131,7 +132,7 @@ def _vllm_reshape_and_cache(spec: OpSpec, dtype: torch.dtype) -> Provider:
     try:
         mod = importlib.import_module(mod_name)
         kernel = mod.triton_reshape_and_cache_flash
-    except Exception as e:  # ImportError, or a stand-in module vLLM's file does not agree with
+    except Exception as e:  # noqa: BLE001 - ImportError, or a stand-in module vLLM's file does not agree with
         raise Unavailable(f"vLLM not importable ({type(e).__name__}: {e})") from None
     # the spec's own view of what a call produced (caches and the guard regions around them)
     outputs = importlib.import_module(spec.call.__module__).outputs
@@ -161,7 +162,7 @@ def _vllm_unified_attention(spec: OpSpec, dtype: torch.dtype) -> Provider:
     mod_name = "vllm.v1.attention.ops.triton_unified_attention"
     try:
         ua = importlib.import_module(mod_name).unified_attention
-    except Exception as e:  # ImportError, or a stand-in module vLLM's file does not agree with
+    except Exception as e:  # noqa: BLE001 - ImportError, or a stand-in module vLLM's file does not agree with
         raise Unavailable(f"vLLM not importable ({type(e).__name__}: {e})") from None
 
     def prepare(inputs: dict) -> dict:
@@ -380,7 +381,7 @@ def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, or
             torch.cuda.synchronize(dev)
     except Inapplicable:
         raise
-    except Exception as e:  # reported, never raised: one broken provider does not stop the sweep
+    except Exception as e:  # noqa: BLE001 - reported, never raised: one broken provider does not stop the sweep
         return Check(False, float("inf"), float("inf"), f"{type(e).__name__}: {e}"[:500])
     missing = set(oracle.refs) - set(outs)
     if missing:

@@ -244,7 +244,7 @@ def size_matched_copy(cfg: BenchConfig, work_bytes: int, l2: int) -> CopyRef | N
     try:
         return time_size_matched_copy(max(work_bytes, 1), l2, cfg.device, max_sets=cfg.max_sets,
                                       mem_budget=SETS_MEM_BUDGET, repeats=cfg.repeats)
-    except Exception as e:  # out of memory at the largest points: the providers are still timed
+    except Exception as e:  # noqa: BLE001 - out of memory at the largest points: the providers are still timed
         with contextlib.suppress(Exception):
             torch.cuda.synchronize(cfg.device)
         return CopyRef(error=f"{type(e).__name__}: {e}"[:300])
@@ -376,7 +376,7 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
         r.copy = copy
     try:
         pin = PointInputs.make(spec, pt.shape, dtype, cfg, work.bytes, l2, seed)
-    except Exception as e:  # inputs or the reference failed (out of memory, a spec bug): every provider errs here
+    except Exception as e:  # noqa: BLE001 - inputs or the reference failed (out of memory, a spec bug): every provider errs here
         for r in results.values():
             r.status, r.detail = "error", f"inputs/reference: {type(e).__name__}: {e}"[:600]
             progress.advance(_progress_text(target, r))
@@ -397,7 +397,7 @@ def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype
             if sets is not None and host_point:
                 first_set[p.name] = sets[0]
             del sets
-        except Exception as e:  # recorded with the point; the sweep goes on
+        except Exception as e:  # noqa: BLE001 - recorded with the point; the sweep goes on
             r.status, r.detail = "error", f"{type(e).__name__}: {e}"[:600]
             if dev.type == "cuda":
                 with contextlib.suppress(Exception):
@@ -516,7 +516,7 @@ def run(cfg: BenchConfig, ceil: Ceilings | None, progress: Progress | None = Non
             continue
         try:
             specs[t.name] = get_spec(t.name)
-        except Exception as e:  # an op still being written must not stop the others
+        except Exception as e:  # noqa: BLE001 - an op still being written must not stop the others
             ops_out.append(OpResult(t.name, t.label, error=f"cannot load: {type(e).__name__}: {e}"))
             progress.log(f"{t.name}: cannot load its spec ({type(e).__name__}: {e}); skipped")
     # startup first, while the run is young: a sweep that overruns its deadline still leaves these measured
@@ -541,7 +541,7 @@ def run(cfg: BenchConfig, ceil: Ceilings | None, progress: Progress | None = Non
         for dtype in cfg.dtypes:
             try:
                 op, recs = run_target(specs[t.name], t, dtype, cfg, ceil, progress, t_start)
-            except Exception as e:  # a bad override or a failing spec: recorded, the other ops still run
+            except Exception as e:  # noqa: BLE001 - a bad override or a failing spec: recorded, the other ops still run
                 op, recs = OpResult(t.name, t.label, dtype_name(dtype), error=f"{type(e).__name__}: {e}"), []
                 progress.log(f"{t.label} {dtype_name(dtype)}: {op.error}")
             op.startup = startups.get((t.label, dtype))

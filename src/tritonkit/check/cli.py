@@ -61,7 +61,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--case-timeout", type=_seconds, default=DEFAULT_CASE_TIMEOUT, metavar="SECONDS",
                    help=f"stop a case (or the import of a case file) that runs longer, as a problem naming it "
                         f"(default {DEFAULT_CASE_TIMEOUT:g}; 0: no limit)")
-    p.add_argument("--explain", metavar="RULE", help="print the rule's page (the bug, a failing kernel, the fix) and exit")
+    p.add_argument("--explain", metavar="RULE",
+                   help="print the rule's page (the bug, a failing kernel, the fix) and exit")
     p.add_argument("--baseline", metavar="FILE",
                    help="findings this file lists (by rule, kernel and the flagged line's code) do not fail the run")
     p.add_argument("--write-baseline", metavar="FILE",

@@ -105,8 +105,8 @@ def dedent_col(file: str | None, line: int, col: int) -> tuple[int, int]:
 
 
 def within(pos: tuple[int, int], span: tuple[int, int, int, int]) -> bool:
-    (l, c), (l0, c0, l1, c1) = pos, span
-    return (l0, c0) <= (l, c) <= (l1, c1)
+    (ln, c), (l0, c0, l1, c1) = pos, span
+    return (l0, c0) <= (ln, c) <= (l1, c1)
 
 
 _SYM = {ast.Mult: "*", ast.Add: "+", ast.Sub: "-", ast.LShift: "<<", ast.FloorDiv: "//", ast.Mod: "%"}

@@ -150,7 +150,7 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
             res.passed, res.error = False, float("inf")
             res.detail = res.violations[0] + (f" (and {len(res.violations) - 1} more)" if len(res.violations) > 1
                                               else "")
-    except Exception as e:  # reported as a failed case, with the exception, so one bad case never hides the rest
+    except Exception as e:  # noqa: BLE001 - reported as a failed case, with the exception, so one bad case never hides the rest
         # "0 active drivers" from a user's kernel gets the sentence tritonkit's own ops give
         better = explain_launch_error(e)
         res.detail = f"{type(better or e).__name__}: {better or e}".strip()

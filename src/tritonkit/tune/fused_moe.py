@@ -98,7 +98,7 @@ class _Bucket:
         while len(ts) < routings:
             try:
                 ts.append(float(self.timer(cfg, self.M, len(ts))))
-            except Exception as e:  # out of resources, a wrong result: the config is dropped, the run goes on
+            except Exception as e:  # noqa: BLE001 - out of resources, a wrong result: the config is dropped, the run goes on
                 del self.times[cfg]
                 self.dropped[cfg] = f"M={self.M} {describe(cfg)}: {type(e).__name__}: {str(e)[:200]}"
                 return None
@@ -207,7 +207,7 @@ def _compile_one(cfg: dict) -> str | None:
         _call(_WORKER["inputs"], FusedMoeConfig.from_dict(cfg), _WORKER["quant"])
         if _WORKER["device"].type == "cuda":
             torch.cuda.synchronize(_WORKER["device"])
-    except Exception as e:  # out of resources, a compiler error: reported, the worker goes on
+    except Exception as e:  # noqa: BLE001 - out of resources, a compiler error: reported, the worker goes on
         return f"{type(e).__name__}: {str(e)[:200]}"
     return None
 

@@ -95,7 +95,8 @@ def check(ctx: Context) -> list[Finding]:
                 continue
             firsts = [lns[0] for lns in units.values()]
             split = [i for i in range(len(params)) if len({ln.spec[i] for ln in firsts}) > 1
-                     or (params[i].is_constexpr and len({repr(ln.constexprs.get(params[i].name)) for ln in firsts}) > 1)]
+                     or (params[i].is_constexpr
+                         and len({repr(ln.constexprs.get(params[i].name)) for ln in firsts}) > 1)]
             opts = _option_names([ln.unit for ln in firsts])
             names = [params[i].name for i in split] + opts
             if (tuple(names), group, uses) in seen:
@@ -134,7 +135,8 @@ def check(ctx: Context) -> list[Finding]:
                         seen_vals.append(v)
                 what = ", ".join(f"{params[i].name}={lns[0].constexprs[params[i].name]!r}"
                                  for i in split if params[i].is_constexpr and params[i].name in lns[0].constexprs)
-                what += (", " if what and opts else "") + ", ".join(f"{o}={getattr(lns[0].unit.options, o)}" for o in opts)
+                named = ", ".join(f"{o}={getattr(lns[0].unit.options, o)}" for o in opts)
+                what += (", " if what and opts else "") + named
                 if len(keys) == 1:
                     by_case = f"{keys[0]}={_short([v[0] for v in seen_vals])}"
                 else:

@@ -57,7 +57,7 @@ class GemmConfig:
     group_m: int  # row blocks per L2 group of the program order
     num_warps: int
     num_stages: int
-    # 1: the weight tile is the MMA's left operand (its rows wgmma's M) and the tile's few rows its N (ops.fused_moe.kernel._mma)
+    # 1: the weight tile is the MMA's left operand (its rows wgmma's M), the tile's few rows its N (kernel._mma)
     swap_ab: int = 0
 
     @classmethod

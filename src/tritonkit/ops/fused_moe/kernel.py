@@ -147,7 +147,7 @@ def _block_rows(sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_
 
 
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
-def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles are chosen per M bucket (table or default rule): one compile per config
+def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M bucket: a compile per config
     a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, h_ptr, h_scale_ptr, topk_weights_ptr,
     sorted_ids_ptr, expert_ids_ptr, num_post_ptr,
     numel, num_pid_m, N, K, num_experts,
@@ -241,7 +241,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles are chosen pe
 
 
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
-def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles are chosen per M bucket (table or default rule): one compile per config
+def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M bucket: a compile per config
     h_ptr, h_scale_ptr, w_ptr, w_scale_ptr, c_ptr, topk_weights_ptr,
     sorted_ids_ptr, expert_ids_ptr, num_post_ptr,
     numel, num_pid_m, K, N, num_experts,

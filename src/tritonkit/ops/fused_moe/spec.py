@@ -199,7 +199,8 @@ def work(shape: Shape, dtype: torch.dtype) -> Work:
     touched = expected_experts(M, E, topk) * local / E
     per_expert = 3 * N * K * we
     if quant == "fp8_block128":
-        per_expert += 4 * (-(-2 * N // SCALE_BLOCK) * -(-K // SCALE_BLOCK) + -(-K // SCALE_BLOCK) * -(-N // SCALE_BLOCK))
+        blocks = -(-2 * N // SCALE_BLOCK) * -(-K // SCALE_BLOCK) + -(-K // SCALE_BLOCK) * -(-N // SCALE_BLOCK)
+        per_expert += 4 * blocks
     elif quant == "fp8_channel":
         per_expert += 4 * (2 * N + K)
     nbytes = 2 * M * K * e + round(touched * per_expert)

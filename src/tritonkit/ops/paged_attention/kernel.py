@@ -196,7 +196,7 @@ def _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS: tl.constexpr, KV_F
 
 @triton.jit(do_not_specialize=["num_splits", "tiles_per_split", "bt_width", "num_tokens", "num_blocks", "win_left",
                                "win_right", "stride_bt"])
-def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] BLOCK_M follows the longest query: two row buckets (config.DECODE_WIDE_ROWS), one compile each
+def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows follow the longest query: 2 buckets
     q_ptr, k_ptr, v_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr,
     cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
     num_splits, tiles_per_split, bt_width, num_tokens, num_blocks, win_left, win_right, qk_scale, softcap_in,
@@ -321,7 +321,7 @@ def _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, of
 
 
 @triton.jit(do_not_specialize=["num_splits", "num_tokens"])
-def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] BLOCK_M follows the longest query: two row buckets (config.DECODE_WIDE_ROWS), one compile each
+def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] rows follow the longest query: 2 buckets
     out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, cu_seqlens_q_ptr, sinks_ptr, v_scale_ptr,
     num_splits, num_tokens, stride_ot, stride_oh,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,

@@ -98,7 +98,8 @@ def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_s
     for name, cache in (("key_cache", key_cache), ("value_cache", value_cache)):
         _checks.tensor(name, cache, ndim=4, last_contiguous=True)
         if cache.dtype not in cache_dtypes:
-            want = "float8_e4m3fn (or uint8 holding e4m3 bytes)" if fp8 else f"key's dtype {_checks.dtype_name(key.dtype)}"
+            want = ("float8_e4m3fn (or uint8 holding e4m3 bytes)" if fp8
+                    else f"key's dtype {_checks.dtype_name(key.dtype)}")
             raise TypeError(f"{name} must have dtype {want} for kv_cache_dtype="
                             f"{kv_cache_dtype!r}, got {_checks.dtype_name(cache.dtype)}")
         if tuple(cache.shape[2:]) != (num_heads, head_dim):

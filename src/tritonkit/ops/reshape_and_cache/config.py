@@ -4,7 +4,7 @@ whole num_tokens sweep shares one compile)."""
 import dataclasses
 import functools
 
-from .._ints import cdiv, next_power_of_2
+from .._ints import next_power_of_2
 
 
 # Bytes of key (and as many of value) one program copies: one token of 8 kv heads x 128 in bf16, one 16-byte vector
