@@ -95,7 +95,7 @@ def test_vllm_times_its_two_gemm_launches_alone(monkeypatch):
     peer = _FakePeer()
     monkeypatch.setitem(sys.modules, "vllm_moe_peer", peer)
     glue = []
-    monkeypatch.setattr(silu_api, "_forward", lambda x: glue.append(x.shape) or x[:, : x.shape[1] // 2])
+    monkeypatch.setattr(silu_api, "forward", lambda x: glue.append(x.shape) or x[:, : x.shape[1] // 2])
     prov = P.make_provider("vllm", SPEC, torch.float16)
     assert prov.check_fn is not None and "two GEMM launches alone" in prov.description
     inputs = _inputs(_shape(num_tokens=3))

@@ -147,10 +147,10 @@ def test_explicit_config_hook():
     pos, kw = _args(inputs)
     g = config.GemmConfig(block_m=32, block_n=128, block_k=32, group_m=2, num_warps=4, num_stages=2)
     cfg = config.FusedMoeConfig(g, dataclasses.replace(g, block_n=64, block_k=64))
-    _check(api._forward(*pos, None, **kw, config=cfg), inputs)
+    _check(api.forward(*pos, None, **kw, config=cfg), inputs)
     bad = config.FusedMoeConfig(dataclasses.replace(g, block_n=64), g)
     with pytest.raises(ValueError, match=r"^config\.gemm1\.block_n"):
-        api._forward(*pos, None, **kw, config=bad)
+        api.forward(*pos, None, **kw, config=bad)
     with pytest.raises(ValueError, match="block_m"):
         config.FusedMoeConfig(g, dataclasses.replace(g, block_m=64))
 
@@ -162,7 +162,7 @@ def test_swapped_operands_compute_the_same_layer(quant):
     pos, kw = _args(inputs)
     g1 = config.GemmConfig(16, 128, 64, 1, 4, 2, swap_ab=1)
     g2 = config.GemmConfig(16, 64, 64, 1, 4, 2, swap_ab=1)
-    _check(api._forward(*pos, None, **kw, config=config.FusedMoeConfig(g1, g2)), inputs)
+    _check(api.forward(*pos, None, **kw, config=config.FusedMoeConfig(g1, g2)), inputs)
 
 
 def test_fp8_decode_tiles_swap_operands():
@@ -366,7 +366,7 @@ def test_the_id_check_stays_out_of_a_compiled_graph(monkeypatch):
 def test_group_quantization_spans_programs(cols):
     # 8 groups of one row per program along grid axis 1: a partial last program, a partial last group
     x = Fill("outlier", DEVICE, 5)((3, cols), torch.bfloat16)
-    q, s, stride_row, stride_col = api._quantize(x, "group", None)
+    q, s, stride_row, stride_col = api.quantize_fp8(x, "group", None)
     groups = -(-cols // 128)
     assert s.shape == (3, groups) and (stride_row, stride_col) == (groups, 1)
     deq = q.float() * s.repeat_interleave(128, dim=1)[:, :cols]

@@ -79,7 +79,7 @@ def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
         raise Unavailable(f"vLLM's fused-MoE peer not importable ({type(e).__name__}: {e}); run "
                           f"shared/peers/vllm-fused-moe.sh DIR and put DIR on PYTHONPATH") from None
     from ..ops.fused_moe import api as moe_api
-    from ..ops.silu_and_mul.api import _forward as silu_and_mul
+    from ..ops.silu_and_mul.api import forward as silu_and_mul
 
     def prepare(inputs: dict) -> dict:
         skip = [k for k in ("expert_map", "a1_scale", "a2_scale") if inputs.get(k) is not None]
@@ -128,7 +128,7 @@ def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
         """SiLU-and-mul of GEMM1's output (and its fp8 groups): vLLM's CUDA ops, stood in for by tritonkit's."""
         h = silu_and_mul(kw["c1"].view(-1, kw["c1"].shape[-1]))
         if kw["block"]:
-            hq, h_s, *_ = moe_api._quantize(h, "group", None)
+            hq, h_s, *_ = moe_api.quantize_fp8(h, "group", None)
             return hq, h_s
         return h, None
 
@@ -137,7 +137,7 @@ def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
         if kw["block"]:
             import triton.language as tl
             kw["ct"] = tl.bfloat16 if kw["x"].dtype == torch.bfloat16 else tl.float16
-            kw["a"], kw["a_s"], *_ = moe_api._quantize(kw["x"], "group", None)
+            kw["a"], kw["a_s"], *_ = moe_api.quantize_fp8(kw["x"], "group", None)
         else:
             kw["a"], kw["a_s"] = kw["x"], None
         gemm1(kw, kw["a"], kw["a_s"])
@@ -146,7 +146,7 @@ def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
 
     def whole(kw: dict) -> dict:
         """The layer from x, for the check: GEMM1, SiLU-and-mul, GEMM2, the top_k sum."""
-        a, a_s = (moe_api._quantize(kw["x"], "group", None)[:2] if kw["block"] else (kw["x"], None))
+        a, a_s = (moe_api.quantize_fp8(kw["x"], "group", None)[:2] if kw["block"] else (kw["x"], None))
         gemm1(kw, a, a_s)
         gemm2(kw, *glue(kw))
         return {"out": kw["c3"].sum(dim=1)}

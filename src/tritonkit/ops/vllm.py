@@ -55,7 +55,7 @@ VLLM_VERSION = "0.33.0"
 # -- rms_norm -------------------------------------------------------------------------------------------------------
 @torch.library.custom_op("tritonkit::vllm_rms_norm", mutates_args=("out",))
 def _rms_norm_op(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
-    _rms._launch(input, weight, epsilon, None, out, None)
+    _rms.launch_into(input, weight, epsilon, None, out, None)
 
 
 @_rms_norm_op.register_fake
@@ -68,7 +68,7 @@ def rms_norm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsil
     float32). ``out`` has input's shape and dtype; its rows may be strided, its last dim contiguous. ``out`` may be
     ``input`` itself (exactly in place: each row is read before it is written) but may not otherwise overlap it or
     weight."""
-    _rms._check(input, weight, epsilon, None, x_name="input", eps_name="epsilon")
+    _rms.check_args(input, weight, epsilon, None, x_name="input", eps_name="epsilon")
     _out("out", out, input)
     _checks.distinct_elements("out", out)
     _checks.no_overlap("out", out, in_place_ok=True, input=input)
@@ -76,13 +76,13 @@ def rms_norm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsil
     if through_dispatcher(out, input, weight):
         torch.ops.tritonkit.vllm_rms_norm(out, input, weight, float(epsilon))
     else:
-        _rms._launch(input, weight, float(epsilon), None, out, None)
+        _rms.launch_into(input, weight, float(epsilon), None, out, None)
 
 
 @torch.library.custom_op("tritonkit::vllm_fused_add_rms_norm", mutates_args=("input", "residual"))
 def _fused_add_rms_norm_op(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                            epsilon: float) -> None:
-    _rms._launch(input, weight, epsilon, residual, input, residual)
+    _rms.launch_into(input, weight, epsilon, residual, input, residual)
 
 
 @_fused_add_rms_norm_op.register_fake
@@ -94,7 +94,7 @@ def fused_add_rms_norm(input: torch.Tensor, residual: torch.Tensor, weight: torc
     """In place: ``residual <- input + residual`` (rounded to input's dtype), then ``input <- rms_norm(residual) *
     weight``. Each row is read before it is written, so the two may not overlap each other but are their own
     outputs."""
-    _rms._check(input, weight, epsilon, residual, x_name="input", eps_name="epsilon")
+    _rms.check_args(input, weight, epsilon, residual, x_name="input", eps_name="epsilon")
     _checks.distinct_elements("input", input, "it is written in place")
     _checks.distinct_elements("residual", residual, "it is written in place")
     _checks.no_overlap("residual", residual, input=input)
@@ -103,13 +103,13 @@ def fused_add_rms_norm(input: torch.Tensor, residual: torch.Tensor, weight: torc
     if through_dispatcher(input, residual, weight):
         torch.ops.tritonkit.vllm_fused_add_rms_norm(input, residual, weight, float(epsilon))
     else:
-        _rms._launch(input, weight, float(epsilon), residual, input, residual)
+        _rms.launch_into(input, weight, float(epsilon), residual, input, residual)
 
 
 # -- silu_and_mul ---------------------------------------------------------------------------------------------------
 @torch.library.custom_op("tritonkit::vllm_silu_and_mul", mutates_args=("out",))
 def _silu_and_mul_op(out: torch.Tensor, input: torch.Tensor) -> None:
-    _silu._forward(input, out)
+    _silu.forward(input, out)
 
 
 @_silu_and_mul_op.register_fake
@@ -119,7 +119,7 @@ def _(out, input):
 
 def silu_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
     """``out [..., d] = silu(input[..., :d]) * input[..., d:]``, in float32 with one rounding."""
-    _silu._check(input, x_name="input")
+    _silu.check_args(input, x_name="input")
     _checks.inference_only(out=out)
     _checks.tensor("out", out, dtypes=(input.dtype,), last_contiguous=True)
     _checks.shape_equal("out", out, (*input.shape[:-1], input.shape[-1] // 2), "input's shape with half its last "
@@ -130,7 +130,7 @@ def silu_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
     if through_dispatcher(out, input):
         torch.ops.tritonkit.vllm_silu_and_mul(out, input)
     else:
-        _silu._forward(input, out)
+        _silu.forward(input, out)
 
 
 # -- rotary_embedding -----------------------------------------------------------------------------------------------
@@ -156,8 +156,8 @@ def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Te
     q = _heads("query", query, head_size, lead)
     k = _heads("key", key, head_size, lead) if key is not None else None
     positions = positions.reshape(-1)
-    _rot._check(positions, q, k, cos_sin_cache, is_neox, q_name="query", k_name="key")
-    _rot._run(positions, q, k, cos_sin_cache, is_neox)
+    _rot.check_args(positions, q, k, cos_sin_cache, is_neox, q_name="query", k_name="key")
+    _rot.run_in_place(positions, q, k, cos_sin_cache, is_neox)
 
 
 def _heads(name: str, t, head_size: int, lead: tuple) -> torch.Tensor:
@@ -282,7 +282,7 @@ def topk_softmax(topk_weights: torch.Tensor, topk_ids: torch.Tensor, token_exper
     _checks.same_device(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices,
                         gating_output=gating_output)
     _distinct_outputs(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices)
-    _topk._check(gating_output, k, bool(renormalize))
+    _topk.check_args(gating_output, k, bool(renormalize))
     w, ids = _topk.topk_softmax(gating_output, k, renormalize=bool(renormalize))
     topk_weights.copy_(w)
     topk_ids.copy_(ids)
@@ -303,7 +303,7 @@ def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: i
     is not supported (pass None)."""
     if scatter_idx is not None:
         raise NotImplementedError("moe_align_block_size: scatter_idx not supported (pass None)")
-    _align._check(topk_ids, block_size, num_experts, expert_map)
+    _align.check_args(topk_ids, block_size, num_experts, expert_map)
     numel = topk_ids.numel()
     need = _max_padded(numel, block_size, num_experts)
     for name, t, n in (("sorted_token_ids", sorted_token_ids, need), ("experts_ids", experts_ids,
@@ -327,7 +327,7 @@ def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: i
     if through_dispatcher(ids):
         s, e, n = torch.ops.tritonkit.moe_align_block_size(ids, block_size, num_experts, None)
     else:
-        s, e, n = _align._forward(ids, block_size, num_experts, None)
+        s, e, n = _align.forward(ids, block_size, num_experts, None)
     sorted_token_ids[:need].copy_(s)
     sorted_token_ids[need:].fill_(numel)
     experts_ids[:e.shape[0]].copy_(e)

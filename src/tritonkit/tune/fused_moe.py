@@ -2,7 +2,7 @@
 
 Per bucket M (num_tokens): for each block_m near the mean rows per expert, GEMM1's tiles are timed beside the default
 rule's GEMM2, then GEMM2's beside GEMM1's best; the best whole config of any block_m wins (the candidates and their
-pruning: :mod:`.space`). A timing is one whole ``_forward(..., config=cfg)`` call (alignment, quantization, both
+pruning: :mod:`.space`). A timing is one whole ``forward(..., config=cfg)`` call (alignment, quantization, both
 GEMMs, the topk sum): the median of the bench's CUDA-graph replays (``bench.timing.time_graph``), L2 flushed before
 each replay. Every candidate is first timed on one random routing (the screen); the SHORTLIST fastest are timed on
 ROUTINGS routings in all and the lowest mean wins. Before the timing loop, worker processes compile every candidate
@@ -30,7 +30,7 @@ import torch
 
 from ..models import NUM_TOKENS_SWEEP, ModelConfig
 from ..ops.fused_moe import config as _config
-from ..ops.fused_moe.api import _check, _forward
+from ..ops.fused_moe.api import check_args, forward
 from ..ops.fused_moe.config import FusedMoeConfig, GemmConfig
 from ..ops.fused_moe.spec import make_inputs
 from ..spec import dtype_name
@@ -152,7 +152,7 @@ def compile_experts(E: int) -> int:
 
 
 def _call(inputs: dict, cfg: FusedMoeConfig, quant: str, out: torch.Tensor | None = None) -> torch.Tensor:
-    return _forward(inputs["hidden_states"], inputs["w1"], inputs["w2"], inputs["topk_weights"], inputs["topk_ids"],
+    return forward(inputs["hidden_states"], inputs["w1"], inputs["w2"], inputs["topk_weights"], inputs["topk_ids"],
                     out, w1_scale=inputs.get("w1_scale"), w2_scale=inputs.get("w2_scale"),
                     block_shape=inputs.get("block_shape"), quant=quant, config=cfg)
 
@@ -251,7 +251,7 @@ def disagreement(out: torch.Tensor, ref: torch.Tensor) -> str | None:
 
 
 class GraphTimer:
-    """The tuner's timer on a CUDA device: one ``_forward(..., config=cfg)`` call per CUDA graph, its median replay
+    """The tuner's timer on a CUDA device: one ``forward(..., config=cfg)`` call per CUDA graph, its median replay
     (``time_graph``) with the L2 flushed before each replay, in seconds.
 
     The weights ([E, 2N, K] and [E, K, N], quantized as the model ships) are made once and shared by every bucket
@@ -264,7 +264,7 @@ class GraphTimer:
         self.layer, self.dtype, self.device = Layer.of(model), dtype, torch.device(device)
         self.weights = layer_weights(self.layer, dtype, self.device)
         w = routing(self.layer, 1, dtype, self.device, ROUTING_SEED) | self.weights
-        self.quant = _check(w["hidden_states"], w["w1"], w["w2"], w["topk_weights"], w["topk_ids"], None, "silu",
+        self.quant = check_args(w["hidden_states"], w["w1"], w["w2"], w["topk_weights"], w["topk_ids"], None, "silu",
                             False, None, w.get("w1_scale"), w.get("w2_scale"), None, None, w.get("block_shape"))
         self.flush = None
         if self.device.type == "cuda":

@@ -76,8 +76,10 @@ def _act_mode(block: bool, static: torch.Tensor | None, per_token: bool) -> str:
     return "row" if per_token else "tensor"
 
 
-def _quantize(x: torch.Tensor, mode: str, static: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, int, int]:
-    """fp8 copy of ``x [rows, cols]`` and its scales: (q, scale, row stride of scale, column stride of scale)."""
+def quantize_fp8(x: torch.Tensor, mode: str,
+                 static: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """The op's named surface (the bench's vLLM peer quantizes with it): fp8 copy of ``x [rows, cols]`` and its
+    scales, (q, scale, row stride of scale, column stride of scale); ``mode`` one of row, group, static, tensor."""
     rows, cols = x.shape
     q = _alloc.empty((rows, cols), FP8_DTYPE, x.device)
     if mode == "row":
@@ -104,12 +106,12 @@ def _quantize(x: torch.Tensor, mode: str, static: torch.Tensor | None) -> tuple[
     return q, s, s_strides[0], s_strides[1]
 
 
-def _forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation: str = "silu",
-             apply_router_weight_on_input: bool = False, expert_map=None, w1_scale=None, w2_scale=None,
-             a1_scale=None, a2_scale=None, block_shape=None, per_act_token_quant: bool = True, *,
-             quant: str | None = None, config: FusedMoeConfig | None = None) -> torch.Tensor:
+def forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation: str = "silu",
+            apply_router_weight_on_input: bool = False, expert_map=None, w1_scale=None, w2_scale=None,
+            a1_scale=None, a2_scale=None, block_shape=None, per_act_token_quant: bool = True, *,
+            quant: str | None = None, config: FusedMoeConfig | None = None) -> torch.Tensor:
     """Launch the layer on checked arguments. ``config`` (private, for the tuner) replaces the table/default
-    config; ``quant`` is the scheme ``_check`` returned (recomputed when None)."""
+    config; ``quant`` is the scheme ``check_args`` returned (recomputed when None)."""
     x = hidden_states
     M, K = x.shape
     E, N = w1.shape[0], w1.shape[1] // 2
@@ -135,7 +137,7 @@ def _forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation
 
     # GEMM1 operand A and its scales
     if fp8:
-        a, a_s, stride_asm, stride_ask = _quantize(x, _act_mode(block, a1_scale, per_act_token_quant), a1_scale)
+        a, a_s, stride_asm, stride_ask = quantize_fp8(x, _act_mode(block, a1_scale, per_act_token_quant), a1_scale)
         w1s = _weight_scale_strides(w1_scale, quant)
     else:
         a, a_s, stride_asm, stride_ask = x, x, 0, 0
@@ -161,7 +163,7 @@ def _forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation
     if block:
         hs_strides = (h_s.stride(0), 1)
     elif fp8:
-        h, h_s, *hs_strides = _quantize(h, _act_mode(False, a2_scale, per_act_token_quant), a2_scale)
+        h, h_s, *hs_strides = quantize_fp8(h, _act_mode(False, a2_scale, per_act_token_quant), a2_scale)
     else:
         hs_strides = (0, 0)
     w2s = _weight_scale_strides(w2_scale, quant) if fp8 else (0, 0, 0)
@@ -191,7 +193,7 @@ def _fused_moe_op(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tenso
                   expert_map: torch.Tensor | None, w1_scale: torch.Tensor | None, w2_scale: torch.Tensor | None,
                   a1_scale: torch.Tensor | None, a2_scale: torch.Tensor | None,
                   block_shape: list[int] | None, per_act_token_quant: bool) -> torch.Tensor:
-    return _forward(hidden_states, w1, w2, topk_weights, topk_ids, None, activation, apply_router_weight_on_input,
+    return forward(hidden_states, w1, w2, topk_weights, topk_ids, None, activation, apply_router_weight_on_input,
                     expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant)
 
 
@@ -208,7 +210,7 @@ def _fused_moe_out_op(out: torch.Tensor, hidden_states: torch.Tensor, w1: torch.
                       w1_scale: torch.Tensor | None, w2_scale: torch.Tensor | None, a1_scale: torch.Tensor | None,
                       a2_scale: torch.Tensor | None, block_shape: list[int] | None,
                       per_act_token_quant: bool) -> None:
-    _forward(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
+    forward(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
              expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant)
 
 
@@ -238,8 +240,8 @@ def _scale_scheme(name: str, s, w: torch.Tensor, block_shape) -> str:
                      f"blocks), got {shape}")
 
 
-def _check(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
-           expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape) -> str:
+def check_args(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
+               expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape) -> str:
     """Every argument checked on metadata alone (no device sync); returns the quant scheme."""
     _checks.inference_only(hidden_states=hidden_states, w1=w1, w2=w2, topk_weights=topk_weights, out=out)
     x = _checks.tensor("hidden_states", hidden_states, dtypes=ACT_DTYPES, ndim=2, last_contiguous=True)
@@ -361,7 +363,7 @@ def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, t
     rounded to the activation dtype (then fp8-quantized under fp8), each expert's weighted output is rounded to the
     activation dtype, and the topk sum runs in float32 in j order (deterministic) with one rounding at the end.
     """
-    quant = _check(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
+    quant = check_args(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
                    expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape)
     if not isinstance(per_act_token_quant, bool):
         raise TypeError(f"per_act_token_quant must be a bool, got {type(per_act_token_quant).__name__}")
@@ -379,5 +381,5 @@ def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, t
         torch.ops.tritonkit.fused_moe_out(out, *args, activation, bool(apply_router_weight_on_input), *opt, bs,
                                           per_token)
         return out
-    return _forward(*args, out, activation, apply_router_weight_on_input, *opt, bs, per_token, quant=quant)
+    return forward(*args, out, activation, apply_router_weight_on_input, *opt, bs, per_token, quant=quant)
 

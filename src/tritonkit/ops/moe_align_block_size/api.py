@@ -21,8 +21,10 @@ from .kernel import (
 _INT32_MAX = 2**31 - 1
 
 
-def _forward(topk_ids: torch.Tensor, block_size: int, num_experts: int,
-             expert_map: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def forward(topk_ids: torch.Tensor, block_size: int, num_experts: int,
+            expert_map: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The op's named surface: (sorted_token_ids, expert_ids, num_tokens_post_padded) on arguments check_args
+    accepted; no host sync."""
     numel, dev = topk_ids.numel(), topk_ids.device
     padded = max_padded(numel, block_size, num_experts)
     num_blocks = cdiv(padded, block_size)
@@ -61,7 +63,7 @@ def _forward(topk_ids: torch.Tensor, block_size: int, num_experts: int,
 @torch.library.custom_op("tritonkit::moe_align_block_size", mutates_args=())
 def _moe_align_block_size_op(topk_ids: torch.Tensor, block_size: int, num_experts: int,
                              expert_map: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _forward(topk_ids, block_size, num_experts, expert_map)
+    return forward(topk_ids, block_size, num_experts, expert_map)
 
 
 @_moe_align_block_size_op.register_fake
@@ -87,7 +89,9 @@ def _int(name: str, v, low: int, what: str) -> None:
         raise ValueError(f"{name} must be at least {low} ({what}), got {v}")
 
 
-def _check(topk_ids, block_size, num_experts, expert_map) -> None:
+def check_args(topk_ids, block_size, num_experts, expert_map) -> None:
+    """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
+    naming the bad one; nothing is written."""
     _checks.tensor("topk_ids", topk_ids, dtypes=_checks.INDEX_DTYPES, ndim=2)
     if not topk_ids.is_contiguous():
         raise ValueError(f"topk_ids must be contiguous (slot m * topk + j is element m * topk + j), got strides "
@@ -135,7 +139,7 @@ def moe_align_block_size(topk_ids: torch.Tensor, block_size: int, num_experts: i
                            another rank: such blocks stay in the list). Blocks past the padded total hold -1.
     num_tokens_post_padded ``[1]``: the padded total, a multiple of block_size.
     """
-    _check(topk_ids, block_size, num_experts, expert_map)
+    check_args(topk_ids, block_size, num_experts, expert_map)
     if through_dispatcher(topk_ids, expert_map):
         return torch.ops.tritonkit.moe_align_block_size(topk_ids, block_size, num_experts, expert_map)
-    return _forward(topk_ids, block_size, num_experts, expert_map)
+    return forward(topk_ids, block_size, num_experts, expert_map)

@@ -112,8 +112,10 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
         )
 
 
-def _forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale, causal,
-             window_left, window_right, softcap, sinks, k_scale, v_scale, out=None):
+def forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale, causal,
+            window_left, window_right, softcap, sinks, k_scale, v_scale, out=None):
+    """The op's named surface: launch on arguments check_args accepted; writes a fresh output (or the caller's
+    ``out``, which may not alias the inputs)."""
     if out is None:
         out = _alloc.empty(q.shape, q.dtype, q.device)
     _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale,
@@ -127,7 +129,7 @@ def _paged_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
                         softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
                         sinks: torch.Tensor | None, k_scale: torch.Tensor | None,
                         v_scale: torch.Tensor | None) -> torch.Tensor:
-    return _forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
+    return forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
                     softmax_scale, causal, window_left, window_right, softcap, sinks, k_scale, v_scale)
 
 
@@ -143,7 +145,7 @@ def _paged_attention_out_op(out: torch.Tensor, q: torch.Tensor, k_cache: torch.T
                             max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool,
                             window_left: int, window_right: int, softcap: float, sinks: torch.Tensor | None,
                             k_scale: torch.Tensor | None, v_scale: torch.Tensor | None) -> None:
-    _forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+    forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
              causal, window_left, window_right, softcap, sinks, k_scale, v_scale, out=out)
 
 
@@ -184,8 +186,10 @@ def _scale_tensor(name: str, s, device: torch.device) -> torch.Tensor:
     return torch.full((1,), v, dtype=torch.float32, device=device)
 
 
-def _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
-           causal, window_size, softcap, sinks, out, k_scale, v_scale):
+def check_args(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+               causal, window_size, softcap, sinks, out, k_scale, v_scale):
+    """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
+    naming the bad one; nothing is written."""
     _checks.inference_only(q=q, k_cache=k_cache, v_cache=v_cache, sinks=sinks, out=out)
     _checks.tensor("q", q, dtypes=Q_DTYPES, ndim=3, last_contiguous=True)
     num_tokens, num_heads, head_dim = q.shape
@@ -323,7 +327,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     statistics and both dots accumulate in float32; the probabilities are rounded to q's dtype for the P @ V dot.
     No tensor data is read on the host: the call is CUDA-graph capturable.
     """
-    _check(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+    check_args(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
            causal, window_size, softcap, sinks, out, k_scale, v_scale)
     scale = float(softmax_scale) if softmax_scale is not None else q.shape[-1] ** -0.5
     left, right = int(window_size[0]), int(window_size[1])
@@ -338,4 +342,4 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             return torch.ops.tritonkit.paged_attention(*args)
         torch.ops.tritonkit.paged_attention_out(out, *args)
         return out
-    return _forward(*args, out=out)
+    return forward(*args, out=out)

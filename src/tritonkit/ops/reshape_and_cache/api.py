@@ -29,9 +29,10 @@ def _native_fp8(device: torch.device) -> bool:
     return cap is None or cap >= (9, 0)
 
 
-def _forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-             slot_mapping: torch.Tensor, kv_cache_dtype: str, k_scale: torch.Tensor | None,
-             v_scale: torch.Tensor | None) -> None:
+def forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+            slot_mapping: torch.Tensor, kv_cache_dtype: str, k_scale: torch.Tensor | None,
+            v_scale: torch.Tensor | None) -> None:
+    """The op's named surface: write key and value into the caller's caches on arguments check_args accepted."""
     num_tokens = slot_mapping.shape[0]  # key/value may hold more rows (padding to a CUDA-graph size)
     _, num_heads, head_dim = key.shape
     if num_tokens == 0:
@@ -63,7 +64,7 @@ def _forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, va
 def _reshape_and_cache_op(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
                           value_cache: torch.Tensor, slot_mapping: torch.Tensor, kv_cache_dtype: str,
                           k_scale: torch.Tensor | None, v_scale: torch.Tensor | None) -> None:
-    _forward(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
+    forward(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
 
 
 @_reshape_and_cache_op.register_fake
@@ -81,7 +82,9 @@ def _check_scale(name: str, s) -> None:
         raise ValueError(f"{name} must have exactly one element (a per-tensor scale), got shape {tuple(s.shape)}")
 
 
-def _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale) -> None:
+def check_args(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale) -> None:
+    """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
+    naming the bad one; nothing is written."""
     _checks.inference_only(key=key, value=value, key_cache=key_cache, value_cache=value_cache)
     _checks.tensor("key", key, dtypes=_checks.FLOAT_DTYPES, ndim=3, last_contiguous=True)
     _checks.tensor("value", value, ndim=3, last_contiguous=True)
@@ -163,10 +166,10 @@ def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.T
 
     Returns None. Arguments are checked before anything is written; a rejected call leaves the caches untouched.
     """
-    _check(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
+    check_args(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
     if through_dispatcher(key, value, key_cache, value_cache, slot_mapping):
         torch.ops.tritonkit.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
                                               k_scale, v_scale)
         return None
-    _forward(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
+    forward(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
     return None

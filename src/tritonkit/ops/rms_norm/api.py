@@ -12,8 +12,8 @@ from .config import rms_norm_config
 from .kernel import _rms_norm_fwd_kernel
 
 
-def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None,
-            y: torch.Tensor, r: torch.Tensor | None) -> None:
+def launch_into(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None,
+                y: torch.Tensor, r: torch.Tensor | None) -> None:
     """``y`` and ``r`` are outputs of x's shape whose rows can be addressed by one stride (fresh contiguous ones,
     or the caller's, which may be x and residual themselves: each row is read before it is written)."""
     hidden = x.shape[-1]
@@ -36,9 +36,10 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.T
     )
 
 
-def _forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The op's named surface: launch on arguments check_args accepted into a fresh output."""
     y = _alloc.empty(x.shape, x.dtype, x.device)
-    _launch(x, weight, eps, None, y, None)
+    launch_into(x, weight, eps, None, y, None)
     return y
 
 
@@ -46,13 +47,13 @@ def _forward_fused(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
                    eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     y = _alloc.empty(x.shape, x.dtype, x.device)
     r = _alloc.empty(x.shape, x.dtype, x.device)
-    _launch(x, weight, eps, residual, y, r)
+    launch_into(x, weight, eps, residual, y, r)
     return y, r
 
 
 @torch.library.custom_op("tritonkit::rms_norm", mutates_args=())
 def _rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return _forward(x, weight, eps)
+    return forward(x, weight, eps)
 
 
 @_rms_norm_op.register_fake
@@ -71,7 +72,7 @@ def _(x, residual, weight, eps):
     return x.new_empty(x.shape), x.new_empty(x.shape)
 
 
-def _check(x, weight, eps, residual, x_name: str = "x", eps_name: str = "eps") -> None:
+def check_args(x, weight, eps, residual, x_name: str = "x", eps_name: str = "eps") -> None:
     """``x_name``/``eps_name``: what the caller calls them (vLLM's forms say ``input`` and ``epsilon``)."""
     _checks.inference_only(**{x_name: x, "weight": weight, "residual": residual})
     _checks.tensor(x_name, x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
@@ -102,12 +103,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, residu
     and rsqrt in float32, so float16 inputs near 65504 stay finite; one rounding at the store. A row holding
     NaN or +-inf comes out all NaN (eager PyTorch gives 0 for the finite elements of a row with an inf).
     """
-    _check(x, weight, eps, residual)
+    check_args(x, weight, eps, residual)
     eps = float(eps)
     if through_dispatcher(x, weight, residual):
         if residual is None:
             return torch.ops.tritonkit.rms_norm(x, weight, eps)
         return torch.ops.tritonkit.fused_add_rms_norm(x, residual, weight, eps)
     if residual is None:
-        return _forward(x, weight, eps)
+        return forward(x, weight, eps)
     return _forward_fused(x, residual, weight, eps)

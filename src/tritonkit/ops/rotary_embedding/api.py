@@ -12,8 +12,9 @@ from .config import rotary_config
 from .kernel import _rotary_embedding_fwd_kernel
 
 
-def _forward(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None, cos_sin_cache: torch.Tensor,
-             is_neox: bool) -> None:
+def forward(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None, cos_sin_cache: torch.Tensor,
+            is_neox: bool) -> None:
+    """The op's named surface: rotate q (and k) in place on arguments check_args accepted."""
     num_tokens, num_q_heads, _ = q.shape
     num_k_heads = 0 if k is None else k.shape[1]
     if num_tokens == 0 or num_q_heads + num_k_heads == 0:
@@ -36,7 +37,7 @@ def _forward(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None, c
 @torch.library.custom_op("tritonkit::rotary_embedding", mutates_args=("q", "k"))
 def _rotary_embedding_op(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None,
                          cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
-    _forward(positions, q, k, cos_sin_cache, is_neox)
+    forward(positions, q, k, cos_sin_cache, is_neox)
 
 
 @_rotary_embedding_op.register_fake
@@ -44,7 +45,7 @@ def _(positions, q, k, cos_sin_cache, is_neox):
     return None
 
 
-def _check(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: str = "k") -> None:
+def check_args(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: str = "k") -> None:
     """``q_name``/``k_name``: what the caller calls them (vLLM's form says ``query`` and ``key``)."""
     _checks.inference_only(**{q_name: q, k_name: k, "cos_sin_cache": cos_sin_cache})
     _checks.tensor(q_name, q, dtypes=_checks.FLOAT_DTYPES, ndim=3, last_contiguous=True)
@@ -110,14 +111,14 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor |
     Each pair becomes ``(x1 cos - x2 sin, x2 cos + x1 sin)`` in float32, rounded once to q's dtype; NaN and inf
     propagate as in that formula. Returns ``(q, k)``, the same tensors, updated.
     """
-    _check(positions, q, k, cos_sin_cache, is_neox)
-    _run(positions, q, k, cos_sin_cache, is_neox)
+    check_args(positions, q, k, cos_sin_cache, is_neox)
+    run_in_place(positions, q, k, cos_sin_cache, is_neox)
     return q, k
 
 
-def _run(positions, q, k, cos_sin_cache, is_neox) -> None:
+def run_in_place(positions, q, k, cos_sin_cache, is_neox) -> None:
     """A checked call: through the dispatcher when tracing, else a direct launch."""
     if through_dispatcher(positions, q, k, cos_sin_cache):
         torch.ops.tritonkit.rotary_embedding(positions, q, k, cos_sin_cache, is_neox)
     else:
-        _forward(positions, q, k, cos_sin_cache, is_neox)
+        forward(positions, q, k, cos_sin_cache, is_neox)

@@ -12,7 +12,7 @@ from .config import silu_and_mul_config
 from .kernel import _silu_and_mul_fwd_kernel
 
 
-def _forward(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def forward(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``out`` (the caller's ``[..., d]``, rows addressable by one stride) or a fresh contiguous output."""
     d = x.shape[-1] // 2
     y = out if out is not None else _alloc.empty((*x.shape[:-1], d), x.dtype, x.device)
@@ -30,7 +30,7 @@ def _forward(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
 
 @torch.library.custom_op("tritonkit::silu_and_mul", mutates_args=())
 def _silu_and_mul_op(x: torch.Tensor) -> torch.Tensor:
-    return _forward(x)
+    return forward(x)
 
 
 @_silu_and_mul_op.register_fake
@@ -38,7 +38,9 @@ def _(x):
     return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
 
 
-def _check(x, x_name: str = "x") -> None:
+def check_args(x, x_name: str = "x") -> None:
+    """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
+    naming the bad one; nothing is written."""
     _checks.inference_only(**{x_name: x})
     _checks.tensor(x_name, x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
     if x.shape[-1] % 2:
@@ -55,7 +57,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     Returns ``y [..., d]``, x's dtype, contiguous. Computed in float32 with one rounding at the store; NaN and
     inf propagate elementwise as in ``torch.nn.functional.silu(g) * u`` (``silu(-inf)`` is NaN, ``silu(+inf)`` inf).
     """
-    _check(x)
+    check_args(x)
     if through_dispatcher(x):
         return torch.ops.tritonkit.silu_and_mul(x)
-    return _forward(x)
+    return forward(x)

@@ -12,7 +12,8 @@ from .._library import through_dispatcher
 from .config import MAX_EXPERTS, topk_softmax_config
 from .kernel import _topk_softmax_kernel
 
-def _forward(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def forward(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The op's named surface: (topk_weights, topk_ids) on arguments check_args accepted."""
     num_tokens, num_experts = gating_output.shape
     weights = _alloc.empty((num_tokens, topk), torch.float32, gating_output.device)
     ids = _alloc.empty((num_tokens, topk), torch.int32, gating_output.device)
@@ -31,7 +32,7 @@ def _forward(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple
 @torch.library.custom_op("tritonkit::topk_softmax", mutates_args=())
 def _topk_softmax_op(gating_output: torch.Tensor, topk: int,
                      renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    return _forward(gating_output, topk, renormalize)
+    return forward(gating_output, topk, renormalize)
 
 
 @_topk_softmax_op.register_fake
@@ -41,7 +42,9 @@ def _(gating_output, topk, renormalize):
             gating_output.new_empty((m, topk), dtype=torch.int32))
 
 
-def _check(gating_output, topk, renormalize) -> None:
+def check_args(gating_output, topk, renormalize) -> None:
+    """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
+    naming the bad one; nothing is written."""
     _checks.inference_only(gating_output=gating_output)
     _checks.tensor("gating_output", gating_output, dtypes=_checks.FLOAT_DTYPES, ndim=2, last_contiguous=True)
     num_experts = gating_output.shape[1]
@@ -77,7 +80,7 @@ def topk_softmax(gating_output: torch.Tensor, topk: int, *,
     equal logits tie and the lower expert index comes first. Where two different logits give the same float32
     probability (both underflow to 0, say) the larger logit comes first, with the same weight either way.
     """
-    _check(gating_output, topk, renormalize)
+    check_args(gating_output, topk, renormalize)
     if through_dispatcher(gating_output):
         return torch.ops.tritonkit.topk_softmax(gating_output, topk, renormalize)
-    return _forward(gating_output, topk, renormalize)
+    return forward(gating_output, topk, renormalize)
