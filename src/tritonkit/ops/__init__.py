@@ -27,6 +27,7 @@ def _interpret_without_gpu() -> None:
 _interpret_without_gpu()
 
 from ._alloc import poison_outputs  # noqa: E402
+from ._device import explain_launch_error  # noqa: E402
 from .fused_moe.api import fused_moe  # noqa: E402
 from .moe_align_block_size.api import moe_align_block_size  # noqa: E402
 from .paged_attention.api import paged_attention  # noqa: E402
@@ -40,8 +41,9 @@ from .topk_softmax.api import topk_softmax  # noqa: E402
 OP_NAMES = ("rms_norm", "silu_and_mul", "rotary_embedding", "reshape_and_cache", "paged_attention", "topk_softmax",
             "moe_align_block_size", "fused_moe")
 
-__all__ = ["OP_NAMES", "get_spec", "poison_outputs", "specs", "fused_moe", "moe_align_block_size", "paged_attention",
-           "reshape_and_cache", "rms_norm", "rotary_embedding", "silu_and_mul", "topk_softmax"]
+__all__ = ["OP_NAMES", "explain_launch_error", "get_spec", "poison_outputs", "specs", "fused_moe",
+           "moe_align_block_size", "paged_attention", "reshape_and_cache", "rms_norm", "rotary_embedding",
+           "silu_and_mul", "topk_softmax"]
 
 
 def get_spec(name: str):

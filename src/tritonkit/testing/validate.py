@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from ..ops import poison_outputs
-from ..ops._device import explain_launch_error
+from ..ops import explain_launch_error
 from ..spec import OpSpec, Shape, as_shape, dtype_name
 from .metric import Comparison, compare
 from .guard import COPY_LIMIT, GuardAllocations, changed_inputs, guard_inputs, name_allocations

@@ -23,9 +23,14 @@ import dataclasses
 from collections.abc import Iterable
 
 from ..models import ModelConfig
-from ..ops._ints import cdiv
 from ..ops.fused_moe.config import FusedMoeConfig, GemmConfig, default_config, validate
 from ..spec import Shape
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for non-negative ints."""
+    return -(-a // b)
+
 
 GEMM1, GEMM2 = "gemm1", "gemm2"
 #: H100/H200 shared memory one block may opt into (227 KB); the pipeliner holds num_stages copies of A and B tiles
