@@ -182,7 +182,7 @@ def test_ctrl_c_prints_one_line(tmp_path):
 
 
 def test_a_report_write_that_fails_leaves_the_old_file_whole(tmp_path, monkeypatch, capsys):
-    from tritonkit.check import fileio
+    from tritonkit import _fileio as fileio
     out = tmp_path / "report.json"
     out.write_text("the previous report\n")
     f = _file(tmp_path, "ok.py", "")

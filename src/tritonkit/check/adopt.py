@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from .findings import Finding, Problem
-from .fileio import write_atomic
+from .._fileio import write_atomic
 from .target import CheckError
 
 _IGNORE = re.compile(r"#\s*tritonkit:\s*ignore\[([^\]]*)\]\s*(.*)$")

@@ -107,7 +107,7 @@ def _main(args) -> int:
         return 2
     try:
         from .adopt import write_baseline
-        from .fileio import write_atomic
+        from .._fileio import write_atomic
         from .report import render
         from .runner import Options, run_check
         from .target import CheckError

@@ -16,6 +16,7 @@ import warnings
 import torch
 
 from .._env import driver_version, git_info
+from .._fileio import write_atomic
 from ..spec import dtype_name
 from ..tolerance import TOLERANCES
 
@@ -222,15 +223,9 @@ class _JsonReport:
         self.meta.update(seconds=seconds, complete=complete, cases_done=len(results))
         if interrupted:
             self.meta["interrupted"] = True
-        tmp = f"{self.path}.{os.getpid()}.tmp"
         t0 = time.monotonic()
-        try:
-            with open(tmp, "w") as f:
-                json.dump({"meta": self.meta, "results": [r.as_dict() for r in results]}, f, indent=1, default=str)
-            os.replace(tmp, self.path)
-        finally:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
+        write_atomic(self.path, json.dumps({"meta": self.meta, "results": [r.as_dict() for r in results]},
+                                           indent=1, default=str))
         self.last = time.monotonic()
         self.cost = self.last - t0
 

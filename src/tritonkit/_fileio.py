@@ -1,4 +1,4 @@
-"""Files the checker writes (report, baseline): whole or not at all."""
+"""Files the tools write (check's report and baseline, validate's JSON): whole or not at all."""
 
 from __future__ import annotations
 
