@@ -62,7 +62,8 @@ class GemmConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> GemmConfig:
-        return cls(**{f.name: int(d[f.name]) for f in dataclasses.fields(cls) if f.name in d or f.name != "swap_ab"})
+        # a field a table leaves out takes its default (tables written before swap_ab); a required one is a TypeError
+        return cls(**{f.name: int(d[f.name]) for f in dataclasses.fields(cls) if f.name in d})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -116,15 +116,20 @@ def merge_warps(head_dim: int) -> int:
     return MERGE_WARPS if head_dim_pad(head_dim) <= 128 else MERGE_WARPS_WIDE
 
 
+def _narrow_rows(group: int) -> int:
+    """Rows of a decode program for one query token per sequence (or a few): DECODE_BLOCK_M, or the group."""
+    return max(DECODE_BLOCK_M, next_power_of_2(group))
+
+
 def decode_max_q(group: int) -> int:
-    """Longest query (tokens per sequence) the decode path takes for this GQA group size at DECODE_BLOCK_M rows."""
-    return max(DECODE_BLOCK_M, next_power_of_2(group)) // group
+    """Longest query (tokens per sequence) the decode path takes for this GQA group size at the narrow rows."""
+    return _narrow_rows(group) // group
 
 
 def decode_block_m(group: int, head_dim: int, max_seqlen_q: int) -> int:
-    """Rows of a decode program: DECODE_BLOCK_M (or the group), or DECODE_WIDE_ROWS when every query of the batch
-    fits those rows but not the narrow ones (see DECODE_WIDE_ROWS)."""
-    narrow = max(DECODE_BLOCK_M, next_power_of_2(group))
+    """Rows of a decode program: the narrow rows, or DECODE_WIDE_ROWS when every query of the batch fits those
+    rows but not the narrow ones (see DECODE_WIDE_ROWS)."""
+    narrow = _narrow_rows(group)
     wide = max_seqlen_q * group <= DECODE_WIDE_ROWS and head_dim_pad(head_dim) <= 128
     return DECODE_WIDE_ROWS if max_seqlen_q > narrow // group and wide else narrow
 
@@ -154,7 +159,7 @@ def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int,
 def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, num_kv_heads: int,
                   max_keys: int, num_sms: int, max_seqlen_q: int = 1) -> DecodeConfig:
     block_m = decode_block_m(group, head_dim, max_seqlen_q)
-    wide = block_m == DECODE_WIDE_ROWS and block_m > max(DECODE_BLOCK_M, next_power_of_2(group))
+    wide = block_m != _narrow_rows(group)
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes, wide)
     # 3 stages keep the paged loads in flight (Hopper)
