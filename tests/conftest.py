@@ -10,6 +10,14 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
+import tritonkit  # noqa: E402
+
+# Subprocesses (`python -m tritonkit ...`, often from a temporary cwd) must run the tritonkit under test, whatever
+# installed copy or relative PYTHONPATH entry the test process found it through.
+_SRC = os.path.dirname(os.path.dirname(os.path.abspath(tritonkit.__file__)))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_SRC] + [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
 ON_GPU = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if ON_GPU else "cpu")
 
