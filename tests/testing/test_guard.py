@@ -79,7 +79,8 @@ def test_an_input_the_spec_declares_in_place_may_change():
         return {"x": x}
 
     spec = OpSpec("inplace", inplace, lambda s, d, f: {"x": f((s["n"],), d)}, call=lambda i: inplace(**i),
-                  reference=lambda i, d: {"x": torch.where(torch.arange(i["x"].numel(), device=i["x"].device) >= 3, 7.0, i["x"])},
+                  reference=lambda i, d: {"x": torch.where(torch.arange(i["x"].numel(), device=i["x"].device) >= 3,
+                                                           7.0, i["x"])},
                   boundary=[{"n": 70}], dtypes=(torch.float32,), inplace=("x",))
     r = validate_case(spec, {"n": 70}, torch.float32, device=DEVICE)
     assert r.passed and r.violations == [], r.detail
