@@ -40,8 +40,8 @@ def test_boundary_all_equal_logits(shape, dtype):
 
 def test_boundary_covers_both_paths_and_the_split_merge():
     """The boundary list must keep exercising what the heuristics route: decode with several KV splits, prefill,
-    and batches that mix them."""
-    splits, prefill, mixed = False, False, False
+    and batches that mix them, and the prefill kernel's KV splits."""
+    splits, prefill, mixed, prefill_splits = False, False, False, False
     for s in BOUNDARY:
         group = s["num_heads"] // s["num_kv_heads"]
         q_lens = s["q_len"] if isinstance(s["q_len"], tuple) else (s["q_len"],) * s["num_seqs"]
@@ -53,7 +53,10 @@ def test_boundary_covers_both_paths_and_the_split_merge():
         splits |= n > 1 and min(q_lens) <= max_q
         prefill |= max(q_lens) > max_q
         mixed |= max(q_lens) > max_q and 0 < min(q_lens) <= max_q
-    assert splits and prefill and mixed
+        pre = config.prefill_config(group, s["head_dim"], kv_bytes, s["num_seqs"], sum(q_lens), max(q_lens),
+                                    s["num_kv_heads"], max(c + q for c, q in zip(ctx, q_lens)))
+        prefill_splits |= max(q_lens) > config.decode_max_q(group) and pre.num_splits > 1
+    assert splits and prefill and mixed and prefill_splits
 
 
 def _inputs(shape, dtype=torch.bfloat16, family="randn", seed=0):
@@ -249,7 +252,9 @@ def _bad_cases():
         "window_type": (lambda i: mod(window_size=4), TypeError, "window_size"),
         "softcap": (lambda i: mod(softcap=-1.0), ValueError, "softcap"),
         "sinks_shape": (lambda i: mod(sinks=torch.zeros(3)), ValueError, "sinks"),
-        "sinks_strided": (lambda i: mod(sinks=torch.zeros(4, 2)[:, 0]), ValueError, "sinks must be contiguous"),
+        # made on the device: a strided CPU tensor moved there would arrive contiguous
+        "sinks_strided": (lambda i: mod(sinks=torch.zeros(4, 2, device=DEVICE)[:, 0]), ValueError,
+                          "sinks must be contiguous"),
         "seqused_k_strided": (lambda i: mod(seqused_k=i["seqused_k"].repeat_interleave(2)[::2]), ValueError,
                               "seqused_k must be contiguous"),
         "cu_seqlens_strided": (lambda i: mod(cu_seqlens_q=i["cu_seqlens_q"].repeat_interleave(2)[::2]), ValueError,
@@ -314,17 +319,31 @@ def test_cache_past_2_31_elements(shape):
 def test_one_compile_per_path_across_batch_context_and_tokens():
     from tritonkit.ops.paged_attention import kernel
     kernels = [kernel._paged_attention_decode_kernel, kernel._paged_attention_merge_kernel,
-               kernel._paged_attention_prefill_kernel]
+               kernel._paged_attention_prefill_kernel, kernel._paged_attention_prefill_merge_kernel]
     for k in kernels:
         k.device_caches.clear()
     heads = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16)
     shapes = [Shape(num_seqs=b, q_len=1, context=c, **heads) for b in (1, 3, 16, 64) for c in (1, 15, 700, 5000)]
     shapes += [Shape(num_seqs=b, q_len=n, context=c, **heads) for b, n, c in
-               ((1, 17, 0), (1, 1000, 0), (2, 4096, 100), (3, (1, 300, 2), (5, 0, 4000)))]
+               ((1, 17, 0), (1, 1000, 0), (2, 4096, 100), (3, (1, 300, 2), (5, 0, 4000)), (1, 64, 8000),
+                (2, 100, (3000, 9000)), (3, (1, 70, 1), (4000, 5000, 10)))]
     for s in shapes:
         SPEC.call(_inputs(s))
     dev = torch.cuda.current_device()
     counts = {k.fn.__name__: len(k.device_caches[dev][0]) for k in kernels}
+    # the prefill kernel compiles once per (tile rows, split or not) bucket the batches pick, its merge once per
+    # split bucket's rows
+    picks = set()
+    for s in shapes:
+        q = s["q_len"] if isinstance(s["q_len"], tuple) else (s["q_len"],) * s["num_seqs"]
+        c = s["context"] if isinstance(s["context"], tuple) else (s["context"],) * s["num_seqs"]
+        if max(q) > config.decode_block_m(4, 128, max(q)) // 4:
+            pre = config.prefill_config(4, 128, 2, s["num_seqs"], sum(q), max(q), 8,
+                                        max(a + b for a, b in zip(q, c)), config.num_sms(torch.device("cuda")))
+            picks.add((pre.block_m, pre.num_splits > 1))
+    assert len(picks) >= 3
+    assert counts.pop("_paged_attention_prefill_kernel") == len(picks), (counts, picks)
+    assert counts.pop("_paged_attention_prefill_merge_kernel") == len({m for m, split in picks if split}), counts
     assert all(c == 1 for c in counts.values()), counts
 
 
@@ -379,3 +398,64 @@ def test_chunks_of_up_to_32_tokens_take_the_split_decode_path(monkeypatch):
     # one token longer than the wide rows hold: the prefill kernel, the narrow decode rows for the rest
     assert config.decode_block_m(4, 64, 33) == config.decode_block_m(4, 64, 1) == 16
     assert config.decode_block_m(4, 256, 16) == 16  # head_dim 256: the wide rows would not fit the registers
+
+
+def test_the_prefill_tile_and_splits_follow_the_batch():
+    # Llama-3-8B heads (group 4), 132 SMs: (rows, splits) per batch, as docs/notes/prefill-splits.md measured them
+    def pick(num_seqs, q_len, keys):
+        c = config.prefill_config(4, 128, 2, num_seqs, num_seqs * q_len, q_len, 8, keys, 132)
+        assert c.block_q == c.block_m // 4 and c.num_warps == max(4, c.block_m // 16)
+        return c.block_m, c.num_splits
+    # a query that fits one 256-row tile: 64-row tiles, split for two programs a SM (32 programs x 8)
+    assert pick(1, 64, 16384) == (64, 8)
+    assert pick(1, 64, 4096) == (64, 8)
+    assert pick(4, 64, 16384) == (64, 2)
+    assert pick(1, 64, 64) == (64, 1)  # a short prompt: too few keys to split
+    # chunks over at least 4x their length in keys: 256-row tiles split for one program a SM
+    assert pick(1, 256, 16384) == (256, 4)
+    assert pick(1, 512, 16384) == (256, 2)
+    assert pick(1, 1024, 16384) == (256, 1)  # 128 programs: too few keys a split for two
+    # prompts: the largest tile whose programs fill the card
+    assert pick(1, 512, 512) == (64, 1)
+    assert pick(1, 1024, 1024) == (128, 1)
+    assert pick(1, 2048, 2048) == (256, 1)
+    assert pick(64, 64, 16384) == (256, 1)  # 512 programs of 256 rows
+    # no more than MAX_SPLITS however long the keys; head_dim 256 keeps its one tile
+    assert config.prefill_splits(1, 1, 2 ** 30, 132) == config.MAX_SPLITS
+    assert config.prefill_config(4, 256, 2, 1, 64, 64, 8, 16384, 132).block_m == 128
+
+
+_SPLIT_PREFILL = [
+    Shape(num_seqs=1, q_len=70, context=300, num_heads=4, num_kv_heads=2, head_dim=64, block_size=16),
+    Shape(num_seqs=3, q_len=(1, 70, 40), context=(200, 330, 250), num_heads=4, num_kv_heads=2, head_dim=64,
+          block_size=16, window_left=100, softcap=8.0, sinks=1),
+    Shape(num_seqs=2, q_len=(80, 9), context=(260, 300), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16,
+          causal=0),
+    Shape(num_seqs=1, q_len=40, context=280, num_heads=14, num_kv_heads=2, head_dim=80, block_size=16),
+    # past one 256-row tile, over 4x its length in keys: the 256-row tiles split
+    Shape(num_seqs=2, q_len=(150, 1), context=(500, 20), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16),
+    Shape(num_seqs=2, q_len=(1, 70), context=(300, 290), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16,
+          kv_dtype="fp8"),
+]
+
+
+@pytest.mark.parametrize("shape", _SPLIT_PREFILL, ids=_ids(_SPLIT_PREFILL))
+def test_split_prefill_matches_the_reference_with_every_feature(monkeypatch, shape):
+    # splits from 64 keys, so short contexts split (up to 6 ways) and some splits of the diagonal tiles are empty
+    from tritonkit.ops.paged_attention import api
+    monkeypatch.setattr(config, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
+    monkeypatch.setattr(config, "PREFILL_SMALL_MIN_KEYS_PER_SPLIT", 64)
+    grids = []
+    real = api.launch
+    monkeypatch.setattr(api, "launch", lambda kernel, grid, *a, **k: (grids.append((kernel, grid)),
+                                                                        real(kernel, grid, *a, **k)))
+    for family in ("randn", "constant"):
+        assert_valid(SPEC, shape, torch.bfloat16, family)
+    pre = [g for k, g in grids if k is api._paged_attention_prefill_kernel]
+    assert pre and all(g[1] > 1 for g in pre), pre
+    group = shape["num_heads"] // shape["num_kv_heads"]
+    q = shape["q_len"] if isinstance(shape["q_len"], tuple) else (shape["q_len"],)
+    big = max(q) * group > 256
+    assert config.prefill_config(group, shape["head_dim"], 2, shape["num_seqs"], sum(q), max(q),
+                                 shape["num_kv_heads"], 650).block_m == (256 if big else 64)
+    assert any(k is api._paged_attention_prefill_merge_kernel for k, _ in grids)

@@ -15,6 +15,7 @@ from .kernel import (
     _paged_attention_decode_kernel,
     _paged_attention_merge_kernel,
     _paged_attention_prefill_kernel,
+    _paged_attention_prefill_merge_kernel,
     gdc_wait,
 )
 
@@ -64,9 +65,16 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
               k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
               v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0))
 
-    dec = config.decode_config(group, head_dim, k_cache.element_size(), num_seqs, num_kv_heads,
-                               config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left),
-                               config.num_sms(q.device), max_seqlen_q)
+    max_keys = config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left)
+    sms = config.num_sms(q.device)
+    dec = config.decode_config(group, head_dim, k_cache.element_size(), num_seqs, num_kv_heads, max_keys, sms,
+                               max_seqlen_q)
+    prefill = max_seqlen_q > dec.max_q
+    if prefill and num_seqs == 1:
+        # one sequence longer than a decode program holds: the prefill kernel takes the whole batch, one launch
+        _launch_prefill(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
+                        max_seqlen_q, max_keys, sms, 0, common, features)
+        return
     # a property of the device, not of the call: the decode kernel's trigger stays one specialization whether or
     # not this call has splits (the trigger is a no-op without a dependent launch)
     pdl = gdc_wait is not None and config.merge_pdl(q.device)
@@ -97,18 +105,51 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
              "MAX_SPLITS": config.MAX_SPLITS, "SINKS": sinks is not None, "KV_FP8": kv_fp8, "PDL": pdl},
             config.merge_warps(head_dim), launch_pdl=pdl,
         )
-    if max_seqlen_q > dec.max_q:
-        pre = config.prefill_config(group, head_dim, k_cache.element_size())
-        # an upper bound on the batch's query tiles from host integers: sum_s ceil(n_s / BQ) <= T // BQ + num_seqs
-        grid = ((num_seqs + num_tokens // pre.block_q) * num_kv_heads,)
+    if prefill:
+        _launch_prefill(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
+                        max_seqlen_q, max_keys, sms, dec.max_q, common, features)
+
+
+def _launch_prefill(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
+                    max_seqlen_q: int, max_keys: int, sms: int, decode_max_q: int, common: tuple,
+                    features: dict) -> None:
+    """The prefill kernel over the sequences longer than ``decode_max_q`` tokens (0: all of them), with its KV
+    splits and their merge where the batch's query tiles cannot fill the card."""
+    num_tokens, num_heads, head_dim = q.shape
+    num_seqs = seqused_k.shape[0]
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_heads // num_kv_heads
+    d_pad = config.head_dim_pad(head_dim)
+    pre = config.prefill_config(group, head_dim, k_cache.element_size(), num_seqs, num_tokens, max_seqlen_q,
+                                num_kv_heads, max_keys, sms)
+    # an upper bound on the batch's query tiles from host integers: sum_s ceil(n_s / BQ) <= T // BQ + num_seqs
+    programs = (num_seqs + num_tokens // pre.block_q) * num_kv_heads
+    split = pre.num_splits > 1
+    if split:
+        rows = programs * pre.num_splits * pre.block_m
+        part_acc = torch.empty((rows, head_dim), dtype=torch.float32, device=q.device)
+        part_m = torch.empty(rows, dtype=torch.float32, device=q.device)
+        part_l = torch.empty(rows, dtype=torch.float32, device=q.device)
+    else:
+        part_acc = part_m = part_l = _unused_partials(q.device)
+    tile = {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m,
+            "BLOCK_Q": pre.block_q}
+    launch(
+        _paged_attention_prefill_kernel, (programs, pre.num_splits),
+        (q, k_cache, v_cache, out, part_acc, part_m, part_l, cu_seqlens_q, seqused_k, block_table, sinks, k_scale,
+         v_scale, num_seqs, num_kv_heads, block_table.shape[1], num_tokens, k_cache.shape[0], *common,
+         pre.num_splits, decode_max_q),
+        {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split},
+        pre.num_warps, pre.num_stages,
+    )
+    if split:
         launch(
-            _paged_attention_prefill_kernel, grid,
-            (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-             num_seqs, num_kv_heads, block_table.shape[1], num_tokens, k_cache.shape[0], *common),
-            {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m,
-             "BLOCK_Q": pre.block_q, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, "DECODE_MAX_Q": dec.max_q,
-             **features},
-            pre.num_warps, pre.num_stages,
+            _paged_attention_prefill_merge_kernel, (programs, pre.block_m // config.PREFILL_MERGE_ROWS),
+            (out, part_acc, part_m, part_l, cu_seqlens_q, sinks, v_scale, num_seqs, num_kv_heads, pre.num_splits,
+             num_tokens, decode_max_q, out.stride(0), out.stride(1)),
+            {**tile, "ROWS": config.PREFILL_MERGE_ROWS, "SINKS": sinks is not None,
+             "KV_FP8": features["KV_FP8"]},
+            config.PREFILL_MERGE_WARPS,
         )
 
 

@@ -75,6 +75,21 @@ DECODE_WARPS = 4
 # tile spills 424 bytes at 2 warps (255 registers, sm_90 build) and none at 4 (223).
 MERGE_WARPS = 2
 MERGE_WARPS_WIDE = 4
+# Prefill tile choice and KV splits, from the H200 sweep of tile rows x forced splits in
+# docs/notes/prefill-splits.md (chunks of 64-1024 tokens over 4K-32K keys, causal prompts of 64-2048 tokens):
+# 256-row programs (16 warps) fit one a SM, and split where the batch's tiles cannot fill the card, from 1024 keys
+# a split; 64-row programs (4 warps) split for two a SM from 512 keys a split; 128 rows run at 8 warps. A chunk
+# is a query over at least 4x its length in keys.
+PREFILL_PROGRAMS_PER_SM = 1
+PREFILL_MIN_KEYS_PER_SPLIT = 1024
+PREFILL_SMALL_ROWS = 64
+PREFILL_MID_ROWS = 128
+PREFILL_SMALL_PROGRAMS_PER_SM = 2
+PREFILL_SMALL_MIN_KEYS_PER_SPLIT = 512
+PREFILL_CHUNK_KEYS_PER_QUERY = 4
+# Rows of a prefill-merge program: 16 rows x head_dim 128 float32 a split in flight.
+PREFILL_MERGE_ROWS = 16
+PREFILL_MERGE_WARPS = 4
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
 DEFAULT_NUM_SMS = 132
 
@@ -97,6 +112,7 @@ class PrefillConfig:
     block_n: int
     num_warps: int
     num_stages: int
+    num_splits: int = 1  # KV splits of each query tile; > 1 adds the prefill merge kernel
 
 
 # The merge kernel launches as the decode kernel's programmatic dependent (PDL, sm_90+), triggered at the decode
@@ -168,7 +184,65 @@ def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, 
                         num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS, num_stages=3)
 
 
-def prefill_config(group: int, head_dim: int, kv_elem_bytes: int) -> PrefillConfig:
+def prefill_tiles(num_seqs: int, num_tokens: int, max_seqlen_q: int, block_q: int) -> int:
+    """Query tiles the batch can hold, from host integers: every sequence's query is at most max_seqlen_q tokens,
+    and all of them together are num_tokens."""
+    return max(1, min(num_seqs * cdiv(max(max_seqlen_q, 1), block_q), num_seqs + num_tokens // block_q))
+
+
+def prefill_splits(tiles: int, num_kv_heads: int, max_keys: int, num_sms: int,
+                   programs_per_sm: int = PREFILL_PROGRAMS_PER_SM,
+                   min_keys: int | None = None) -> int:
+    """KV splits of each query tile: enough (tiles x kv_heads x splits) programs for programs_per_sm a SM, with at
+    least min_keys keys a split (PREFILL_MIN_KEYS_PER_SPLIT) and at most MAX_SPLITS. A batch that fills the card,
+    or whose tiles see few keys, gets one (no partials, no merge)."""
+    min_keys = PREFILL_MIN_KEYS_PER_SPLIT if min_keys is None else min_keys
+    want = num_sms * programs_per_sm // max(tiles * num_kv_heads, 1)
+    return max(1, min(want, max(max_keys, 1) // min_keys, MAX_SPLITS))
+
+
+def prefill_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int = 0, num_tokens: int = 0,
+                   max_seqlen_q: int = 0, num_kv_heads: int = 1, max_keys: int = 0,
+                   num_sms: int = DEFAULT_NUM_SMS) -> PrefillConfig:
+    """The prefill kernel's tile and KV splits for the batch, from host integers (H200 measurements:
+    docs/notes/prefill-splits.md). Without the batch's integers (num_seqs 0): the largest tile, one split.
+
+    - The batch's 256-row tiles fill the card (long prompts), or head_dim > 128: the largest tile.
+    - Every query fits one 256-row tile (at most 64 tokens at group 4): 64-row tiles at 4 warps, KV splits
+      for PREFILL_SMALL_PROGRAMS_PER_SM programs a SM (a 64-token chunk over 16K keys: 66 us against 81 with
+      split 256-row tiles, SDPA 89).
+    - A chunk over PREFILL_CHUNK_KEYS_PER_QUERY times its length in keys: 256-row tiles with KV splits.
+    - Otherwise (short prompts): the largest of 128 and 64 rows whose tiles fill the card, else 64."""
+    big = _prefill_tile(group, head_dim)
+    if num_seqs <= 0:
+        return big
+
+    def fit(cfg: PrefillConfig, per_sm: int = PREFILL_PROGRAMS_PER_SM, min_keys: int | None = None):
+        tiles = prefill_tiles(num_seqs, num_tokens, max_seqlen_q, cfg.block_q)
+        return dataclasses.replace(cfg, num_splits=prefill_splits(tiles, num_kv_heads, max_keys, num_sms, per_sm,
+                                                                  min_keys))
+
+    def programs(cfg: PrefillConfig) -> int:
+        return prefill_tiles(num_seqs, num_tokens, max_seqlen_q, cfg.block_q) * num_kv_heads
+
+    if head_dim_pad(head_dim) > 128 or programs(big) >= num_sms:
+        return fit(big)
+    small = _small_tile(group, PREFILL_SMALL_ROWS)
+    if max(max_seqlen_q, 1) * group <= big.block_m:
+        return fit(small, PREFILL_SMALL_PROGRAMS_PER_SM, PREFILL_SMALL_MIN_KEYS_PER_SPLIT)
+    if max_keys >= PREFILL_CHUNK_KEYS_PER_QUERY * max_seqlen_q:
+        return fit(big)
+    mid = _small_tile(group, PREFILL_MID_ROWS)
+    return fit(mid if programs(mid) >= num_sms else small)
+
+
+def _small_tile(group: int, rows: int) -> PrefillConfig:
+    """A prefill tile of fewer rows than the largest: 64 keys, a warp per 16 rows, 3 stages."""
+    block_m = max(rows, next_power_of_2(group))
+    return PrefillConfig(block_m, block_m // group, 64, max(4, block_m // 16), 3)
+
+
+def _prefill_tile(group: int, head_dim: int) -> PrefillConfig:
     d = head_dim_pad(head_dim)
     if d <= 128:
         # 256 query rows over four warpgroups, 64-key tiles, 3 stages. H200, bf16, 32/8 heads, d 128, block 16,

@@ -369,22 +369,26 @@ def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] rows follow t
 
 
 @triton.jit(do_not_specialize=["num_seqs", "bt_width", "num_tokens", "num_blocks", "win_left", "win_right",
-                               "stride_bt"])
-def _paged_attention_prefill_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr,
+                               "stride_bt", "num_splits", "decode_max_q"])
+def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows and splitting follow the batch
+    q_ptr, k_ptr, v_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr,
     cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
     num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks, win_left, win_right, qk_scale, softcap_in, softcap_out,
     stride_qt, stride_qh, stride_ot, stride_oh,
-    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
+    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt, num_splits, decode_max_q,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, DECODE_MAX_Q: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, SINKS: tl.constexpr,
-    KV_FP8: tl.constexpr,
+    KV_FP8: tl.constexpr, SPLIT: tl.constexpr,
 ):
-    """Program (query tile, KV head): BLOCK_Q consecutive query tokens of one sequence x the GROUP query heads of
-    the KV head (BLOCK_M rows) against the KV tiles they can see. grid[0] is (query tiles, KV heads) flattened
-    with the KV head fastest, over an upper bound on the batch's query tiles (num_seqs + T // BLOCK_Q); programs
-    past a sequence's last tile, or of a decode sequence, run no tile and store nothing.
+    """Program (query tile, KV head[, KV split]): BLOCK_Q consecutive query tokens of one sequence x the GROUP query
+    heads of the KV head (BLOCK_M rows) against the KV tiles they can see. grid[0] is (query tiles, KV heads)
+    flattened with the KV head fastest, over an upper bound on the batch's query tiles (num_seqs + T // BLOCK_Q);
+    programs past a sequence's last tile, or of a decode sequence, run no tile and store nothing.
+
+    SPLIT (a batch of few query tiles over many keys: chunked prefill): grid[1] splits each tile's KV range into
+    num_splits even shares, and each program writes its rows' unnormalized partials (acc, max, sum) at
+    ``(program_id(0) * num_splits + split) * BLOCK_M + row`` for the prefill merge kernel.
 
     The sequence's key count and (without a left window, where the first interior tile is tile 0) the block-table
     entries of its first tile are read together with cu_seqlens_q (both in bounds whatever the sequence): after the
@@ -397,7 +401,7 @@ def _paged_attention_prefill_kernel(
     pid_kvh = pid % num_kv_heads
     seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
     bt_row = block_table_ptr + seq.to(tl.int64) * stride_bt
-    if not LIMIT_LEFT:
+    if not LIMIT_LEFT and not SPLIT:
         page_first = _load_pages(bt_row, tl.arange(0, BLOCK_N), bt_width * BLOCK_SIZE, num_blocks, BLOCK_SIZE)
     seqlen_k = tl.load(seqused_k_ptr + seq)
     # as in the decode kernel: the barrier keeps the two loads above ahead of cu_seqlens_q's
@@ -411,7 +415,7 @@ def _paged_attention_prefill_kernel(
     # query row and no key (no early return, which would let the compiler sink the loads above past it). As in
     # the decode kernel, a sequence whose rows lie outside q is dropped and one whose seqused_k is negative or
     # past its block-table row sees no key: scalar compares, once per program
-    mine = (q_len > DECODE_MAX_Q) & (t0 < q_len) & (t0 >= 0) & (q_start >= 0) & (q_end <= num_tokens)
+    mine = (q_len > decode_max_q) & (t0 < q_len) & (t0 >= 0) & (q_start >= 0) & (q_end <= num_tokens)
     keys_ok = (seqlen_k >= 0) & (seqlen_k.to(tl.int64) <= bt_width.to(tl.int64) * BLOCK_SIZE)
     q_len = tl.where(mine, q_len, 0)
     seqlen_k = tl.where(mine & keys_ok, seqlen_k, 0)
@@ -444,7 +448,16 @@ def _paged_attention_prefill_kernel(
     lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT,
                               LIMIT_RIGHT)
     kvh = pid_kvh.to(tl.int64)
-    if LIMIT_LEFT:
+    if SPLIT:
+        # this split's even share of the tile's KV range (the masked edges stay masked wherever they fall)
+        per_split = (hi - lo + num_splits - 1) // num_splits
+        s_lo = tl.minimum(lo + tl.program_id(1) * per_split, hi)
+        s_hi = tl.minimum(s_lo + per_split, hi)
+        a = tl.maximum(tl.minimum(a, s_hi), s_lo)
+        b = tl.maximum(tl.minimum(b, s_hi), s_lo)
+        lo = s_lo
+        hi = s_hi
+    if LIMIT_LEFT or SPLIT:
         page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, num_blocks, BLOCK_SIZE)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
@@ -455,7 +468,68 @@ def _paged_attention_prefill_kernel(
         stride_kb, stride_ks, stride_vb, stride_vs,
         BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
 
+    if SPLIT:
+        row = (tl.program_id(0).to(tl.int64) * num_splits + tl.program_id(1)) * BLOCK_M + offs_m
+        tl.store(part_m_ptr + row, m_i, mask=mask_m)
+        tl.store(part_l_ptr + row, l_i, mask=mask_m)
+        tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc,
+                 mask=mask_m[:, None] & mask_d[None, :])
+    else:
+        o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
+        o_rows = (q_start + tok) * stride_ot + head.to(tl.int64) * stride_oh
+        tl.store(out_ptr + o_rows[:, None] + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
+                 mask=mask_m[:, None] & mask_d[None, :])
+
+
+@triton.jit(do_not_specialize=["num_seqs", "num_splits", "num_tokens", "decode_max_q"])
+def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one per prefill tile-row bucket
+    out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, cu_seqlens_q_ptr, sinks_ptr, v_scale_ptr,
+    num_seqs, num_kv_heads, num_splits, num_tokens, decode_max_q, stride_ot, stride_oh,
+    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr, ROWS: tl.constexpr, SINKS: tl.constexpr,
+    KV_FP8: tl.constexpr,
+):
+    """Merges the split prefill kernel's partials: program (prefill program, ROWS-row slice of its BLOCK_M rows)
+    finds its query tile as that program did, folds the splits in one online pass and writes the rows. Rows the
+    prefill program did not own (past the sequence, a decode sequence, rows outside q) are neither read nor
+    written, exactly as that program's row mask had them."""
+    p = tl.program_id(0)
+    pid = tl.num_programs(0) - 1 - p
+    pid_q = pid // num_kv_heads
+    pid_kvh = pid % num_kv_heads
+    seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_end = tl.load(cu_seqlens_q_ptr + seq + 1)
+    q_len = q_end - q_start
+    t0 = (pid_q - (q_start // BLOCK_Q + seq)).to(tl.int64) * BLOCK_Q
+    mine = (q_len > decode_max_q) & (t0 < q_len) & (t0 >= 0) & (q_start >= 0) & (q_end <= num_tokens)
+    if not mine:
+        return
+    offs_r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    mask_d = offs_d < HEAD_DIM
+    tok = t0 + offs_r // GROUP
+    head = pid_kvh * GROUP + offs_r % GROUP
+    mask_r = (offs_r < BLOCK_Q * GROUP) & (tok < q_len)
+    row0 = p.to(tl.int64) * num_splits * BLOCK_M + offs_r
+    acc = tl.zeros([ROWS, HEAD_DIM_PAD], dtype=tl.float32)
+    m_i = tl.full([ROWS], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([ROWS], dtype=tl.float32)
+    for s in range(0, num_splits):
+        row = row0 + s * BLOCK_M
+        m_s = tl.load(part_m_ptr + row, mask=mask_r, other=float("-inf"))
+        l_s = tl.load(part_l_ptr + row, mask=mask_r, other=0.0)
+        acc_s = tl.load(part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :],
+                        mask=mask_r[:, None] & mask_d[None, :], other=0.0)
+        m_new = tl.maximum(m_i, m_s)
+        # rows with no key in any split so far keep m = -inf: subtract 0 so exp2 sees -inf, not NaN
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.math.exp2(m_i - m_use)
+        beta = tl.math.exp2(m_s - m_use)
+        acc = acc * alpha[:, None] + acc_s * beta[:, None]
+        l_i = l_i * alpha + l_s * beta
+        m_i = m_new
     o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
     o_rows = (q_start + tok) * stride_ot + head.to(tl.int64) * stride_oh
     tl.store(out_ptr + o_rows[:, None] + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
-             mask=mask_m[:, None] & mask_d[None, :])
+             mask=mask_r[:, None] & mask_d[None, :])

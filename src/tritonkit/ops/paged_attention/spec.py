@@ -284,6 +284,10 @@ _BOUNDARY = (
     _s(num_seqs=3, q_len=(1, 66, 4), context=(600, 30, 16), window_left=20, softcap=8.0, sinks=1, joint_kv=1),
     # the same features on the wide decode rows (a longest query of 9..64 at group 2), with KV splits
     _s(num_seqs=2, q_len=(3, 26), context=(900, 300), window_left=200, softcap=8.0, sinks=1),
+    # chunked prefill over a long context: the prefill kernel's KV splits (2 at 2170 keys) and its merge; with a
+    # left window, softcap and sinks beside a decode sequence
+    _s(num_seqs=1, q_len=70, context=2100),
+    _s(num_seqs=2, q_len=(1, 80), context=(2000, 2100), window_left=2000, softcap=8.0, sinks=1),
     # head_dim 128 and 256 with the model-like group 4
     _s(num_seqs=2, q_len=(1, 19), context=(64, 13), num_heads=8, num_kv_heads=2, head_dim=128),
     _s(num_seqs=2, q_len=(1, 19), context=(31, 13), num_heads=4, num_kv_heads=1, head_dim=256),
@@ -297,6 +301,8 @@ _LARGE_CACHE = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16, n
 _LARGE = (
     Shape(num_seqs=8, q_len=1, context=8191, **_LARGE_CACHE),
     Shape(num_seqs=2, q_len=1024, context=1024, **_LARGE_CACHE),
+    # a 64-token chunk over 16K keys: the split prefill path
+    Shape(num_seqs=1, q_len=64, context=16320, **_LARGE_CACHE),
 )
 
 
