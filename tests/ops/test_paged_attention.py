@@ -334,18 +334,26 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
     counts = {k.fn.__name__: len(k.device_caches[dev][0]) for k in kernels}
     # the prefill kernel compiles once per (tile rows, split or not) bucket the batches pick, its merge once per
     # split bucket's rows
-    picks = set()
+    # (the decode kernel and its merge once per row bucket they launch with)
+    picks, rows, merged = set(), set(), set()
+    sms = config.num_sms(torch.device("cuda"))
     for s in shapes:
         q = s["q_len"] if isinstance(s["q_len"], tuple) else (s["q_len"],) * s["num_seqs"]
         c = s["context"] if isinstance(s["context"], tuple) else (s["context"],) * s["num_seqs"]
-        if max(q) > config.decode_block_m(4, 128, max(q)) // 4:
-            pre = config.prefill_config(4, 128, 2, s["num_seqs"], sum(q), max(q), 8,
-                                        max(a + b for a, b in zip(q, c)), config.num_sms(torch.device("cuda")))
+        keys = max(a + b for a, b in zip(q, c))
+        dec = config.decode_config(4, 128, 2, s["num_seqs"], 8, keys, sms, max(q))
+        if max(q) > dec.max_q:
+            pre = config.prefill_config(4, 128, 2, s["num_seqs"], sum(q), max(q), 8, keys, sms)
             picks.add((pre.block_m, pre.num_splits > 1))
-    assert len(picks) >= 3
-    assert counts.pop("_paged_attention_prefill_kernel") == len(picks), (counts, picks)
-    assert counts.pop("_paged_attention_prefill_merge_kernel") == len({m for m, split in picks if split}), counts
-    assert all(c == 1 for c in counts.values()), counts
+        if max(q) <= dec.max_q or s["num_seqs"] > 1:
+            rows.add(dec.block_m)
+            if dec.num_splits > 1:
+                merged.add(dec.block_m)
+    assert len(picks) >= 3 and len(rows) == 2
+    expect = {"_paged_attention_prefill_kernel": len(picks), "_paged_attention_decode_kernel": len(rows),
+              "_paged_attention_merge_kernel": len(merged),
+              "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split})}
+    assert counts == expect, (counts, picks, rows)
 
 
 
