@@ -28,7 +28,7 @@ CPU_STEP_BUDGET_BYTES = 8 << 20
 
 def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, block_table, softmax_scale=None,
                               causal=True, window_size=(-1, -1), softcap=0.0, sinks=None, k_scale=None,
-                              v_scale=None):
+                              v_scale=None, magnitude=False):
     """Attention of each sequence's new query rows over its cached keys.
 
     q: [num_tokens, Hq, D]; sequence s owns rows cu_seqlens_q[s]:cu_seqlens_q[s + 1] (n of them) and attends its
@@ -37,6 +37,8 @@ def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, b
     h // (Hq / Hkv)); key t of sequence s lives in page block_table[s, t // block_size], slot t % block_size.
     Cache slots past key L - 1 never enter the math. fp8 caches are dequantized by the per-tensor k_scale / v_scale.
     sinks: [Hq] or None, one extra logit per head in the softmax denominator, with no value.
+    magnitude: attend |v| instead of v (sum(p |v|) / sum(p), the scale of the error rounding p makes), gathering
+    no more than the plain oracle does.
     Returns [num_tokens, Hq, D] in q's dtype (computed in float64 for float64 q, float32 otherwise); rows outside
     every sequence, and rows that see no key and have no sink, are 0.
     """
@@ -76,6 +78,8 @@ def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, b
             pages = block_table[sb, :n_pages].long()  # [B, P]
             k = _gather(k_cache, pages, n_keys, compute, k_scale)  # [B, Hkv, L, D]
             v = _gather(v_cache, pages, n_keys, compute, v_scale)  # [B, Hkv, L, D]
+            if magnitude:
+                v = v.abs()
             for r0 in range(0, n, rows):
                 j = torch.arange(r0, min(r0 + rows, n), device=dev)  # [R] query index within its sequence
                 tok = first_row[sb][:, None] + j[None, :]  # [B, R] rows of q and out

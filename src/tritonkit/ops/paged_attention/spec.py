@@ -152,9 +152,8 @@ def error_scale(inputs: dict) -> dict:
     """sum(p |v|) / sum(p) per output element (the sink in the denominator): rounding each probability to q's dtype
     for the P @ V dot moves the output by at most the unit roundoff times this."""
     kw = {k: inputs[k] for k in _ARGS if k in inputs}
-    if kw.get("v_scale") is not None:
-        kw["v_scale"] = kw["v_scale"].abs()
-    return {"out": paged_attention_reference(inputs["q"], inputs["k_cache"], inputs["v_cache"].abs(), **kw)}
+    return {"out": paged_attention_reference(inputs["q"], inputs["k_cache"], inputs["v_cache"], magnitude=True,
+                                             **kw)}
 
 
 def _visible_keys(shape: Shape) -> tuple[int, int]:
