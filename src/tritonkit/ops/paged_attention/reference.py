@@ -38,11 +38,12 @@ def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, b
     Cache slots past key L - 1 never enter the math. fp8 caches are dequantized by the per-tensor k_scale / v_scale.
     sinks: [Hq] or None, one extra logit per head in the softmax denominator, with no value.
     magnitude: attend |v| instead of v (sum(p |v|) / sum(p), the scale of the error rounding p makes), gathering
-    no more than the plain oracle does.
+    no more than the plain oracle does, in float32 and returned in float32.
     Returns [num_tokens, Hq, D] in q's dtype (computed in float64 for float64 q, float32 otherwise); rows outside
     every sequence, and rows that see no key and have no sink, are 0.
     """
-    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
+    # the magnitude only scales a bound: float32, and returned so (a float64 copy of a million-token output is 32 GiB)
+    compute = torch.float64 if q.dtype == torch.float64 and not magnitude else torch.float32
     dev = q.device
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
@@ -92,7 +93,7 @@ def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, b
                 qb = q[tok].to(compute).view(len(sb), len(j), num_kv_heads, group, head_dim)  # [B, R, Hkv, group, D]
                 o = _attend(qb.permute(0, 2, 3, 1, 4), k, v, visible, scale, softcap, sink)  # [B, Hkv, group, R, D]
                 out[tok] = o.permute(0, 3, 1, 2, 4).reshape(len(sb), len(j), num_heads, head_dim)
-    return out.to(q.dtype)
+    return out if magnitude else out.to(q.dtype)
 
 
 def _step_shape(budget: int, num_seqs: int, n: int, n_keys: int, num_heads: int, num_kv_heads: int,
