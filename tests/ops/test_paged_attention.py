@@ -342,14 +342,15 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
         c = s["context"] if isinstance(s["context"], tuple) else (s["context"],) * s["num_seqs"]
         keys = max(a + b for a, b in zip(q, c))
         dec = config.decode_config(4, 128, 2, s["num_seqs"], 8, keys, sms, max(q))
-        if max(q) > dec.max_q:
+        alone = config.prefill_alone(s["num_seqs"], 4, max(q), keys, dec.max_q)
+        if max(q) > dec.max_q or alone:
             pre = config.prefill_config(4, 128, 2, s["num_seqs"], sum(q), max(q), 8, keys, sms)
             picks.add((pre.block_m, pre.num_splits > 1))
-        if max(q) <= dec.max_q or s["num_seqs"] > 1:
+        if not alone:
             rows.add(dec.block_m)
             if dec.num_splits > 1:
                 merged.add(dec.block_m)
-    assert len(picks) >= 3 and len(rows) == 2
+    assert len(picks) >= 3 and rows
     expect = {"_paged_attention_prefill_kernel": len(picks), "_paged_attention_decode_kernel": len(rows),
               "_paged_attention_merge_kernel": len(merged),
               "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split})}
@@ -414,12 +415,19 @@ def test_the_prefill_tile_and_splits_follow_the_batch():
     def pick(num_seqs, q_len, keys):
         c = config.prefill_config(4, 128, 2, num_seqs, num_seqs * q_len, q_len, 8, keys, 132)
         assert c.block_q == c.block_m // 4 and c.num_warps == max(4, c.block_m // 16)
+        assert c.block_n == (32 if keys <= config.PREFILL_SHORT_KEYS and c.block_m <= 64 else 64)
         return c.block_m, c.num_splits
     # a query that fits one 256-row tile: 64-row tiles, split for two programs a SM (32 programs x 8)
     assert pick(1, 64, 16384) == (64, 8)
     assert pick(1, 64, 4096) == (64, 8)
     assert pick(4, 64, 16384) == (64, 2)
-    assert pick(1, 64, 64) == (64, 1)  # a short prompt: too few keys to split
+    # a short prompt: 32-row tiles of 32 keys, 2 stages, one split; alone, no decode launch
+    short = config.prefill_config(4, 128, 2, 1, 64, 64, 8, 64, 132)
+    assert (short.block_m, short.block_n, short.num_stages, short.num_splits) == (32, 32, 2, 1)
+    assert config.prefill_config(4, 128, 2, 1, 512, 512, 8, 512, 132).block_n == 32
+    assert config.prefill_alone(1, 4, 16, 16, 32) and not config.prefill_alone(2, 4, 16, 16, 32)
+    assert not config.prefill_alone(1, 4, 16, 2000, 32)  # a 16-token chunk over a long cache: wide decode rows
+    assert not config.prefill_alone(1, 4, 4, 16, 4)  # within the narrow decode rows
     # chunks over at least 4x their length in keys: 256-row tiles split for one program a SM
     assert pick(1, 256, 16384) == (256, 4)
     assert pick(1, 512, 16384) == (256, 2)
@@ -464,7 +472,9 @@ def test_split_prefill_matches_the_reference_with_every_feature(monkeypatch, sha
     assert pre and all(g[1] > 1 for g in pre), pre
     group = shape["num_heads"] // shape["num_kv_heads"]
     q = shape["q_len"] if isinstance(shape["q_len"], tuple) else (shape["q_len"],)
+    # (these keys are few: a query that fits one 256-row tile takes the short prompts' 32-row tiles; the 64-row
+    # split path is the boundary's 70 tokens over 2170 keys)
     big = max(q) * group > 256
     assert config.prefill_config(group, shape["head_dim"], 2, shape["num_seqs"], sum(q), max(q),
-                                 shape["num_kv_heads"], 650).block_m == (256 if big else 64)
+                                 shape["num_kv_heads"], 650).block_m == (256 if big else 32)
     assert any(k is api._paged_attention_prefill_merge_kernel for k, _ in grids)

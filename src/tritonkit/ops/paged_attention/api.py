@@ -70,8 +70,8 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
     dec = config.decode_config(group, head_dim, k_cache.element_size(), num_seqs, num_kv_heads, max_keys, sms,
                                max_seqlen_q)
     prefill = max_seqlen_q > dec.max_q
-    if prefill and num_seqs == 1:
-        # one sequence longer than a decode program holds: the prefill kernel takes the whole batch, one launch
+    if config.prefill_alone(num_seqs, group, max_seqlen_q, max_keys, dec.max_q):
+        # one sequence longer than a decode program holds, or a short prompt: the prefill kernel alone, one launch
         _launch_prefill(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
                         max_seqlen_q, max_keys, sms, 0, common, features)
         return

@@ -87,6 +87,13 @@ PREFILL_MID_ROWS = 128
 PREFILL_SMALL_PROGRAMS_PER_SM = 2
 PREFILL_SMALL_MIN_KEYS_PER_SPLIT = 512
 PREFILL_CHUNK_KEYS_PER_QUERY = 4
+# Short prompts (at most this many keys): 64-row tiles of 32 keys (H200: 64 / 256 / 512 tokens 9.4 / 14.1 / 22.3 us
+# against 10.0 / 14.8 / 22.9 at 64 keys; a 64-token chunk over 16K keys is 89 against 66, so chunks keep 64); a
+# prompt that fits one 256-row tile runs 32-row tiles at 4 warps and 2 stages (16 / 32 / 64 tokens 6.9 / 7.2 /
+# 8.9 us against 7.8 / 8.0 / 9.4), and alone in its batch it takes the prefill kernel instead of the wide decode
+# rows (16 tokens: 8.1 us there). docs/notes/prefill-splits.md.
+PREFILL_SHORT_KEYS = 1024
+PREFILL_SHORT_ROWS = 32
 # Rows of a prefill-merge program: 16 rows x head_dim 128 float32 a split in flight.
 PREFILL_MERGE_ROWS = 16
 PREFILL_MERGE_WARPS = 4
@@ -227,8 +234,11 @@ def prefill_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int 
 
     if head_dim_pad(head_dim) > 128 or programs(big) >= num_sms:
         return fit(big)
-    small = _small_tile(group, PREFILL_SMALL_ROWS)
+    short = max_keys <= PREFILL_SHORT_KEYS
+    small = _small_tile(group, PREFILL_SMALL_ROWS, 32 if short else 64)
     if max(max_seqlen_q, 1) * group <= big.block_m:
+        if short:
+            return fit(_small_tile(group, PREFILL_SHORT_ROWS, 32, stages=2))
         return fit(small, PREFILL_SMALL_PROGRAMS_PER_SM, PREFILL_SMALL_MIN_KEYS_PER_SPLIT)
     if max_keys >= PREFILL_CHUNK_KEYS_PER_QUERY * max_seqlen_q:
         return fit(big)
@@ -236,10 +246,18 @@ def prefill_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int 
     return fit(mid if programs(mid) >= num_sms else small)
 
 
-def _small_tile(group: int, rows: int) -> PrefillConfig:
-    """A prefill tile of fewer rows than the largest: 64 keys, a warp per 16 rows, 3 stages."""
+def prefill_alone(num_seqs: int, group: int, max_seqlen_q: int, max_keys: int, decode_rows_q: int) -> bool:
+    """Whether the prefill kernel takes the whole batch in one launch (no decode launch): one sequence longer than
+    a decode program holds (``decode_rows_q`` tokens), or one short prompt past the narrow decode rows."""
+    if num_seqs != 1:
+        return False
+    return max_seqlen_q > decode_rows_q or (max_seqlen_q > decode_max_q(group) and max_keys <= PREFILL_SHORT_KEYS)
+
+
+def _small_tile(group: int, rows: int, block_n: int = 64, stages: int = 3) -> PrefillConfig:
+    """A prefill tile of fewer rows than the largest: a warp per 16 rows (at least 4)."""
     block_m = max(rows, next_power_of_2(group))
-    return PrefillConfig(block_m, block_m // group, 64, max(4, block_m // 16), 3)
+    return PrefillConfig(block_m, block_m // group, block_n, max(4, block_m // 16), stages)
 
 
 def _prefill_tile(group: int, head_dim: int) -> PrefillConfig:
