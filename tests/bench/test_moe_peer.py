@@ -5,7 +5,6 @@ launches are checked against the float64 reference under Triton's interpreter, b
 (fp16 activations: the interpreter multiplies bfloat16 dot operands as raw bits); without it those tests skip.
 """
 
-import importlib
 import sys
 from pathlib import Path
 
@@ -91,7 +90,7 @@ class _FakePeer:
 
 def test_vllm_times_its_two_gemm_launches_alone(monkeypatch):
     # vLLM's align, SiLU-and-mul, group quantization and top_k sum are CUDA ops: the timed call is the GEMMs alone
-    silu_api = importlib.import_module("tritonkit.ops.silu_and_mul.api")
+    import tritonkit.ops.silu_and_mul.api as silu_api
     peer = _FakePeer()
     monkeypatch.setitem(sys.modules, "vllm_moe_peer", peer)
     glue = []
