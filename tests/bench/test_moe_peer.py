@@ -1,4 +1,4 @@
-"""The vllm provider of fused_moe (``tritonkit.bench.moe_peer``) on a CPU.
+"""The vllm provider of fused_moe (``tritonkit.ops.fused_moe.peers``) on a CPU.
 
 With vLLM's kernel present (``shared/peers/vllm-fused-moe.sh .peers`` in the repository root, git-ignored) its
 launches are checked against the float64 reference under Triton's interpreter, bf16 weights and block-wise fp8
