@@ -193,6 +193,35 @@ class _SweepShape:
         return repr(self.fn)
 
 
+class Unavailable(Exception):
+    """A bench provider that cannot run for this op here (not installed, no kernel for the op)."""
+
+
+class Inapplicable(Exception):
+    """A bench provider that exists for the op but cannot compute this point (a dense reference on a varlen batch)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    """What an op's own bench provider runs: a factory in ``OpSpec.peers`` or ``OpSpec.speed_of_light`` makes one
+    per (spec, dtype), raising :class:`Unavailable` where it cannot run here (its package is not installed).
+
+    description     what is timed, as the bench reports it.
+    fn              ``(inputs) -> outputs``: the timed call, on ``prepare``'s result; outputs named as ``call``'s.
+    kernel_modules  module-name prefixes whose Triton kernels ``fn`` launches (the bench counts their compiles).
+    prepare         ``(inputs) -> what fn takes``, outside the timing (dense copies, output and scratch buffers);
+                    raises :class:`Inapplicable` where the peer has no answer at that point.
+    check_fn        what the correctness check runs instead of ``fn`` where ``fn`` times only part of the
+                    computation: the whole computation on the same prepared inputs.
+    """
+
+    description: str
+    fn: Callable[[dict[str, Any]], dict[str, Any]]
+    kernel_modules: tuple[str, ...] = ()
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    check_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+
 _NEEDED_BY = {
     "sweep_shape": "the num_tokens sweep (tritonkit bench, validate --shapes sweep, inductor) needs "
                    "sweep_shape=(model, num_tokens) -> shape",
@@ -267,6 +296,12 @@ class OpSpec:
                  whole (DeepSeek-V3's experts are 90 GB in float64), the float64 oracle's inputs for a sample of
                  rows, and per output the rows of the op's output they cover. ``tritonkit bench`` checks each
                  provider on those rows. Default: every floating tensor upcast, every row checked.
+    peers        ``{provider name: (spec, dtype) -> Peer}``: other implementations ``tritonkit bench`` times beside
+                 the op (``"vllm"``: vLLM's Triton kernel), kept in ``ops/<op>/peers.py``. Default: none.
+    speed_of_light  ``{provider name: (spec, dtype) -> Peer}``: dense references no kernel of this op can beat
+                 (``"sdpa"`` for paged attention), timed like peers. Default: none.
+    not_compilable  why ``torch.compile`` cannot make one graph of ``reference`` (data-dependent sizes): the
+                 bench's inductor providers report it instead of running. Default "": it can.
 
     A field of the wrong kind (a boundary that is one dict, not a list of them; a tolerance that is a tuple)
     raises TypeError or ValueError at construction, naming the field.
@@ -293,6 +328,9 @@ class OpSpec:
     error_scale: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None = None
     loaded_bounds: Callable[[dict[str, Any]], Mapping[str, tuple[int, int]]] | None = None
     oracle_inputs: Callable[[dict[str, Any]], tuple[dict[str, Any], Mapping[str, Any]]] | None = None
+    peers: Mapping[str, Callable[[OpSpec, torch.dtype], Peer]] = dataclasses.field(default_factory=dict)
+    speed_of_light: Mapping[str, Callable[[OpSpec, torch.dtype], Peer]] = dataclasses.field(default_factory=dict)
+    not_compilable: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -334,6 +372,15 @@ class OpSpec:
                                 f"got {k!r}: {v!r}")
         # a copy: the caller's dict, changed later, does not change the spec
         set_(self, "output_dtypes", dict(self.output_dtypes))
+        for f in ("peers", "speed_of_light"):
+            table = getattr(self, f)
+            if not isinstance(table, Mapping) or not all(isinstance(k, str) and k and callable(v)
+                                                         for k, v in table.items()):
+                raise TypeError(f"{where}: {f} must be a dict {{provider name: (spec, dtype) -> Peer}}, got {table!r}")
+            set_(self, f, dict(table))
+        if not isinstance(self.not_compilable, str):
+            raise TypeError(f"{where}: not_compilable must be a string (why torch.compile cannot compile the "
+                            f"reference; empty: it can), got {type(self.not_compilable).__name__}")
         for f in ("tolerance", "interpreter_tolerance"):
             table = getattr(self, f)
             if not isinstance(table, Mapping):

@@ -1,11 +1,10 @@
-"""The vllm provider of fused_moe (``tritonkit.bench.moe_peer``) on a CPU.
+"""The vllm provider of fused_moe (``tritonkit.ops.fused_moe.peers``) on a CPU.
 
 With vLLM's kernel present (``shared/peers/vllm-fused-moe.sh .peers`` in the repository root, git-ignored) its
 launches are checked against the float64 reference under Triton's interpreter, bf16 weights and block-wise fp8
 (fp16 activations: the interpreter multiplies bfloat16 dot operands as raw bits); without it those tests skip.
 """
 
-import importlib
 import sys
 from pathlib import Path
 
@@ -91,7 +90,7 @@ class _FakePeer:
 
 def test_vllm_times_its_two_gemm_launches_alone(monkeypatch):
     # vLLM's align, SiLU-and-mul, group quantization and top_k sum are CUDA ops: the timed call is the GEMMs alone
-    silu_api = importlib.import_module("tritonkit.ops.silu_and_mul.api")
+    import tritonkit.ops.silu_and_mul.api as silu_api
     peer = _FakePeer()
     monkeypatch.setitem(sys.modules, "vllm_moe_peer", peer)
     glue = []

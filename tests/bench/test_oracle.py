@@ -1,16 +1,14 @@
 """What the bench checks providers against: the float64 oracle, whole or (OpSpec.oracle_inputs) on sampled rows."""
 
-import importlib
-
 import torch
 
+import tritonkit.ops.fused_moe.spec as moe_spec
 from tritonkit.bench import providers as P
 from tritonkit.ops import get_spec
 from tritonkit.spec import Shape
 from tritonkit.testing import Fill
 
 MOE = get_spec("fused_moe")
-moe_spec = importlib.import_module("tritonkit.ops.fused_moe.spec")
 
 
 def _moe(M=9, **kw):

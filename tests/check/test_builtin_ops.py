@@ -47,12 +47,10 @@ def test_paged_attention_merge_launch_follows_the_check_target(arch, pdl):
     # the merge kernel is a programmatic dependent launch on sm_90+ only: under the checker, meta tensors take the
     # target's capability (Triton's active driver, which the checker stubs for its --arch, on a GPU machine too), so
     # an sm_90 check compiles that variant and an sm_80 check the plain one
-    import importlib
-
     import torch
     from tritonkit.check.capture import Capture
     from tritonkit.check.target import Compiler, parse_arch
-    cfg = importlib.import_module("tritonkit.ops.paged_attention.config")
+    import tritonkit.ops.paged_attention.config as cfg
     outside = cfg.merge_pdl(torch.device("meta"))
     assert outside is (torch.cuda.is_available() and torch.cuda.get_device_capability() >= (9, 0))
     with Capture(Compiler(parse_arch(arch), disk_cache=False)):

@@ -2,13 +2,12 @@
 recorded on meta tensors and their JIT cache keys computed as Triton would for sm_90 (no GPU needed; the GPU-side
 count is in test_gpu.py)."""
 
-import importlib
-
 import pytest
 import torch
 from compile_keys import Recorder, specialization_keys
 from triton.runtime.jit import JITFunction
 
+import tritonkit.ops
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
 from tritonkit.spec import Shape
 from tritonkit.ops import get_spec
@@ -20,7 +19,7 @@ OPS = {"rms_norm": "_rms_norm_fwd_kernel", "silu_and_mul": "_silu_and_mul_fwd_ke
 
 
 def _record(monkeypatch, name, model, dtype, tokens):
-    api = importlib.import_module(f"tritonkit.ops.{name}.api")
+    api = getattr(tritonkit.ops, name).api
     kernel = getattr(api, OPS[name])
     spec = get_spec(name)
     rec = Recorder()
@@ -62,9 +61,8 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     # decode and merge kernels (their rows follow the longest query: DECODE_BLOCK_M, or DECODE_WIDE_ROWS for chunks
     # of up to 32 tokens), with the merge as a programmatic dependent launch (sm_90+ CUDA devices) or not (this CPU,
     # older GPUs)
-    api = importlib.import_module("tritonkit.ops.paged_attention.api")
-    monkeypatch.setattr(importlib.import_module("tritonkit.ops.paged_attention.config"), "merge_pdl",
-                        lambda device: pdl)
+    api = tritonkit.ops.paged_attention.api
+    monkeypatch.setattr(tritonkit.ops.paged_attention.config, "merge_pdl", lambda device: pdl)
     spec = get_spec("paged_attention")
     names = ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel", "_paged_attention_prefill_kernel")
     kernels = {n: getattr(api, n) for n in names}
@@ -90,7 +88,7 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
 def test_moe_align_block_size_one_compile_per_kernel_across_the_sweep(monkeypatch):
     # the one-program path (few slots) and the three-launch path (count, scan, place), over every MoE model's
     # sweep, block sizes 16 and 64 and both id dtypes: each kernel compiles once per (id dtype, expert map)
-    api = importlib.import_module("tritonkit.ops.moe_align_block_size.api")
+    api = tritonkit.ops.moe_align_block_size.api
     spec = get_spec("moe_align_block_size")
     names = ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel",
              "_moe_align_place_kernel")
@@ -113,9 +111,9 @@ def test_moe_align_block_size_one_compile_per_kernel_across_the_sweep(monkeypatc
 def test_fused_moe_compiles_once_per_config_across_the_sweep(monkeypatch):
     # the GEMMs compile once per distinct tile config of the sweep's M buckets (the default rule here: no table on
     # a CPU), the quant and sum kernels once per (dtype, model): per-call integers are in do_not_specialize
-    api = importlib.import_module("tritonkit.ops.fused_moe.api")
-    align = importlib.import_module("tritonkit.ops.moe_align_block_size.api")
-    cfg_mod = importlib.import_module("tritonkit.ops.fused_moe.config")
+    api = tritonkit.ops.fused_moe.api
+    align = tritonkit.ops.moe_align_block_size.api
+    cfg_mod = tritonkit.ops.fused_moe.config
     spec = get_spec("fused_moe")
     names = ("_fused_moe_gemm1_kernel", "_fused_moe_gemm2_kernel", "_fused_moe_quant_kernel", "_fused_moe_sum_kernel")
     kernels = {n: getattr(api, n) for n in names}

@@ -1,19 +1,18 @@
 import dataclasses
-import importlib
 import json
 
 import pytest
 import torch
 from conftest import DEVICE
 
+import tritonkit.ops.fused_moe.api as api
+import tritonkit.ops.fused_moe.config as config
+import tritonkit.ops.fused_moe.reference as ref_mod
+import tritonkit.ops.fused_moe.spec as spec_mod
 from tritonkit.ops import poison_outputs
 from tritonkit.testing import Fill, assert_valid, compare
 
-SPEC = importlib.import_module("tritonkit.ops.fused_moe.spec").SPEC
-spec_mod = importlib.import_module("tritonkit.ops.fused_moe.spec")
-api = importlib.import_module("tritonkit.ops.fused_moe.api")
-config = importlib.import_module("tritonkit.ops.fused_moe.config")
-ref_mod = importlib.import_module("tritonkit.ops.fused_moe.reference")
+SPEC = spec_mod.SPEC
 reference, dequantize_weight = ref_mod.fused_moe_reference, ref_mod.dequantize_weight
 fused_moe = api.fused_moe
 

@@ -1,7 +1,6 @@
 """GPU-only properties every op must have: CUDA-graph capture, torch.compile with Inductor, and one compile per
 (dtype, model config) across the whole num_tokens sweep. Run on the H200 through the device tool."""
 
-import importlib
 import inspect
 
 import pytest
@@ -16,7 +15,7 @@ OPS = list(ops.OP_NAMES)
 
 
 def _kernels(name):
-    mod = importlib.import_module(f"tritonkit.ops.{name}.kernel")
+    mod = getattr(ops, name).kernel
     return {n: k for n, k in inspect.getmembers(mod) if hasattr(k, "device_caches")}
 
 

@@ -22,6 +22,7 @@ from triton.compiler import make_backend
 from triton.compiler.compiler import CompiledKernel
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
+import tritonkit.ops
 from tritonkit.check.target import interpreter_off, parse_arch, stub_driver
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
 from tritonkit.ops import _launch, get_spec
@@ -152,10 +153,9 @@ STUBBED = {"fused_moe": ("moe_align_block_size", OPS["moe_align_block_size"])}
 def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
     # every launch an op makes over its boundary shapes and the sweep: all handled by the fast path's key, split
     # exactly as Triton's binder splits them (paged attention also as an sm_90 GPU launches it: merge with PDL)
-    api = importlib.import_module(f"tritonkit.ops.{name}.api")
+    api = getattr(tritonkit.ops, name).api
     if name == "paged_attention":
-        monkeypatch.setattr(importlib.import_module("tritonkit.ops.paged_attention.config"), "merge_pdl",
-                            lambda device: pdl)
+        monkeypatch.setattr(tritonkit.ops.paged_attention.config, "merge_pdl", lambda device: pdl)
     spec = get_spec(name)
     recs = {k: Recorder() for k in OPS[name]}
     kernels = {k: getattr(api, k) for k in OPS[name]}
@@ -164,7 +164,7 @@ def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
     if name in STUBBED:
         other, names = STUBBED[name]
         for k in names:
-            monkeypatch.setattr(importlib.import_module(f"tritonkit.ops.{other}.api"), k, Recorder())
+            monkeypatch.setattr(getattr(tritonkit.ops, other).api, k, Recorder())
     shapes = list(spec.boundary) + [spec.sweep_shape(m, t) for m in MODELS.values() if spec.has_layer(m)
                                     for t in NUM_TOKENS_SWEEP[:6]]
     for shape in shapes:

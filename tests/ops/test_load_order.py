@@ -8,7 +8,6 @@ loads pins them (loads do not cross it; it does not wait for them). The property
 first barrier there are loads, and no instruction before it touches what they load.
 """
 
-import importlib
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from triton.compiler import make_backend
 from triton.compiler.compiler import ASTSource
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
+import tritonkit.ops
 from tritonkit.check.target import interpreter_off, stub_driver
 from tritonkit.models import MODELS
 from tritonkit.ops import get_spec
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(not os.access(CUOBJDUMP, os.X_OK), reason="Trito
 
 
 def _first_launch(op: str, kernel_name: str, shape):
-    api = importlib.import_module(f"tritonkit.ops.{op}.api")
+    api = getattr(tritonkit.ops, op).api
     names = [k for k in dir(api) if k.endswith("_kernel")]
     kernels = {k: getattr(api, k) for k in names}
     recs = {k: Recorder() for k in names}

@@ -1,16 +1,13 @@
-import importlib
-
 import pytest
 import torch
 from conftest import DEVICE
 
+import tritonkit.ops.moe_align_block_size.config as config
 from tritonkit.ops import poison_outputs
+from tritonkit.ops.moe_align_block_size.api import moe_align_block_size
+from tritonkit.ops.moe_align_block_size.reference import moe_align_block_size_reference as reference
+from tritonkit.ops.moe_align_block_size.spec import SPEC
 from tritonkit.testing import assert_valid
-
-SPEC = importlib.import_module("tritonkit.ops.moe_align_block_size.spec").SPEC
-config = importlib.import_module("tritonkit.ops.moe_align_block_size.config")
-moe_align_block_size = importlib.import_module("tritonkit.ops.moe_align_block_size.api").moe_align_block_size
-reference = importlib.import_module("tritonkit.ops.moe_align_block_size.reference").moe_align_block_size_reference
 
 
 @pytest.mark.parametrize("shape", SPEC.boundary, ids=lambda s: s.id)

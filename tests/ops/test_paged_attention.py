@@ -361,9 +361,8 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
 def test_merge_is_a_programmatic_dependent_launch_only_where_the_device_has_it(monkeypatch):
     # sm_90+ CUDA devices: the merge kernel launches with launch_pdl (its launcher carries the attribute) and the
     # PDL branch that waits on the decode grid, and the decode kernel triggers it; elsewhere neither kernel has it
-    import importlib
     from compile_keys import Recorder
-    api = importlib.import_module("tritonkit.ops.paged_attention.api")
+    import tritonkit.ops.paged_attention.api as api
     assert not config.merge_pdl(torch.device("cpu"))
     if not torch.cuda.is_available():
         assert not config.merge_pdl(torch.device("meta"))

@@ -1,4 +1,3 @@
-import importlib
 import math
 
 import pytest
@@ -11,7 +10,6 @@ from tritonkit.ops.rotary_embedding.spec import _cos_sin_cache
 from tritonkit.testing import Fill, assert_valid, compare, tolerance_for
 
 SPEC = get_spec("rotary_embedding")
-api = importlib.import_module("tritonkit.ops.rotary_embedding.api")
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DT_IDS = ("fp16", "bf16", "fp32")
 # GQA 28/4 fused, the 4-token block of 8/1 heads, partial gpt-j, non-power-of-two 80 gpt-j fused, the one-row cache

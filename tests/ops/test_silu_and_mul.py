@@ -1,5 +1,3 @@
-import importlib
-
 import pytest
 import torch
 from conftest import DEVICE
@@ -9,7 +7,6 @@ from tritonkit.ops.silu_and_mul.reference import silu_and_mul_reference
 from tritonkit.testing import assert_valid, compare, tolerance_for
 
 SPEC = get_spec("silu_and_mul")
-api = importlib.import_module("tritonkit.ops.silu_and_mul.api")
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DT_IDS = ("fp16", "bf16", "fp32")
 # rows around the stacked-rows block, both column-tile boundaries, a real width: every family runs on these

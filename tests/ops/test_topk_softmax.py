@@ -1,14 +1,12 @@
-import importlib
-
 import pytest
 import torch
 from conftest import DEVICE
 
+from tritonkit.ops.topk_softmax.api import topk_softmax
+from tritonkit.ops.topk_softmax.reference import topk_softmax_reference as reference
+from tritonkit.ops.topk_softmax.spec import SPEC
 from tritonkit.testing import assert_valid
 
-SPEC = importlib.import_module("tritonkit.ops.topk_softmax.spec").SPEC
-topk_softmax = importlib.import_module("tritonkit.ops.topk_softmax.api").topk_softmax
-reference = importlib.import_module("tritonkit.ops.topk_softmax.reference").topk_softmax_reference
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DT_IDS = ("fp16", "bf16", "fp32")
 # one program of Mixtral rows, a strided non-power-of-two row, DeepSeek's 256 experts: every family runs on these

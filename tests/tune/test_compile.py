@@ -1,11 +1,12 @@
 """The compile workers: their small launches compile what the timing loop launches, and a failing config is dropped
 with its error instead of stopping the run."""
 
-import importlib
-
 import pytest
 import torch
 
+import tritonkit.ops.fused_moe.api as api
+import tritonkit.ops.fused_moe.kernel as KERNELS
+import tritonkit.ops.moe_align_block_size.api as align
 from tritonkit.models import MODELS
 from tritonkit.ops.fused_moe.config import FusedMoeConfig, GemmConfig
 from tritonkit.ops.fused_moe.spec import make_inputs, sweep_shape
@@ -13,9 +14,6 @@ from tritonkit.testing import Fill
 from tritonkit.tune import fused_moe as fm
 from tritonkit.tune.space import GEMM1, GEMM2
 
-api = importlib.import_module("tritonkit.ops.fused_moe.api")
-align = importlib.import_module("tritonkit.ops.moe_align_block_size.api")
-KERNELS = importlib.import_module("tritonkit.ops.fused_moe.kernel")
 GEMMS = ("_fused_moe_gemm1_kernel", "_fused_moe_gemm2_kernel")
 MOE = [m for m in MODELS.values() if m.is_moe]
 

@@ -46,10 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", default="", metavar="k=v,...",
                    help="shape keys set on every point of every op; with num_tokens, a single point")
     p.add_argument("--series", nargs="+", metavar="NAME",
-                   help="of an op with named series (paged_attention: 'decode 1K keys' .. 'decode 128K keys', "
-                        "'prefill causal', 'chunked prefill to 16K keys', 'speculative 4 tokens at 4K keys', "
-                        "'speculative 4 tokens at 32K keys', 'mixed: prompt + 64 decode at 4K'), sweep "
-                        "only these (default: all)")
+                   help=f"of an op with named series ({_series_help()}), sweep only these (default: all)")
     p.add_argument("--providers", nargs="+", default=list(DEFAULT_PROVIDERS), choices=ALL_PROVIDERS,
                    metavar="NAME", help=f"from {', '.join(ALL_PROVIDERS)} (default: {' '.join(DEFAULT_PROVIDERS)}; "
                                         "vllm where importable)")
@@ -78,6 +75,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--base-retime", action="store_true",
                    help="time REV's points again even where an earlier run on this GPU cached them")
     return p
+
+
+def _series_help() -> str:
+    """Each built-in op's named series, as its spec declares them on the first default model that has its layer."""
+    from ..models import DEFAULT_BENCH_MODELS, DEFAULT_MOE_BENCH_MODELS, MODELS
+    from ..ops import specs
+    from .runner import series_names
+    parts = []
+    for spec in specs().values():
+        models = [m for m in (*DEFAULT_BENCH_MODELS, *DEFAULT_MOE_BENCH_MODELS, *MODELS) if spec.has_layer(MODELS[m])]
+        names = series_names(spec, models[0]) if models else []
+        if names:
+            parts.append(f"{spec.name}: {', '.join(map(repr, names))}")
+    return "; ".join(parts)
 
 
 def _err(msg: str) -> int:

@@ -6,20 +6,14 @@ eager             ``spec.reference(inputs, dtype)`` on native-dtype inputs: eage
 inductor          ``torch.compile(reference, dynamic=False)``. Static shapes: Dynamo is reset at every point, so
                   each num_tokens is compiled on its own, as a server that captures one graph per batch size gets;
                   that is one compile per point, by design, and the strongest code Inductor makes for that shape.
-                  Not for ops whose reference loops over data-dependent lengths on the host (``NOT_COMPILABLE``).
+                  Not for ops whose reference loops over data-dependent lengths on the host
+                  (``OpSpec.not_compilable`` says why).
 inductor-dynamic  ``torch.compile(reference, dynamic=True)``, compiled once per op config (not a default): what a
                   user who does not pin shapes gets.
-vllm              vLLM's Triton kernel for the op where vLLM has one (reshape_and_cache:
-                  ``triton_reshape_and_cache_flash``; paged_attention: ``unified_attention``, called as vLLM's
-                  Triton backend calls it; fused_moe: ``fused_moe_kernel`` with vLLM's tuned tables, its two
-                  GEMM launches alone timed, see :mod:`.moe_peer`). Optional, never a dependency: put vLLM, or its
-                  Triton kernels extracted by
-                  ``shared/peers/vllm-triton-kernels.sh`` / ``vllm-fused-moe.sh``, on PYTHONPATH.
-sdpa              ``torch.nn.functional.scaled_dot_product_attention`` on dense copies of the point's keys and
-                  values (gathered from the paged cache outside the timing): the speed-of-light reference of
-                  paged_attention where a dense call computes the same thing (a causal prompt: cuDNN's kernel; a
-                  prompt after cached keys: bottom-right causal mask; a decode batch of equal lengths), skipped
-                  with the reason elsewhere.
+<peer names>      what the op's OpSpec declares in ``peers`` (``vllm``: vLLM's Triton kernel where vLLM has one) and
+                  ``speed_of_light`` (``sdpa``: dense attention for paged_attention), each a factory in
+                  ``ops/<op>/peers.py`` returning a :class:`~tritonkit.spec.Peer`; unavailable for an op that declares
+                  none of that name. Optional packages (vLLM) are never dependencies: unavailable when absent.
 
 base@<sha>         ``tritonkit bench --base REV``: the op of another git revision, imported beside this one.
 
@@ -32,38 +26,44 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 
 from ..ops import poison_outputs
-from ..spec import OpSpec, Shape
+from ..spec import Inapplicable, OpSpec, Peer, Shape, Unavailable
 from ..testing import compare
 from ..testing.validate import upcast
 from .records import CheckResult as Check
 
-DEFAULT_PROVIDERS = ("tritonkit", "eager", "inductor", "vllm", "sdpa")
-ALL_PROVIDERS = ("tritonkit", "eager", "inductor", "inductor-dynamic", "vllm", "sdpa")
-
-#: ops whose reference Inductor cannot compile into one graph, and why
-NOT_COMPILABLE = {
-    "paged_attention": "its reference reads sequence lengths on the host and loops over them (a graph break per "
-                       "batch layout), so torch.compile of it is no peer; sdpa is the dense speed-of-light",
-    "fused_moe": "its reference gathers each expert's tokens with data-dependent sizes (nonzero), a graph break per "
-                 "expert; vllm (vLLM's tuned Triton GEMM) is the peer",
-    "moe_align_block_size": "its reference sorts with data-dependent sizes (boolean-mask indexing): a graph break",
-}
+#: the providers every op has, in the order the bench lists them
+GENERIC_PROVIDERS = ("tritonkit", "eager", "inductor", "inductor-dynamic")
+#: providers timed only when asked for
+NOT_DEFAULT = ("inductor-dynamic",)
 
 
-class Unavailable(Exception):
-    """A provider that cannot run for this op here (not installed, no kernel for the op)."""
+def declared_providers(specs: Iterable[OpSpec]) -> tuple[str, ...]:
+    """The peer and speed-of-light names ``specs`` declare, peers first, each once, in declaration order."""
+    specs = list(specs)
+    names = [n for s in specs for n in s.peers] + [n for s in specs for n in s.speed_of_light]
+    return tuple(dict.fromkeys(n for n in names if n not in GENERIC_PROVIDERS))
 
 
-class Inapplicable(Exception):
-    """A provider that exists for the op but cannot compute this point (a dense reference on a varlen batch)."""
+def all_providers() -> tuple[str, ...]:
+    """Every provider name the bench knows: the generic ones, then those the built-in ops' specs declare."""
+    from ..ops import specs
+    return GENERIC_PROVIDERS + declared_providers(specs().values())
+
+
+def __getattr__(name: str):
+    # ALL_PROVIDERS and DEFAULT_PROVIDERS come from the specs, built on first use, not at this module's import
+    if name == "ALL_PROVIDERS":
+        return all_providers()
+    if name == "DEFAULT_PROVIDERS":
+        return tuple(n for n in all_providers() if n not in NOT_DEFAULT)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclasses.dataclass
@@ -127,165 +127,14 @@ def _inductor(spec: OpSpec, dtype: torch.dtype, dynamic: bool = False) -> Provid
                     begin_shape=begin_shape)
 
 
-def _vllm_reshape_and_cache(spec: OpSpec, dtype: torch.dtype) -> Provider:
-    mod_name = "vllm.v1.attention.ops.triton_reshape_and_cache_flash"
-    try:
-        mod = importlib.import_module(mod_name)
-        kernel = mod.triton_reshape_and_cache_flash
-    except Exception as e:  # noqa: BLE001 - ImportError, or a stand-in module vLLM's file does not agree with
-        raise Unavailable(f"vLLM not importable ({type(e).__name__}: {e})") from None
-    # the spec's own view of what a call produced (caches and the guard regions around them)
-    outputs = importlib.import_module(spec.call.__module__).outputs
-    scales: dict[torch.device, torch.Tensor] = {}
-
-    def fn(inputs: dict) -> dict:
-        key = inputs["key"]
-        one = scales.get(key.device)
-        if one is None:
-            one = scales[key.device] = torch.ones((), dtype=torch.float32, device=key.device)
-        k_scale = inputs.get("k_scale")
-        v_scale = inputs.get("v_scale")
-        kernel(key, inputs["value"], inputs["key_cache"], inputs["value_cache"], inputs["slot_mapping"],
-               inputs.get("kv_cache_dtype", "auto"),
-               one if k_scale is None else k_scale, one if v_scale is None else v_scale)
-        return outputs(inputs)
-
-    return Provider("vllm", f"{mod_name}.triton_reshape_and_cache_flash", fn, (mod_name,))
-
-
-#: vLLM's Triton backend: the split ("3D") decode kernel below this many sequences x KV heads, 16 segments
-VLLM_3D_SEQS_X_KV_HEADS = 128
-VLLM_SOFTMAX_SEGMENTS = 16
-
-
-def _vllm_unified_attention(spec: OpSpec, dtype: torch.dtype) -> Provider:
-    mod_name = "vllm.v1.attention.ops.triton_unified_attention"
-    try:
-        ua = importlib.import_module(mod_name).unified_attention
-    except Exception as e:  # noqa: BLE001 - ImportError, or a stand-in module vLLM's file does not agree with
-        raise Unavailable(f"vLLM not importable ({type(e).__name__}: {e})") from None
-
-    def prepare(inputs: dict) -> dict:
-        # what vLLM's Triton attention backend allocates once per batch: the output and the 3D kernel's scratch
-        q = inputs["q"]
-        t, hq, d = q.shape
-        segs = VLLM_SOFTMAX_SEGMENTS
-        f32 = dict(dtype=torch.float32, device=q.device)
-        window = inputs.get("window_size", (-1, -1))
-        fp8 = inputs["k_cache"].dtype == torch.float8_e4m3fn
-        kw = dict(q=q, k=inputs["k_cache"], v=inputs["v_cache"], out=torch.empty_like(q),
-                  cu_seqlens_q=inputs["cu_seqlens_q"], max_seqlen_q=inputs["max_seqlen_q"],
-                  seqused_k=inputs["seqused_k"], max_seqlen_k=inputs["max_seqlen_k"], softmax_scale=d ** -0.5,
-                  causal=bool(inputs.get("causal", True)), window_size=tuple(window),
-                  block_table=inputs["block_table"], softcap=float(inputs.get("softcap", 0.0)), q_descale=None,
-                  k_descale=inputs.get("k_scale") if fp8 else None, v_descale=inputs.get("v_scale") if fp8 else None,
-                  seq_threshold_3D=VLLM_3D_SEQS_X_KV_HEADS // inputs["k_cache"].shape[2],
-                  num_par_softmax_segments=segs,
-                  softmax_segm_output=torch.empty(t, hq, segs, 1 << (d - 1).bit_length(), **f32),
-                  softmax_segm_max=torch.empty(t, hq, segs, **f32),
-                  softmax_segm_expsum=torch.empty(t, hq, segs, **f32), sinks=inputs.get("sinks"))
-        if fp8:
-            kw["kv_quant_mode"] = 1  # KVQuantMode.FP8_PER_TENSOR
-        return kw
-
-    def fn(kw: dict) -> dict:
-        ua(**kw)
-        return {"out": kw["out"]}
-
-    return Provider("vllm", f"{mod_name}.unified_attention (vLLM's Triton backend: 3D decode below "
-                            f"{VLLM_3D_SEQS_X_KV_HEADS} seqs x KV heads, {VLLM_SOFTMAX_SEGMENTS} segments)", fn,
-                    (mod_name,), prepare=prepare)
-
-
-def _dense_kv(inputs: dict, s: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sequence s's keys and values gathered from the paged cache into [Hkv, L, D]."""
-    n = int(inputs["seqused_k"][s])
-    bs = inputs["k_cache"].shape[1]
-    pages = inputs["block_table"][s, :-(-n // bs)].long()
-    hkv, d = inputs["k_cache"].shape[2:]
-    k = inputs["k_cache"][pages].reshape(-1, hkv, d)[:n].transpose(0, 1).contiguous()
-    v = inputs["v_cache"][pages].reshape(-1, hkv, d)[:n].transpose(0, 1).contiguous()
-    return k, v
-
-
-def _sdpa_attention(spec: OpSpec, dtype: torch.dtype) -> Provider:
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    def prepare(inputs: dict) -> dict:
-        q = inputs["q"]
-        cu = inputs["cu_seqlens_q"].tolist()
-        q_lens = [b - a for a, b in zip(cu, cu[1:])]
-        seq_k = inputs["seqused_k"].tolist()
-        plain = (bool(inputs.get("causal", True)) and tuple(inputs.get("window_size", (-1, -1))) == (-1, -1)
-                 and not inputs.get("softcap") and inputs.get("sinks") is None)
-        if inputs["k_cache"].dtype != q.dtype or not plain:
-            raise Inapplicable("SDPA has no paged fp8 cache, window, softcap or sinks: no dense equivalent")
-        if len(q_lens) == 1 and q_lens[0] > 1:
-            # one causal prompt: cuDNN's attention (the fastest SDPA backend on Hopper), KV heads expanded; a
-            # prompt after cached keys (chunked prefill) needs the bottom-right causal mask, which SDPA runs on its
-            # memory-efficient kernel
-            k, v = _dense_kv(inputs, 0)
-            group = q.shape[1] // k.shape[0]
-            kw = {"q": q.transpose(0, 1).unsqueeze(0), "k": k.repeat_interleave(group, 0).unsqueeze(0),
-                  "v": v.repeat_interleave(group, 0).unsqueeze(0), "causal": True, "mask": None,
-                  "backend": SDPBackend.CUDNN_ATTENTION if q.is_cuda else SDPBackend.MATH}
-            if q_lens[0] != seq_k[0]:
-                from torch.nn.attention.bias import causal_lower_right
-                kw.update(causal=False, mask=causal_lower_right(q_lens[0], seq_k[0]))
-            return kw
-        if len(set(q_lens)) == 1 and q_lens[0] > 1 and len(set(seq_k)) == 1:
-            # equal chunks after equal contexts (speculative decoding's verify step): [B, Hq, n, D] against the
-            # dense [B, Hq, L, D] keys, bottom-right causal
-            from torch.nn.attention.bias import causal_lower_right
-            ks, vs = zip(*(_dense_kv(inputs, s) for s in range(len(q_lens))))
-            b, n = len(q_lens), q_lens[0]
-            group = q.shape[1] // ks[0].shape[0]
-            return {"q": q.view(b, n, q.shape[1], q.shape[2]).transpose(1, 2),
-                    "k": torch.stack(ks).repeat_interleave(group, 1), "v": torch.stack(vs).repeat_interleave(group, 1),
-                    "causal": False, "mask": causal_lower_right(n, seq_k[0]), "backend": None, "batched": True}
-        if all(n == 1 for n in q_lens) and len(set(seq_k)) == 1:
-            # a decode batch of equal lengths: [B, Hq, 1, D] against [B, Hkv, L, D]
-            ks, vs = zip(*(_dense_kv(inputs, s) for s in range(len(q_lens))))
-            return {"q": q.unsqueeze(2), "k": torch.stack(ks), "v": torch.stack(vs), "causal": False,
-                    "mask": None, "backend": None}
-        raise Inapplicable("a varlen batch (mixed lengths or prefill beside decode) has no single dense SDPA call")
-
-    def fn(kw: dict) -> dict:
-        if kw.get("batched"):
-            o = F.scaled_dot_product_attention(kw["q"], kw["k"], kw["v"], attn_mask=kw["mask"])
-            return {"out": o.transpose(1, 2).reshape(-1, o.shape[1], o.shape[3])}  # [B, Hq, n, D] -> [B n, Hq, D]
-        if kw["causal"]:
-            with sdpa_kernel(kw["backend"]):
-                o = F.scaled_dot_product_attention(kw["q"], kw["k"], kw["v"], is_causal=True)
-            return {"out": o[0].transpose(0, 1)}  # [1, Hq, T, D] -> [T, Hq, D]
-        if kw["mask"] is not None:
-            o = F.scaled_dot_product_attention(kw["q"], kw["k"], kw["v"], attn_mask=kw["mask"])
-            return {"out": o[0].transpose(0, 1)}
-        o = F.scaled_dot_product_attention(kw["q"], kw["k"], kw["v"], enable_gqa=True)
-        return {"out": o[:, :, 0]}  # [B, Hq, 1, D] -> [B, Hq, D]
-
-    return Provider("sdpa", "torch SDPA on dense K/V gathered outside the timing (causal prompt: cuDNN; decode "
-                            "batch of equal lengths: default backend with GQA; equal chunks after equal contexts: "
-                            "bottom-right causal mask): the dense speed-of-light", fn,
-                    prepare=prepare)
-
-
-#: op name -> factory of vLLM's Triton kernel for it
-def _vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
-    from .moe_peer import vllm_fused_moe  # it builds on this module's Provider
-    return vllm_fused_moe(spec, dtype)
-
-
-PEERS: dict[str, Callable[[OpSpec, torch.dtype], Provider]] = {
-    "reshape_and_cache": _vllm_reshape_and_cache,
-    "paged_attention": _vllm_unified_attention,
-    "fused_moe": _vllm_fused_moe,
-}
-#: op name -> factory of its dense speed-of-light reference
-SPEED_OF_LIGHT: dict[str, Callable[[OpSpec, torch.dtype], Provider]] = {
-    "paged_attention": _sdpa_attention,
-}
+def _declared(factory: Callable[[OpSpec, torch.dtype], Peer], name: str, spec: OpSpec,
+              dtype: torch.dtype) -> Provider:
+    """The peer or speed-of-light reference the spec declares under ``name``, as a provider."""
+    peer = factory(spec, dtype)
+    if not isinstance(peer, Peer):
+        raise TypeError(f"OpSpec {spec.name!r}: its {name} factory returned {type(peer).__name__}, not a Peer")
+    return Provider(name, peer.description, peer.fn, tuple(peer.kernel_modules), prepare=peer.prepare,
+                    check_fn=peer.check_fn)
 
 
 def base_provider(tree, spec: OpSpec, dtype: torch.dtype, cached: dict | None = None) -> Provider:
@@ -302,24 +151,23 @@ def base_provider(tree, spec: OpSpec, dtype: torch.dtype, cached: dict | None = 
 
 
 def make_provider(name: str, spec: OpSpec, dtype: torch.dtype) -> Provider:
-    """The provider ``name`` for ``spec`` at ``dtype``; raises Unavailable when it cannot run here."""
+    """The provider ``name`` for ``spec`` at ``dtype``: a generic one, or a peer or speed-of-light reference the spec
+    declares; raises Unavailable when it cannot run here."""
     if name == "tritonkit":
         return _tritonkit(spec, dtype)
     if name == "eager":
         return _eager(spec, dtype)
     if name in ("inductor", "inductor-dynamic"):
-        if spec.name in NOT_COMPILABLE:
-            raise Unavailable(NOT_COMPILABLE[spec.name])
+        if spec.not_compilable:
+            raise Unavailable(spec.not_compilable)
         return _inductor(spec, dtype, dynamic=name == "inductor-dynamic")
-    if name == "vllm":
-        if spec.name not in PEERS:
-            raise Unavailable(f"vLLM has no Triton kernel for {spec.name} (its kernel is CUDA C++)")
-        return PEERS[spec.name](spec, dtype)
-    if name == "sdpa":
-        if spec.name not in SPEED_OF_LIGHT:
-            raise Unavailable(f"no dense speed-of-light reference for {spec.name}")
-        return SPEED_OF_LIGHT[spec.name](spec, dtype)
-    raise ValueError(f"unknown provider {name!r}; known: {', '.join(ALL_PROVIDERS)}")
+    factory = spec.peers.get(name) or spec.speed_of_light.get(name)
+    if factory is not None:
+        return _declared(factory, name, spec, dtype)
+    known = all_providers()
+    if name in known:
+        raise Unavailable(f"{spec.name}'s OpSpec declares no {name} peer or speed-of-light reference")
+    raise ValueError(f"unknown provider {name!r}; known: {', '.join(known)}")
 
 
 @dataclasses.dataclass

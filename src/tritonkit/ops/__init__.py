@@ -2,6 +2,10 @@
 
 Public functions import eagerly (they are cheap: Triton compiles on first call); specs are built on demand.
 
+Each op's function is bound here under its package's name (``from tritonkit.ops import rms_norm`` is the function),
+and each submodule of the package is an attribute of the function as well, so the package paths still resolve:
+``tritonkit.ops.rms_norm.api`` and ``import tritonkit.ops.rms_norm.kernel as k`` reach the modules.
+
 On a machine with no GPU, importing this package first sets ``TRITON_INTERPRET=1`` (unless it is already set either
 way, or Triton was imported before tritonkit), so the ops run on CPU tensors under Triton's interpreter; set
 ``TRITON_INTERPRET=0`` to keep it off.
@@ -12,6 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import types
 
 import torch
 
@@ -40,6 +45,35 @@ from .topk_softmax.api import topk_softmax  # noqa: E402
 #: Built-in ops in the order the tools report them.
 OP_NAMES = ("rms_norm", "silu_and_mul", "rotary_embedding", "reshape_and_cache", "paged_attention", "topk_softmax",
             "moe_align_block_size", "fused_moe")
+
+
+class _OpPackage(types.ModuleType):
+    """An op's package, whose name ``tritonkit.ops`` gives to the op's function: every submodule the import system
+    sets on the package is set on the function too, so ``import tritonkit.ops.<op>.<module>`` (which walks
+    attributes from ``tritonkit.ops``) and ``tritonkit.ops.<op>.<module>`` resolve."""
+
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        fn = vars(self).get("_op_function")
+        if fn is not None and isinstance(value, types.ModuleType) and value.__name__ == f"{self.__name__}.{name}":
+            setattr(fn, name, value)
+
+
+def _share_submodules(name: str) -> None:
+    """Make op ``name``'s function carry its package's submodules, now and as more are imported. A plain function,
+    not a callable module: torch.compile(fullgraph=True) traces a function and refuses to call a module object."""
+    package = sys.modules[f"{__name__}.{name}"]
+    fn = globals()[name]
+    package.__class__ = _OpPackage
+    package._op_function = fn
+    for attr, value in list(vars(package).items()):
+        if isinstance(value, types.ModuleType) and value.__name__ == f"{package.__name__}.{attr}":
+            setattr(fn, attr, value)
+
+
+for _name in OP_NAMES:
+    _share_submodules(_name)
+del _name
 
 __all__ = ["OP_NAMES", "explain_launch_error", "get_spec", "poison_outputs", "specs", "fused_moe",
            "moe_align_block_size", "paged_attention", "reshape_and_cache", "rms_norm", "rotary_embedding",

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import torch
 
 from ..spec import dtype_name
-from ._library import FakeTensor, _python_dispatch
+from ._library import FakeTensor, _python_dispatch, through_dispatcher
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -260,3 +260,14 @@ def no_overlap(out_name: str, out: torch.Tensor | None, in_place_ok: bool = Fals
         if may_overlap(out, t, span):
             raise ValueError(f"{out_name} must not overlap {name} (the kernel writes {out_name} while it reads "
                              f"{name}){'; exactly in place is allowed' if in_place_ok else ''}")
+
+
+def distinct_outputs(**outs: torch.Tensor) -> None:
+    """Output buffers a form copies into one after another: each must have one element per memory location (no
+    ``expand``), and no two may share memory, or a later copy would fail (or silently overwrite) after an earlier
+    one has written."""
+    items = list(outs.items())
+    for i, (name, t) in enumerate(items):
+        if not through_dispatcher(t):
+            distinct_elements(name, t, "a copy into it would fail")
+            no_overlap(name, t, **dict(items[:i]))

@@ -30,7 +30,7 @@ import torch
 
 from ..models import NUM_TOKENS_SWEEP, ModelConfig
 from ..ops.fused_moe import config as _config
-from ..ops.fused_moe.api import check_args, forward
+from ..ops.fused_moe.api import check_args, forward, reload_tables
 from ..ops.fused_moe.config import FusedMoeConfig, GemmConfig
 from ..ops.fused_moe.spec import make_inputs
 from ..spec import dtype_name
@@ -394,8 +394,7 @@ def tune(model: ModelConfig, dtype: torch.dtype = torch.bfloat16, *, num_tokens:
     path = out_dir / name
     write_text(path, format_table(table(key, finished)))
     # lookups in this process read the new table
-    _config._tables.cache_clear()
-    _config.fused_moe_config.cache_clear()
+    reload_tables()
     log(f"wrote {path}")
     log(f"total {time.monotonic() - t0:.1f} s")
     return path

@@ -383,3 +383,10 @@ def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, t
         return out
     return forward(*args, out, activation, apply_router_weight_on_input, *opt, bs, per_token, quant=quant)
 
+
+
+def reload_tables() -> None:
+    """Forget the tuned tile tables read so far, so later calls read ``ops/fused_moe/configs/`` again (after
+    ``tritonkit tune`` wrote one in this process)."""
+    _config._tables.cache_clear()
+    _config.fused_moe_config.cache_clear()

@@ -28,6 +28,7 @@ import torch
 
 from ...spec import OpSpec, Shape, Work
 from ...tolerance import Tolerance
+from . import peers
 from .api import fused_moe
 from .reference import FP8_MAX, SCALE_BLOCK, fused_moe_reference
 
@@ -276,5 +277,8 @@ SPEC = OpSpec(
     oracle_inputs=oracle_inputs,
     tolerance=_TOLERANCE,
     interpreter_tolerance=_TOLERANCE,
+    peers={"vllm": peers.vllm},
+    not_compilable="its reference gathers each expert's tokens with data-dependent sizes (nonzero), a graph break "
+                   "per expert; vllm (vLLM's tuned Triton GEMM) is the peer",
     description="mixture-of-experts MLP over routed tokens (vLLM's fused_experts): grouped GEMMs, bf16/fp16/fp8",
 )

@@ -113,6 +113,7 @@ SPEC = OpSpec(
     tolerance={torch.bfloat16: EXACT},
     # int32 whatever the case's dtype (which the op never reads)
     output_dtypes={"sorted_token_ids": torch.int32, "expert_ids": torch.int32, "num_tokens_post_padded": torch.int32},
+    not_compilable="its reference sorts with data-dependent sizes (boolean-mask indexing): a graph break",
     description="group MoE token slots by expert, each run padded to the GEMM's block size (vLLM's "
                 "moe_align_block_size)",
 )

@@ -29,6 +29,7 @@ import torch
 
 from ...spec import OpSpec, Shape, Work
 from ...tolerance import Tolerance
+from . import peers
 from .api import paged_attention
 from .reference import paged_attention_reference
 
@@ -358,6 +359,10 @@ SPEC = OpSpec(
     tolerance=_TOLERANCE,
     interpreter_tolerance=_INTERPRETER_TOLERANCE,
     loaded_bounds=loaded_bounds,
+    peers={"vllm": peers.vllm},
+    speed_of_light={"sdpa": peers.sdpa},
+    not_compilable="its reference reads sequence lengths on the host and loops over them (a graph break per batch "
+                   "layout), so torch.compile of it is no peer; sdpa is the dense speed-of-light",
     description="varlen attention over a paged KV cache (decode, prefill, mixed; GQA, causal, window, softcap, "
                 "sinks, fp8 cache)",
 )

@@ -13,6 +13,7 @@ import torch
 
 from ...spec import OpSpec, Shape, Work
 from ...tolerance import Tolerance
+from . import peers
 from .api import reshape_and_cache
 from .config import MAX_BLOCK_T
 from .reference import reshape_and_cache_reference
@@ -192,6 +193,7 @@ SPEC = OpSpec(
     tolerance={torch.float16: EXACT, torch.bfloat16: EXACT, torch.float32: EXACT},
     # the guard regions are views of the caches' allocation (the caches' dtype), compared whole like the caches
     inplace=("key_cache", "value_cache", "guard0", "guard1", "guard2", "guard3"),
+    peers={"vllm": peers.vllm(outputs)},
     description="write key/value rows into a paged KV cache at slot_mapping (vLLM's reshape_and_cache_flash), "
                 "optionally quantized to fp8 e4m3 with per-tensor scales",
 )

@@ -1,4 +1,4 @@
-"""vLLM's Triton fused-MoE GEMM as the ``vllm`` provider of fused_moe.
+"""fused_moe's bench peer (``OpSpec.peers``): vLLM's Triton fused-MoE GEMM as the ``vllm`` provider.
 
 ``shared/peers/vllm-fused-moe.sh DIR`` cuts vLLM's ``fused_moe_kernel`` and its tuned H100/H200 tables out of its
 wheel into ``DIR/vllm_moe_peer`` with a driver (``get_config``, ``align``, ``gemm``); put DIR on PYTHONPATH.
@@ -25,8 +25,9 @@ import importlib
 
 import torch
 
-from ..spec import OpSpec
-from .providers import Inapplicable, Provider, Unavailable
+from ...spec import Inapplicable, OpSpec, Peer, Unavailable
+from ..silu_and_mul.api import forward as silu_and_mul
+from .api import quantize_fp8
 
 PEER_MODULE = "vllm_moe_peer"
 FP8_BLOCK = 128
@@ -71,15 +72,14 @@ def _fp8_gemm(peer, A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_
         SWAP_AB=_swap_ab(cfg, A.device), USE_TD=False, **kw)
 
 
-def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
+def vllm(spec: OpSpec, dtype: torch.dtype) -> Peer:
+    """The ``vllm`` peer: vLLM's two fused-MoE GEMM launches timed alone, the whole layer checked."""
     try:
         peer = importlib.import_module(PEER_MODULE)
         peer.fused_moe_kernel  # noqa: B018 - the driver imports vLLM's kernel: a stand-in without it is no peer
     except Exception as e:  # noqa: BLE001 - ImportError, or a stand-in module the peer script did not write
         raise Unavailable(f"vLLM's fused-MoE peer not importable ({type(e).__name__}: {e}); run "
                           f"shared/peers/vllm-fused-moe.sh DIR and put DIR on PYTHONPATH") from None
-    from ..ops.fused_moe import api as moe_api
-    from ..ops.silu_and_mul.api import forward as silu_and_mul
 
     def prepare(inputs: dict) -> dict:
         skip = [k for k in ("expert_map", "a1_scale", "a2_scale") if inputs.get(k) is not None]
@@ -128,7 +128,7 @@ def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
         """SiLU-and-mul of GEMM1's output (and its fp8 groups): vLLM's CUDA ops, stood in for by tritonkit's."""
         h = silu_and_mul(kw["c1"].view(-1, kw["c1"].shape[-1]))
         if kw["block"]:
-            hq, h_s, *_ = moe_api.quantize_fp8(h, "group", None)
+            hq, h_s, *_ = quantize_fp8(h, "group", None)
             return hq, h_s
         return h, None
 
@@ -137,7 +137,7 @@ def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
         if kw["block"]:
             import triton.language as tl
             kw["ct"] = tl.bfloat16 if kw["x"].dtype == torch.bfloat16 else tl.float16
-            kw["a"], kw["a_s"], *_ = moe_api.quantize_fp8(kw["x"], "group", None)
+            kw["a"], kw["a_s"], *_ = quantize_fp8(kw["x"], "group", None)
         else:
             kw["a"], kw["a_s"] = kw["x"], None
         gemm1(kw, kw["a"], kw["a_s"])
@@ -146,7 +146,7 @@ def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
 
     def whole(kw: dict) -> dict:
         """The layer from x, for the check: GEMM1, SiLU-and-mul, GEMM2, the top_k sum."""
-        a, a_s = (moe_api.quantize_fp8(kw["x"], "group", None)[:2] if kw["block"] else (kw["x"], None))
+        a, a_s = (quantize_fp8(kw["x"], "group", None)[:2] if kw["block"] else (kw["x"], None))
         gemm1(kw, a, a_s)
         gemm2(kw, *glue(kw))
         return {"out": kw["c3"].sum(dim=1)}
@@ -157,7 +157,7 @@ def vllm_fused_moe(spec: OpSpec, dtype: torch.dtype) -> Provider:
         gemm2(kw, kw["h"], kw["h_s"])
         return {"c3": kw["c3"]}
 
-    return Provider("vllm", "vLLM 0.33.0's fused_moe_kernel with its tuned table or default rule: its two GEMM "
-                            "launches alone are timed (alignment, SiLU-and-mul, fp8 quantization and the top_k sum "
-                            "are vLLM CUDA ops, left out; the check runs the whole layer)", gemms,
-                    (PEER_MODULE,), prepare=prepare, check_fn=whole)
+    return Peer("vLLM 0.33.0's fused_moe_kernel with its tuned table or default rule: its two GEMM "
+                "launches alone are timed (alignment, SiLU-and-mul, fp8 quantization and the top_k sum "
+                "are vLLM CUDA ops, left out; the check runs the whole layer)", gemms,
+                (PEER_MODULE,), prepare=prepare, check_fn=whole)
