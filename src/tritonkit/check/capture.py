@@ -13,12 +13,14 @@ import contextlib
 import dataclasses
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import triton
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
+from .case import CaseContext
 from .findings import Problem
 from .target import CheckError, Compiled, Compiler, interpreter_off, stub_driver
 from .views import View, common_byte, view_of
@@ -77,26 +79,41 @@ class Unit:
         return self._func
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, kw_only=True)
 class Launch:
     kernel: KernelInfo
     unit: Unit | None
     grid: tuple[int, int, int] | None
     int_args: dict[str, int]
     spec: tuple
-    case: dict[str, Any]
-    sweep_group: str
-    sweep_keys: tuple[str, ...]  # the case parameters that vary within the sweep
+    context: CaseContext
     constexprs: dict[str, Any]  # the launch's constexpr values, by parameter name
     #: elements of the allocation behind each tensor argument (its storage, in the tensor's element size)
     extents: dict[str, int]
     site: tuple[str, int] | None
     #: argument pairs (sorted) whose views share bytes: (view of the first, view of the second, a shared byte)
     aliases: dict[tuple[str, str], tuple[View, View, int | bool]]
-    loaded_bounds: dict[str, tuple[int, int]]
     autotune: tuple[int, int] | None
-    #: pointer parameters whose loaded integers never decrease along the array -> largest step (None: unknown)
-    nondecreasing: dict[str, int | None] = dataclasses.field(default_factory=dict)
+
+    @property
+    def case(self) -> dict[str, Any]:
+        return self.context.case
+
+    @property
+    def sweep_group(self) -> str:
+        return self.context.sweep_group
+
+    @property
+    def sweep_keys(self) -> tuple[str, ...]:
+        return self.context.sweep_keys
+
+    @property
+    def loaded_bounds(self) -> dict[str, tuple[int, int]]:
+        return self.context.loaded_bounds
+
+    @property
+    def nondecreasing(self) -> dict[str, int | None]:
+        return self.context.nondecreasing
 
 
 def _magnitude(ln: Launch) -> int:
@@ -241,11 +258,7 @@ class Capture:
         self.kernels: dict[int, KernelInfo] = {}
         self.autotuners: dict[int, AutotuneInfo] = {}
         self.problems: list[Problem] = []
-        self.case: dict[str, Any] = {}
-        self.sweep_group = ""
-        self.sweep_keys: tuple[str, ...] = ()
-        self.loaded_bounds: dict[str, tuple[int, int]] = {}
-        self.nondecreasing: dict[str, int | None] = {}
+        self._context = CaseContext()
         self.n_launches = 0
         self.launches: list[Launch] = []
         self._binders: dict[int, Any] = {}
@@ -366,6 +379,15 @@ class Capture:
         return jit
 
     # -- launches -------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def running(self, context: CaseContext) -> Iterator[None]:
+        """Launches made inside the block belong to the case ``context`` describes."""
+        outer, self._context = self._context, context
+        try:
+            yield
+        finally:
+            self._context = outer
+
     def _kernel(self, jit) -> KernelInfo:
         info = self.kernels.get(id(jit))
         if info is None:
@@ -408,9 +430,8 @@ class Capture:
                 int_args[p.name] = v
         consts = {p.name: bound.get(p.name) for p in jit.params if p.is_constexpr and p.name in bound}
         extents = {k: e for k, v in bound.items() if hasattr(v, "data_ptr") and (e := _storage_elements(v)) is not None}
-        ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, self.sweep_keys, consts,
-                    extents, site,
-                    _aliases(bound), dict(self.loaded_bounds), self._autotune, dict(self.nondecreasing))
+        ln = Launch(kernel=info, unit=unit, grid=g, int_args=int_args, spec=spec_t, context=self._context,
+                    constexprs=consts, extents=extents, site=site, aliases=_aliases(bound), autotune=self._autotune)
         info.launches.append(ln)
         # an optional pointer passed as None in this launch is still a pointer parameter a bound may name
         info.ptr_params.update(k for k, v in bound.items() if hasattr(v, "data_ptr") or v is None)
