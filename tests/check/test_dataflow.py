@@ -1,5 +1,5 @@
 """The checker's data flow as its signatures state it: a case reaches its launches as one CaseContext, a Launch is
-built by keyword, a Target's runs are named."""
+built by keyword, a Target's runs are named, and one helper counts a loop's iterations."""
 
 import dataclasses
 import textwrap
@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from tritonkit.check.case import Case, CaseContext, Declared
+from tritonkit.check.ranges import Iv, Unknown, trip_count
 from tritonkit.check.runner import Run, _case_targets, spec_targets
 
 KERNEL = """
@@ -83,3 +84,16 @@ def test_spec_runs_make_their_bounds_when_called():
     run = target.runs[0]
     assert run.case["op"] == "moe_align_block_size" and run.case["space"] == "boundary"
     assert callable(run.bounds) and isinstance(run.bounds(), dict)
+
+
+@pytest.mark.parametrize("lb,ub,step,expected", [
+    (Iv(0, 0), Iv(10, 10), Iv(1, 1), (10, 10)),
+    (Iv(0, 0), Iv(5, 10), Iv(2, 4), (2, 5)),  # fewest: 5 elements by 4; most: 10 by 2
+    (Iv(0, 3), Iv(2, 10), Iv(1, 1), (0, 10)),  # may start past its end: no iteration is sure
+    (Iv(8, 8), Iv(0, 4), Iv(1, 1), (0, 0)),
+    (Iv(0, 0), Iv(10, 10), Iv(0, 2), None),  # a step that may be 0 never ends
+    (Iv(0, 0), Unknown("n"), Iv(1, 1), None),
+    (None, Iv(1, 1), Iv(1, 1), None),
+])
+def test_trip_count_bounds_the_iterations_of_a_loop(lb, ub, step, expected):
+    assert trip_count(lb, ub, step) == expected

@@ -161,16 +161,6 @@ def iv_affine(f: Func, ra: RangeAnalysis, name: str, depth: int = 0):
     return None
 
 
-def _trips(ra: RangeAnalysis, loop: Op) -> int | None:
-    """The most iterations ``loop`` makes in these bindings (None when unknown)."""
-    if loop.name != "scf.for" or len(loop.operands) < 3:
-        return None
-    lb, ub, st = (ra.get(x) for x in loop.operands[:3])
-    if not all(isinstance(v, Iv) for v in (lb, ub, st)) or st.lo <= 0:
-        return None
-    return max(0, -(-(ub.hi - lb.lo) // st.lo))
-
-
 def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: list[Term], delta: int = 0,
                loop: Op | None = None, other_lane: bool = False) -> bool:
     """Whether some active lane of ``a`` and some active lane of ``b`` address the same element: ``a`` at offset
@@ -216,9 +206,10 @@ def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: lis
             c, lo, hi = lin
             terms.append((sign * c, lo, hi, None))
     for lp, ca, cb in moves.values():
-        n = _trips(ra, lp)
-        if n is None:
+        counted = ra.trips(lp)
+        if counted is None:
             return True
+        n = counted[1]
         # a at iteration k, b at iteration k + j: k * ca - (k + j) * cb
         terms.append((ca - cb, 0, max(n - 1, 0), None))
         if lp is loop:

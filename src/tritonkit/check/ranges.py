@@ -47,6 +47,14 @@ class Unknown:
 Val = Iv | Unknown | None  # None: not an integer (floats, pointers)
 
 
+def trip_count(lb: Val, ub: Val, step: Val) -> tuple[int, int] | None:
+    """(fewest, most) iterations of ``for i in range(lb, ub, step)`` over the values the bounds may take; None when
+    a bound is not an interval or the step may be zero or negative."""
+    if not (isinstance(lb, Iv) and isinstance(ub, Iv) and isinstance(step, Iv)) or step.lo <= 0:
+        return None
+    return max(0, -(-(ub.lo - lb.hi) // step.hi)), max(0, -(-(ub.hi - lb.lo) // step.lo))
+
+
 def type_range(bits: int) -> tuple[int, int]:
     if bits == 1:
         return 0, 1
@@ -197,6 +205,12 @@ class RangeAnalysis:
 
     def get(self, name: str) -> Val:
         return self.env.get(name, Unknown(f"value %{name} is defined where the analysis did not look"))
+
+    def trips(self, loop: Op) -> tuple[int, int] | None:
+        """(fewest, most) iterations an ``scf.for`` makes in these bindings (None: not an scf.for, or unknown)."""
+        if loop.name != "scf.for" or len(loop.operands) < 3:
+            return None
+        return trip_count(*(self.get(x) for x in loop.operands[:3]))
 
     def block(self, ops: list[Op]) -> None:
         for op in ops:
@@ -507,9 +521,9 @@ class RangeAnalysis:
         body = op.regions[0][0]
         lb, ub, st = (self.get(x) for x in op.operands[:3])
         inits = [self.get(x) for x in op.operands[3:]]
-        trips = None
-        if all(isinstance(v, Iv) for v in (lb, ub, st)) and st.lo > 0:
-            trips = max(0, -(-(ub.hi - lb.lo) // st.lo))
+        counted = trip_count(lb, ub, st)
+        trips = counted[1] if counted is not None else None
+        if counted is not None:
             iv: Val = Iv(lb.lo, max(lb.lo, ub.hi - 1), lb.data or ub.data, lb.over or ub.over,
                          max(lb.scale, ub.scale))
         else:
