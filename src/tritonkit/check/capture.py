@@ -65,6 +65,10 @@ class Unit:
     _func: Any = None
     _parse_error: str | None = None
 
+    def parsed(self):
+        """:meth:`func`'s answer when the TTIR has been parsed already (None otherwise: nothing is parsed here)."""
+        return self._func
+
     def func(self):
         """The parsed entry function of the TTIR (None if it did not compile or parse)."""
         if self._func is None and self._parse_error is None and self.compiled.ttir:

@@ -14,6 +14,7 @@ import dataclasses
 import re
 
 from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_apart, uniform, varying_axes
+from .budgets import VALUES_ONLY
 from .capture import distinct
 from .conditions import NEGATE, facts
 from .mlir import Block, Func, Op, shape_of
@@ -258,7 +259,10 @@ def _values_only(f: Func, name: str, depth: int = 0) -> bool:
     gathered row id), not through its own arithmetic (``offs // 2``, a broadcast axis)."""
     n = strip(f, name)
     op = f.defs.get(n)
-    if op is None or depth > 16:
+    if op is None:
+        return False
+    if depth > VALUES_ONLY.limit:
+        VALUES_ONLY.cut(f)
         return False
     if op.name == "tt.load":
         return True

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .budgets import NARROW_OPERANDS
 from .conditions import Diffs, Fact, block_facts, facts, narrow, possible, root, same_values
 from .mlir import Func, Op, int_bits, shape_of
 from .pointers import base_arg, decompose, strip
@@ -161,7 +162,10 @@ class RangeAnalysis:
                 saved_env.setdefault(n, old)
                 self.env[n] = dataclasses.replace(old, lo=max(old.lo, lo), hi=min(old.hi, hi))
         d = self.f.defs.get(root(self.f, name))
-        if depth >= 4 or d is None or len(d.operands) < 2 or d.name not in _BACK:
+        if d is None or len(d.operands) < 2 or d.name not in _BACK:
+            return
+        if depth >= NARROW_OPERANDS.limit:
+            NARROW_OPERANDS.cut(self.f)
             return
         x, y = d.operands[:2]
         vx, vy, v = self.get(x), self.get(y), self.get(d.results[0]) if d.results else None

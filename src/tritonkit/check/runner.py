@@ -408,6 +408,7 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
                     prev.count += f.count
         except Exception as e:  # noqa: BLE001 - a rule bug must not hide the other rules' findings
             problems.append(Problem("rule", rid, f"the rule failed: {_exc(e)}"))
+    ctx.budget_notes()
     problems += ctx.problems
     prog.stage("running rules", len(selected), len(selected))
     prog.close()
