@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from tritonkit.check.case import Case, CaseContext, Declared
-from tritonkit.check.ranges import Iv, Unknown, trip_count
+from tritonkit.check.intervals import Iv, Unknown, trip_count
 from tritonkit.check.runner import Run, _case_targets, spec_targets
 
 KERNEL = """

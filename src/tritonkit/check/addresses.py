@@ -14,7 +14,8 @@ from .budgets import AFFINE, CANON, INJECTIVE, PLACEMENTS, VARYING_AXES
 from .conditions import facts, narrow
 from .mlir import Func, Op, shape_of
 from .pointers import THROUGH, Advance, Term, strip
-from .ranges import Iv, RangeAnalysis
+from .intervals import Iv
+from .ranges import RangeAnalysis
 from .views import solve
 
 def uniform(f: Func, t: Term) -> bool:

@@ -9,7 +9,8 @@ from ..budgets import ORIGIN, RING_SLICE
 from ..capture import distinct
 from ..mlir import Func, Op
 from ..pointers import base_arg, is_int32_offset, offset_slice, strip
-from ..ranges import Iv, Overflow, Unknown
+from ..intervals import Iv, Unknown
+from ..ranges import Overflow
 from ..source import binop_at, dedent_col, within
 from . import Context, Finding, RuleInfo, declaration_note, display
 
