@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import triton
-from triton.runtime.autotuner import Autotuner
-from triton.runtime.jit import JITFunction
 
+from .. import _triton_compat as _compat
+from .._triton_compat import Autotuner, JITFunction
 from .case import CaseContext
 from .findings import Problem
 from .target import CheckError, Compiled, Compiler, interpreter_off, stub_driver
@@ -189,12 +189,7 @@ def _base_jit(fn):
 
 
 def _def_site(jit) -> tuple[str, int]:
-    try:
-        from triton.runtime.jit import get_jit_fn_file_line
-        return get_jit_fn_file_line(jit)
-    except Exception:  # noqa: BLE001
-        code = getattr(getattr(jit, "fn", None), "__code__", None)
-        return (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
+    return _compat.def_site(jit)
 
 
 def user_site(depth: int = 2) -> tuple[str, int] | None:
@@ -255,10 +250,8 @@ class Capture:
     """Context manager: while active, kernel launches are recorded and compiled, never run."""
 
     def __init__(self, compiler: Compiler):
-        from triton.compiler.compiler import make_backend
-
         self.compiler = compiler
-        self.backend = make_backend(compiler.target)
+        self.backend = _compat.make_backend(compiler.target)
         self.kernels: dict[int, KernelInfo] = {}
         self.autotuners: dict[int, AutotuneInfo] = {}
         self.problems: list[Problem] = []
@@ -273,14 +266,10 @@ class Capture:
 
     # -- patching -------------------------------------------------------------------------------------------
     def __enter__(self) -> Capture:
-        try:
-            from triton.runtime.jit import create_function_from_signature  # noqa: F401
-        except ImportError:
-            create_function_from_signature = None
-        if create_function_from_signature is None or not hasattr(JITFunction, "_pack_args"):
-            raise CheckError(f"Triton {triton.__version__} lacks the launch internals the checker uses "
-                             "(runtime.jit.create_function_from_signature, JITFunction._pack_args); "
-                             "tritonkit check is developed against Triton 3.6")
+        missing = _compat.capture_missing()
+        if missing is not None:
+            raise CheckError(f"Triton {triton.__version__} lacks the launch internals the checker uses ({missing}); "
+                             f"tritonkit check is developed against Triton {_compat.DEVELOPED_AGAINST}")
         try:
             self._install()
         except BaseException:
@@ -304,13 +293,12 @@ class Capture:
         self._patch(JITFunction, "run", jit_run)
         self._patch(Autotuner, "run", autotune_run)
         self._patch(Autotuner, "warmup", autotune_warmup)
-        with contextlib.suppress(ImportError):
-            from triton.runtime.interpreter import InterpretedFunction
-
+        interpreted = _compat.interpreted_function_type()
+        if interpreted is not None:
             def interp_run(fn, *args, grid=None, warmup=False, **kwargs):
                 return cap._launch(cap._from_interpreted(fn), args, kwargs, grid, warmup)
 
-            self._patch(InterpretedFunction, "run", interp_run)
+            self._patch(interpreted, "run", interp_run)
             # imported under TRITON_INTERPRET=1, Triton's own jit library (tl.sum, tl.cdiv, ...) is interpreted too
             for name, mod in list(sys.modules.items()):
                 if name == "triton.language" or name.startswith("triton.language."):
@@ -363,9 +351,9 @@ class Capture:
 
     def _swap_interpreted(self, mod) -> None:
         """Replace the interpreted jit functions a module holds by compiled ones, until the capture ends."""
-        from triton.runtime.interpreter import InterpretedFunction
+        interpreted = _compat.interpreted_function_type()
         for k, v in list(vars(mod).items()):
-            if isinstance(v, InterpretedFunction):
+            if interpreted is not None and isinstance(v, interpreted):
                 self._patch(mod, k, self._jit_of(v))
 
     def _from_interpreted(self, fn) -> JITFunction:
@@ -403,8 +391,7 @@ class Capture:
     def _binder(self, jit):
         b = self._binders.get(id(jit))
         if b is None:
-            from triton.runtime.jit import create_function_from_signature
-            b = create_function_from_signature(jit.signature, jit.params, self.backend)
+            b = _compat.make_binder(jit, self.backend)
             self._binders[id(jit)] = b
         return b
 
@@ -416,7 +403,7 @@ class Capture:
             kw = dict(kwargs)
             kw["debug"] = bool(kw.get("debug", getattr(jit, "debug", None)) or False)
             bound, spec, options = self._binder(jit)(*args, **kw)
-            opts, signature, constexprs, attrs = jit._pack_args(self.backend, kw, bound, spec, options)
+            opts, signature, constexprs, attrs = _compat.pack_args(jit, self.backend, kw, bound, spec, options)
         except Exception as e:  # noqa: BLE001
             self.problems.append(Problem("capture", where, f"Triton rejected the launch arguments: "
                                          f"{type(e).__name__}: {e}"))

@@ -331,13 +331,8 @@ def builtin_targets(ops: tuple[str, ...] | None, spaces: tuple[str, ...], proble
 def interpreter_leaked() -> bool:
     """True when Triton's interpreter has run in this process and left ``triton.language`` patched (interpreted
     device-function calls patch it without restoring): nothing compiles correctly in this process any more."""
-    if "triton.runtime.interpreter" not in sys.modules:
-        return False
-    import triton.language as tl
-
-    probes = (vars(tl.core.tensor).get("__add__"), vars(tl.core.dtype).get("to_ir"), getattr(tl.core, "range", None),
-              getattr(tl, "reduce", None))
-    return any(getattr(getattr(p, "__code__", None), "co_filename", "").endswith("interpreter.py") for p in probes)
+    from .._triton_compat import interpreter_patched
+    return interpreter_patched()
 
 
 def _run_in_child(paths: list[str] | None, opts: Options) -> Report:
