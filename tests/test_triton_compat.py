@@ -173,3 +173,38 @@ def test_jit_function_keeps_what_the_launch_paths_read(jit):
 
 def test_cuobjdump_ships_with_the_nvidia_backend():
     assert os.path.isfile(compat.cuobjdump_path())
+
+
+# Triton modules whose contents are internal, and private attributes of Triton objects: only the seam reaches them
+_INTERNAL_MODULES = ("triton._C", "triton.runtime", "triton.compiler", "triton.backends")
+_INTERNAL_ATTRS = {"device_caches", "_pack_args", "create_function_from_signature", "native_specialize_impl"}
+
+
+def _reaches(tree) -> list[str]:
+    import ast
+    out = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        if any(n == m or n.startswith(m + ".") for n in names for m in _INTERNAL_MODULES):
+            out.append(f"line {node.lineno}: import {', '.join(names)}")
+        if isinstance(node, ast.Attribute) and node.attr in _INTERNAL_ATTRS:
+            out.append(f"line {node.lineno}: .{node.attr}")
+    return out
+
+
+def test_only_the_seam_reaches_triton_internals():
+    import ast
+    from pathlib import Path
+
+    import tritonkit
+    root = Path(tritonkit.__file__).parent
+    found = {}
+    for path in root.rglob("*.py"):
+        if path.name != "_triton_compat.py" and (hits := _reaches(ast.parse(path.read_text()))):
+            found[str(path.relative_to(root))] = hits
+    assert not found, found
+    assert _reaches(ast.parse("from triton.runtime.jit import JITFunction\nk.device_caches"))  # the scan sees them
