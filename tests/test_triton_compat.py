@@ -99,9 +99,22 @@ def test_capture_internals_are_there():
     assert compat.capture_missing() is None
 
 
+@compat.JITFunction
+def _decorated(x_ptr):
+    pass
+
+
 def test_def_site_names_the_file_and_line_of_the_def(jit):
-    file, line = compat.def_site(jit)
-    assert file == __file__ and line == _add_one.__code__.co_firstlineno
+    assert compat.def_site(jit) == (__file__, _add_one.__code__.co_firstlineno)
+    # past the decorator, as Triton's own get_jit_fn_file_line reports it (3.9 dropped that helper)
+    assert compat.def_site(_decorated) == (__file__, _decorated.fn.__code__.co_firstlineno + 1)
+
+
+def test_def_site_reads_the_source_where_triton_has_no_helper(jit, monkeypatch):
+    import triton.runtime.jit as triton_jit
+    monkeypatch.delattr(triton_jit, "get_jit_fn_file_line", raising=False)
+    assert compat.def_site(_decorated) == (__file__, _decorated.fn.__code__.co_firstlineno + 1)
+    assert compat.def_site(jit) == (__file__, _add_one.__code__.co_firstlineno)
 
 
 def test_the_interpreter_wraps_kernels_in_its_own_class():

@@ -146,13 +146,23 @@ def pack_args(jit, backend, kwargs: dict, bound: dict, spec, options):
 
 
 def def_site(jit) -> tuple[str, int]:
-    """(file, line) where a jit function is defined."""
+    """(file, line of its ``def``, past any decorators) where a jit function is defined."""
     try:
-        from triton.runtime.jit import get_jit_fn_file_line
+        from triton.runtime.jit import get_jit_fn_file_line  # through 3.6; 3.9 removed it
         return get_jit_fn_file_line(jit)
-    except Exception:  # noqa: BLE001 - a moved helper: read the code object instead
-        code = getattr(getattr(jit, "fn", None), "__code__", None)
-        return (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
+    except Exception:  # noqa: BLE001 - a moved helper: read the source as it did
+        pass
+    fn = getattr(jit, "fn", None)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return "<unknown>", 0
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return code.co_filename, code.co_firstlineno
+    # co_firstlineno is the first decorator's line; the finding belongs on the def
+    skip = next((i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def "))), 0)
+    return code.co_filename, first + skip
 
 
 def interpreter_patched() -> bool:
