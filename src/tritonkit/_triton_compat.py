@@ -3,7 +3,8 @@
 tritonkit is developed against Triton 3.6.0 (:data:`DEVELOPED_AGAINST`). Public Triton (``triton.jit``, ``tl.*``,
 ``triton.Config``, ``triton.cdiv``, ``knobs.runtime.interpret`` read as a flag) is used directly elsewhere; what
 Triton does not promise to keep is reached through here, each piece with the guard that says when a release moved
-it. ``tests/test_triton_compat.py`` holds one test per internal.
+it. ``tests/test_triton_compat.py`` holds one test per internal; what Triton 3.9.0 changed is in
+docs/notes/triton-newest.md.
 
 =================================================  ===============================================================
 internal                                            who needs it
