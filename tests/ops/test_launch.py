@@ -350,7 +350,8 @@ def test_unhandled_argument_takes_the_normal_path(harness):
 
 def test_unknown_triton_falls_back(harness, monkeypatch):
     assert _launch.available() == (True, "on")
-    monkeypatch.setattr(_launch, "_KNOWN_SOURCES", set())
+    from tritonkit import _triton_compat
+    monkeypatch.setattr(_triton_compat, "LAUNCH_SOURCES", set())
     _launch._convention_ok.cache_clear()
     monkeypatch.setattr(_launch, "_STATES", {})
     try:

@@ -244,7 +244,7 @@ def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, or
 
 def find_kernels(prefixes: tuple[str, ...]) -> dict[str, Any]:
     """``{module.name: JITFunction}`` for every Triton kernel defined in loaded modules under ``prefixes``."""
-    from triton.runtime.jit import JITFunction
+    from .._triton_compat import JITFunction
 
     found: dict[str, Any] = {}
     seen: set[int] = set()
@@ -268,8 +268,5 @@ def compile_counts(kernels: dict[str, Any]) -> dict[str, int]:
     Triton 3.6: ``JITFunction.device_caches[device][0]`` is the dict of compiled kernels keyed by specialization
     (argument types, divisibility/alignment flags, constexpr values, options such as num_warps).
     """
-    counts = {}
-    for name, k in kernels.items():
-        caches = getattr(k, "device_caches", {})
-        counts[name] = sum(len(entry[0]) for entry in list(caches.values()))
-    return counts
+    from .._triton_compat import compiled_kernels
+    return {name: compiled_kernels(k) for name, k in kernels.items()}

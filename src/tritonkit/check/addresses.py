@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .budgets import AFFINE, CANON, INJECTIVE, PLACEMENTS, VARYING_AXES
 from .conditions import facts, narrow
 from .mlir import Func, Op, shape_of
 from .pointers import THROUGH, Advance, Term, strip
-from .ranges import Iv, RangeAnalysis
+from .intervals import Iv
+from .ranges import RangeAnalysis
 from .views import solve
 
 def uniform(f: Func, t: Term) -> bool:
@@ -52,7 +54,7 @@ def _placements(f: Func, access: Op) -> dict[str, set]:
     out: dict[str, set] = {}
     seen: set = set()
     stack: list = [(x, ()) for x in access.operands[:3]] if access.name in ("tt.load", "tt.store") else []
-    while stack and len(seen) < 8192:
+    while stack and len(seen) < PLACEMENTS.limit:
         v, ctx = stack.pop()
         if (v, ctx) in seen:
             continue
@@ -67,6 +69,7 @@ def _placements(f: Func, access: Op) -> dict[str, set]:
             continue
         out.setdefault(v, set()).add(ctx)
         stack += [(x, ctx) for x in (op.operands if op is not None else ())]
+    PLACEMENTS.stopped(f, stack, seen)
     memo[id(access)] = out
     return out
 
@@ -124,7 +127,8 @@ def iv_affine(f: Func, ra: RangeAnalysis, name: str, depth: int = 0):
     """A uniform term as ``a * k + b`` of the counter ``k`` (0, 1, ...) of an ``scf.for``: (loop, a, b), or None.
     ``for off in range(0, n, BLOCK)`` makes ``off`` = BLOCK * k, and ``off * stride`` = BLOCK * stride * k."""
     n = strip(f, name)
-    if depth > 16:
+    if depth > AFFINE.limit:
+        AFFINE.cut(f)
         return None
     if n in f.block_args:
         blk, k = f.block_args[n]
@@ -159,16 +163,6 @@ def iv_affine(f: Func, ra: RangeAnalysis, name: str, depth: int = 0):
             return lp, a, b + c if op.name == "arith.addi" else b - c
         return (lp, a, b + c) if sign > 0 else None  # c - (a k + b) is not of the form kept here
     return None
-
-
-def _trips(ra: RangeAnalysis, loop: Op) -> int | None:
-    """The most iterations ``loop`` makes in these bindings (None when unknown)."""
-    if loop.name != "scf.for" or len(loop.operands) < 3:
-        return None
-    lb, ub, st = (ra.get(x) for x in loop.operands[:3])
-    if not all(isinstance(v, Iv) for v in (lb, ub, st)) or st.lo <= 0:
-        return None
-    return max(0, -(-(ub.hi - lb.lo) // st.lo))
 
 
 def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: list[Term], delta: int = 0,
@@ -216,9 +210,10 @@ def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: lis
             c, lo, hi = lin
             terms.append((sign * c, lo, hi, None))
     for lp, ca, cb in moves.values():
-        n = _trips(ra, lp)
-        if n is None:
+        counted = ra.trips(lp)
+        if counted is None:
             return True
+        n = counted[1]
         # a at iteration k, b at iteration k + j: k * ca - (k + j) * cb
         terms.append((ca - cb, 0, max(n - 1, 0), None))
         if lp is loop:
@@ -259,7 +254,10 @@ def _injective(f: Func, ra: RangeAnalysis, name: str, depth: int = 0) -> bool:
     constant (``//``, ``%``, masks, min/max and loaded values map several lanes to one value)."""
     n = strip(f, name)
     op = f.defs.get(n)
-    if op is None or depth > 16:
+    if op is None:
+        return False
+    if depth > INJECTIVE.limit:
+        INJECTIVE.cut(f)
         return False
     if op.name == "tt.make_range":
         return True
@@ -320,7 +318,10 @@ def varying_axes(f: Func, name: str, memo: dict | None = None, depth: int = 0) -
     shape = shape_of(f.types.get(name, ""))
     everything = {i for i, d in enumerate(shape) if d > 1}
     op = f.defs.get(name)
-    if not shape or depth > 64:
+    if not shape:
+        out = set()
+    elif depth > VARYING_AXES.limit:
+        VARYING_AXES.cut(f)
         out = set()
     elif op is None or op.name == "tt.make_range":
         out = everything
@@ -352,7 +353,10 @@ def canon(f: Func, t: Term, values: dict[str, int], memo: dict, depth: int = 0):
     op = f.defs.get(t)
     if t in values:
         key = ("value", values[t])
-    elif op is None or depth > 32 or op.name == "tt.load":
+    elif op is None or op.name == "tt.load":
+        key = ("name", t)
+    elif depth > CANON.limit:
+        CANON.cut(f)
         key = ("name", t)
     elif op.name == "arith.constant" or not op.operands:
         key = (op.name, op.text.split("loc(")[0].split("=", 1)[-1].strip())

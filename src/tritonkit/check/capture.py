@@ -13,12 +13,14 @@ import contextlib
 import dataclasses
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import triton
-from triton.runtime.autotuner import Autotuner
-from triton.runtime.jit import JITFunction
 
+from .. import _triton_compat as _compat
+from .._triton_compat import Autotuner, JITFunction
+from .case import CaseContext
 from .findings import Problem
 from .target import CheckError, Compiled, Compiler, interpreter_off, stub_driver
 from .views import View, common_byte, view_of
@@ -63,6 +65,10 @@ class Unit:
     _func: Any = None
     _parse_error: str | None = None
 
+    def parsed(self):
+        """:meth:`func`'s answer when the TTIR has been parsed already (None otherwise: nothing is parsed here)."""
+        return self._func
+
     def func(self):
         """The parsed entry function of the TTIR (None if it did not compile or parse)."""
         if self._func is None and self._parse_error is None and self.compiled.ttir:
@@ -77,26 +83,41 @@ class Unit:
         return self._func
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, kw_only=True)
 class Launch:
     kernel: KernelInfo
     unit: Unit | None
     grid: tuple[int, int, int] | None
     int_args: dict[str, int]
     spec: tuple
-    case: dict[str, Any]
-    sweep_group: str
-    sweep_keys: tuple[str, ...]  # the case parameters that vary within the sweep
+    context: CaseContext
     constexprs: dict[str, Any]  # the launch's constexpr values, by parameter name
     #: elements of the allocation behind each tensor argument (its storage, in the tensor's element size)
     extents: dict[str, int]
     site: tuple[str, int] | None
     #: argument pairs (sorted) whose views share bytes: (view of the first, view of the second, a shared byte)
     aliases: dict[tuple[str, str], tuple[View, View, int | bool]]
-    loaded_bounds: dict[str, tuple[int, int]]
     autotune: tuple[int, int] | None
-    #: pointer parameters whose loaded integers never decrease along the array -> largest step (None: unknown)
-    nondecreasing: dict[str, int | None] = dataclasses.field(default_factory=dict)
+
+    @property
+    def case(self) -> dict[str, Any]:
+        return self.context.case
+
+    @property
+    def sweep_group(self) -> str:
+        return self.context.sweep_group
+
+    @property
+    def sweep_keys(self) -> tuple[str, ...]:
+        return self.context.sweep_keys
+
+    @property
+    def loaded_bounds(self) -> dict[str, tuple[int, int]]:
+        return self.context.loaded_bounds
+
+    @property
+    def nondecreasing(self) -> dict[str, int | None]:
+        return self.context.nondecreasing
 
 
 def _magnitude(ln: Launch) -> int:
@@ -168,12 +189,7 @@ def _base_jit(fn):
 
 
 def _def_site(jit) -> tuple[str, int]:
-    try:
-        from triton.runtime.jit import get_jit_fn_file_line
-        return get_jit_fn_file_line(jit)
-    except Exception:  # noqa: BLE001
-        code = getattr(getattr(jit, "fn", None), "__code__", None)
-        return (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
+    return _compat.def_site(jit)
 
 
 def user_site(depth: int = 2) -> tuple[str, int] | None:
@@ -234,18 +250,12 @@ class Capture:
     """Context manager: while active, kernel launches are recorded and compiled, never run."""
 
     def __init__(self, compiler: Compiler):
-        from triton.compiler.compiler import make_backend
-
         self.compiler = compiler
-        self.backend = make_backend(compiler.target)
+        self.backend = _compat.make_backend(compiler.target)
         self.kernels: dict[int, KernelInfo] = {}
         self.autotuners: dict[int, AutotuneInfo] = {}
         self.problems: list[Problem] = []
-        self.case: dict[str, Any] = {}
-        self.sweep_group = ""
-        self.sweep_keys: tuple[str, ...] = ()
-        self.loaded_bounds: dict[str, tuple[int, int]] = {}
-        self.nondecreasing: dict[str, int | None] = {}
+        self._context = CaseContext()
         self.n_launches = 0
         self.launches: list[Launch] = []
         self._binders: dict[int, Any] = {}
@@ -256,14 +266,10 @@ class Capture:
 
     # -- patching -------------------------------------------------------------------------------------------
     def __enter__(self) -> Capture:
-        try:
-            from triton.runtime.jit import create_function_from_signature  # noqa: F401
-        except ImportError:
-            create_function_from_signature = None
-        if create_function_from_signature is None or not hasattr(JITFunction, "_pack_args"):
-            raise CheckError(f"Triton {triton.__version__} lacks the launch internals the checker uses "
-                             "(runtime.jit.create_function_from_signature, JITFunction._pack_args); "
-                             "tritonkit check is developed against Triton 3.6")
+        missing = _compat.capture_missing()
+        if missing is not None:
+            raise CheckError(f"Triton {triton.__version__} lacks the launch internals the checker uses ({missing}); "
+                             f"tritonkit check is developed against Triton {_compat.DEVELOPED_AGAINST}")
         try:
             self._install()
         except BaseException:
@@ -287,13 +293,12 @@ class Capture:
         self._patch(JITFunction, "run", jit_run)
         self._patch(Autotuner, "run", autotune_run)
         self._patch(Autotuner, "warmup", autotune_warmup)
-        with contextlib.suppress(ImportError):
-            from triton.runtime.interpreter import InterpretedFunction
-
+        interpreted = _compat.interpreted_function_type()
+        if interpreted is not None:
             def interp_run(fn, *args, grid=None, warmup=False, **kwargs):
                 return cap._launch(cap._from_interpreted(fn), args, kwargs, grid, warmup)
 
-            self._patch(InterpretedFunction, "run", interp_run)
+            self._patch(interpreted, "run", interp_run)
             # imported under TRITON_INTERPRET=1, Triton's own jit library (tl.sum, tl.cdiv, ...) is interpreted too
             for name, mod in list(sys.modules.items()):
                 if name == "triton.language" or name.startswith("triton.language."):
@@ -346,9 +351,9 @@ class Capture:
 
     def _swap_interpreted(self, mod) -> None:
         """Replace the interpreted jit functions a module holds by compiled ones, until the capture ends."""
-        from triton.runtime.interpreter import InterpretedFunction
+        interpreted = _compat.interpreted_function_type()
         for k, v in list(vars(mod).items()):
-            if isinstance(v, InterpretedFunction):
+            if interpreted is not None and isinstance(v, interpreted):
                 self._patch(mod, k, self._jit_of(v))
 
     def _from_interpreted(self, fn) -> JITFunction:
@@ -366,6 +371,15 @@ class Capture:
         return jit
 
     # -- launches -------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def running(self, context: CaseContext) -> Iterator[None]:
+        """Launches made inside the block belong to the case ``context`` describes."""
+        outer, self._context = self._context, context
+        try:
+            yield
+        finally:
+            self._context = outer
+
     def _kernel(self, jit) -> KernelInfo:
         info = self.kernels.get(id(jit))
         if info is None:
@@ -377,8 +391,7 @@ class Capture:
     def _binder(self, jit):
         b = self._binders.get(id(jit))
         if b is None:
-            from triton.runtime.jit import create_function_from_signature
-            b = create_function_from_signature(jit.signature, jit.params, self.backend)
+            b = _compat.make_binder(jit, self.backend)
             self._binders[id(jit)] = b
         return b
 
@@ -390,7 +403,7 @@ class Capture:
             kw = dict(kwargs)
             kw["debug"] = bool(kw.get("debug", getattr(jit, "debug", None)) or False)
             bound, spec, options = self._binder(jit)(*args, **kw)
-            opts, signature, constexprs, attrs = jit._pack_args(self.backend, kw, bound, spec, options)
+            opts, signature, constexprs, attrs = _compat.pack_args(jit, self.backend, kw, bound, spec, options)
         except Exception as e:  # noqa: BLE001
             self.problems.append(Problem("capture", where, f"Triton rejected the launch arguments: "
                                          f"{type(e).__name__}: {e}"))
@@ -408,9 +421,8 @@ class Capture:
                 int_args[p.name] = v
         consts = {p.name: bound.get(p.name) for p in jit.params if p.is_constexpr and p.name in bound}
         extents = {k: e for k, v in bound.items() if hasattr(v, "data_ptr") and (e := _storage_elements(v)) is not None}
-        ln = Launch(info, unit, g, int_args, spec_t, dict(self.case), self.sweep_group, self.sweep_keys, consts,
-                    extents, site,
-                    _aliases(bound), dict(self.loaded_bounds), self._autotune, dict(self.nondecreasing))
+        ln = Launch(kernel=info, unit=unit, grid=g, int_args=int_args, spec=spec_t, context=self._context,
+                    constexprs=consts, extents=extents, site=site, aliases=_aliases(bound), autotune=self._autotune)
         info.launches.append(ln)
         # an optional pointer passed as None in this launch is still a pointer parameter a bound may name
         info.ptr_params.update(k for k, v in bound.items() if hasattr(v, "data_ptr") or v is None)

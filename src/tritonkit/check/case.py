@@ -68,6 +68,20 @@ class Declared(dict):
         self.nondecreasing = dict(nondecreasing)
 
 
+@dataclasses.dataclass(frozen=True)
+class CaseContext:
+    """What the case being run tells each launch it makes: the case's parameters, the sweep it belongs to and the
+    bounds it declares on loaded integers. One object is shared by the case's launches and never changed."""
+
+    case: dict[str, Any] = dataclasses.field(default_factory=dict)
+    sweep_group: str = ""
+    sweep_keys: tuple[str, ...] = ()  # the case parameters that vary within the sweep
+    #: pointer parameter (or ``kernel.param``) -> (lo, hi) of the integers loaded through it
+    loaded_bounds: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    #: pointer parameters whose loaded integers never decrease along the array -> largest step (None: unknown)
+    nondecreasing: dict[str, int | None] = dataclasses.field(default_factory=dict)
+
+
 def _as_values(name: str, v: Any) -> tuple[Any, ...]:
     if isinstance(v, (list, tuple, range)):
         if len(v) == 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .budgets import FACTS, ROOT
 from .mlir import Func
 from .pointers import base_arg
 
@@ -37,7 +38,10 @@ def _is_true(f: Func, name: str) -> bool:
 def facts(f: Func, cond: str, holds: bool, depth: int = 0) -> list[Fact]:
     """The comparisons that hold where the i1 value ``cond`` is ``holds``."""
     op = f.defs.get(cond)
-    if op is None or depth > 16:
+    if op is None:
+        return []
+    if depth > FACTS.limit:
+        FACTS.cut(f)
         return []
     if op.name in _SHAPE and op.operands:  # a mask carried to another tile shape says the same of each lane
         return facts(f, op.operands[0], holds, depth + 1)
@@ -62,11 +66,14 @@ def facts(f: Func, cond: str, holds: bool, depth: int = 0) -> list[Fact]:
 
 def root(f: Func, name: str) -> str:
     """The value behind sign/zero extensions: ``extsi(x)`` compares and subtracts as ``x`` does."""
-    for _ in range(8):
+    for _ in range(ROOT.limit):
         op = f.defs.get(name)
         if op is None or op.name not in _CASTS or not op.operands:
             break
         name = op.operands[0]
+    else:
+        if (op := f.defs.get(name)) is not None and op.name in _CASTS and op.operands:
+            ROOT.cut(f)
     return name
 
 

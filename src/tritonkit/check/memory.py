@@ -14,11 +14,12 @@ import dataclasses
 import re
 
 from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_apart, uniform, varying_axes
+from .budgets import VALUES_ONLY
 from .capture import distinct
 from .conditions import NEGATE, facts
 from .mlir import Block, Func, Op, shape_of
 from .pointers import decompose, strip
-from .ranges import Iv, RangeAnalysis
+from .ranges import RangeAnalysis
 from .views import View
 
 # the barrier op has been `gpu.barrier` through Triton 3.x; accept the names other releases print
@@ -41,10 +42,9 @@ class Point:
 
 
 def _runs_once(ra: RangeAnalysis | None, loop: Op) -> bool:
-    if ra is None or loop.name != "scf.for" or len(loop.operands) < 3:
-        return False
-    lb, ub, st = (ra.get(x) for x in loop.operands[:3])
-    return all(isinstance(v, Iv) for v in (lb, ub, st)) and st.lo > 0 and lb.hi < ub.lo
+    """``loop`` makes at least one iteration in every launch ``ra`` binds."""
+    counted = ra.trips(loop) if ra is not None else None
+    return counted is not None and counted[0] >= 1
 
 
 #: a 1-D tile longer than one warp can hold (32 lanes x 16 elements, the widest a lane's vector gets) has its
@@ -259,7 +259,10 @@ def _values_only(f: Func, name: str, depth: int = 0) -> bool:
     gathered row id), not through its own arithmetic (``offs // 2``, a broadcast axis)."""
     n = strip(f, name)
     op = f.defs.get(n)
-    if op is None or depth > 16:
+    if op is None:
+        return False
+    if depth > VALUES_ONLY.limit:
+        VALUES_ONLY.cut(f)
         return False
     if op.name == "tt.load":
         return True

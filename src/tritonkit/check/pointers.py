@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .budgets import DECOMPOSE, OFFSET_SLICE, STRIP
 from .mlir import Func, Op, elem_type, int_bits, shape_of
 
 #: ops an integer passes through unchanged (a lane's value, whatever tile shape or width carries it)
@@ -65,11 +66,14 @@ def _step(f: Func, loop: Op, arg: str, k: int) -> str | None:
 
 def strip(f: Func, name: str) -> str:
     """The value behind shape ops and extensions: a lane's integer, whatever tile shape or width carries it."""
-    for _ in range(32):
+    for _ in range(STRIP.limit):
         op = f.defs.get(name)
         if op is None or op.name not in THROUGH or not op.operands:
             break
         name = op.operands[0]
+    else:
+        if (op := f.defs.get(name)) is not None and op.name in THROUGH and op.operands:
+            STRIP.cut(f)
     return name
 
 
@@ -87,7 +91,7 @@ def decompose(f: Func, name: str, block_ptrs: bool = False) -> tuple[str | None,
     """(kernel argument the pointer addresses, offset terms added to it); (None, []) where the walk stops. With
     ``block_ptrs`` the walk goes through block pointers too (the argument is right, the terms are not)."""
     terms: list[Term] = []
-    for _ in range(512):
+    for _ in range(DECOMPOSE.limit):
         if name in f.block_args:
             blk, k = f.block_args[name]
             owner = blk.parent
@@ -115,6 +119,7 @@ def decompose(f: Func, name: str, block_ptrs: bool = False) -> tuple[str | None,
         elif op.name not in _SAME_ELEMENT_PTR and not (block_ptrs and op.name in _BLOCK_PTR):
             return None, []
         name = op.operands[0]
+    DECOMPOSE.cut(f)
     return None, []
 
 
@@ -123,12 +128,12 @@ def base_arg(f: Func, name: str) -> str | None:
     return decompose(f, name, block_ptrs=True)[0]
 
 
-def offset_slice(f: Func, name: str, limit: int = 4096) -> list[Op]:
+def offset_slice(f: Func, name: str) -> list[Op]:
     """Integer ops (in def order, deduplicated) whose values feed ``name``: the backward slice of an offset."""
     seen: set[str] = set()
     out: dict[int, Op] = {}
     stack = [name]
-    while stack and len(seen) < limit:
+    while stack and len(seen) < OFFSET_SLICE.limit:
         v = stack.pop()
         if v in seen:
             continue
@@ -166,6 +171,7 @@ def offset_slice(f: Func, name: str, limit: int = 4096) -> list[Op]:
                     stack.append(y.operands[k])
             continue
         stack += [x for x in op.operands if int_bits(f.types.get(x)) is not None]
+    OFFSET_SLICE.stopped(f, stack, seen)
     return [out[k] for k in sorted(out)]
 
 

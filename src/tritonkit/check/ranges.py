@@ -11,46 +11,21 @@ loaded value they can be (``slot // 16`` is 1/16 of one, ``(slot // 16) * 16384`
 data value is not reported, nor is a product that stays within the size of a loaded value (``(q // BLOCK) *
 BLOCK``): the loaded index itself is what the analysis cannot know. A product that scales it past that, with a
 stride or a block size, is reported: that is the KV-cache bug.
+
+What each op does to an interval is a table of transfer functions (:mod:`.transfer`); this module walks the
+function, its branches and loops, and keeps the overflows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 
+from .budgets import NARROW_OPERANDS
 from .conditions import Diffs, Fact, block_facts, facts, narrow, possible, root, same_values
+from .intervals import Iv, Unknown, Val, trip_count, type_range
 from .mlir import Func, Op, int_bits, shape_of
-from .pointers import base_arg, decompose, strip
-
-
-@dataclasses.dataclass(frozen=True)
-class Iv:
-    lo: int
-    hi: int
-    data: bool = False  # any value of its type: came from memory or a wrapping conversion
-    over: bool = False  # derived from an op that already overflowed
-    scale: float = 0.0  # for data values: how many times the magnitude of a loaded value it can reach
-
-    def hull(self, o: Iv) -> Iv:
-        return Iv(min(self.lo, o.lo), max(self.hi, o.hi), self.data or o.data, self.over or o.over,
-                  max(self.scale, o.scale))
-
-    def within(self, o: Iv) -> bool:
-        return o.lo <= self.lo and self.hi <= o.hi
-
-
-@dataclasses.dataclass(frozen=True)
-class Unknown:
-    reason: str
-
-
-Val = Iv | Unknown | None  # None: not an integer (floats, pointers)
-
-
-def type_range(bits: int) -> tuple[int, int]:
-    if bits == 1:
-        return 0, 1
-    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+from .pointers import decompose, strip
+from .transfer import TRANSFER, UNMODELLED
 
 
 @dataclasses.dataclass
@@ -73,10 +48,6 @@ class Overflow:
     operands: list[Val]
     bits: int
 
-
-_SHAPE_OPS = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout",
-              "tt.cat", "tt.join", "tt.split", "tt.permute", "tt.view", "arith.index_cast", "arith.index_castui",
-              "arith.extsi", "arith.extui", "tt.unsplat", "tt.clampf", "tt.gather", "ttg.local_load"}
 
 #: ops whose operands a bound on the result narrows (see :meth:`RangeAnalysis._bound`)
 _BACK = {"arith.minsi", "arith.maxsi", "arith.addi", "arith.subi"}
@@ -153,7 +124,10 @@ class RangeAnalysis:
                 saved_env.setdefault(n, old)
                 self.env[n] = dataclasses.replace(old, lo=max(old.lo, lo), hi=min(old.hi, hi))
         d = self.f.defs.get(root(self.f, name))
-        if depth >= 4 or d is None or len(d.operands) < 2 or d.name not in _BACK:
+        if d is None or len(d.operands) < 2 or d.name not in _BACK:
+            return
+        if depth >= NARROW_OPERANDS.limit:
+            NARROW_OPERANDS.cut(self.f)
             return
         x, y = d.operands[:2]
         vx, vy, v = self.get(x), self.get(y), self.get(d.results[0]) if d.results else None
@@ -174,7 +148,7 @@ class RangeAnalysis:
             if isinstance(cur, Iv) and (nlo > cur.lo or nhi < cur.hi):
                 self._bound(n, int(max(nlo, cur.lo)), int(min(nhi, cur.hi)), saved_env, depth + 1)
 
-    def _where(self, cond: str, holds: bool, name: str, v: Val) -> Val:
+    def where(self, cond: str, holds: bool, name: str, v: Val) -> Val:
         """``v`` (the value of ``name``) where the i1 ``cond`` is ``holds``."""
         if not isinstance(v, Iv):
             return v
@@ -197,6 +171,12 @@ class RangeAnalysis:
 
     def get(self, name: str) -> Val:
         return self.env.get(name, Unknown(f"value %{name} is defined where the analysis did not look"))
+
+    def trips(self, loop: Op) -> tuple[int, int] | None:
+        """(fewest, most) iterations an ``scf.for`` makes in these bindings (None: not an scf.for, or unknown)."""
+        if loop.name != "scf.for" or len(loop.operands) < 3:
+            return None
+        return trip_count(*(self.get(x) for x in loop.operands[:3]))
 
     def block(self, ops: list[Op]) -> None:
         for op in ops:
@@ -254,119 +234,10 @@ class RangeAnalysis:
         self._set(op, self._scalar(op, bits))
 
     def _scalar(self, op: Op, bits: int) -> Val:
-        n = op.name
-        tlo, thi = type_range(bits)
-        if n == "arith.constant":
-            m = re.search(r"arith\.constant\s+(?:dense<)?\s*(-?\d+|true|false)\b", op.text)
-            if not m:
-                return Unknown("integer constant not read")
-            v = {"true": 1, "false": 0}.get(m.group(1))
-            v = int(m.group(1)) if v is None else v
-            return Iv(v, v)
-        if n in ("tt.get_program_id", "tt.get_num_programs"):
-            m = re.search(r"\b(?:get_program_id|get_num_programs)\s+([xyz])\b", op.text)
-            axis = "xyz".index(m.group(1)) if m else (op.attr_int("axis") or 0)
-            if self.b.grid is None:
-                return Unknown("no launch grid was captured (warmup only)")
-            g = max(int(self.b.grid[axis]), 1)
-            return Iv(0, g - 1) if n == "tt.get_program_id" else Iv(g, g)
-        if n == "tt.make_range":
-            s, e = op.attr_int("start"), op.attr_int("end")
-            return Iv(s, e - 1) if s is not None and e is not None else Unknown("tt.make_range bounds not read")
-        if n == "tt.load":
-            base = base_arg(self.f, op.operands[0]) if op.operands else None
-            if base is not None and base in self.b.loaded:
-                lo, hi = self.b.loaded[base]
-                return Iv(max(lo, tlo), min(hi, thi))
-            if self.b.loads_nonneg:
-                # a masked-off lane takes `other`: a negative one makes the value negative there
-                other = self.get(op.operands[2]) if len(op.operands) > 2 else None
-                lo = min(0, other.lo) if isinstance(other, Iv) else 0
-                return Iv(lo, thi, data=True, scale=1.0)
-            return Iv(tlo, thi, data=True, scale=1.0)
-        if n in ("tt.atomic_rmw", "tt.atomic_cas", "arith.fptosi", "arith.fptoui", "tt.histogram", "arith.bitcast",
-                 "tt.bitcast", "tt.elementwise_inline_asm", "tt.extern_elementwise", "tt.ptr_to_int"):
-            return Iv(tlo, thi, data=True, scale=1.0)
-        if n == "tt.call":
-            return Unknown(f"result of a non-inlined call ({op.text.split('(')[0].strip()})")
-        ops = [self.get(x) for x in op.operands]
-        ints = [v for v in ops if v is not None]
-        unk = next((v for v in ints if isinstance(v, Unknown)), None)
-        if n == "arith.select" and len(op.operands) == 3:
-            # where(slot >= 0, slot, 0): each side holds where the condition says it is taken
-            ops = [ops[0], self._where(op.operands[0], True, op.operands[1], ops[1]),
-                   self._where(op.operands[0], False, op.operands[2], ops[2])]
-        if n in _SHAPE_OPS or n in ("arith.select", "arith.trunci"):
-            vals = ops[1:] if n == "arith.select" else ops
-            vals = [v for v in vals if v is not None]
-            u = next((v for v in vals if isinstance(v, Unknown)), None)
-            if u is not None or not vals:
-                return u or Unknown(f"`{n}` of a non-integer")
-            h = vals[0]
-            for v in vals[1:]:
-                h = h.hull(v)
-            if n == "arith.trunci" and not (tlo <= h.lo and h.hi <= thi):
-                return Iv(tlo, thi, data=True, scale=1.0)
-            if n == "arith.extui" and h.lo < 0:
-                return Iv(0, (1 << _src_bits(self.f, op)) - 1, data=True, scale=1.0)
-            return h
-        if unk is not None:
-            return unk
-        if len(ints) < 2:
-            # one-operand integer ops (math.absi, ...) and operands the analysis does not track
-            return Unknown(f"`{n}` with an operand the analysis does not track")
-        if n in ("arith.addi", "arith.subi", "arith.muli", "arith.shli"):
-            return self._arith(op, ints[0], ints[1], bits)
-        a, b = (ints + [None, None])[:2]
-        fl = dict(data=a.data or b.data, over=a.over or b.over, scale=max(a.scale, b.scale))
-        if n in ("arith.divsi", "arith.divui", "arith.ceildivsi", "arith.floordivsi"):
-            if a.data and not b.data:
-                fl["scale"] = a.scale / max(1, min((abs(d) for d in (b.lo, b.hi) if d), default=1)) \
-                    if (b.lo > 0 or b.hi < 0) else a.scale
-            return _div(a, b, fl, slop=0 if n in ("arith.divsi", "arith.divui") else 1)
-        if n in ("arith.remsi", "arith.remui"):
-            m = max(abs(b.lo), abs(b.hi)) - 1
-            if m < 0:
-                return Iv(tlo, thi, data=True, scale=1.0)
-            if not b.data:
-                fl = dict(over=a.over or b.over)
-            if a.lo >= 0 or n == "arith.remui":
-                return Iv(0, m if a.lo < 0 else min(a.hi, m), **fl)
-            if a.hi <= 0:
-                return Iv(max(a.lo, -m), 0, **fl)
-            return Iv(max(a.lo, -m), min(a.hi, m), **fl)
-        if n in ("arith.maxsi", "arith.minsi") and op.results:
-            # max(x, y) - x >= 0 and max(x, y) - y >= 0 (min: the other way): what `hi - lo` needs later
-            for x in op.operands[:2]:
-                self.diffs.add(*((root(self.f, op.results[0]), root(self.f, x)) if n == "arith.maxsi"
-                                 else (root(self.f, x), root(self.f, op.results[0]))), 0)
-        if n in ("arith.maxsi", "arith.maxui"):
-            return Iv(max(a.lo, b.lo), max(a.hi, b.hi), **fl)
-        if n in ("arith.minsi", "arith.minui"):
-            return Iv(min(a.lo, b.lo), min(a.hi, b.hi), **fl)
-        if n == "arith.andi":
-            if (a.lo >= 0 and not a.data) or (b.lo >= 0 and not b.data):
-                fl = dict(over=a.over or b.over)
-            if a.lo >= 0 and b.lo >= 0:
-                return Iv(0, min(a.hi, b.hi), **fl)
-            if a.lo >= 0 or b.lo >= 0:
-                return Iv(0, a.hi if a.lo >= 0 else b.hi, **fl)
-            return Iv(tlo, thi, data=True, scale=1.0)
-        if n in ("arith.ori", "arith.xori"):
-            if a.lo >= 0 and b.lo >= 0:
-                return Iv(0, (1 << max(a.hi, b.hi).bit_length()) - 1, **fl)
-            return Iv(tlo, thi, data=True, scale=1.0)
-        if n in ("arith.shrsi", "arith.shrui"):
-            s_lo, s_hi = max(b.lo, 0), min(max(b.hi, 0), bits - 1)
-            fl["scale"] = fl["scale"] / (1 << s_lo)
-            if a.lo >= 0:
-                return Iv(a.lo >> s_hi, a.hi >> s_lo, **fl)
-            if n == "arith.shrui":
-                return Iv(0, ((1 << bits) - 1) >> s_lo, data=True, scale=1.0)
-            return Iv(min(a.lo >> s_lo, a.lo >> s_hi), max(a.hi >> s_lo, a.hi >> s_hi), **fl)
-        return Unknown(f"`{n}` is not understood by the range analysis")
+        return TRANSFER.get(op.name, UNMODELLED)(self, op, bits)
 
-    def _arith(self, op: Op, a: Iv, b: Iv, bits: int) -> Iv:
+    def arith(self, op: Op, a: Iv, b: Iv, bits: int) -> Iv:
+        """``addi``/``subi``/``muli``/``shli``: the exact result, and an overflow recorded where it leaves its type."""
         n = op.name
         if n == "arith.addi":
             lo, hi = a.lo + b.lo, a.hi + b.hi
@@ -507,9 +378,9 @@ class RangeAnalysis:
         body = op.regions[0][0]
         lb, ub, st = (self.get(x) for x in op.operands[:3])
         inits = [self.get(x) for x in op.operands[3:]]
-        trips = None
-        if all(isinstance(v, Iv) for v in (lb, ub, st)) and st.lo > 0:
-            trips = max(0, -(-(ub.hi - lb.lo) // st.lo))
+        counted = trip_count(lb, ub, st)
+        trips = counted[1] if counted is not None else None
+        if counted is not None:
             iv: Val = Iv(lb.lo, max(lb.lo, ub.hi - 1), lb.data or ub.data, lb.over or ub.over,
                          max(lb.scale, ub.scale))
         else:
@@ -615,22 +486,3 @@ class RangeAnalysis:
             else:
                 res.append(src)
         self._set(op, res)
-
-
-def _src_bits(f: Func, op: Op) -> int:
-    return int_bits(f.types.get(op.operands[0], "")) or 32
-
-
-def _tdiv(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def _div(a: Iv, b: Iv, fl: dict, slop: int) -> Iv:
-    divisors = [d for d in (b.lo, b.hi, -1 if b.lo <= -1 <= b.hi else None, 1 if b.lo <= 1 <= b.hi else None)
-                if d not in (None, 0)]
-    if not divisors:
-        m = max(abs(a.lo), abs(a.hi))
-        return Iv(-m, m, **fl)
-    c = [_tdiv(x, d) for x in (a.lo, a.hi) for d in divisors]
-    return Iv(min(c) - slop, max(c) + slop, **fl)

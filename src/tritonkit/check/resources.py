@@ -29,8 +29,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import triton
-
+from .. import _triton_compat as _compat
 from .target import ARCHS, interpreter_off, parse_arch, stub_driver
 
 
@@ -60,7 +59,7 @@ class Resources:
 
 
 def _cuobjdump() -> str:
-    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    path = _compat.cuobjdump_path()
     if not os.path.exists(path):
         raise FileNotFoundError(f"Triton's cuobjdump is not at {path}: this Triton build cannot report resources")
     return path
@@ -84,13 +83,8 @@ def compile_for(kernel, *args, arch: str = "sm_90", **kwargs):
     the config cannot compile."""
     # the JIT keeps one (target, backend, binder) per device: a fresh one, so this target is the one compiled for,
     # and the kernel's own cache (a real GPU's, in a process that has one) is left as it was
-    saved = kernel.device_caches
-    kernel.device_caches = type(saved)(saved.default_factory)
-    try:
-        with interpreter_off(), stub_driver(parse_arch(arch)):
-            return kernel.warmup(*args, grid=(1,), **kwargs)
-    finally:
-        kernel.device_caches = saved
+    with _compat.fresh_device_caches(kernel), interpreter_off(), stub_driver(parse_arch(arch)):
+        return kernel.warmup(*args, grid=(1,), **kwargs)
 
 
 def compile_resources(kernel, *args, arch: str = "sm_90", **kwargs) -> Resources:
@@ -132,7 +126,7 @@ class Launch:
 
 @contextlib.contextmanager
 def _recording(into: list):
-    from triton.runtime.jit import JITFunction
+    from .._triton_compat import JITFunction
     run = JITFunction.run
 
     def record(self, *args, grid, warmup, **kwargs):

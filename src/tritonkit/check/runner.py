@@ -10,13 +10,14 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._imports import import_file
 from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress, unknown_suppressions
-from .case import REGISTRY, Case, Declared
+from .case import REGISTRY, Case, CaseContext, Declared
 from .findings import Finding, Problem
 from .isolate import DEFAULT_CASE_TIMEOUT, limited, time_limit, user_code
 from .progress import Progress
@@ -60,13 +61,26 @@ class Report:
         return 0
 
 
+Bounds = dict[str, tuple[int, int]]
+
+
+class Run(NamedTuple):
+    """One run of a target: its case, the sweep it belongs to, the bounds it declares and the call itself."""
+
+    case: dict[str, Any]
+    group: tuple[str, tuple[str, ...]]  # (sweep group, its per-call parameters): see :func:`_sweep_group`
+    #: loaded bounds (a :class:`Declared` carries ``nondecreasing`` too), or a function making them just before
+    #: the thunk (an OpSpec's bounds read the inputs the thunk then runs on)
+    bounds: Bounds | Callable[[], Bounds]
+    thunk: Callable[[], Any]
+
+
 @dataclasses.dataclass
 class Target:
     """One thing to run under capture: a case function or an OpSpec."""
 
     label: str
-    # (case dict, (sweep group, its per-call parameters), loaded bounds or a function making them, thunk)
-    runs: list[tuple[dict[str, Any], tuple[str, tuple[str, ...]], dict[str, tuple[int, int]], Any]]
+    runs: list[Run]
 
 
 def _user_frame(tb) -> str:
@@ -157,8 +171,8 @@ def _case_targets(cases: list[Case]) -> list[Target]:
     for c in cases:
         runs = []
         for params in c.expand():
-            runs.append((params, _sweep_group(c.name, params, c.sweep), Declared(c.loaded_bounds, c.nondecreasing),
-                         lambda c=c, p=params: c.fn(**p)))
+            runs.append(Run(params, _sweep_group(c.name, params, c.sweep), Declared(c.loaded_bounds, c.nondecreasing),
+                            lambda c=c, p=params: c.fn(**p)))
         out.append(Target(f"{c.name} ({c.file}:{c.line})", runs))
     return out
 
@@ -188,7 +202,7 @@ def spec_targets(specs: dict[str, Any], spaces: tuple[str, ...]) -> list[Target]
                     case = {"op": name, "space": space, **dict(shape), "dtype": dt}
                     per_call = tuple(k for k in shape if k in PER_CALL_KEYS)
                     group = _sweep_group(name, {**dict(shape), "dtype": dt}, per_call)
-                    runs.append((case, group, *_spec_run(spec, shape, dtype)))
+                    runs.append(Run(case, group, *_spec_run(spec, shape, dtype)))
         out.append(Target(f"op {name}", runs))
     return out
 
@@ -219,13 +233,15 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
     for t in targets:
         silent = []
         refused: set[str] = set()
-        for case, group, bounds, thunk in t.runs:
-            capture.case, (capture.sweep_group, capture.sweep_keys), capture.loaded_bounds = case, group, {}
+        for case, (group, keys), bounds, thunk in t.runs:
             before = capture.n_launches
+            nondecreasing: dict[str, int | None] = {}
             try:
-                bounds = capture.loaded_bounds = bounds() if callable(bounds) else bounds
-                capture.nondecreasing = dict(getattr(bounds, "nondecreasing", {}))
-                thunk()
+                with capture.running(CaseContext(case, group, keys)):
+                    bounds = bounds() if callable(bounds) else bounds
+                nondecreasing = dict(getattr(bounds, "nondecreasing", {}))
+                with capture.running(CaseContext(case, group, keys, dict(bounds), nondecreasing)):
+                    thunk()
             except KeyboardInterrupt:
                 raise
             except BaseException as e:  # noqa: BLE001 - reported by name; the other cases still run
@@ -234,7 +250,7 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
                 if capture.n_launches == before:
                     silent.append(case)
             new = capture.launches[before:]
-            declared = {**bounds, **capture.nondecreasing} if isinstance(bounds, dict) else {}
+            declared = {**bounds, **nondecreasing} if isinstance(bounds, dict) else {}
             bad = unknown_bounds(declared, new) if new else []
             if bad:
                 capture.discard(new)
@@ -244,7 +260,7 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
                     listed = "; ".join(f"{k}: {', '.join(ps) or '(none)'}" for k, ps in kernels.items())
                     problems.append(Problem(
                         "case", t.label,
-                        f"refused: {_which(bad, capture.nondecreasing)} names {', '.join(map(repr, bad))}, which is no "
+                        f"refused: {_which(bad, nondecreasing)} names {', '.join(map(repr, bad))}, which is no "
                         f"pointer parameter of "
                         f"the kernels it launched (their pointer parameters: {listed})"))
             n += 1
@@ -315,13 +331,8 @@ def builtin_targets(ops: tuple[str, ...] | None, spaces: tuple[str, ...], proble
 def interpreter_leaked() -> bool:
     """True when Triton's interpreter has run in this process and left ``triton.language`` patched (interpreted
     device-function calls patch it without restoring): nothing compiles correctly in this process any more."""
-    if "triton.runtime.interpreter" not in sys.modules:
-        return False
-    import triton.language as tl
-
-    probes = (vars(tl.core.tensor).get("__add__"), vars(tl.core.dtype).get("to_ir"), getattr(tl.core, "range", None),
-              getattr(tl, "reduce", None))
-    return any(getattr(getattr(p, "__code__", None), "co_filename", "").endswith("interpreter.py") for p in probes)
+    from .._triton_compat import interpreter_patched
+    return interpreter_patched()
 
 
 def _run_in_child(paths: list[str] | None, opts: Options) -> Report:
@@ -369,7 +380,8 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
         targets = (collect(paths, problems, opts.case_timeout) if paths
                    else builtin_targets(opts.ops, opts.spaces, problems))
     for t in targets:
-        t.runs = [(c, g, limited(b, opts.case_timeout), limited(f, opts.case_timeout)) for c, g, b, f in t.runs]
+        t.runs = [r._replace(bounds=limited(r.bounds, opts.case_timeout), thunk=limited(r.thunk, opts.case_timeout))
+                  for r in t.runs]
     compiler.defer = True
     compiler.progress = prog = Progress(opts.progress)
     with Capture(compiler) as cap:
@@ -391,6 +403,7 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
                     prev.count += f.count
         except Exception as e:  # noqa: BLE001 - a rule bug must not hide the other rules' findings
             problems.append(Problem("rule", rid, f"the rule failed: {_exc(e)}"))
+    ctx.budget_notes()
     problems += ctx.problems
     prog.stage("running rules", len(selected), len(selected))
     prog.close()

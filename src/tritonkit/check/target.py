@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import inspect
 import json
 import os
 import re
@@ -22,9 +21,9 @@ from typing import Any
 
 import triton
 from triton import knobs
-from triton.backends.compiler import GPUTarget
-from triton.backends.driver import DriverBase
-from triton.runtime.driver import driver as _driver_config
+
+from .. import _triton_compat as _compat
+from .._triton_compat import DriverBase, GPUTarget
 
 #: arch name -> (compute capability, shared memory per block in bytes, SM count of the flagship part)
 ARCHS = {"sm_80": (80, 166912, 108), "sm_90": (90, 232448, 132), "sm_100": (100, 232448, 148)}
@@ -41,8 +40,7 @@ def parse_arch(arch: str) -> GPUTarget:
         raise CheckError(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
     target = GPUTarget("cuda", ARCHS[name][0], 32)
     try:
-        from triton.compiler.compiler import make_backend
-        make_backend(target).parse_options({})
+        _compat.make_backend(target).parse_options({})
     except Exception as e:  # noqa: BLE001 - any failure means this Triton cannot target it
         raise CheckError(f"the installed Triton {triton.__version__} cannot target {name}: {e}") from None
     return target
@@ -102,15 +100,8 @@ StubDriver = _stub_driver_class()
 def stub_driver(target: GPUTarget):
     """Make ``triton.runtime.driver.active`` a stub for ``target`` (restored on exit, even on this GPU-less box
     where building the default driver would fail)."""
-    prev = getattr(_driver_config, "_active", None)
-    _driver_config.set_active(StubDriver(target))
-    try:
+    with _compat.active_driver(StubDriver(target)):
         yield
-    finally:
-        if hasattr(_driver_config, "_active"):
-            _driver_config._active = prev
-        elif prev is not None:
-            _driver_config.set_active(prev)
 
 
 @contextlib.contextmanager
@@ -118,17 +109,11 @@ def interpreter_off():
     """The checker compiles: kernels defined (decorated) inside this block are ``JITFunction`` even when
     ``TRITON_INTERPRET=1`` is set for the rest of the process."""
     prev_env = os.environ.get("TRITON_INTERPRET")
-    knob = knobs.runtime
-    had, prev = "interpret" in knob.__dict__, knob.__dict__.get("interpret")
     os.environ["TRITON_INTERPRET"] = "0"
-    knob.__dict__["interpret"] = False
     try:
-        yield
+        with _compat.knob_set(knobs.runtime, "interpret", False):
+            yield
     finally:
-        if had:
-            knob.__dict__["interpret"] = prev
-        else:
-            knob.__dict__.pop("interpret", None)
         if prev_env is None:
             os.environ.pop("TRITON_INTERPRET", None)
         else:
@@ -174,10 +159,8 @@ class Compiler:
     """Lowers captured launches to TTIR for one target, with an in-memory and an on-disk cache."""
 
     def __init__(self, target: GPUTarget, disk_cache: bool = True):
-        from triton.compiler.compiler import make_backend
-
         self.target = target
-        self.backend = make_backend(target)
+        self.backend = _compat.make_backend(target)
         self.memory: dict[str, Compiled] = {}
         self.disk = _cache_dir() if disk_cache else None
         self.bad_entries = 0  # disk cache entries that were not cache records (a miss each)
@@ -324,25 +307,5 @@ class Compiler:
                 self._done(c)
 
     def _ttir(self, kernel, signature, constexprs, attrs, options):
-        from triton._C.libtriton import ir
-        from triton.compiler.compiler import ASTSource
-
-        src = ASTSource(kernel, signature, constexprs, attrs)
-        ctx = ir.context()
-        ir.load_dialects(ctx)
-        self.backend.load_dialects(ctx)
-        codegen_fns = self.backend.get_codegen_implementation(options)
-        module_map = self.backend.get_module_map()
-        # make_ir gained a target argument in Triton 3.3; accept both
-        if "target" in inspect.signature(src.make_ir).parameters:
-            mod = src.make_ir(self.target, options, codegen_fns, module_map, ctx)
-        else:
-            mod = src.make_ir(options, codegen_fns, module_map, ctx)
-        stages: dict[str, Any] = {}
-        try:
-            self.backend.add_stages(stages, options, src.language)
-        except TypeError:
-            self.backend.add_stages(stages, options)
-        mod = stages["ttir"](mod, {})
-        return mod, stages
+        return _compat.lower_to_ttir(kernel, signature, constexprs, attrs, options, self.target, self.backend)
 

@@ -30,22 +30,16 @@ at the first launch).
 from __future__ import annotations
 
 import functools
-import hashlib
-import inspect
 import os
-import types
 
 import torch
 from triton import knobs
 from triton.language.core import constexpr as _constexpr
 
+from .. import _triton_compat as _compat
 from . import _device
 
 ENV_VAR = "TRITONKIT_FAST_LAUNCH"
-
-#: sha256 prefixes of the stripped source of ``JITFunction.run`` and ``CompiledKernel.launch_metadata`` whose
-#: launch convention this module copies (Triton 3.6.0)
-_KNOWN_SOURCES = {("b23b098b1d164489", "33ec15102e4d48a6")}
 
 _MISSING = object()
 _TENSOR_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
@@ -70,49 +64,13 @@ def set_enabled(flag: bool) -> None:
     _enabled = bool(flag)
 
 
-def _internals() -> types.SimpleNamespace | None:
-    """The Triton pieces the fast path uses, or None when this Triton lacks one of them."""
-    try:
-        from triton._C.libtriton import native_specialize_impl
-        from triton.compiler.compiler import CompiledKernel
-        from triton.knobs import HookChain
-        from triton.runtime.driver import driver
-        from triton.runtime.jit import JITFunction
-    except ImportError:
-        return None
-    run = JITFunction.__dict__.get("run")
-    try:
-        params = list(inspect.signature(run).parameters)
-    except (TypeError, ValueError):
-        return None
-    if (getattr(run, "__qualname__", "") != "JITFunction.run" or params != ["self", "args", "grid", "warmup", "kwargs"]
-            or not isinstance(CompiledKernel.__dict__.get("run"), property)
-            or not callable(CompiledKernel.__dict__.get("launch_metadata"))
-            or not all(hasattr(knobs.runtime, k) for k in ("launch_enter_hook", "launch_exit_hook", "debug",
-                                                            "interpret"))
-            or not hasattr(knobs.compilation, "instrumentation_mode") or not hasattr(HookChain(), "calls")):
-        return None
-    return types.SimpleNamespace(specialize=native_specialize_impl, CompiledKernel=CompiledKernel, driver=driver,
-                                 JITFunction=JITFunction, run=run, HookChain=HookChain)
-
-
-_T = _internals()
-
-
-def _digest(fn) -> str:
-    src = "\n".join(line.strip() for line in inspect.getsource(fn).splitlines() if line.strip())
-    return hashlib.sha256(src.encode()).hexdigest()[:16]
+_T = _compat.launch_internals()
 
 
 @functools.lru_cache(maxsize=None)
 def _convention_ok() -> bool:
     """Whether ``JITFunction.run`` still launches the way :func:`launch` does (its source is one we checked)."""
-    if _T is None:
-        return False
-    try:
-        return (_digest(_T.run), _digest(_T.CompiledKernel.launch_metadata)) in _KNOWN_SOURCES
-    except (OSError, TypeError):
-        return False
+    return _compat.launch_convention_ok(_T)
 
 
 def available() -> tuple[bool, str]:
@@ -252,13 +210,13 @@ def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_st
     try:
         drv = _T.driver.active
         dev = drv.get_current_device()
-        caches = kernel.device_caches[dev]
-        key = state.key(full, caches[3], _options(kernel, dev, num_warps, num_stages, launch_pdl), _DEVICE_TENSOR)
+        kernel_cache, backend = _compat.device_cache(kernel, dev)
+        key = state.key(full, backend, _options(kernel, dev, num_warps, num_stages, launch_pdl), _DEVICE_TENSOR)
     except Exception:  # noqa: BLE001 - no driver, an int past u64, ...: the normal path reports it
         return None
     if key is None:
         return None
-    return state, key, full, drv, dev, caches[0]
+    return state, key, full, drv, dev, kernel_cache
 
 
 def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None = None,

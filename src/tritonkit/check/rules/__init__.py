@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import triton
 
+from .. import budgets
 from ..capture import Capture, Launch, Unit
 from ..findings import Finding, Problem
 from ..locations import Locations
@@ -57,6 +58,14 @@ class Context:
         """Part of the kernel went unchecked (the run exits 2): a rule gave up before it could decide."""
         file, line, _ = self.frame(unit, op)
         self.problem("rule", f"{unit.kernel.name} at {file}:{line}", message, fatal=True)
+
+    def budget_notes(self) -> None:
+        """A note for each kernel whose IR a walk stopped following at its budget (see :mod:`..budgets`)."""
+        for info in self.capture.kernels.values():
+            for unit in info.units.values():
+                parsed = unit.parsed()
+                for b in budgets.cuts(parsed[0]) if parsed is not None else ():
+                    self.problem("ir", f"{info.name} ({info.file}:{info.line})", budgets.cut_note(b), fatal=False)
 
     # -- IR -------------------------------------------------------------------------------------------------
     def units(self) -> Iterator[tuple[Unit, Func, Module]]:

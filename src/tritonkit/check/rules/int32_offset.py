@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import re
 
+from ..budgets import ORIGIN, RING_SLICE
 from ..capture import distinct
 from ..mlir import Func, Op
 from ..pointers import base_arg, is_int32_offset, offset_slice, strip
-from ..ranges import Iv, Overflow, Unknown
+from ..intervals import Iv, Unknown
+from ..ranges import Overflow
 from ..source import binop_at, dedent_col, within
 from . import Context, Finding, RuleInfo, declaration_note, display
 
@@ -30,7 +32,7 @@ def _fmt(v: int) -> str:
 def _origin(f: Func, name: str) -> str:
     """Where a value comes from, most telling first: a load, a program id, a loop variable, a kernel argument."""
     seen, stack, found = set(), [name], set()
-    while stack and len(seen) < 256:
+    while stack and len(seen) < ORIGIN.limit:
         v = stack.pop()
         if v in seen:
             continue
@@ -50,6 +52,7 @@ def _origin(f: Func, name: str) -> str:
             found.add("const" if v == name else "")
         else:
             stack += op.operands
+    ORIGIN.stopped(f, stack, seen)
     for o in ("load", "pid", "loop", "arg"):
         if o in found:
             return o
@@ -240,7 +243,7 @@ _INT32_MAX = 2**31 - 1
 def _ring_slice(f: Func, name: str) -> set[int]:
     """Positions of the ops that reach ``name`` through wrapping arithmetic only."""
     out, seen, stack = set(), set(), [name]
-    while stack and len(seen) < 4096:
+    while stack and len(seen) < RING_SLICE.limit:
         v = stack.pop()
         if v in seen:
             continue
@@ -250,6 +253,7 @@ def _ring_slice(f: Func, name: str) -> set[int]:
             continue
         out.add(op.pos)
         stack += op.operands[1:] if op.name == "arith.select" else op.operands
+    RING_SLICE.stopped(f, stack, seen)
     return out
 
 

@@ -6,7 +6,7 @@ from ..capture import distinct
 from ..conditions import block_facts, facts, facts_at, narrow
 from ..mlir import Func, Op
 from ..pointers import strip
-from ..ranges import Iv
+from ..intervals import Iv
 from ..source import binop_at, call_at
 from . import Context, Finding, RuleInfo, declaration_note
 

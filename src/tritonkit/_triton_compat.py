@@ -1,0 +1,254 @@
+"""Every Triton internal tritonkit reaches, in one module: a Triton upgrade is a review of this file.
+
+tritonkit is developed against Triton 3.6.0 (:data:`DEVELOPED_AGAINST`). Public Triton (``triton.jit``, ``tl.*``,
+``triton.Config``, ``triton.cdiv``, ``knobs.runtime.interpret`` read as a flag) is used directly elsewhere; what
+Triton does not promise to keep is reached through here, each piece with the guard that says when a release moved
+it. ``tests/test_triton_compat.py`` holds one test per internal; what Triton 3.9.0 changed is in
+docs/notes/triton-newest.md.
+
+=================================================  ===============================================================
+internal                                            who needs it
+=================================================  ===============================================================
+``native_specialize_impl``, ``JITFunction.run``'s   ops/_launch.py: the fast launch path copies ``run``'s launch
+source, ``CompiledKernel`` launch fields,            convention and keys launches as Triton does
+``knobs.HookChain``, ``JITFunction.device_caches``
+``device_caches[device][0]`` (compiled kernels)     bench/providers.py: compile counts; check/resources.py
+``create_function_from_signature``,                 check/capture.py: binds and specializes a launch as ``run``
+``JITFunction._pack_args``, ``get_jit_fn_file_line`` does, then compiles it for the target
+``JITFunction.run`` / ``Autotuner.run`` signatures,  check/capture.py, check/resources.py: patched to record
+``InterpretedFunction``                              launches instead of running them
+``make_backend``, ``ASTSource.make_ir``,            check/target.py: lowers a specialization to TTIR on a CPU
+``backend.add_stages``, ``libtriton.ir``
+``DriverBase``, ``driver.set_active`` / ``_active``  check/target.py: the stub driver for a GPU-less machine
+``knobs.runtime.__dict__["interpret"]``             check/target.py: interpreter off while the checker compiles
+the interpreter's patches of ``triton.language``    check/runner.py: a process the interpreter ran in compiles
+                                                    wrong, so the check moves to a fresh one
+``backends/nvidia/bin/cuobjdump``                   check/resources.py: registers and spills of a cubin
+=================================================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import os
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import triton
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.backends.driver import DriverBase
+from triton.runtime.autotuner import Autotuner
+from triton.runtime.driver import driver as _driver_config
+from triton.runtime.jit import JITFunction
+
+DEVELOPED_AGAINST = "3.6.0"
+VERSION = triton.__version__
+
+__all__ = ["DEVELOPED_AGAINST", "VERSION", "Autotuner", "DriverBase", "GPUTarget", "JITFunction", "active_driver",
+           "capture_missing", "compiled_kernels", "cuobjdump_path", "def_site", "device_cache", "fresh_device_caches",
+           "interpreted_function_type", "interpreter_patched", "knob_set", "launch_convention_ok",
+           "launch_internals", "lower_to_ttir", "make_backend", "make_binder", "pack_args"]
+
+
+# -- the fast launch path (ops/_launch.py) -----------------------------------------------------------------------
+#: sha256 prefixes of the stripped source of ``JITFunction.run`` and ``CompiledKernel.launch_metadata`` whose
+#: launch convention ops/_launch.py copies (Triton 3.6.0)
+LAUNCH_SOURCES = {("b23b098b1d164489", "33ec15102e4d48a6")}
+
+
+def launch_internals() -> types.SimpleNamespace | None:
+    """The Triton pieces the fast launch path uses, or None when this Triton lacks one of them."""
+    try:
+        from triton._C.libtriton import native_specialize_impl
+        from triton.compiler.compiler import CompiledKernel
+        from triton.knobs import HookChain
+        from triton.runtime.driver import driver
+    except ImportError:
+        return None
+    run = JITFunction.__dict__.get("run")
+    try:
+        params = list(inspect.signature(run).parameters)
+    except (TypeError, ValueError):
+        return None
+    if (getattr(run, "__qualname__", "") != "JITFunction.run" or params != ["self", "args", "grid", "warmup", "kwargs"]
+            or not isinstance(CompiledKernel.__dict__.get("run"), property)
+            or not callable(CompiledKernel.__dict__.get("launch_metadata"))
+            or not all(hasattr(knobs.runtime, k) for k in ("launch_enter_hook", "launch_exit_hook", "debug",
+                                                            "interpret"))
+            or not hasattr(knobs.compilation, "instrumentation_mode") or not hasattr(HookChain(), "calls")):
+        return None
+    return types.SimpleNamespace(specialize=native_specialize_impl, CompiledKernel=CompiledKernel, driver=driver,
+                                 JITFunction=JITFunction, run=run, HookChain=HookChain)
+
+
+def source_digest(fn) -> str:
+    src = "\n".join(line.strip() for line in inspect.getsource(fn).splitlines() if line.strip())
+    return hashlib.sha256(src.encode()).hexdigest()[:16]
+
+
+def launch_convention_ok(internals: types.SimpleNamespace | None) -> bool:
+    """Whether ``JITFunction.run`` still launches the way ops/_launch.py does (its source is one we checked)."""
+    if internals is None:
+        return False
+    try:
+        return (source_digest(internals.run), source_digest(internals.CompiledKernel.launch_metadata)) in LAUNCH_SOURCES
+    except (OSError, TypeError):
+        return False
+
+
+def device_cache(jit, device: int) -> tuple[dict, Any]:
+    """(compiled kernels by Triton's key, the backend) that ``jit`` keeps for ``device``."""
+    caches = jit.device_caches[device]
+    return caches[0], caches[3]
+
+
+def compiled_kernels(jit) -> int:
+    """How many specializations ``jit`` holds compiled, over all devices (0 for an object without a cache)."""
+    return sum(len(entry[0]) for entry in list(getattr(jit, "device_caches", {}).values()))
+
+
+@contextlib.contextmanager
+def fresh_device_caches(jit) -> Iterator[None]:
+    """Inside the block ``jit`` keeps new per-device caches (so a new target is compiled for); its own come back."""
+    saved = jit.device_caches
+    jit.device_caches = type(saved)(saved.default_factory)
+    try:
+        yield
+    finally:
+        jit.device_caches = saved
+
+
+# -- launch capture (check/capture.py) ---------------------------------------------------------------------------
+def capture_missing() -> str | None:
+    """What this Triton lacks of the launch internals the checker uses (None: nothing)."""
+    try:
+        from triton.runtime.jit import create_function_from_signature  # noqa: F401
+    except ImportError:
+        return "runtime.jit.create_function_from_signature"
+    if not hasattr(JITFunction, "_pack_args"):
+        return "JITFunction._pack_args"
+    return None
+
+
+def make_binder(jit, backend):
+    """Triton's binder of ``jit``'s arguments: ``binder(*args, **kwargs) -> (bound args, specialization, options)``."""
+    from triton.runtime.jit import create_function_from_signature
+    return create_function_from_signature(jit.signature, jit.params, backend)
+
+
+def pack_args(jit, backend, kwargs: dict, bound: dict, spec, options):
+    """``(options, signature, constexprs, attrs)`` of a bound launch, as ``JITFunction.run`` computes them."""
+    return jit._pack_args(backend, kwargs, bound, spec, options)
+
+
+def def_site(jit) -> tuple[str, int]:
+    """(file, line of its ``def``, past any decorators) where a jit function is defined."""
+    try:
+        from triton.runtime.jit import get_jit_fn_file_line  # through 3.6; 3.9 removed it
+        return get_jit_fn_file_line(jit)
+    except Exception:  # noqa: BLE001 - a moved helper: read the source as it did
+        pass
+    fn = getattr(jit, "fn", None)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return "<unknown>", 0
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return code.co_filename, code.co_firstlineno
+    # co_firstlineno is the first decorator's line; the finding belongs on the def
+    skip = next((i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def "))), 0)
+    return code.co_filename, first + skip
+
+
+def interpreter_patched() -> bool:
+    """Whether Triton's interpreter has run in this process and left ``triton.language`` patched: its
+    device-function calls swap ``tensor.__add__``, ``dtype.to_ir``, ``tl.range`` and ``tl.reduce`` for its own and do
+    not restore them."""
+    if "triton.runtime.interpreter" not in sys.modules:
+        return False
+    import triton.language as tl
+
+    probes = (vars(tl.core.tensor).get("__add__"), vars(tl.core.dtype).get("to_ir"), getattr(tl.core, "range", None),
+              getattr(tl, "reduce", None))
+    return any(getattr(getattr(p, "__code__", None), "co_filename", "").endswith("interpreter.py") for p in probes)
+
+
+def interpreted_function_type() -> type | None:
+    """The class ``@triton.jit`` makes under ``TRITON_INTERPRET=1`` (None if this Triton has none)."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return None
+    return InterpretedFunction
+
+
+# -- compiling for a target on a CPU (check/target.py) -----------------------------------------------------------
+def make_backend(target: GPUTarget):
+    from triton.compiler.compiler import make_backend as make
+    return make(target)
+
+
+def lower_to_ttir(jit, signature, constexprs, attrs, options, target: GPUTarget, backend):
+    """(TTIR module, the backend's stages) of one specialization, through Triton's frontend and TTIR passes."""
+    from triton._C.libtriton import ir
+    from triton.compiler.compiler import ASTSource
+
+    src = ASTSource(jit, signature, constexprs, attrs)
+    ctx = ir.context()
+    ir.load_dialects(ctx)
+    backend.load_dialects(ctx)
+    codegen_fns = backend.get_codegen_implementation(options)
+    module_map = backend.get_module_map()
+    # make_ir gained a target argument in Triton 3.3; accept both
+    if "target" in inspect.signature(src.make_ir).parameters:
+        mod = src.make_ir(target, options, codegen_fns, module_map, ctx)
+    else:
+        mod = src.make_ir(options, codegen_fns, module_map, ctx)
+    stages: dict[str, Any] = {}
+    try:
+        backend.add_stages(stages, options, src.language)
+    except TypeError:
+        backend.add_stages(stages, options)
+    return stages["ttir"](mod, {}), stages
+
+
+@contextlib.contextmanager
+def active_driver(drv) -> Iterator[None]:
+    """Make ``drv`` Triton's active driver inside the block (restored on exit, even where building the default
+    driver would fail: a machine without a GPU)."""
+    prev = getattr(_driver_config, "_active", None)
+    _driver_config.set_active(drv)
+    try:
+        yield
+    finally:
+        if hasattr(_driver_config, "_active"):
+            _driver_config._active = prev
+        elif prev is not None:
+            _driver_config.set_active(prev)
+
+
+@contextlib.contextmanager
+def knob_set(group, name: str, value) -> Iterator[None]:
+    """Override one knob (``knobs.runtime``'s ``interpret``) inside the block, whatever the environment says: a
+    value in the group's ``__dict__`` shadows the knob's environment lookup."""
+    had, prev = name in group.__dict__, group.__dict__.get(name)
+    group.__dict__[name] = value
+    try:
+        yield
+    finally:
+        if had:
+            group.__dict__[name] = prev
+        else:
+            group.__dict__.pop(name, None)
+
+
+# -- resources of a compiled kernel (check/resources.py) ---------------------------------------------------------
+def cuobjdump_path() -> str:
+    """The ``cuobjdump`` Triton's NVIDIA backend ships."""
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
