@@ -64,7 +64,8 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     api = tritonkit.ops.paged_attention.api
     monkeypatch.setattr(tritonkit.ops.paged_attention.config, "merge_pdl", lambda device: pdl)
     spec = get_spec("paged_attention")
-    names = ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel", "_paged_attention_prefill_kernel")
+    names = ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel", "_paged_attention_prefill_kernel",
+             "_paged_attention_prefill_merge_kernel")
     kernels = {n: getattr(api, n) for n in names}
     recs = {n: Recorder() for n in names}
     for n in names:
@@ -74,15 +75,34 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     shapes += [Shape(num_seqs=b, q_len=1, context=c, **heads) for b in (1, 3) for c in (0, 100, 4095, 32767)]
     shapes += [Shape(num_seqs=1, q_len=t, context=0, **heads) for t in (1024, 4097)]
     shapes += [Shape(num_seqs=3, q_len=(1, 700, 1), context=(5000, 2000, 17), **heads)]
-    # chunks of up to 32 tokens (wide decode rows), with and without splits
-    shapes += [Shape(num_seqs=b, q_len=t, context=c, **heads) for b, t, c in ((1, 16, 16368), (2, 20, 300))]
+    # chunks of up to 32 tokens (wide decode rows), with and without splits; chunks past them (prefill KV splits)
+    shapes += [Shape(num_seqs=b, q_len=t, context=c, **heads) for b, t, c in ((1, 16, 16368), (2, 20, 300),
+                                                                             (1, 64, 16320), (1, 256, 16128))]
     for shape in shapes:
         spec.call(spec.make_inputs(shape, torch.bfloat16, MetaFill()))
+    # the prefill kernel: one compile per (tile rows, split or not) its config picks; its merge, one per split rows
+    picks = {(c.block_m, c.num_splits > 1) for c in (_prefill_pick(s) for s in shapes) if c is not None}
+    want = {"_paged_attention_decode_kernel": 2, "_paged_attention_merge_kernel": 2,
+            "_paged_attention_prefill_kernel": len(picks),
+            "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split})}
+    assert want["_paged_attention_prefill_kernel"] >= 3 and want["_paged_attention_prefill_merge_kernel"] == 2
     for n in names:
         assert recs[n].launches, f"{n} never launched"
         keys = specialization_keys(kernels[n], recs[n].launches)
-        want = 1 if n == "_paged_attention_prefill_kernel" else 2
-        assert len(keys) == want, f"{n}: {len(keys)} compiles over {len(recs[n].launches)} launches"
+        assert len(keys) == want[n], f"{n}: {len(keys)} compiles over {len(recs[n].launches)} launches"
+
+
+def _prefill_pick(shape):
+    """The prefill config a llama3-8b-headed shape launches with, or None where only the decode path runs."""
+    cfg = tritonkit.ops.paged_attention.config
+    n = shape["num_seqs"]
+    q = shape["q_len"] if isinstance(shape["q_len"], tuple) else (shape["q_len"],) * n
+    c = shape["context"] if isinstance(shape["context"], tuple) else (shape["context"],) * n
+    keys = max(a + b for a, b in zip(q, c))
+    dec = cfg.decode_config(4, 128, 2, n, 8, keys, cfg.DEFAULT_NUM_SMS, max(q))
+    if max(q) <= dec.max_q and not cfg.prefill_alone(n, 4, max(q), keys, dec.max_q):
+        return None
+    return cfg.prefill_config(4, 128, 2, n, sum(q), max(q), 8, keys, cfg.DEFAULT_NUM_SMS)
 
 
 def test_moe_align_block_size_one_compile_per_kernel_across_the_sweep(monkeypatch):

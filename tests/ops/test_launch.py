@@ -138,7 +138,7 @@ def test_unhandled_arguments_take_the_normal_path():
 OPS = {"rms_norm": ("_rms_norm_fwd_kernel",), "silu_and_mul": ("_silu_and_mul_fwd_kernel",),
        "rotary_embedding": ("_rotary_embedding_fwd_kernel",), "reshape_and_cache": ("_reshape_and_cache_kernel",),
        "paged_attention": ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel",
-                           "_paged_attention_prefill_kernel"),
+                           "_paged_attention_prefill_kernel", "_paged_attention_prefill_merge_kernel"),
        "topk_softmax": ("_topk_softmax_kernel",),
        "moe_align_block_size": ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel",
                                 "_moe_align_place_kernel"),
