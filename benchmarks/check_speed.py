@@ -26,11 +26,17 @@ def _run(ops, cache_dir):
     rep = run_check([], Options(ops=tuple(ops) if ops else None))
     wall = time.perf_counter() - t
     sev = {s: sum(1 for f in rep.findings if f.severity == s) for s in ("error", "warning", "info")}
-    return {"seconds": round(wall, 2), "compile_seconds": rep.stats["compile_seconds"],
-            "capture_seconds": rep.stats["capture_seconds"], "cases": rep.stats["cases"],
-            "launches": rep.stats["launches"], "compiles": rep.stats["compiles"],
-            "compiled_now": rep.stats["compiled_now"], "findings": sev,
-            "fatal_problems": sum(1 for p in rep.problems if p.fatal)}
+    return {
+        "seconds": round(wall, 2),
+        "compile_seconds": rep.stats["compile_seconds"],
+        "capture_seconds": rep.stats["capture_seconds"],
+        "cases": rep.stats["cases"],
+        "launches": rep.stats["launches"],
+        "compiles": rep.stats["compiles"],
+        "compiled_now": rep.stats["compiled_now"],
+        "findings": sev,
+        "fatal_problems": sum(1 for p in rep.problems if p.fatal),
+    }
 
 
 def main(argv=None) -> int:
@@ -43,13 +49,20 @@ def main(argv=None) -> int:
     import torch
     import triton
 
-    out = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-                       "triton": triton.__version__}}
+    out = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+        }
+    }
     with tempfile.TemporaryDirectory() as d:
         out["cold"] = _run(args.ops, d)
         out["warm"] = _run(args.ops, d)
     if args.per_op:
         from tritonkit.ops import OP_NAMES
+
         out["per_op_cold"] = {}
         for name in args.ops or OP_NAMES:
             with tempfile.TemporaryDirectory() as d:

@@ -16,7 +16,8 @@ import tritonkit  # noqa: E402
 # installed copy or relative PYTHONPATH entry the test process found it through.
 _SRC = os.path.dirname(os.path.dirname(os.path.abspath(tritonkit.__file__)))
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [_SRC] + [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    [_SRC] + [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+)
 
 ON_GPU = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if ON_GPU else "cpu")

@@ -49,7 +49,7 @@ def _resolve(user: str, node: ast.ImportFrom) -> str:
     if not node.level:
         return node.module or ""
     base = user.split(".") if _is_package(user) else user.split(".")[:-1]
-    base = base[:len(base) - node.level + 1]
+    base = base[: len(base) - node.level + 1]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -88,8 +88,13 @@ def _private_uses(name: str, tree: ast.AST) -> list[str]:
         if bound is not None:
             aliases[bound] = mod
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                and _private(node.attr) and not _may_use_privates_of(name, aliases[node.value.id])):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and _private(node.attr)
+            and not _may_use_privates_of(name, aliases[node.value.id])
+        ):
             found.append(f"{name}:{node.lineno} uses {aliases[node.value.id]}.{node.attr}")
     return found
 
@@ -144,17 +149,21 @@ def test_no_module_reaches_another_packages_private_names():
 
 
 def test_the_checker_of_private_names_sees_a_back_door():
-    code = ("from tritonkit.ops.rms_norm import api as _rms\nfrom tritonkit.ops._checks import tensor\n"
-            "from tritonkit.ops.fused_moe.api import _forward\n_rms._launch()\n_rms.check_args()\n")
+    code = (
+        "from tritonkit.ops.rms_norm import api as _rms\nfrom tritonkit.ops._checks import tensor\n"
+        "from tritonkit.ops.fused_moe.api import _forward\n_rms._launch()\n_rms.check_args()\n"
+    )
     found = _private_uses("tritonkit.bench.fake", ast.parse(code))
-    assert found == ["tritonkit.bench.fake:2 imports the private module tritonkit.ops._checks",
-                     "tritonkit.bench.fake:3 imports tritonkit.ops.fused_moe.api._forward",
-                     "tritonkit.bench.fake:4 uses tritonkit.ops.rms_norm.api._launch"]
+    assert found == [
+        "tritonkit.bench.fake:2 imports the private module tritonkit.ops._checks",
+        "tritonkit.bench.fake:3 imports tritonkit.ops.fused_moe.api._forward",
+        "tritonkit.bench.fake:4 uses tritonkit.ops.rms_norm.api._launch",
+    ]
     # an op's folder may use the ops package's helpers, not another op's privates
     assert _private_uses("tritonkit.ops.silu_and_mul.vllm", ast.parse("from .. import _checks\n")) == []
-    assert _private_uses("tritonkit.ops.fused_moe.peers", ast.parse(
-        "from ..silu_and_mul import api\napi._forward()\n")) == [
-        "tritonkit.ops.fused_moe.peers:2 uses tritonkit.ops.silu_and_mul.api._forward"]
+    assert _private_uses(
+        "tritonkit.ops.fused_moe.peers", ast.parse("from ..silu_and_mul import api\napi._forward()\n")
+    ) == ["tritonkit.ops.fused_moe.peers:2 uses tritonkit.ops.silu_and_mul.api._forward"]
 
 
 def test_modules_import_one_another_without_cycles():
@@ -168,6 +177,11 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import():
 
 
 def test_ops_import_no_tool():
-    bad = [f"{name} imports {dep}" for name, deps in import_graph().items() if name.startswith("tritonkit.ops")
-           for dep in deps if dep.split(".")[1] in TOOLS]
+    bad = [
+        f"{name} imports {dep}"
+        for name, deps in import_graph().items()
+        if name.startswith("tritonkit.ops")
+        for dep in deps
+        if dep.split(".")[1] in TOOLS
+    ]
     assert bad == []

@@ -24,7 +24,13 @@ def test_unknown_command_names_it(capsys):
 def test_output_cut_short_by_the_reader_is_not_a_traceback():
     import subprocess
     import sys
+
     # `true` exits without reading: the page is written to a pipe nobody reads (`| head -1` on a long page)
-    proc = subprocess.run(f"{sys.executable} -m tritonkit check --explain int32-offset | true", shell=True,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        f"{sys.executable} -m tritonkit check --explain int32-offset | true",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr

@@ -60,6 +60,5 @@ def test_every_path_a_doc_names_exists(doc):
     base = ROOT / Path(doc).parent
     named -= IGNORED
     # a module may be named without its suffix (`ops/_ints`)
-    missing = sorted(p for p in named if not any((b / p).exists() or (b / f"{p}.py").exists()
-                                                 for b in (*BASES, base)))
+    missing = sorted(p for p in named if not any((b / p).exists() or (b / f"{p}.py").exists() for b in (*BASES, base)))
     assert not missing, f"{doc} names paths that do not exist: {missing}"

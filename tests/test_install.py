@@ -20,14 +20,20 @@ def _run(code: str, interpret: str | None = None, tmp_path=None):
     env["PYTHONPATH"] = str(SRC)
     if interpret is not None:
         env["TRITON_INTERPRET"] = interpret
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
 
 
 def test_the_readme_validation_example_runs_as_written_on_a_cpu():
     text = README.read_text()
     start = text.index("```python\nimport torch\nfrom tritonkit.ops import get_spec")
-    example = text[start + len("```python\n"):text.index("```", start + 3)]
+    example = text[start + len("```python\n") : text.index("```", start + 3)]
     r = _run(example + "\nprint('passed')\n")
     assert r.returncode == 0 and "passed" in r.stdout, r.stderr[-2000:]
 
@@ -45,11 +51,14 @@ def test_importing_the_ops_first_switches_the_interpreter_on():
 
 @pytest.mark.parametrize("interpret,state", [("0", "set to '0'"), (None, "Triton was imported first")])
 def test_otherwise_a_launch_says_what_to_set_in_one_sentence(interpret, state):
-    r = _run("""
+    r = _run(
+        """
         import triton, torch
         from tritonkit.ops import rms_norm
         rms_norm(torch.ones(2, 8), torch.ones(8))
-    """, interpret)
+    """,
+        interpret,
+    )
     last = r.stderr.strip().splitlines()[-1]
     assert r.returncode != 0 and last.startswith("RuntimeError: no GPU driver is active")
     assert "set TRITON_INTERPRET=1 before Triton is first imported" in last and state in last

@@ -49,12 +49,26 @@ def test_the_setup_line_pins_the_gpu_images_triton_and_no_plotting_extras():
 @pytest.mark.skipif(not _pypi_reachable(), reason="pypi.org is not reachable from this machine")
 def test_the_readme_setup_line_resolves_against_pypi_alone(tmp_path):
     report = tmp_path / "report.json"
-    cmd = [sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--ignore-installed", "--quiet",
-           "--disable-pip-version-check", "--report", str(report), *readme_setup_args()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--isolated",
+        "--dry-run",
+        "--ignore-installed",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--report",
+        str(report),
+        *readme_setup_args(),
+    ]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, f"{shlex.join(cmd)}\n{r.stderr[-3000:]}"
-    got = {i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
-           for i in json.loads(report.read_text())["install"]}
+    got = {
+        i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
     assert got["triton"] == "3.6.0" and "torch" in got and "tritonkit" in got
     # numpy < 2.4 for Triton 3.6's interpreter; the CPU install stays lean: no plotting or terminal UI packages
     assert tuple(int(x) for x in got["numpy"].split(".")[:2]) < (2, 4)

@@ -112,6 +112,7 @@ def test_def_site_names_the_file_and_line_of_the_def(jit):
 
 def test_def_site_reads_the_source_where_triton_has_no_helper(jit, monkeypatch):
     import triton.runtime.jit as triton_jit
+
     monkeypatch.delattr(triton_jit, "get_jit_fn_file_line", raising=False)
     assert compat.def_site(_decorated) == (__file__, _decorated.fn.__code__.co_firstlineno + 1)
     assert compat.def_site(jit) == (__file__, _add_one.__code__.co_firstlineno)
@@ -146,6 +147,7 @@ def test_a_fresh_process_has_no_interpreter_patches_and_a_device_call_leaves_the
 
 def test_the_active_driver_is_swapped_and_restored():
     from triton.runtime.driver import driver
+
     before = getattr(driver, "_active", None)
     stub = StubDriver(SM90)
     with compat.active_driver(stub):
@@ -168,7 +170,8 @@ def test_a_knob_set_in_the_block_wins_over_the_environment(monkeypatch):
 
 def test_autotuner_keeps_what_the_checker_reads():
     k = triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])(
-        compat.JITFunction(_add_one))
+        compat.JITFunction(_add_one)
+    )
     assert isinstance(k, compat.Autotuner)
     assert k.keys == ["n"] and len(k.configs) == 2 and k.arg_names[:2] == ["x_ptr", "n"]
     # the checker sets nargs around prune_configs, as Autotuner.run does
@@ -195,6 +198,7 @@ _INTERNAL_ATTRS = {"device_caches", "_pack_args", "create_function_from_signatur
 
 def _reaches(tree) -> list[str]:
     import ast
+
     out = []
     for node in ast.walk(tree):
         names = []
@@ -214,6 +218,7 @@ def test_only_the_seam_reaches_triton_internals():
     from pathlib import Path
 
     import tritonkit
+
     root = Path(tritonkit.__file__).parent
     found = {}
     for path in root.rglob("*.py"):

@@ -32,10 +32,13 @@ MODEL = MODELS["llama3-8b"]
 def cases():
     """``(label, op name, shape)``: one token of each op."""
     rms = get_spec("rms_norm").sweep_shape(MODEL, 1)
-    out = [("rms_norm", "rms_norm", rms.replace(residual=0)),
-           ("rms_norm+residual", "rms_norm", rms.replace(residual=1))]
-    out += [(n, n, get_spec(n).sweep_shape(MODEL, 1))
-            for n in ("silu_and_mul", "rotary_embedding", "reshape_and_cache")]
+    out = [
+        ("rms_norm", "rms_norm", rms.replace(residual=0)),
+        ("rms_norm+residual", "rms_norm", rms.replace(residual=1)),
+    ]
+    out += [
+        (n, n, get_spec(n).sweep_shape(MODEL, 1)) for n in ("silu_and_mul", "rotary_embedding", "reshape_and_cache")
+    ]
     decode = get_spec("paged_attention").sweep_shape(MODEL, 1)
     out.append(("paged_attention", "paged_attention", decode.replace(context=255)))
     return out
@@ -53,6 +56,7 @@ class _RunCounter:
         def counted(*a):
             self.n += 1
             return self._real(*a)
+
         triton_jit.compute_cache_key = counted
         return self
 
@@ -93,8 +97,7 @@ def main() -> int:
     dtype = getattr(torch, args.dtype)
     device = torch.device("cuda")
     ok, why = _launch.available()
-    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  "
-          f"fast launch: {why}")
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  fast launch: {why}")
 
     rows, failed = [], False
     for label, name, shape in cases():

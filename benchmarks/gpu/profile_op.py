@@ -39,8 +39,10 @@ def main(argv=None) -> int:
         return 2
     name = args.series if args.series is not None else next(iter(series))
     if name not in series:
-        print(f"no series {name!r} at num_tokens={args.num_tokens}; there: {', '.join(map(repr, series))}",
-              file=sys.stderr)
+        print(
+            f"no series {name!r} at num_tokens={args.num_tokens}; there: {', '.join(map(repr, series))}",
+            file=sys.stderr,
+        )
         return 2
     inputs = spec.make_inputs(series[name], getattr(torch, args.dtype), Fill("randn", "cuda", 0))
     for _ in range(args.calls):

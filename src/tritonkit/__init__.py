@@ -11,9 +11,11 @@ def __getattr__(name):
     # the checker's decorator without importing the checker (and Triton's compiler) at package import
     if name == "case":
         from .check.case import case
+
         return case
     if name == "ops":
         import importlib
+
         return importlib.import_module(".ops", __name__)
     raise AttributeError(f"module 'tritonkit' has no attribute {name!r}")
 

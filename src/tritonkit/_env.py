@@ -19,11 +19,21 @@ def git_info(start: pathlib.Path | None = None) -> tuple[str | None, bool | None
     where = start or pathlib.Path(__file__).resolve().parent
     try:
         # --verify HEAD^{commit} fails where the ref is there but its commit object is not
-        sha = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD^{commit}"], cwd=where, capture_output=True,
-                             text=True, timeout=10)
+        sha = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "HEAD^{commit}"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if sha.returncode == 0 and sha.stdout.strip():
-            st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                                capture_output=True, text=True, timeout=10)
+            st = subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=where,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
             return sha.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         pass
@@ -34,6 +44,7 @@ def driver_version() -> str:
     """The NVIDIA driver release (580.159.04), from NVML or nvidia-smi; the CUDA driver API version otherwise."""
     try:
         import pynvml
+
         pynvml.nvmlInit()
         try:
             v = pynvml.nvmlSystemGetDriverVersion()
@@ -44,14 +55,19 @@ def driver_version() -> str:
         pass
     if shutil.which("nvidia-smi"):
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20)
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
             if out.returncode == 0 and out.stdout.strip():
                 return out.stdout.strip().splitlines()[0]
         except (OSError, subprocess.SubprocessError):
             pass
     try:
         import torch
+
         v = torch._C._cuda_getDriverVersion()
         return f"cuda-driver-api-{v // 1000}.{v % 1000 // 10}"
     except Exception:  # noqa: BLE001 - metadata only: a driver version nobody can read is recorded as unknown

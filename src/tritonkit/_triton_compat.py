@@ -49,10 +49,30 @@ from triton.runtime.jit import JITFunction
 DEVELOPED_AGAINST = "3.6.0"
 VERSION = triton.__version__
 
-__all__ = ["DEVELOPED_AGAINST", "VERSION", "Autotuner", "DriverBase", "GPUTarget", "JITFunction", "active_driver",
-           "capture_missing", "compiled_kernels", "cuobjdump_path", "def_site", "device_cache", "fresh_device_caches",
-           "interpreted_function_type", "interpreter_patched", "knob_set", "launch_convention_ok",
-           "launch_internals", "lower_to_ttir", "make_backend", "make_binder", "pack_args"]
+__all__ = [
+    "DEVELOPED_AGAINST",
+    "VERSION",
+    "Autotuner",
+    "DriverBase",
+    "GPUTarget",
+    "JITFunction",
+    "active_driver",
+    "capture_missing",
+    "compiled_kernels",
+    "cuobjdump_path",
+    "def_site",
+    "device_cache",
+    "fresh_device_caches",
+    "interpreted_function_type",
+    "interpreter_patched",
+    "knob_set",
+    "launch_convention_ok",
+    "launch_internals",
+    "lower_to_ttir",
+    "make_backend",
+    "make_binder",
+    "pack_args",
+]
 
 
 # -- the fast launch path (ops/_launch.py) -----------------------------------------------------------------------
@@ -75,15 +95,24 @@ def launch_internals() -> types.SimpleNamespace | None:
         params = list(inspect.signature(run).parameters)
     except (TypeError, ValueError):
         return None
-    if (getattr(run, "__qualname__", "") != "JITFunction.run" or params != ["self", "args", "grid", "warmup", "kwargs"]
-            or not isinstance(CompiledKernel.__dict__.get("run"), property)
-            or not callable(CompiledKernel.__dict__.get("launch_metadata"))
-            or not all(hasattr(knobs.runtime, k) for k in ("launch_enter_hook", "launch_exit_hook", "debug",
-                                                            "interpret"))
-            or not hasattr(knobs.compilation, "instrumentation_mode") or not hasattr(HookChain(), "calls")):
+    if (
+        getattr(run, "__qualname__", "") != "JITFunction.run"
+        or params != ["self", "args", "grid", "warmup", "kwargs"]
+        or not isinstance(CompiledKernel.__dict__.get("run"), property)
+        or not callable(CompiledKernel.__dict__.get("launch_metadata"))
+        or not all(hasattr(knobs.runtime, k) for k in ("launch_enter_hook", "launch_exit_hook", "debug", "interpret"))
+        or not hasattr(knobs.compilation, "instrumentation_mode")
+        or not hasattr(HookChain(), "calls")
+    ):
         return None
-    return types.SimpleNamespace(specialize=native_specialize_impl, CompiledKernel=CompiledKernel, driver=driver,
-                                 JITFunction=JITFunction, run=run, HookChain=HookChain)
+    return types.SimpleNamespace(
+        specialize=native_specialize_impl,
+        CompiledKernel=CompiledKernel,
+        driver=driver,
+        JITFunction=JITFunction,
+        run=run,
+        HookChain=HookChain,
+    )
 
 
 def source_digest(fn) -> str:
@@ -138,6 +167,7 @@ def capture_missing() -> str | None:
 def make_binder(jit, backend):
     """Triton's binder of ``jit``'s arguments: ``binder(*args, **kwargs) -> (bound args, specialization, options)``."""
     from triton.runtime.jit import create_function_from_signature
+
     return create_function_from_signature(jit.signature, jit.params, backend)
 
 
@@ -150,6 +180,7 @@ def def_site(jit) -> tuple[str, int]:
     """(file, line of its ``def``, past any decorators) where a jit function is defined."""
     try:
         from triton.runtime.jit import get_jit_fn_file_line  # through 3.6; 3.9 removed it
+
         return get_jit_fn_file_line(jit)
     except Exception:  # noqa: BLE001 - a moved helper: read the source as it did
         pass
@@ -174,8 +205,12 @@ def interpreter_patched() -> bool:
         return False
     import triton.language as tl
 
-    probes = (vars(tl.core.tensor).get("__add__"), vars(tl.core.dtype).get("to_ir"), getattr(tl.core, "range", None),
-              getattr(tl, "reduce", None))
+    probes = (
+        vars(tl.core.tensor).get("__add__"),
+        vars(tl.core.dtype).get("to_ir"),
+        getattr(tl.core, "range", None),
+        getattr(tl, "reduce", None),
+    )
     return any(getattr(getattr(p, "__code__", None), "co_filename", "").endswith("interpreter.py") for p in probes)
 
 
@@ -191,6 +226,7 @@ def interpreted_function_type() -> type | None:
 # -- compiling for a target on a CPU (check/target.py) -----------------------------------------------------------
 def make_backend(target: GPUTarget):
     from triton.compiler.compiler import make_backend as make
+
     return make(target)
 
 

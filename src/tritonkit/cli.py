@@ -13,8 +13,12 @@ VERBS = {
     "tune": ("tritonkit.tune.cli", "time an op's tile configs on this GPU and write the table its lookup reads"),
 }
 
-USAGE = "usage: tritonkit {" + ",".join(VERBS) + "} [options]\n       tritonkit --version\n\n" + "\n".join(
-    f"  {v:<9} {doc}" for v, (_, doc) in VERBS.items())
+USAGE = (
+    "usage: tritonkit {"
+    + ",".join(VERBS)
+    + "} [options]\n       tritonkit --version\n\n"
+    + "\n".join(f"  {v:<9} {doc}" for v, (_, doc) in VERBS.items())
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     if argv[0] == "--version":
         from . import __version__
+
         print(f"tritonkit {__version__}")
         return 0
     verb, rest = argv[0], argv[1:]
@@ -47,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # the reader went away (`tritonkit check --explain RULE | head`): not an error of ours, and no traceback
         import os
+
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 

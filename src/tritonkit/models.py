@@ -45,28 +45,52 @@ class ModelConfig:
 def _tp(name: str, hidden: int, intermediate: int, heads: int, kv: int, d: int, tp: int, **kw) -> ModelConfig:
     if kw.get("moe_intermediate"):
         kw["moe_intermediate"] //= tp
-    return ModelConfig(name, hidden, intermediate // tp, heads // tp, max(kv // tp, 1) if kv else 0, d,
-                       kw.pop("rotary_dim", d), tp=tp, **kw)
+    return ModelConfig(
+        name,
+        hidden,
+        intermediate // tp,
+        heads // tp,
+        max(kv // tp, 1) if kv else 0,
+        d,
+        kw.pop("rotary_dim", d),
+        tp=tp,
+        **kw,
+    )
 
 
-MODELS: dict[str, ModelConfig] = {m.name: m for m in (
-    _tp("llama3-8b", 4096, 14336, 32, 8, 128, 1),
-    _tp("llama3-70b-tp8", 8192, 28672, 64, 8, 128, 8),
-    _tp("qwen2-7b", 3584, 18944, 28, 4, 128, 1),
-    _tp("mistral-7b", 4096, 14336, 32, 8, 128, 1),
-    _tp("qwen2.5-14b", 5120, 13824, 40, 8, 128, 1),
-    _tp("gemma2-9b", 3584, 14336, 16, 8, 256, 1),
-    _tp("phi3-mini", 3072, 8192, 32, 32, 96, 1),
-    # partial rotary (rotary_dim 32 of head_dim 80) and gpt-j style (interleaved pairs)
-    _tp("phi2", 2560, 10240, 32, 32, 80, 1, rotary_dim=32),
-    _tp("gpt-j-6b", 4096, 16384, 16, 16, 256, 1, rotary_dim=64, is_neox=False),
-    # mixture of experts, one rank holding every expert (no expert parallelism)
-    _tp("mixtral-8x7b", 4096, 14336, 32, 8, 128, 1, num_experts=8, topk=2, moe_intermediate=14336),
-    _tp("qwen3-30b-a3b", 2048, 6144, 32, 4, 128, 1, num_experts=128, topk=8, moe_intermediate=768),
-    # MLA attention is not modelled (num_heads 0); dense layers' MLP 18432 wide
-    _tp("deepseek-v3", 7168, 18432, 0, 0, 0, 1, rotary_dim=0, num_experts=256, topk=8, moe_intermediate=2048,
-        moe_quant="fp8_block128"),
-)}
+MODELS: dict[str, ModelConfig] = {
+    m.name: m
+    for m in (
+        _tp("llama3-8b", 4096, 14336, 32, 8, 128, 1),
+        _tp("llama3-70b-tp8", 8192, 28672, 64, 8, 128, 8),
+        _tp("qwen2-7b", 3584, 18944, 28, 4, 128, 1),
+        _tp("mistral-7b", 4096, 14336, 32, 8, 128, 1),
+        _tp("qwen2.5-14b", 5120, 13824, 40, 8, 128, 1),
+        _tp("gemma2-9b", 3584, 14336, 16, 8, 256, 1),
+        _tp("phi3-mini", 3072, 8192, 32, 32, 96, 1),
+        # partial rotary (rotary_dim 32 of head_dim 80) and gpt-j style (interleaved pairs)
+        _tp("phi2", 2560, 10240, 32, 32, 80, 1, rotary_dim=32),
+        _tp("gpt-j-6b", 4096, 16384, 16, 16, 256, 1, rotary_dim=64, is_neox=False),
+        # mixture of experts, one rank holding every expert (no expert parallelism)
+        _tp("mixtral-8x7b", 4096, 14336, 32, 8, 128, 1, num_experts=8, topk=2, moe_intermediate=14336),
+        _tp("qwen3-30b-a3b", 2048, 6144, 32, 4, 128, 1, num_experts=128, topk=8, moe_intermediate=768),
+        # MLA attention is not modelled (num_heads 0); dense layers' MLP 18432 wide
+        _tp(
+            "deepseek-v3",
+            7168,
+            18432,
+            0,
+            0,
+            0,
+            1,
+            rotary_dim=0,
+            num_experts=256,
+            topk=8,
+            moe_intermediate=2048,
+            moe_quant="fp8_block128",
+        ),
+    )
+}
 
 #: Default benchmark models: one per distinct launch geometry worth timing.
 DEFAULT_BENCH_MODELS = ("llama3-8b", "llama3-70b-tp8", "qwen2-7b", "gemma2-9b", "phi3-mini")

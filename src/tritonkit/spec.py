@@ -130,8 +130,10 @@ def outputs_dict(result: Any, what: str) -> dict[str, Any]:
     if isinstance(result, (tuple, list)) and result and all(isinstance(t, torch.Tensor) for t in result):
         return {f"out{i}": t for i, t in enumerate(result)}
     if result is None:
-        raise TypeError(f"{what} returned None: an op that writes its outputs in place needs its own "
-                        "call=(inputs) -> {name: tensor} returning the tensors it wrote")
+        raise TypeError(
+            f"{what} returned None: an op that writes its outputs in place needs its own "
+            "call=(inputs) -> {name: tensor} returning the tensors it wrote"
+        )
     raise TypeError(f"{what} returned {type(result).__name__}, not a tensor, a tuple of tensors or a dict of them")
 
 
@@ -224,7 +226,7 @@ class Peer:
 
 _NEEDED_BY = {
     "sweep_shape": "the num_tokens sweep (tritonkit bench, validate --shapes sweep, inductor) needs "
-                   "sweep_shape=(model, num_tokens) -> shape",
+    "sweep_shape=(model, num_tokens) -> shape",
     "work": "tritonkit bench needs work=(shape, dtype) -> Work(bytes, flops) to report GB/s and TFLOP/s",
 }
 
@@ -361,43 +363,55 @@ class OpSpec:
         set_(self, "families", self._seq("families", str, "a family name"))
         unknown = [f for f in self.families if f not in FAMILIES]
         if unknown:
-            raise ValueError(f"{where}: families has unknown {', '.join(map(repr, unknown))}; known: "
-                             f"{', '.join(FAMILIES)}")
+            raise ValueError(
+                f"{where}: families has unknown {', '.join(map(repr, unknown))}; known: {', '.join(FAMILIES)}"
+            )
         if not isinstance(self.output_dtypes, Mapping):
-            raise TypeError(f"{where}: output_dtypes must be a dict {{output name: torch.dtype}}, got "
-                            f"{type(self.output_dtypes).__name__}")
+            raise TypeError(
+                f"{where}: output_dtypes must be a dict {{output name: torch.dtype}}, got "
+                f"{type(self.output_dtypes).__name__}"
+            )
         for k, v in self.output_dtypes.items():
             if not isinstance(k, str) or not isinstance(v, torch.dtype):
-                raise TypeError(f"{where}: output_dtypes must map an output name to a torch.dtype (torch.int32), "
-                                f"got {k!r}: {v!r}")
+                raise TypeError(
+                    f"{where}: output_dtypes must map an output name to a torch.dtype (torch.int32), got {k!r}: {v!r}"
+                )
         # a copy: the caller's dict, changed later, does not change the spec
         set_(self, "output_dtypes", dict(self.output_dtypes))
         for f in ("peers", "speed_of_light"):
             table = getattr(self, f)
-            if not isinstance(table, Mapping) or not all(isinstance(k, str) and k and callable(v)
-                                                         for k, v in table.items()):
+            if not isinstance(table, Mapping) or not all(
+                isinstance(k, str) and k and callable(v) for k, v in table.items()
+            ):
                 raise TypeError(f"{where}: {f} must be a dict {{provider name: (spec, dtype) -> Peer}}, got {table!r}")
             set_(self, f, dict(table))
         if not isinstance(self.not_compilable, str):
-            raise TypeError(f"{where}: not_compilable must be a string (why torch.compile cannot compile the "
-                            f"reference; empty: it can), got {type(self.not_compilable).__name__}")
+            raise TypeError(
+                f"{where}: not_compilable must be a string (why torch.compile cannot compile the "
+                f"reference; empty: it can), got {type(self.not_compilable).__name__}"
+            )
         for f in ("tolerance", "interpreter_tolerance"):
             table = getattr(self, f)
             if not isinstance(table, Mapping):
                 raise TypeError(f"{where}: {f} must be a dict {{torch.dtype: Tolerance}}, got {type(table).__name__}")
             for k, v in table.items():
                 if not isinstance(k, torch.dtype) or not isinstance(v, Tolerance):
-                    raise TypeError(f"{where}: {f} must map a torch.dtype to a Tolerance(rtol, atol, reason), got "
-                                    f"{k!r}: {v!r}")
+                    raise TypeError(
+                        f"{where}: {f} must map a torch.dtype to a Tolerance(rtol, atol, reason), got {k!r}: {v!r}"
+                    )
 
     def _shapes(self, field: str) -> tuple[Shape, ...]:
         v = getattr(self, field)
         if isinstance(v, Mapping):
-            raise TypeError(f"OpSpec {self.name!r}: {field} must be a list of shapes, got one {type(v).__name__} "
-                            f"(write [{{...}}] for a single shape)")
+            raise TypeError(
+                f"OpSpec {self.name!r}: {field} must be a list of shapes, got one {type(v).__name__} "
+                f"(write [{{...}}] for a single shape)"
+            )
         if isinstance(v, str) or not isinstance(v, Iterable):
-            raise TypeError(f"OpSpec {self.name!r}: {field} must be a list of shapes (Shapes or dicts of named "
-                            f"sizes), got {type(v).__name__}")
+            raise TypeError(
+                f"OpSpec {self.name!r}: {field} must be a list of shapes (Shapes or dicts of named "
+                f"sizes), got {type(v).__name__}"
+            )
         return tuple(as_shape(s, f"OpSpec {self.name!r}: {field}[{i}]") for i, s in enumerate(v))
 
     def _seq(self, field: str, kind: type, what: str) -> tuple:
@@ -429,10 +443,13 @@ class OpSpec:
             return {} if shape is None else {"": shape}
         got = self.sweep_series(model, num_tokens)
         if not isinstance(got, Mapping):
-            raise TypeError(f"OpSpec {self.name!r}: sweep_series must return {{series name: shape or None}}, got "
-                            f"{type(got).__name__}")
-        return {str(k): as_shape(v, f"OpSpec {self.name!r}: sweep_series()[{k!r}]") for k, v in got.items()
-                if v is not None}
+            raise TypeError(
+                f"OpSpec {self.name!r}: sweep_series must return {{series name: shape or None}}, got "
+                f"{type(got).__name__}"
+            )
+        return {
+            str(k): as_shape(v, f"OpSpec {self.name!r}: sweep_series()[{k!r}]") for k, v in got.items() if v is not None
+        }
 
     def sweep(
         self,

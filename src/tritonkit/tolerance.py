@@ -22,7 +22,7 @@ class Tolerance:
     atol: float
     reason: str
     # float32 math: each output a*b +- c*d rounds three times, each within 2^-24 of the terms: 4 ulps of them
-    compute_eps: float = 2.0 ** -22
+    compute_eps: float = 2.0**-22
 
 
 TOLERANCES: dict[torch.dtype, Tolerance] = {
@@ -46,6 +46,7 @@ def interpreting() -> bool:
     """Whether Triton runs kernels under its interpreter: its own reading of TRITON_INTERPRET ("true" too, not
     "off")."""
     from triton import knobs
+
     return bool(knobs.runtime.interpret)
 
 

@@ -40,7 +40,8 @@ def _tree(op: str, factor: int) -> dict:
             "def get_spec(name):\n"
             "    if name not in OP_NAMES:\n"
             "        raise ValueError(f'unknown op {name!r}')\n"
-            "    return importlib.import_module(f'{__name__}.{name}.spec').SPEC\n"),
+            "    return importlib.import_module(f'{__name__}.{name}.spec').SPEC\n"
+        ),
         "src/tritonkit/ops/scale/__init__.py": "",
         "src/tritonkit/ops/scale/api.py": (
             "import importlib\n"
@@ -53,11 +54,11 @@ def _tree(op: str, factor: int) -> dict:
             "def scale(x, dispatcher=False):\n"
             f"    return torch.ops.tritonkit.{op}(x) if dispatcher else x * FACTOR\n"
             "def factor_by_name():\n"
-            "    return importlib.import_module('tritonkit.something').FACTOR\n"),
+            "    return importlib.import_module('tritonkit.something').FACTOR\n"
+        ),
         "src/tritonkit/ops/scale/spec.py": (
-            "import types\n"
-            "from .api import scale\n"
-            "SPEC = types.SimpleNamespace(name='scale', fn=scale)\n"),
+            "import types\nfrom .api import scale\nSPEC = types.SimpleNamespace(name='scale', fn=scale)\n"
+        ),
     }
 
 
@@ -201,15 +202,23 @@ def test_results_cache_round_trips(repo, tmp_path):
     assert d == tmp_path / "store" / "base-results" / tree.sha / "nvidia-h200" and d.is_dir()
     path = d / "points.json"
     assert base.load_points(path) == {}
-    recs = [{"op": "rms_norm", "dtype": "bfloat16", "shape": {"num_tokens": 16, "hidden": 4096},
-             "eager": {"median_us": 3.5}},
-            {"op": "rms_norm", "dtype": "bfloat16", "shape": {"num_tokens": 32, "hidden": 4096}, "x": [1, 2]}]
+    recs = [
+        {
+            "op": "rms_norm",
+            "dtype": "bfloat16",
+            "shape": {"num_tokens": 16, "hidden": 4096},
+            "eager": {"median_us": 3.5},
+        },
+        {"op": "rms_norm", "dtype": "bfloat16", "shape": {"num_tokens": 32, "hidden": 4096}, "x": [1, 2]},
+    ]
     meta = {"torch": "2.11", "triton": "3.6.0"}
     base.save_points(path, recs, meta)
     got = base.load_points(path, meta)
     # key order of the shape does not matter
-    assert got[base.point_key({"op": "rms_norm", "dtype": "bfloat16", "shape": {"hidden": 4096, "num_tokens": 16}})] \
+    assert (
+        got[base.point_key({"op": "rms_norm", "dtype": "bfloat16", "shape": {"hidden": 4096, "num_tokens": 16}})]
         == recs[0]
+    )
     assert list(got.values()) == recs
     assert base.load_points(path, {"torch": "2.12", "triton": "3.6.0"}) == {}
     assert sorted(p.name for p in d.iterdir()) == ["points.json"]  # no temporary file left

@@ -24,8 +24,9 @@ def test_bench_without_a_gpu_says_so_and_fails():
 def test_inductor_on_cpu_writes_generated_code_for_rms_norm(tmp_path):
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
-    proc = _run("inductor", "rms_norm", "--shape", "num_tokens=4,hidden=64", "--out", str(tmp_path), env=env,
-                timeout=600)
+    proc = _run(
+        "inductor", "rms_norm", "--shape", "num_tokens=4,hidden=64", "--out", str(tmp_path), env=env, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr
     assert "emits C++" in proc.stdout
     (path,) = tmp_path.glob("inductor_rms_norm_*.py")
@@ -43,6 +44,7 @@ def test_inductor_on_cpu_writes_generated_code_for_rms_norm(tmp_path):
 
 def test_inductor_rejects_unknown_shape_keys_and_ops(tmp_path, capsys):
     from tritonkit.cli import main
+
     assert main(["inductor", "rms_norm", "--shape", "hiden=64", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "hiden" in err and "hidden" in err
@@ -52,8 +54,10 @@ def test_inductor_rejects_unknown_shape_keys_and_ops(tmp_path, capsys):
 
 
 def test_kernel_names_reads_triton_output_code():
-    code = ("triton_red_fused_add_mean_0 = async_compile.triton('triton_red_fused_add_mean_0', '''\n"
-            "import triton\n'''\n, device_str='cuda')\n"
-            "triton_poi_fused_mul_1 = async_compile.triton('triton_poi_fused_mul_1', '''...''')\n"
-            "    buf0 = empty_strided_cuda((4, 1), (1, 4), torch.float32)\n")
+    code = (
+        "triton_red_fused_add_mean_0 = async_compile.triton('triton_red_fused_add_mean_0', '''\n"
+        "import triton\n'''\n, device_str='cuda')\n"
+        "triton_poi_fused_mul_1 = async_compile.triton('triton_poi_fused_mul_1', '''...''')\n"
+        "    buf0 = empty_strided_cuda((4, 1), (1, 4), torch.float32)\n"
+    )
     assert kernel_names(code) == [("triton_red_fused_add_mean_0", "triton"), ("triton_poi_fused_mul_1", "triton")]

@@ -29,19 +29,37 @@ def _with_copy(res, missing_at=()):
         if t in missing_at:
             continue
         moved = 32 * copy_vectors(p.bytes)
-        p.copy = CopyRef(COPY_US[t], moved / (COPY_US[t] * 1e-6) / 1e9,
-                         {"bytes": moved, "sets": 4, "l2_flush": False, "config": "BLOCK=2048,num_warps=4",
-                          "timing": {"median_us": COPY_US[t], "min_us": COPY_US[t], "max_us": COPY_US[t],
-                                     "repeats": 10}})
+        p.copy = CopyRef(
+            COPY_US[t],
+            moved / (COPY_US[t] * 1e-6) / 1e9,
+            {
+                "bytes": moved,
+                "sets": 4,
+                "l2_flush": False,
+                "config": "BLOCK=2048,num_warps=4",
+                "timing": {"median_us": COPY_US[t], "min_us": COPY_US[t], "max_us": COPY_US[t], "repeats": 10},
+            },
+        )
         if p.ok:
             p.pct_of_copy = pct_of_copy(COPY_US[t], p.graph.median_us)
     return res
 
 
-@pytest.mark.parametrize("work_bytes, vectors", [
-    (0, 1), (1, 1), (32, 1), (47, 1), (48, 2), (64, 2), (40960, 1280), (536879104, 16777472),
-    # an odd op: 2N = 100 bytes -> N = 50 -> 3 vectors (48 bytes), the nearest whole number
-    (100, 3)])
+@pytest.mark.parametrize(
+    "work_bytes, vectors",
+    [
+        (0, 1),
+        (1, 1),
+        (32, 1),
+        (47, 1),
+        (48, 2),
+        (64, 2),
+        (40960, 1280),
+        (536879104, 16777472),
+        # an odd op: 2N = 100 bytes -> N = 50 -> 3 vectors (48 bytes), the nearest whole number
+        (100, 3),
+    ],
+)
 def test_copy_moves_half_the_work_bytes_each_way_in_whole_vectors(work_bytes, vectors):
     assert copy_vectors(work_bytes) == vectors
     if work_bytes >= 32:
@@ -56,8 +74,13 @@ def test_copy_vectors_rejects_negative_bytes():
 
 def test_record_fields_and_percentage():
     assert CopyRef(error="OutOfMemoryError: ...").fields() == {"copy_same_bytes_error": "OutOfMemoryError: ..."}
-    info = {"bytes": 30000000, "sets": 2, "l2_flush": False, "config": "BLOCK=2048,num_warps=4",
-            "timing": {"median_us": 10.0}}
+    info = {
+        "bytes": 30000000,
+        "sets": 2,
+        "l2_flush": False,
+        "config": "BLOCK=2048,num_warps=4",
+        "timing": {"median_us": 10.0},
+    }
     f = CopyRef(10.0, 3000.0, info).fields()
     assert f == {"copy_same_bytes_us": 10.0, "copy_same_bytes_gbps": 3000.0, "copy_same_bytes": info}
     assert CopyRef.from_fields(f) == CopyRef(10.0, 3000.0, info) and CopyRef.from_fields({}) is None
@@ -77,12 +100,22 @@ def test_copy_kernel_copies_whole_vectors_and_nothing_past_them():
 @pytest.mark.skipif(ON_GPU, reason="the CPU path of the runner")
 def test_runner_times_the_copy_once_per_point_and_records_it_on_every_provider(monkeypatch):
     from test_bench_runner import CEIL, _cfg
+
     calls = []
 
     def fake(cfg, work_bytes, l2):
         calls.append(work_bytes)
-        return CopyRef(1.0, 100.0, {"bytes": 32 * copy_vectors(work_bytes), "sets": 2, "l2_flush": True,
-                                    "config": "BLOCK=2048,num_warps=4", "timing": {"median_us": 1.0}})
+        return CopyRef(
+            1.0,
+            100.0,
+            {
+                "bytes": 32 * copy_vectors(work_bytes),
+                "sets": 2,
+                "l2_flush": True,
+                "config": "BLOCK=2048,num_warps=4",
+                "timing": {"median_us": 1.0},
+            },
+        )
 
     monkeypatch.setattr(R, "size_matched_copy", fake)
     _, points = R.run(_cfg(), CEIL)
@@ -97,6 +130,7 @@ def test_runner_times_the_copy_once_per_point_and_records_it_on_every_provider(m
 @pytest.mark.skipif(ON_GPU, reason="the CPU path of the runner")
 def test_no_copy_reference_without_a_gpu_or_when_turned_off():
     from test_bench_runner import _cfg
+
     assert R.size_matched_copy(_cfg(), 4096, 1 << 20) is None
     assert R.size_matched_copy(_cfg(copy_ref=False, device=torch.device("cuda")), 4096, 1 << 20) is None
     _, points = R.run(_cfg(num_tokens=[1]), R.Ceilings(4000.0, 800.0, 2.0))
@@ -115,9 +149,9 @@ def test_table_adds_copy_columns_last_and_only_with_the_field():
     assert "copy us" not in old_text and "%copy" not in old_text
     text, head, rows = _table_lines(_with_copy(_results(wrong_at=256)))
     # the existing columns unchanged, the new ones after them
-    assert head.startswith(old_head) and head[len(old_head):].split() == ["copy", "us", "%copy@size"]
+    assert head.startswith(old_head) and head[len(old_head) :].split() == ["copy", "us", "%copy@size"]
     for t, row in rows.items():
-        assert row[:len(old_rows[t])] == old_rows[t]
+        assert row[: len(old_rows[t])] == old_rows[t]
     # tritonkit at 16384: 140 us against a 133 us copy -> 95.0%; at 1: 3.3 us against 2.2 us -> 66.7%
     assert rows["16384"][-2:] == ["133.0", "95.0"]
     assert rows["1"][-2:] == ["2.2", "66.7"]
@@ -157,6 +191,7 @@ def test_compare_old_json_without_the_field_against_new(tmp_path):
         assert all(r.ratio is not None for r in res.rows)
     assert "0.500" in format_compare(old, new)
     from tritonkit.cli import main
+
     assert main(["bench", "--compare", str(a), str(b)]) == 0
 
 
@@ -187,12 +222,14 @@ def test_plot_without_the_field_has_no_copy_line(tmp_path):
     lines = _lines(_results())
     assert not any(n.startswith("copy kernel") for n in lines)
     from tritonkit.bench.plot import write_plots
+
     (path,) = write_plots(_with_copy(_results()), tmp_path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_help_names_the_flag():
     from tritonkit.bench.cli import _parser
+
     text = _parser().format_help()
     assert "--no-copy-ref" in text and "%copy@size" in text
     assert _parser().parse_args(["rms_norm", "--no-copy-ref"]).no_copy_ref is True

@@ -60,15 +60,25 @@ def test_host_sync_is_reported_not_captured():
 def test_small_sweep_through_every_path():
     dev = torch.device("cuda")
     floor, empty = C.measure_floor_us(dev)
-    ceil = Ceilings(copy_gbps=C.measure_copy_gbps(dev)[0], matmul_tflops=C.measure_matmul_tflops(dev),
-                    floor_us=floor, empty_us=empty)
+    ceil = Ceilings(
+        copy_gbps=C.measure_copy_gbps(dev)[0],
+        matmul_tflops=C.measure_matmul_tflops(dev),
+        floor_us=floor,
+        empty_us=empty,
+    )
     # earlier GPU tests in this process may have compiled these specializations already: the sweep's compile count
     # is a delta, so start from an empty JIT cache
     from tritonkit.ops.rms_norm.kernel import _rms_norm_fwd_kernel
+
     _rms_norm_fwd_kernel.device_caches.clear()
-    cfg = BenchConfig(targets=[OpTarget.parse("rms_norm"), OpTarget.parse("rms_norm:residual=0")],
-                      models=["llama3-8b"], num_tokens=[1, 4096], providers=["tritonkit", "eager", "inductor"],
-                      startup=True, device=dev)
+    cfg = BenchConfig(
+        targets=[OpTarget.parse("rms_norm"), OpTarget.parse("rms_norm:residual=0")],
+        models=["llama3-8b"],
+        num_tokens=[1, 4096],
+        providers=["tritonkit", "eager", "inductor"],
+        startup=True,
+        device=dev,
+    )
     ops, points = run(cfg, ceil)
     assert {p.status for p in points} == {"ok"}, [p.detail for p in points if p.status != "ok"]
     for p in points:
@@ -89,18 +99,32 @@ def test_small_sweep_through_every_path():
 def test_attention_series_with_peers():
     dev = torch.device("cuda")
     floor, empty = C.measure_floor_us(dev)
-    ceil = Ceilings(copy_gbps=C.measure_copy_gbps(dev)[0], matmul_tflops=C.measure_matmul_tflops(dev),
-                    floor_us=floor, empty_us=empty)
-    cfg = BenchConfig(targets=[OpTarget.parse("paged_attention")], models=["llama3-8b"], num_tokens=[4, 256],
-                      providers=["tritonkit", "eager", "vllm", "sdpa"], startup=False, device=dev)
+    ceil = Ceilings(
+        copy_gbps=C.measure_copy_gbps(dev)[0],
+        matmul_tflops=C.measure_matmul_tflops(dev),
+        floor_us=floor,
+        empty_us=empty,
+    )
+    cfg = BenchConfig(
+        targets=[OpTarget.parse("paged_attention")],
+        models=["llama3-8b"],
+        num_tokens=[4, 256],
+        providers=["tritonkit", "eager", "vllm", "sdpa"],
+        startup=False,
+        device=dev,
+    )
     _, points = run(cfg, ceil)
     by = {(p.config.split(" |")[0], p.num_tokens, p.provider): p for p in points}
     # every series at 256 tokens, decode at 4 too; tritonkit timed by graph and right everywhere
     for key, p in by.items():
         if p.provider == "tritonkit":
             assert p.ok and p.timed_by == "graph", (key, p.detail)
-    assert {k[0] for k in by} == {"decode 4K keys", "decode 32K keys", "prefill causal",
-                                  "mixed: prompt + 64 decode at 4K"}
+    assert {k[0] for k in by} == {
+        "decode 4K keys",
+        "decode 32K keys",
+        "prefill causal",
+        "mixed: prompt + 64 decode at 4K",
+    }
     # sdpa: a dense equivalent for decode batches and the causal prompt, none for the mixed batch
     assert by[("prefill causal", 256, "sdpa")].ok and by[("decode 4K keys", 4, "sdpa")].ok
     assert by[("mixed: prompt + 64 decode at 4K", 256, "sdpa")].status == "skipped"
@@ -113,17 +137,28 @@ def test_fused_moe_sweep_with_the_vllm_peer():
     # tables; the GEMMs compile at most once per distinct tile config of the swept buckets
     from tritonkit.bench import providers as P
     from tritonkit.ops import get_spec
+
     dev = torch.device("cuda")
     floor, empty = C.measure_floor_us(dev)
-    ceil = Ceilings(copy_gbps=C.measure_copy_gbps(dev)[0], matmul_tflops=C.measure_matmul_tflops(dev),
-                    floor_us=floor, empty_us=empty)
+    ceil = Ceilings(
+        copy_gbps=C.measure_copy_gbps(dev)[0],
+        matmul_tflops=C.measure_matmul_tflops(dev),
+        floor_us=floor,
+        empty_us=empty,
+    )
     try:
         P.make_provider("vllm", get_spec("fused_moe"), torch.bfloat16)
         providers = ["tritonkit", "vllm"]
     except P.Unavailable:
         providers = ["tritonkit"]
-    cfg = BenchConfig(targets=[OpTarget.parse("fused_moe")], models=["qwen3-30b-a3b", "deepseek-v3"],
-                      num_tokens=[1, 256], providers=providers, startup=False, device=dev)
+    cfg = BenchConfig(
+        targets=[OpTarget.parse("fused_moe")],
+        models=["qwen3-30b-a3b", "deepseek-v3"],
+        num_tokens=[1, 256],
+        providers=providers,
+        startup=False,
+        device=dev,
+    )
     ops, points = run(cfg, ceil)
     assert {p.provider for p in points} == set(providers)
     for p in points:

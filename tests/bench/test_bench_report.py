@@ -14,9 +14,22 @@ TOKENS = (1, 256, 16384)
 
 def _point(provider, t, us, status="ok", label="rms_norm", config="hidden=4096,residual=1"):
     nbytes = 4 * t * 4096 * 2 + 8192
-    p = {"op": "rms_norm", "label": label, "config": config, "model": "llama3-8b", "dtype": "bfloat16",
-         "num_tokens": t, "shape": {"num_tokens": t, "hidden": 4096, "residual": 1}, "provider": provider,
-         "status": status, "detail": "", "bytes": nbytes, "flops": 7 * t * 4096, "sets": 4, "l2_flush": False}
+    p = {
+        "op": "rms_norm",
+        "label": label,
+        "config": config,
+        "model": "llama3-8b",
+        "dtype": "bfloat16",
+        "num_tokens": t,
+        "shape": {"num_tokens": t, "hidden": 4096, "residual": 1},
+        "provider": provider,
+        "status": status,
+        "detail": "",
+        "bytes": nbytes,
+        "flops": 7 * t * 4096,
+        "sets": 4,
+        "l2_flush": False,
+    }
     if status == "ok":
         p["graph"] = {"median_us": us, "min_us": us * 0.9, "max_us": us * 1.2, "repeats": 10}
         p["eager"] = {"median_us": us + 10, "min_us": us + 9, "max_us": us + 12, "repeats": 10}
@@ -36,19 +49,52 @@ def _results(scale=1.0, wrong_at=None):
     for t in TOKENS:
         points.append(_point("tritonkit", t, tk[t] * scale))
         points.append(_point("inductor", t, ind[t], status="wrong" if t == wrong_at else "ok"))
-    ops = [{"op": "rms_norm", "label": "rms_norm", "overrides": {}, "dtype": "bfloat16", "models": ["llama3-8b"],
+    ops = [
+        {
+            "op": "rms_norm",
+            "label": "rms_norm",
+            "overrides": {},
+            "dtype": "bfloat16",
+            "models": ["llama3-8b"],
             "configs": ["hidden=4096,residual=1"],
-            "providers": {"tritonkit": "tritonkit.ops.rms_norm", "inductor": "torch.compile",
-                          "vllm": "unavailable: vLLM has no Triton kernel for rms_norm"},
+            "providers": {
+                "tritonkit": "tritonkit.ops.rms_norm",
+                "inductor": "torch.compile",
+                "vllm": "unavailable: vLLM has no Triton kernel for rms_norm",
+            },
             "compiles": {"tritonkit": {"tritonkit.ops.rms_norm.kernel._rms_norm_fwd_kernel": 1}},
-            "host_overhead": {"num_tokens=1,hidden=4096,residual=1": {
-                "tritonkit": {"median_us": 7.5, "min_us": 7, "max_us": 8, "repeats": 3},
-                "inductor": {"median_us": 21.0, "min_us": 20, "max_us": 22, "repeats": 3}}},
-            "startup": {"shape": {"num_tokens": 16}, "dtype": "bfloat16",
-                        "cold": {"import_s": 2.0, "cuda_init_s": 0.5, "first_call_s": 1.25, "second_call_s": 1e-4,
-                                 "to_first_result_s": 3.75, "correct": True, "check": "ok", "process_s": 4.0},
-                        "warm": {"import_s": 2.0, "cuda_init_s": 0.5, "first_call_s": 0.05, "second_call_s": 1e-4,
-                                 "to_first_result_s": 2.55, "correct": True, "check": "ok", "process_s": 2.8}}}]
+            "host_overhead": {
+                "num_tokens=1,hidden=4096,residual=1": {
+                    "tritonkit": {"median_us": 7.5, "min_us": 7, "max_us": 8, "repeats": 3},
+                    "inductor": {"median_us": 21.0, "min_us": 20, "max_us": 22, "repeats": 3},
+                }
+            },
+            "startup": {
+                "shape": {"num_tokens": 16},
+                "dtype": "bfloat16",
+                "cold": {
+                    "import_s": 2.0,
+                    "cuda_init_s": 0.5,
+                    "first_call_s": 1.25,
+                    "second_call_s": 1e-4,
+                    "to_first_result_s": 3.75,
+                    "correct": True,
+                    "check": "ok",
+                    "process_s": 4.0,
+                },
+                "warm": {
+                    "import_s": 2.0,
+                    "cuda_init_s": 0.5,
+                    "first_call_s": 0.05,
+                    "second_call_s": 1e-4,
+                    "to_first_result_s": 2.55,
+                    "correct": True,
+                    "check": "ok",
+                    "process_s": 2.8,
+                },
+            },
+        }
+    ]
     meta = {"gpu": "Fake GPU", "git_sha": "abc", "command": "tritonkit bench rms_norm"}
     return Results.from_dict({"schema": 1, "meta": meta, "ceilings": CEIL.to_dict(), "ops": ops, "points": points})
 
@@ -114,8 +160,11 @@ def test_skipped_points_are_listed_once_per_provider_and_reason():
     for p in res.points:
         if p.provider == "inductor" and p.num_tokens >= 256:
             p.status, p.metrics, p.graph, p.eager = "skipped", None, None, None
-            p.detail = ("over the point's time budget: its timing would take ~90 s (one call 2.00 s), budget 20 s"
-                        if p.num_tokens == 256 else "over the point's time budget at num_tokens=256 already (...)")
+            p.detail = (
+                "over the point's time budget: its timing would take ~90 s (one call 2.00 s), budget 20 s"
+                if p.num_tokens == 256
+                else "over the point's time budget at num_tokens=256 already (...)"
+            )
     text = report.format_results(res)
     (line,) = [ln for ln in text.splitlines() if "skipped at" in ln]
     assert line.strip().startswith("inductor skipped at num_tokens 256, 16384: over the point's time budget: its")
@@ -142,6 +191,7 @@ def test_compare_skips_points_that_were_not_timed():
 
 def test_cli_compare_runs_without_a_gpu(tmp_path, capsys):
     from tritonkit.cli import main
+
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     write_json(a, _results())
     write_json(b, _results(scale=2.0))
@@ -159,12 +209,15 @@ def test_text_table_aligns_columns():
 
 def test_summary_rows_take_each_configs_own_host_time():
     import dataclasses
+
     res = _results()
-    other = [dataclasses.replace(p, config="hidden=4096,residual=0", shape=dict(p.shape, residual=0))
-             for p in res.points]
+    other = [
+        dataclasses.replace(p, config="hidden=4096,residual=0", shape=dict(p.shape, residual=0)) for p in res.points
+    ]
     res.points += other
     res.ops[0].host_overhead["num_tokens=1,hidden=4096,residual=0"] = {
-        "tritonkit": {"median_us": 5.0, "min_us": 5, "max_us": 5, "repeats": 3}}
+        "tritonkit": {"median_us": 5.0, "min_us": 5, "max_us": 5, "repeats": 3}
+    }
     rows = {r.config: r for r in report.summary_rows(res)}
     assert rows["hidden=4096,residual=1"].host_us["tritonkit"] == 7.5
     assert rows["hidden=4096,residual=0"].host_us["tritonkit"] == 5.0
@@ -172,6 +225,7 @@ def test_summary_rows_take_each_configs_own_host_time():
 
 def test_summary_counts_where_the_size_matched_copy_meets_the_same_target():
     from tritonkit.bench.records import CopyRef
+
     res = _results()
     for p in res.points:
         if p.provider == "tritonkit":
@@ -187,6 +241,7 @@ def test_recorded_runs_append_to_one_long_table(tmp_path):
     import csv
 
     from tritonkit.bench.records import TABLE_COLUMNS, append_table
+
     table = tmp_path / "h200" / "bench.csv"
     res = _results(wrong_at=256)
     assert append_table(table, res) == len(res.points)
@@ -196,7 +251,12 @@ def test_recorded_runs_append_to_one_long_table(tmp_path):
     assert tuple(rows[0]) == TABLE_COLUMNS and len(rows) == 2 * len(res.points)
     first = rows[0]
     assert (first["gpu"], first["git_sha"], first["op"], first["provider"], first["num_tokens"]) == (
-        "Fake GPU", "abc", "rms_norm", "tritonkit", "1")
+        "Fake GPU",
+        "abc",
+        "rms_norm",
+        "tritonkit",
+        "1",
+    )
     assert float(first["us"]) == pytest.approx(3.3) and first["bound"] == "memory" and first["detail"] == ""
     wrong = next(r for r in rows if r["status"] == "wrong")
     assert wrong["us"] == "" and wrong["detail"].startswith("y: 3/4096")
@@ -210,6 +270,7 @@ def test_recorded_runs_append_to_one_long_table(tmp_path):
 
 def test_a_finished_run_is_recorded_without_a_gpu(tmp_path, capsys):
     from tritonkit.cli import main
+
     run_dir, rec = tmp_path / "out", tmp_path / "results" / "h200"
     write_json(run_dir / "bench.json", _results())
     (run_dir / "rms_norm.png").write_bytes(b"\x89PNG fake")

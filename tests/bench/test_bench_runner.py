@@ -10,8 +10,7 @@ import triton
 from conftest import ON_GPU
 
 from tritonkit.bench import providers as P
-from tritonkit.bench.runner import (BenchConfig, OpTarget, Progress, SweepPoint, parse_kv, run, run_point,
-                                    sweep_points)
+from tritonkit.bench.runner import BenchConfig, OpTarget, Progress, SweepPoint, parse_kv, run, run_point, sweep_points
 from tritonkit.bench.roofline import Ceilings
 from tritonkit.ops.rms_norm.spec import SPEC as RMS
 from tritonkit.spec import Shape
@@ -22,15 +21,27 @@ CPU = torch.device("cpu")
 
 
 def _cfg(**kw):
-    base = dict(targets=[OpTarget.parse("rms_norm:hidden=64")], models=["llama3-8b"], num_tokens=[1, 3],
-                providers=["tritonkit", "eager", "vllm"], startup=False, repeats=2, max_sets=2, host_calls=3,
-                device=CPU)
+    base = dict(
+        targets=[OpTarget.parse("rms_norm:hidden=64")],
+        models=["llama3-8b"],
+        num_tokens=[1, 3],
+        providers=["tritonkit", "eager", "vllm"],
+        startup=False,
+        repeats=2,
+        max_sets=2,
+        host_calls=3,
+        device=CPU,
+    )
     return BenchConfig(**(base | kw))
 
 
 def test_parse_targets_and_shape_overrides():
     assert parse_kv("num_tokens=16, hidden=4096,kv_cache_dtype=fp8,eps=0.5") == {
-        "num_tokens": 16, "hidden": 4096, "kv_cache_dtype": "fp8", "eps": 0.5}
+        "num_tokens": 16,
+        "hidden": 4096,
+        "kv_cache_dtype": "fp8",
+        "eps": 0.5,
+    }
     with pytest.raises(ValueError):
         parse_kv("hidden")
     t = OpTarget.parse("rms_norm:residual=0")
@@ -42,8 +53,11 @@ def test_sweep_points_apply_overrides_and_drop_duplicates():
     pts = sweep_points(RMS, ["llama3-8b", "mistral-7b", "qwen2-7b"], [1, 16], {"residual": 0})
     # mistral-7b has llama3-8b's hidden size: its points are the same shapes, named after the first model
     assert [(p.num_tokens, p.shape["hidden"], p.shape["residual"], p.model, p.config) for p in pts] == [
-        (1, 4096, 0, "llama3-8b", "hidden=4096,residual=0"), (16, 4096, 0, "llama3-8b", "hidden=4096,residual=0"),
-        (1, 3584, 0, "qwen2-7b", "hidden=3584,residual=0"), (16, 3584, 0, "qwen2-7b", "hidden=3584,residual=0")]
+        (1, 4096, 0, "llama3-8b", "hidden=4096,residual=0"),
+        (16, 4096, 0, "llama3-8b", "hidden=4096,residual=0"),
+        (1, 3584, 0, "qwen2-7b", "hidden=3584,residual=0"),
+        (16, 3584, 0, "qwen2-7b", "hidden=3584,residual=0"),
+    ]
     one = sweep_points(RMS, ["llama3-8b"], [1, 16, 256], {"num_tokens": 7})
     assert [(p.shape.id, p.num_tokens) for p in one] == [("num_tokens=7,hidden=4096,residual=1", 7)]
     with pytest.raises(ValueError, match="hiden"):
@@ -52,8 +66,9 @@ def test_sweep_points_apply_overrides_and_drop_duplicates():
 
 def test_sweep_points_follow_ops_that_spend_num_tokens_on_other_keys():
     # a decode sweep: num_tokens sequences whose context shrinks as the batch grows; one series per model
-    spec = dataclasses.replace(RMS, sweep_shape=lambda m, t: Shape(num_seqs=t, context=min(4096, 65536 // t),
-                                                                   hidden=m.hidden))
+    spec = dataclasses.replace(
+        RMS, sweep_shape=lambda m, t: Shape(num_seqs=t, context=min(4096, 65536 // t), hidden=m.hidden)
+    )
     pts = sweep_points(spec, ["llama3-8b"], [1, 64, 1024], {})
     assert [(p.num_tokens, p.shape["context"]) for p in pts] == [(1, 4096), (64, 1024), (1024, 64)]
     assert {p.config for p in pts} == {"hidden=4096"}
@@ -64,7 +79,11 @@ def test_sweep_on_cpu_checks_times_and_records_every_provider():
     (op,) = ops
     assert op.label == "rms_norm:hidden=64" and op.providers["vllm"].startswith("unavailable")
     assert [(p.num_tokens, p.provider, p.status) for p in points] == [
-        (1, "tritonkit", "ok"), (1, "eager", "ok"), (3, "tritonkit", "ok"), (3, "eager", "ok")]
+        (1, "tritonkit", "ok"),
+        (1, "eager", "ok"),
+        (3, "tritonkit", "ok"),
+        (3, "eager", "ok"),
+    ]
     for p in points:
         assert p.graph is None and p.timed_by == "eager"
         assert p.eager.min_us <= p.eager.median_us <= p.eager.max_us
@@ -80,12 +99,27 @@ def test_a_wrong_provider_is_reported_and_not_timed():
     shape = Shape(num_tokens=3, hidden=64, residual=0)
     tk = P.make_provider("tritonkit", RMS, torch.float32)
     off = P.Provider("off", "1% off", lambda inputs: {"y": RMS.call(inputs)["y"] * 1.01})
-    unwritten = P.Provider("half", "writes half of y",
-                           lambda inputs: {"y": torch.cat((RMS.call(inputs)["y"][:1], torch.full((2, 64), 7.0)))})
+    unwritten = P.Provider(
+        "half",
+        "writes half of y",
+        lambda inputs: {"y": torch.cat((RMS.call(inputs)["y"][:1], torch.full((2, 64), 7.0)))},
+    )
     boom = P.Provider("boom", "raises", lambda inputs: 1 / 0)
     pt = SweepPoint(shape, "llama3-8b", 3, "hidden=64,residual=0")
-    recs, _ = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [tk, off, unwritten, boom], _cfg(), CEIL,
-                        l2=1 << 20, seed=0, skip=lambda name: None, progress=Progress(), host_point=False)
+    recs, _ = run_point(
+        RMS,
+        OpTarget("rms_norm"),
+        pt,
+        torch.float32,
+        [tk, off, unwritten, boom],
+        _cfg(),
+        CEIL,
+        l2=1 << 20,
+        seed=0,
+        skip=lambda name: None,
+        progress=Progress(),
+        host_point=False,
+    )
     by = {r.provider: r for r in recs}
     assert by["tritonkit"].status == "ok"
     for name in ("off", "half", "boom"):
@@ -105,14 +139,27 @@ def test_a_provider_failing_only_in_host_timing_errs_at_its_point():
         if calls["n"] > 13:
             raise RuntimeError("flaky launch")
         return RMS.call(inputs)
+
     pt = SweepPoint(shape, "llama3-8b", 1, "hidden=64,residual=0")
-    recs, hosts = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [tk, P.Provider("flaky", "", flaky)],
-                            _cfg(repeats=1), CEIL, l2=1 << 20, seed=0, skip=lambda name: None, progress=Progress(),
-                            host_point=True)
+    recs, hosts = run_point(
+        RMS,
+        OpTarget("rms_norm"),
+        pt,
+        torch.float32,
+        [tk, P.Provider("flaky", "", flaky)],
+        _cfg(repeats=1),
+        CEIL,
+        l2=1 << 20,
+        seed=0,
+        skip=lambda name: None,
+        progress=Progress(),
+        host_point=True,
+    )
     by = {r.provider: r for r in recs}
     assert by["tritonkit"].status == "ok" and set(hosts) == {"tritonkit"}
-    assert by["flaky"].status == "error" and "host time per eager call: RuntimeError: flaky launch" in \
-        by["flaky"].detail
+    assert (
+        by["flaky"].status == "error" and "host time per eager call: RuntimeError: flaky launch" in by["flaky"].detail
+    )
 
 
 def test_a_provider_over_the_point_budget_is_skipped_there_and_at_larger_points(monkeypatch):
@@ -121,12 +168,14 @@ def test_a_provider_over_the_point_budget_is_skipped_there_and_at_larger_points(
     def slow(inputs):  # a call whose timing would take far longer than the budget allows
         time.sleep(0.2)
         return RMS.call(inputs)
+
     cfg = _cfg(providers=["tritonkit", "eager"], num_tokens=[1, 3, 5], point_budget_s=3.0)
     real = P.make_provider
 
     def make(name, spec, dtype):
         p = real(name, spec, dtype)
         return dataclasses.replace(p, fn=slow) if name == "eager" else p
+
     monkeypatch.setattr(P, "make_provider", make)
     _, points = run(cfg, CEIL)
     eager = {p.num_tokens: p for p in points if p.provider == "eager"}
@@ -143,10 +192,23 @@ def test_an_inapplicable_provider_is_skipped_with_its_reason():
 
     def prepare(inputs):
         raise P.Inapplicable("no dense form of this point")
+
     dense = P.Provider("dense", "", lambda i: RMS.call(i), prepare=prepare)
     pt = SweepPoint(shape, "llama3-8b", 3, "hidden=64,residual=0")
-    (r,), _ = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [dense], _cfg(), CEIL, l2=1 << 20, seed=0,
-                        skip=lambda name: None, progress=Progress(), host_point=False)
+    (r,), _ = run_point(
+        RMS,
+        OpTarget("rms_norm"),
+        pt,
+        torch.float32,
+        [dense],
+        _cfg(),
+        CEIL,
+        l2=1 << 20,
+        seed=0,
+        skip=lambda name: None,
+        progress=Progress(),
+        host_point=False,
+    )
     assert r.status == "skipped" and r.detail == "not applicable: no dense form of this point"
 
 
@@ -160,16 +222,30 @@ def test_prepare_runs_outside_the_calls_and_feeds_them():
     def fn(inputs):
         seen.append(inputs.get("prepared"))
         return RMS.call({k: v for k, v in inputs.items() if k != "prepared"})
+
     p = P.Provider("prep", "", fn, prepare=prepare)
     pt = SweepPoint(shape, "llama3-8b", 3, "hidden=64,residual=0")
-    (r,), hosts = run_point(RMS, OpTarget("rms_norm"), pt, torch.float32, [p], _cfg(host_calls=2), CEIL,
-                            l2=1 << 20, seed=0, skip=lambda name: None, progress=Progress(), host_point=True)
+    (r,), hosts = run_point(
+        RMS,
+        OpTarget("rms_norm"),
+        pt,
+        torch.float32,
+        [p],
+        _cfg(host_calls=2),
+        CEIL,
+        l2=1 << 20,
+        seed=0,
+        skip=lambda name: None,
+        progress=Progress(),
+        host_point=True,
+    )
     assert r.ok and set(seen) == {True} and "prep" in hosts
 
 
 def test_check_widens_the_bound_by_the_specs_error_scale():
     # outputs that can cancel (rotary) carry an error scale; the bench must compare as `tritonkit validate` does
     from tritonkit.testing import Fill
+
     spec = dataclasses.replace(RMS, error_scale=lambda i: {"y": torch.full(i["x"].shape, 1e6, dtype=torch.float64)})
     inputs = spec.make_inputs(Shape(num_tokens=3, hidden=64, residual=0), torch.float32, Fill("randn", CPU, 0))
     off = P.Provider("off", "0.01 off", lambda i: {"y": RMS.call(i)["y"] + 0.01})
@@ -217,6 +293,7 @@ def test_find_kernels_and_compile_counts_read_the_jit_cache():
 
 def test_startup_runs_in_fresh_processes_and_checks_the_first_result():
     from tritonkit.bench.startup import measure_startup
+
     shape = {"num_tokens": 3, "hidden": 64, "residual": 1}
     res = measure_startup("rms_norm", shape, "float32", device="cpu", timeout=300)
     assert res["shape"] == shape
@@ -251,6 +328,7 @@ def test_progress_total_is_the_steps_the_run_takes():
 
 def test_only_a_host_sync_is_not_capturable(monkeypatch):
     from tritonkit.bench import timing
+
     for name in ("get_sync_debug_mode", "set_sync_debug_mode", "synchronize"):
         monkeypatch.setattr(torch.cuda, name, lambda *a: 0)
 
@@ -270,21 +348,32 @@ def test_only_a_host_sync_is_not_capturable(monkeypatch):
 def test_attention_sweeps_its_series_with_the_dense_reference_where_it_applies(monkeypatch):
     # every series of paged_attention's sweep, small heads, contexts and mixed batches for the interpreter
     from tritonkit.ops.paged_attention import spec as pa
+
     monkeypatch.setattr(pa, "SERIES_MIXED_DECODE", 2)
     over = "num_heads=4,num_kv_heads=2,head_dim=64,context=31"
-    cfg = _cfg(targets=[OpTarget.parse(f"paged_attention:{over}")], num_tokens=[4, 16],
-               providers=["tritonkit", "eager", "inductor", "sdpa"], dtypes=[torch.float16], host_calls=2)
+    cfg = _cfg(
+        targets=[OpTarget.parse(f"paged_attention:{over}")],
+        num_tokens=[4, 16],
+        providers=["tritonkit", "eager", "inductor", "sdpa"],
+        dtypes=[torch.float16],
+        host_calls=2,
+    )
     ops, points = run(cfg, CEIL)
     (op,) = ops
     assert op.providers["inductor"].startswith("unavailable: its reference reads sequence lengths on the host")
     series = {p.config.split(" |")[0] for p in points}
     # with one context for all, the decode series are one, the chunked prefill is the prompt after 31 cached keys
     # and the speculative series one: their duplicate points are dropped
-    assert series == {"decode 1K keys", "prefill causal", "speculative 4 tokens at 4K keys",
-                      "mixed: prompt + 2 decode at 4K"}
+    assert series == {
+        "decode 1K keys",
+        "prefill causal",
+        "speculative 4 tokens at 4K keys",
+        "mixed: prompt + 2 decode at 4K",
+    }
     by = {(p.config.split(" |")[0], p.num_tokens, p.provider): p for p in points}
-    assert all(p.ok for p in points if p.provider in ("tritonkit", "eager")), \
-        [(k, p.detail) for k, p in by.items() if not p.ok]
+    assert all(p.ok for p in points if p.provider in ("tritonkit", "eager")), [
+        (k, p.detail) for k, p in by.items() if not p.ok
+    ]
     assert by[("prefill causal", 16, "sdpa")].ok and by[("decode 1K keys", 16, "sdpa")].ok
     # 4 sequences verifying 4 tokens each: one batched SDPA call with the bottom-right causal mask
     assert by[("speculative 4 tokens at 4K keys", 16, "sdpa")].ok
@@ -299,6 +388,7 @@ def test_base_revision_is_timed_beside_and_its_timings_reused(tmp_path):
     from tritonkit.bench import base as B
     from tritonkit.bench.report import format_results
     from tritonkit.bench.records import Results
+
     try:
         tree = B.checkout("HEAD", store=tmp_path / "store")
     except B.BaseTreeError as e:
@@ -323,18 +413,24 @@ def test_base_revision_is_timed_beside_and_its_timings_reused(tmp_path):
 
 def test_attention_series_cover_decode_prefill_and_a_mixed_batch_within_the_cache_cap():
     from tritonkit.ops import get_spec
+
     spec = get_spec("paged_attention")
     pts = sweep_points(spec, ["llama3-8b"], [1, 16, 32, 64, 128, 256, 512, 65536], {})
     xs: dict[str, list[int]] = {}
     for p in pts:
         xs.setdefault(p.config.split(" |")[0], []).append(p.num_tokens)
-    assert xs == {"decode 1K keys": [1, 16, 32, 64, 128, 256, 512], "decode 4K keys": [1, 16, 32, 64, 128, 256],
-                  "decode 8K keys": [1, 16, 32, 64, 128], "decode 32K keys": [1, 16, 32], "decode 128K keys": [1],
-                  "prefill causal": [16, 32, 64, 128, 256, 512, 65536],
-                  "chunked prefill to 16K keys": [16, 32, 64, 128, 256, 512],
-                  "speculative 4 tokens at 4K keys": [16, 32, 64, 128, 256, 512],
-                  "speculative 4 tokens at 32K keys": [16, 32, 64, 128],
-                  "mixed: prompt + 64 decode at 4K": [128, 256, 512, 65536]}
+    assert xs == {
+        "decode 1K keys": [1, 16, 32, 64, 128, 256, 512],
+        "decode 4K keys": [1, 16, 32, 64, 128, 256],
+        "decode 8K keys": [1, 16, 32, 64, 128],
+        "decode 32K keys": [1, 16, 32],
+        "decode 128K keys": [1],
+        "prefill causal": [16, 32, 64, 128, 256, 512, 65536],
+        "chunked prefill to 16K keys": [16, 32, 64, 128, 256, 512],
+        "speculative 4 tokens at 4K keys": [16, 32, 64, 128, 256, 512],
+        "speculative 4 tokens at 32K keys": [16, 32, 64, 128],
+        "mixed: prompt + 64 decode at 4K": [128, 256, 512, 65536],
+    }
     spec4 = next(p for p in pts if p.config.startswith("speculative 4 tokens at 32K") and p.num_tokens == 128)
     assert (spec4.shape["num_seqs"], spec4.shape["q_len"], spec4.shape["context"]) == (32, 4, 32768 - 4)
     chunk = next(p for p in pts if p.config.startswith("chunked") and p.num_tokens == 512)
@@ -350,8 +446,8 @@ def test_attention_series_cover_decode_prefill_and_a_mixed_batch_within_the_cach
 def test_models_for_skips_models_without_the_layer():
     # an op on an expert layer only: dense models have no point, MoE models one each
     moe_spec = dataclasses.replace(
-        RMS, name="expert_op",
-        sweep_shape=lambda m, t: Shape(num_tokens=t, experts=m.num_experts) if m.is_moe else None)
+        RMS, name="expert_op", sweep_shape=lambda m, t: Shape(num_tokens=t, experts=m.num_experts) if m.is_moe else None
+    )
     given = _cfg(models=["llama3-8b", "mixtral-8x7b"])
     assert given.models_for(moe_spec) == ["mixtral-8x7b"]
     assert given.models_for(RMS) == ["llama3-8b", "mixtral-8x7b"]
@@ -363,6 +459,7 @@ def test_models_for_skips_models_without_the_layer():
     assert defaults.models_for(moe_spec) == ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]
     # paged attention has no point on DeepSeek-V3 (MLA is not what it computes)
     from tritonkit.ops.paged_attention.spec import SPEC as PA
+
     assert _cfg(models=["deepseek-v3", "llama3-8b"]).models_for(PA) == ["llama3-8b"]
     pts = sweep_points(moe_spec, given.models_for(moe_spec), [1, 4], {})
     assert [p.shape["experts"] for p in pts] == [8, 8] and {p.model for p in pts} == {"mixtral-8x7b"}
@@ -370,12 +467,18 @@ def test_models_for_skips_models_without_the_layer():
 
 def test_series_picks_named_series_and_names_an_unknown_one():
     from tritonkit.ops import get_spec
+
     spec = get_spec("paged_attention")
     pts = sweep_points(spec, ["llama3-8b"], [1, 2048], {}, ("decode 8K keys", "chunked prefill to 16K keys"))
     assert {(p.config.split(" |")[0], p.num_tokens) for p in pts} == {
-        ("decode 8K keys", 1), ("chunked prefill to 16K keys", 2048)}
-    with pytest.raises(ValueError, match=r"paged_attention has no series 'decode 2K keys'; its series: "
-                                         r"'decode 1K keys'"):
+        ("decode 8K keys", 1),
+        ("chunked prefill to 16K keys", 2048),
+    }
+    with pytest.raises(
+        ValueError,
+        match=r"paged_attention has no series 'decode 2K keys'; its series: "
+        r"'decode 1K keys'",
+    ):
         sweep_points(spec, ["llama3-8b"], [1], {}, ("decode 8K keys", "decode 2K keys"))
     # an op with one unnamed sweep ignores --series (it is about the ops that have several)
     assert len(sweep_points(RMS, ["llama3-8b"], [1, 2], {}, ("decode 8K keys",))) == 2

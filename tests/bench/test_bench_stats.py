@@ -92,6 +92,7 @@ def test_ceilings_round_trip_ignores_unknown_keys():
 
 def test_cached_ceilings_are_keyed_by_how_they_were_measured(tmp_path, monkeypatch):
     from tritonkit.bench import ceilings
+
     path = tmp_path / "ceilings.json"
     ceilings.store_cached("Fake GPU", "1.0", {"copy_gbps": 4000.0}, path)
     assert ceilings.load_cached("Fake GPU", "1.0", path) == {"copy_gbps": 4000.0}
@@ -103,6 +104,7 @@ def test_cached_ceilings_are_keyed_by_how_they_were_measured(tmp_path, monkeypat
 
 def test_rotation_flushes_only_where_the_sets_stay_warm():
     from tritonkit.bench.timing import L2Flush, rotation
+
     l2 = 50 << 20
     gpu = torch.device("cuda")  # a descriptor: nothing is allocated until a flush runs
     n, flush = rotation(1 << 10, l2, gpu, max_sets=8)
@@ -128,7 +130,7 @@ def test_host_overhead_interleaves_providers_round_by_round():
     out, errors = timing.interleaved_host_overhead([a, b], {}, torch.device("cpu"), calls=2, rounds=3)
     assert errors == {} and set(out) == {"a", "b"}
     assert out["a"]["repeats"] == out["b"]["repeats"] == 3
-    timed = order[2 * 2:]  # after each provider's warm-up calls
+    timed = order[2 * 2 :]  # after each provider's warm-up calls
     # one repeat (2 calls) of a, then one of b, three rounds: a slow spell of the host hits both
     assert timed == ["a", "a", "b", "b"] * 3
     assert all(out[n]["median_us"] > 0 for n in out)
@@ -155,7 +157,7 @@ def test_host_overhead_drops_a_provider_that_raises_and_times_the_others():
 
 def test_fp8_flops_are_judged_against_the_fp8_matmul_ceiling():
     ceil = Ceilings(copy_gbps=4000.0, matmul_tflops=800.0, floor_us=2.0, matmul_fp8_tflops=1600.0)
-    flops, nbytes = 10 ** 12, 10 ** 6  # compute-bound either way
+    flops, nbytes = 10**12, 10**6  # compute-bound either way
     bf16 = point_metrics(nbytes, flops, 2.5e-3, ceil)
     fp8 = point_metrics(nbytes, flops, 2.5e-3, ceil, fp8=True)
     assert bf16.tflops == fp8.tflops == pytest.approx(400.0)
@@ -165,15 +167,15 @@ def test_fp8_flops_are_judged_against_the_fp8_matmul_ceiling():
     plain = Ceilings(copy_gbps=4000.0, matmul_tflops=800.0, floor_us=2.0)
     assert point_metrics(nbytes, flops, 2.5e-3, plain, fp8=True).pct_ceiling == pytest.approx(50.0)
     # memory-bound fp8 points (decode) stay judged by bandwidth
-    assert point_metrics(10 ** 10, 10 ** 9, 5e-3, ceil, fp8=True).bound == "memory"
+    assert point_metrics(10**10, 10**9, 5e-3, ceil, fp8=True).bound == "memory"
 
 
 def test_fp8_flag_comes_from_the_work_model_and_survives_json():
     from tritonkit.bench.records import PointResult
     from tritonkit.ops.fused_moe.spec import SPEC as MOE
+
     shape = Shape(num_tokens=4096, hidden=7168, inter=2048, experts=256, topk=8, quant="fp8_block128")
     assert MOE.work(shape, torch.bfloat16).fp8
     assert not MOE.work(Shape({**shape, "quant": "none"}), torch.bfloat16).fp8
-    r = PointResult("fused_moe", "fused_moe", "", "deepseek-v3", "bfloat16", 4096, dict(shape), "tritonkit", 1, 2,
-                    True)
+    r = PointResult("fused_moe", "fused_moe", "", "deepseek-v3", "bfloat16", 4096, dict(shape), "tritonkit", 1, 2, True)
     assert PointResult.from_dict(r.to_dict()).fp8

@@ -20,9 +20,11 @@ ALL = ("tritonkit", "eager", "inductor", "inductor-dynamic", "vllm", "sdpa")
 DEFAULT = ("tritonkit", "eager", "inductor", "vllm", "sdpa")
 VLLM = {"reshape_and_cache", "paged_attention", "fused_moe"}
 SDPA = {"paged_attention"}
-NOT_COMPILABLE = {"paged_attention": "its reference reads sequence lengths on the host",
-                  "fused_moe": "its reference gathers each expert's tokens with data-dependent sizes",
-                  "moe_align_block_size": "its reference sorts with data-dependent sizes"}
+NOT_COMPILABLE = {
+    "paged_attention": "its reference reads sequence lengths on the host",
+    "fused_moe": "its reference gathers each expert's tokens with data-dependent sizes",
+    "moe_align_block_size": "its reference sorts with data-dependent sizes",
+}
 
 
 def test_provider_names_come_from_the_specs_in_the_same_order():
@@ -63,29 +65,45 @@ def test_a_spec_declares_its_own_peer():
         calls.append((spec.name, dtype))
         return Peer("my kernel", lambda inputs: base.call(inputs), ("mypkg",))
 
-    spec = OpSpec(base.name, base.fn, base.make_inputs, reference=base.reference, boundary=base.boundary,
-                  call=base.call, peers={"vllm": mine}, not_compilable="a reason")
+    spec = OpSpec(
+        base.name,
+        base.fn,
+        base.make_inputs,
+        reference=base.reference,
+        boundary=base.boundary,
+        call=base.call,
+        peers={"vllm": mine},
+        not_compilable="a reason",
+    )
     prov = P.make_provider("vllm", spec, torch.bfloat16)
     assert (prov.name, prov.description, prov.kernel_modules) == ("vllm", "my kernel", ("mypkg",))
     assert calls == [("rms_norm", torch.bfloat16)]
     with pytest.raises(P.Unavailable, match="a reason"):
         P.make_provider("inductor", spec, torch.bfloat16)
-    bad = OpSpec(base.name, base.fn, base.make_inputs, reference=base.reference, boundary=base.boundary,
-                 speed_of_light={"sdpa": lambda spec, dtype: object()})
+    bad = OpSpec(
+        base.name,
+        base.fn,
+        base.make_inputs,
+        reference=base.reference,
+        boundary=base.boundary,
+        speed_of_light={"sdpa": lambda spec, dtype: object()},
+    )
     with pytest.raises(TypeError, match="its sdpa factory returned object, not a Peer"):
         P.make_provider("sdpa", bad, torch.bfloat16)
 
 
-@pytest.mark.parametrize("field, value, match", [
-    ("peers", {"vllm": "not callable"}, "peers must be a dict"),
-    ("speed_of_light", ["sdpa"], "speed_of_light must be a dict"),
-    ("not_compilable", True, "not_compilable must be a string"),
-])
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        ("peers", {"vllm": "not callable"}, "peers must be a dict"),
+        ("speed_of_light", ["sdpa"], "speed_of_light must be a dict"),
+        ("not_compilable", True, "not_compilable must be a string"),
+    ],
+)
 def test_spec_refuses_a_malformed_peer_field(field, value, match):
     base = get_spec("rms_norm")
     with pytest.raises(TypeError, match=match):
-        OpSpec(base.name, base.fn, base.make_inputs, reference=base.reference, boundary=base.boundary,
-               **{field: value})
+        OpSpec(base.name, base.fn, base.make_inputs, reference=base.reference, boundary=base.boundary, **{field: value})
 
 
 def test_series_help_lists_every_series_the_specs_declare(monkeypatch):
@@ -96,7 +114,14 @@ def test_series_help_lists_every_series_the_specs_declare(monkeypatch):
     assert text.startswith("paged_attention: ") and all(repr(n) in text for n in names)
     # read from the specs, not written out: a new op's series shows up
     base = get_spec("rms_norm")
-    mine = OpSpec("mine", base.fn, base.make_inputs, reference=base.reference, boundary=base.boundary,
-                  sweep_shape=base.sweep_shape, sweep_series=lambda model, t: {"my series": None, "other": None})
+    mine = OpSpec(
+        "mine",
+        base.fn,
+        base.make_inputs,
+        reference=base.reference,
+        boundary=base.boundary,
+        sweep_shape=base.sweep_shape,
+        sweep_series=lambda model, t: {"my series": None, "other": None},
+    )
     monkeypatch.setattr(tritonkit.ops, "specs", lambda names=None: {"rms_norm": base, "mine": mine})
     assert cli._series_help() == "mine: 'my series', 'other'"

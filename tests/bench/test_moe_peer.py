@@ -57,9 +57,15 @@ def test_vllm_launches_match_the_reference(quant, m):
 
 
 @pytest.mark.skipif(not _peer_available(), reason="vLLM's fused-MoE peer not in .peers")
-@pytest.mark.parametrize("kw,what", [(dict(local=3), "expert_map"), (dict(activation="gelu"), "activation"),
-                                     (dict(quant="fp8_channel"), "per-tensor/per-channel fp8"),
-                                     (dict(topk=1, routed_input=1), "apply_router_weight_on_input")])
+@pytest.mark.parametrize(
+    "kw,what",
+    [
+        (dict(local=3), "expert_map"),
+        (dict(activation="gelu"), "activation"),
+        (dict(quant="fp8_channel"), "per-tensor/per-channel fp8"),
+        (dict(topk=1, routed_input=1), "apply_router_weight_on_input"),
+    ],
+)
 def test_points_without_a_vllm_launch_are_skipped_by_name(kw, what):
     prov = P.make_provider("vllm", SPEC, torch.float16)
     with pytest.raises(P.Inapplicable, match=what):
@@ -91,6 +97,7 @@ class _FakePeer:
 def test_vllm_times_its_two_gemm_launches_alone(monkeypatch):
     # vLLM's align, SiLU-and-mul, group quantization and top_k sum are CUDA ops: the timed call is the GEMMs alone
     import tritonkit.ops.silu_and_mul.api as silu_api
+
     peer = _FakePeer()
     monkeypatch.setitem(sys.modules, "vllm_moe_peer", peer)
     glue = []

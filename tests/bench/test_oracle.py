@@ -40,6 +40,7 @@ def test_large_moe_layers_are_checked_on_sampled_rows(monkeypatch):
         out = MOE.call(i)["out"].clone()
         out[8] += 1.0
         return {"out": out}
+
     assert not P.check(P.Provider("wrong", "", wrong_last_row), MOE, torch.float16, inputs, oracle).passed
 
 
@@ -62,8 +63,9 @@ def test_moe_inputs_never_hold_a_layer_in_float32():
             return real(size, dtype, family=family)
 
     rec = Recording("randn", "cpu", 0)
-    got = MOE.make_inputs(Shape(num_tokens=2, hidden=256, inter=128, experts=6, topk=2, quant="fp8_block128"),
-                          torch.bfloat16, rec)
+    got = MOE.make_inputs(
+        Shape(num_tokens=2, hidden=256, inter=128, experts=6, topk=2, quant="fp8_block128"), torch.bfloat16, rec
+    )
     assert got["w1"].dtype == torch.float8_e4m3fn and got["w1_scale"].shape == (6, 2, 2)
     biggest = max(torch.Size(s).numel() for s, dt in sizes if dt == torch.float32)
     assert biggest == 2 * 128 * 256  # one expert's w1

@@ -34,11 +34,12 @@ def main():
     print(json.dumps({"probe": "matmul-256-s4", **vars(r)}))
     r = compile_resources(_matmul_kernel, a, b, c, 4096, BM=16, BN=64, BK=64, num_warps=4, num_stages=3)
     print(json.dumps({"probe": "matmul-16", **vars(r)}))
-    r = compile_resources(_matmul_kernel, a, b, c, 4096, BM=128, BN=128, BK=64, num_warps=8, num_stages=2,
-                          arch="sm_80")
+    r = compile_resources(_matmul_kernel, a, b, c, 4096, BM=128, BN=128, BK=64, num_warps=8, num_stages=2, arch="sm_80")
     print(json.dumps({"probe": "matmul-128-sm80", **vars(r)}))
-    for name, kw in (("sass-128", dict(BM=128, BN=128, BK=64, num_warps=8, num_stages=4)),
-                     ("sass-256", dict(BM=256, BN=256, BK=128, num_warps=8, num_stages=4))):
+    for name, kw in (
+        ("sass-128", dict(BM=128, BN=128, BK=64, num_warps=8, num_stages=4)),
+        ("sass-256", dict(BM=256, BN=256, BK=128, num_warps=8, num_stages=4)),
+    ):
         (ln,) = R.record_launches(lambda kw=kw: _matmul_kernel[(1,)](a, b, c, 4096, **kw))
         counts, _ = R.sass_counts(R.compile_for(ln.kernel, *ln.args, **ln.kwargs).asm["cubin"])
         print(json.dumps({"probe": name, "options": ln.options(), **counts}))

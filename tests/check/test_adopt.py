@@ -6,7 +6,7 @@ import textwrap
 from tritonkit.check import Options, run_check
 from tritonkit.check.cli import main as check_main
 
-KERNELS = '''
+KERNELS = """
 import torch
 import triton
 import triton.language as tl
@@ -29,9 +29,9 @@ def _ring_kernel(x_ptr, pos, CAP: tl.constexpr, BLOCK: tl.constexpr):
 def rows(rows):
     _rows_kernel[(rows,)](torch.empty(rows * 40_000, device="meta"), 40_000, BLOCK=16)
     _ring_kernel[(1,)](torch.empty(8 * 16, device="meta"), 0, CAP=8, BLOCK=16)
-'''
+"""
 
-NEW_BUG = '''
+NEW_BUG = """
 
 @triton.jit
 def _new_kernel(x_ptr, stride, BLOCK: tl.constexpr):
@@ -41,7 +41,7 @@ def _new_kernel(x_ptr, stride, BLOCK: tl.constexpr):
 @tritonkit.case(rows=[70_000])
 def new(rows):
     _new_kernel[(rows,)](torch.empty(rows * 40_000, device="meta"), 40_000, BLOCK=16)
-'''
+"""
 
 
 def _write(path, row_note="", ring_note="", extra="", pad=0):
@@ -51,8 +51,11 @@ def _write(path, row_note="", ring_note="", extra="", pad=0):
 
 
 def test_an_ignore_comment_suppresses_its_rule_on_its_line_and_keeps_the_finding(tmp_path, capsys):
-    f = _write(tmp_path / "sup.py", row_note="  # tritonkit: ignore[int32-offset] rows stay below 50,000",
-               ring_note="  # tritonkit: ignore[grid-limit] names another rule")
+    f = _write(
+        tmp_path / "sup.py",
+        row_note="  # tritonkit: ignore[int32-offset] rows stay below 50,000",
+        ring_note="  # tritonkit: ignore[grid-limit] names another rule",
+    )
     rep = run_check([f], Options(disk_cache=False))
     by_rule = {x.rule: x for x in rep.findings}
     assert by_rule["int32-offset"].suppressed == "rows stay below 50,000"
@@ -89,27 +92,35 @@ def test_a_baseline_accepts_todays_findings_wherever_their_lines_move(tmp_path, 
     d = json.loads(capsys.readouterr().out)
     assert [x["kernel"] for x in d["findings"] if not x["baseline"]] == ["_new_kernel"]
     assert check_main([f, "--baseline", str(base), "--format", "sarif"]) == 1
-    states = {r["properties"]["kernel"]: r["baselineState"]
-              for r in json.loads(capsys.readouterr().out)["runs"][0]["results"]}
+    states = {
+        r["properties"]["kernel"]: r["baselineState"] for r in json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    }
     assert states == {"_new_kernel": "new", "_rows_kernel": "unchanged", "_ring_kernel": "unchanged"}
     # a fixed finding leaves a stale entry: noted, not fatal
     f = _write(tmp_path / "kernels_fixed.py", row_note="  # tritonkit: ignore[int32-offset] reviewed")
     rep = run_check([f], Options(disk_cache=False, baseline=str(base)))
     assert rep.exit_code() == 0
     # the stale entry is named: its rule, kernel and code
-    assert any(p.kind == "baseline" and "1 entry matches no finding" in p.message
-               and "int32-offset in _rows_kernel: `tl.store(x_ptr + row * stride" in p.message for p in rep.problems)
+    assert any(
+        p.kind == "baseline"
+        and "1 entry matches no finding" in p.message
+        and "int32-offset in _rows_kernel: `tl.store(x_ptr + row * stride" in p.message
+        for p in rep.problems
+    )
     # entries of a rule that did not run, or of a kernel not checked, are not stale
     f = _write(tmp_path / "kernels_again.py")
     rep = run_check([f], Options(disk_cache=False, baseline=str(base), rules=("int32-offset",)))
     assert rep.exit_code() == 0 and not [p for p in rep.problems if p.kind == "baseline"]
     other = tmp_path / "other.py"
-    other.write_text(KERNELS.split("@tritonkit.case")[0].replace("{ROW_NOTE}", "").replace("{RING_NOTE}", "")
-                     .replace("{EXTRA}", "") + NEW_BUG.replace("_new_kernel", "_other_kernel") + '''
+    other.write_text(
+        KERNELS.split("@tritonkit.case")[0].replace("{ROW_NOTE}", "").replace("{RING_NOTE}", "").replace("{EXTRA}", "")
+        + NEW_BUG.replace("_new_kernel", "_other_kernel")
+        + """
 @tritonkit.case(n=[4])
 def other(n):
     _other_kernel[(n,)](torch.empty(64, device="meta"), 16, BLOCK=16)
-''')
+"""
+    )
     rep = run_check([str(other)], Options(disk_cache=False, baseline=str(base)))
     assert not [p for p in rep.problems if p.kind == "baseline"]
 

@@ -32,8 +32,7 @@ print(json.dumps(out))
 
 def test_each_budget_that_cuts_a_walk_leaves_a_note_and_none_cuts_by_default(tmp_path):
     env = {**os.environ, "TRITON_INTERPRET": "0", "TRITONKIT_CACHE_DIR": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-c", PROBE, str(CASES)], capture_output=True, text=True, env=env,
-                       timeout=600)
+    r = subprocess.run([sys.executable, "-c", PROBE, str(CASES)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     noted = json.loads(r.stdout.splitlines()[-1])
     assert noted.pop("default") == []

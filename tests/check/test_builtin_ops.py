@@ -20,8 +20,13 @@ SRC = Path(__file__).parents[2] / "src"
 def _check(*args):
     path = str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
-    r = subprocess.run([sys.executable, "-m", "tritonkit", "check", "--format", "json", *args],
-                       capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert r.stdout, r.stderr
     return r.returncode, json.loads(r.stdout)
 
@@ -51,6 +56,7 @@ def test_paged_attention_merge_launch_follows_the_check_target(arch, pdl):
     from tritonkit.check.capture import Capture
     from tritonkit.check.target import Compiler, parse_arch
     import tritonkit.ops.paged_attention.config as cfg
+
     outside = cfg.merge_pdl(torch.device("meta"))
     assert outside is (torch.cuda.is_available() and torch.cuda.get_device_capability() >= (9, 0))
     with Capture(Compiler(parse_arch(arch), disk_cache=False)):

@@ -8,8 +8,14 @@ import pytest
 from tritonkit.check import Options, run_check
 
 CORPUS = Path(__file__).parent / "corpus"
-FILES = ["kv_cache_write.py", "paged_decode.py", "rotary_inplace.py", "moe_gather.py", "elementwise.py",
-         "window_cache.py"]
+FILES = [
+    "kv_cache_write.py",
+    "paged_decode.py",
+    "rotary_inplace.py",
+    "moe_gather.py",
+    "elementwise.py",
+    "window_cache.py",
+]
 
 # kernel -> the rules that must fire on it (and no other); the twins and the ordinary kernels expect none
 EXPECTED = {
@@ -88,9 +94,14 @@ def test_exit_code_is_one_with_errors(report):
     assert report.exit_code() == 1
 
 
-@pytest.mark.parametrize("kernel,operand", [
-    ("_kv_write_i32_kernel", "blk"), ("_paged_decode_bt32_kernel", "block"),
-    ("_moe_gather_i32_kernel", "row[:, None]")])
+@pytest.mark.parametrize(
+    "kernel,operand",
+    [
+        ("_kv_write_i32_kernel", "blk"),
+        ("_paged_decode_bt32_kernel", "block"),
+        ("_moe_gather_i32_kernel", "row[:, None]"),
+    ],
+)
 def test_int32_offset_names_the_operand_to_widen(report, kernel, operand):
     (f,) = [f for f in report.findings if f.kernel == kernel]
     assert f.severity == "error"

@@ -26,6 +26,7 @@ def _fill_kernel(x_ptr, n, BLOCK: tl.constexpr):
 def fill_kernel(tmp_path_factory):
     from tritonkit._imports import import_file
     from tritonkit.check.target import interpreter_off
+
     path = tmp_path_factory.mktemp("dataflow") / "fill_kernel_mod.py"
     path.write_text(textwrap.dedent(KERNEL))
     with interpreter_off():
@@ -37,6 +38,7 @@ def test_launches_carry_the_context_of_the_case_they_ran_in(fill_kernel):
 
     from tritonkit.check.capture import Capture
     from tritonkit.check.target import Compiler, parse_arch
+
     ctx = CaseContext({"n": 100}, "fill[]", ("n",), {"x_ptr": (0, 7)}, {"x_ptr": 4})
     with Capture(Compiler(parse_arch("sm_90"), disk_cache=False)) as cap:
         with cap.running(ctx):
@@ -52,6 +54,7 @@ def test_launches_carry_the_context_of_the_case_they_ran_in(fill_kernel):
 
 def test_a_launch_is_built_by_keyword_only():
     from tritonkit.check.capture import Launch
+
     fields = [f.name for f in dataclasses.fields(Launch)]
     assert "context" in fields and "case" not in fields
     with pytest.raises(TypeError):
@@ -79,6 +82,7 @@ def test_case_runs_are_named_and_declare_their_bounds_as_a_dict():
 
 def test_spec_runs_make_their_bounds_when_called():
     from tritonkit.ops import get_spec
+
     spec = get_spec("moe_align_block_size")
     (target,) = spec_targets({"moe_align_block_size": spec}, ("boundary",))
     run = target.runs[0]
@@ -86,14 +90,17 @@ def test_spec_runs_make_their_bounds_when_called():
     assert callable(run.bounds) and isinstance(run.bounds(), dict)
 
 
-@pytest.mark.parametrize("lb,ub,step,expected", [
-    (Iv(0, 0), Iv(10, 10), Iv(1, 1), (10, 10)),
-    (Iv(0, 0), Iv(5, 10), Iv(2, 4), (2, 5)),  # fewest: 5 elements by 4; most: 10 by 2
-    (Iv(0, 3), Iv(2, 10), Iv(1, 1), (0, 10)),  # may start past its end: no iteration is sure
-    (Iv(8, 8), Iv(0, 4), Iv(1, 1), (0, 0)),
-    (Iv(0, 0), Iv(10, 10), Iv(0, 2), None),  # a step that may be 0 never ends
-    (Iv(0, 0), Unknown("n"), Iv(1, 1), None),
-    (None, Iv(1, 1), Iv(1, 1), None),
-])
+@pytest.mark.parametrize(
+    "lb,ub,step,expected",
+    [
+        (Iv(0, 0), Iv(10, 10), Iv(1, 1), (10, 10)),
+        (Iv(0, 0), Iv(5, 10), Iv(2, 4), (2, 5)),  # fewest: 5 elements by 4; most: 10 by 2
+        (Iv(0, 3), Iv(2, 10), Iv(1, 1), (0, 10)),  # may start past its end: no iteration is sure
+        (Iv(8, 8), Iv(0, 4), Iv(1, 1), (0, 0)),
+        (Iv(0, 0), Iv(10, 10), Iv(0, 2), None),  # a step that may be 0 never ends
+        (Iv(0, 0), Unknown("n"), Iv(1, 1), None),
+        (None, Iv(1, 1), Iv(1, 1), None),
+    ],
+)
 def test_trip_count_bounds_the_iterations_of_a_loop(lb, ub, step, expected):
     assert trip_count(lb, ub, step) == expected

@@ -76,9 +76,14 @@ def test_a_refused_autotuned_case_leaves_no_autotune_cost_line(report):
     assert [f for f in report.findings if f.rule == "autotune-cost"] == []
 
 
-@pytest.mark.parametrize("bad,match", [("cu_seqlens_ptr", "list of pointer names"),
-                                       ({"cu_seqlens_ptr": -1}, "largest step"),
-                                       ({"cu_seqlens_ptr": 1.5}, "largest step")])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ("cu_seqlens_ptr", "list of pointer names"),
+        ({"cu_seqlens_ptr": -1}, "largest step"),
+        ({"cu_seqlens_ptr": 1.5}, "largest step"),
+    ],
+)
 def test_case_rejects_a_malformed_nondecreasing(bad, match):
     with pytest.raises((TypeError, ValueError), match=match):
         tritonkit.case(n=[1], nondecreasing=bad)(lambda n: None)
@@ -91,11 +96,15 @@ def test_progress_names_the_stages_on_a_terminal_and_stays_off_otherwise(tmp_pat
     import sys
 
     (tmp_path / "one_case.py").write_text(textwrap.dedent(CASES).split("@triton.autotune")[0])
-    code = ("import sys; from tritonkit.check import Options, run_check; "
-            f"run_check([{str(tmp_path / 'one_case.py')!r}], Options(disk_cache=False, progress=sys.argv[1] == '1'))")
+    code = (
+        "import sys; from tritonkit.check import Options, run_check; "
+        f"run_check([{str(tmp_path / 'one_case.py')!r}], Options(disk_cache=False, progress=sys.argv[1] == '1'))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "TRITON_INTERPRET": "0"}
-    on, off = (subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, env=env,
-                              timeout=300) for flag in ("1", "0"))
+    on, off = (
+        subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, env=env, timeout=300)
+        for flag in ("1", "0")
+    )
     assert on.returncode == 0, on.stderr
     assert "capturing cases 2/2" in on.stderr and "lowering kernels 1/1" in on.stderr
     assert "running rules 8/8" in on.stderr

@@ -14,8 +14,11 @@ CORPUS = str(Path(__file__).parent / "realworld" / "rms_norm.py")
 
 def _summary(rep):
     # autotune-cost quotes measured compile seconds; everything else must match exactly
-    return ([(f.rule, f.file, f.line, f.message) for f in rep.findings if f.rule != "autotune-cost"],
-            [(p.kind, p.where, p.message) for p in rep.problems], rep.kernels)
+    return (
+        [(f.rule, f.file, f.line, f.message) for f in rep.findings if f.rule != "autotune-cost"],
+        [(p.kind, p.where, p.message) for p in rep.problems],
+        rep.kernels,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ printed names repeat, and call-site locations."""
 from tritonkit.check.locations import Locations
 from tritonkit.check.mlir import elem_type, int_bits, parse_module, pointee, shape_of, split_top
 
-TTIR = r'''
+TTIR = r"""
 #loc = loc("/src/k.py":10:0)
 #loc1 = loc("/src/k.py":12:10)
 #loc2 = loc("/site-packages/triton/language/standard.py":290:10)
@@ -45,7 +45,7 @@ module {
     tt.return loc(#loc1)
   } loc(#loc)
 } loc(#loc)
-'''
+"""
 
 
 def test_ops_operands_types_and_regions():
@@ -93,8 +93,10 @@ def test_locations_resolve_aliases_names_callsites_and_fused():
     locs = Locations(mod.aliases)
     red = f.defs["acc"]
     frames = locs.frames(red.loc)
-    assert [(fr.file, fr.line) for fr in frames] == [("/site-packages/triton/language/standard.py", 290),
-                                                     ("/src/k.py", 14)]
+    assert [(fr.file, fr.line) for fr in frames] == [
+        ("/site-packages/triton/language/standard.py", 290),
+        ("/src/k.py", 14),
+    ]
     user = locs.user_frame(red.loc, ("/site-packages/triton/",))
     assert (user.file, user.line, user.name) == ("/src/k.py", 14, "acc")
     assert locs.user_frame(f.defs["pair#0"].loc, ()).line == 12
@@ -109,7 +111,7 @@ def test_type_helpers():
     assert split_top("(x) -> (y, z)", "->") == ["(x) ", " (y, z)"]
 
 
-ALT_FORMS = r'''
+ALT_FORMS = r"""
 module {
   tt.func public @k(%arg0: !tt.ptr<f32>, %arg1: i32) {
     %0 = tt.get_program_id {axis = 1 : i32} : i32
@@ -121,7 +123,7 @@ module {
     tt.return
   }
 }
-'''
+"""
 
 
 def test_printed_forms_of_other_triton_releases():
@@ -143,7 +145,7 @@ def test_an_operand_is_not_named_after_the_pointer_variable_it_only_feeds():
     # call the operand `ptrs` (the variable holding the whole pointer)
     from tritonkit.check.rules.int32_offset import _own_name
 
-    f = parse_module(r'''
+    f = parse_module(r"""
 module {
   tt.func public @k(%base: !tt.ptr<f32>, %n: i32, %stride: i32) {
     %i = tt.get_program_id x : i32
@@ -154,6 +156,6 @@ module {
     tt.return
   }
 }
-''').entry_func()
+""").entry_func()
     assert _own_name(f, "ptrs_1") == "" and _own_name(f, "ptrs_2") == ""
     assert _own_name(f, "seqlen") == "seqlen"

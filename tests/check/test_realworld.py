@@ -101,14 +101,18 @@ def recall_table(report) -> str:
             alarms += len(unmarked)
         fname = file_of.get(kernel, "(not launched)")
         missed = sorted(f"{r}@{ln}" for (fl, ln, r) in marks - found if fl == fname and r in bugs | known)
-        rows.append(f"{fname:<22} {kernel:<40} {role:<6} {f'{len(got)}/{len(bugs)}':<5} "
-                    f"{f'{len(known & on_marks)}/{len(known)}':<5} {', '.join(unmarked) or '-':<24} "
-                    f"{', '.join(missed) or '-'}")
+        rows.append(
+            f"{fname:<22} {kernel:<40} {role:<6} {f'{len(got)}/{len(bugs)}':<5} "
+            f"{f'{len(known & on_marks)}/{len(known)}':<5} {', '.join(unmarked) or '-':<24} "
+            f"{', '.join(missed) or '-'}"
+        )
     lines_hit = len(marks & found)
     rows.append("")
-    rows.append(f"recall: {hit}/{seeded} bugs found (marked lines: {lines_hit}/{len(marks)} reported); "
-                f"false alarms on fixed/clean kernels: {alarms}; unmarked findings on buggy kernels: {extra_on_buggy}; "
-                f"{report.stats.get('compiles')} compiles in {report.stats.get('seconds', 0):.1f} s")
+    rows.append(
+        f"recall: {hit}/{seeded} bugs found (marked lines: {lines_hit}/{len(marks)} reported); "
+        f"false alarms on fixed/clean kernels: {alarms}; unmarked findings on buggy kernels: {extra_on_buggy}; "
+        f"{report.stats.get('compiles')} compiles in {report.stats.get('seconds', 0):.1f} s"
+    )
     return "\n".join(rows)
 
 

@@ -35,9 +35,16 @@ def test_sarif_2_1_0(report):
     assert d["version"] == "2.1.0" and "sarif-2.1.0" in d["$schema"]
     (run,) = d["runs"]
     rules = run["tool"]["driver"]["rules"]
-    assert [r["id"] for r in rules] == ["grid-limit", "int32-offset", "store-then-load", "load-then-store",
-                                        "recompile", "int-division-sign", "low-precision-accumulation",
-                                        "autotune-cost"]
+    assert [r["id"] for r in rules] == [
+        "grid-limit",
+        "int32-offset",
+        "store-then-load",
+        "load-then-store",
+        "recompile",
+        "int-division-sign",
+        "low-precision-accumulation",
+        "autotune-cost",
+    ]
     assert {r["defaultConfiguration"]["level"] for r in rules} == {"error", "warning", "note"}
     for res in run["results"]:
         assert rules[res["ruleIndex"]]["id"] == res["ruleId"]

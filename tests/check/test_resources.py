@@ -15,8 +15,9 @@ HERE = Path(__file__).parent
 def probes():
     src = HERE.parents[1] / "src"
     env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    p = subprocess.run([sys.executable, str(HERE / "resources_probe.py")], capture_output=True, text=True, env=env,
-                       timeout=600)
+    p = subprocess.run(
+        [sys.executable, str(HERE / "resources_probe.py")], capture_output=True, text=True, env=env, timeout=600
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return {d["probe"]: d for d in map(json.loads, p.stdout.splitlines())}
 
@@ -60,11 +61,21 @@ def test_sass_counts_tell_loop_spills_and_mma_waits(probes):
 def test_cli_reports_each_launch_of_a_builtin_op():
     src = HERE.parents[1] / "src"
     env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    p = subprocess.run([sys.executable, "-m", "tritonkit.check.resources", "silu_and_mul", "--num-tokens", "4",
-                        "--json"], capture_output=True, text=True, env=env, timeout=600)
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit.check.resources", "silu_and_mul", "--num-tokens", "4", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     (row,) = map(json.loads, p.stdout.splitlines())
     assert row["kernel"] == "_silu_and_mul_fwd_kernel" and row["shared_bytes"] >= 0 and row["registers"] > 0
-    bad = subprocess.run([sys.executable, "-m", "tritonkit.check.resources", "paged_attention", "--series", "nope"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    bad = subprocess.run(
+        [sys.executable, "-m", "tritonkit.check.resources", "paged_attention", "--series", "nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert bad.returncode == 2 and "has no series 'nope'" in bad.stderr

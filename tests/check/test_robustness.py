@@ -72,7 +72,8 @@ def test_case_files_import_from_the_working_directory_and_their_folder(tmp_path,
     # `from mypkg.kv import ...` from a checkout's root, as pytest allows, with no PYTHONPATH
     (tmp_path / "mypkg").mkdir()
     (tmp_path / "mypkg" / "__init__.py").write_text("")
-    (tmp_path / "mypkg" / "kv.py").write_text(textwrap.dedent("""
+    (tmp_path / "mypkg" / "kv.py").write_text(
+        textwrap.dedent("""
         import triton
         import triton.language as tl
 
@@ -80,10 +81,12 @@ def test_case_files_import_from_the_working_directory_and_their_folder(tmp_path,
         def _cwd_kernel(x_ptr, BLOCK: tl.constexpr):
             offs = tl.arange(0, BLOCK)
             tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
-    """))
+    """)
+    )
     (tmp_path / "checks").mkdir()
     (tmp_path / "checks" / "helpers_here.py").write_text("N = 64\n")
-    (tmp_path / "checks" / "cwd_cases.py").write_text(textwrap.dedent("""
+    (tmp_path / "checks" / "cwd_cases.py").write_text(
+        textwrap.dedent("""
         import torch
         import tritonkit
         from helpers_here import N
@@ -92,7 +95,8 @@ def test_case_files_import_from_the_working_directory_and_their_folder(tmp_path,
         @tritonkit.case(n=[1])
         def cwd_case(n):
             _cwd_kernel[(n,)](torch.empty(N, device="meta"), BLOCK=N)
-    """))
+    """)
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     rep = run_check(["checks/cwd_cases.py"], Options(disk_cache=False))
@@ -116,8 +120,13 @@ def test_missing_file_and_bad_options_exit_2(capsys):
 
 def test_cli_under_triton_interpret_still_compiles():
     env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "TRITONKIT_CACHE_DIR": ""}
-    r = subprocess.run([sys.executable, "-m", "tritonkit", "check", str(CORPUS / "kv_cache_write.py"),
-                        "--format", "json"], capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", str(CORPUS / "kv_cache_write.py"), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 1, r.stderr
     assert "ignoring TRITON_INTERPRET=1" in r.stderr
     d = json.loads(r.stdout)
@@ -127,7 +136,8 @@ def test_cli_under_triton_interpret_still_compiles():
 def test_kernels_defined_while_interpreting_are_compiled(tmp_path):
     # a kernel module imported with the interpreter on (what the kernel tests of this suite do), then checked in
     # the same process; a fresh process so that no earlier test has run the interpreter already
-    (tmp_path / "interp_kernels.py").write_text(textwrap.dedent("""
+    (tmp_path / "interp_kernels.py").write_text(
+        textwrap.dedent("""
         import triton
         import triton.language as tl
 
@@ -140,8 +150,10 @@ def test_kernels_defined_while_interpreting_are_compiled(tmp_path):
             slot = tl.load(slot_ptr + tl.program_id(0))
             offs = tl.arange(0, BLOCK)
             tl.store(x_ptr + _helper(slot, stride) + offs, tl.sum(tl.load(x_ptr + offs), axis=0) + offs)
-    """))
-    (tmp_path / "interp_cases.py").write_text(textwrap.dedent("""
+    """)
+    )
+    (tmp_path / "interp_cases.py").write_text(
+        textwrap.dedent("""
         import torch
         import tritonkit
         from interp_kernels import _interp_kernel
@@ -151,8 +163,10 @@ def test_kernels_defined_while_interpreting_are_compiled(tmp_path):
             x = torch.empty(2**32, device="meta", dtype=torch.float32)
             slot = torch.empty(n, device="meta", dtype=torch.int32)
             _interp_kernel[(n,)](x, slot, 1024, BLOCK=64)
-    """))
-    (tmp_path / "driver.py").write_text(textwrap.dedent(f"""
+    """)
+    )
+    (tmp_path / "driver.py").write_text(
+        textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(tmp_path)!r})
         import interp_kernels
@@ -162,10 +176,12 @@ def test_kernels_defined_while_interpreting_are_compiled(tmp_path):
         print(json.dumps({{"findings": [(f.rule, f.kernel) for f in rep.findings],
                           "problems": [(p.fatal, p.message) for p in rep.problems],
                           "restored": type(interp_kernels._helper).__name__}}))
-    """))
+    """)
+    )
     env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "TRITONKIT_CACHE_DIR": ""}
-    r = subprocess.run([sys.executable, str(tmp_path / "driver.py")], capture_output=True, text=True, env=env,
-                       timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(tmp_path / "driver.py")], capture_output=True, text=True, env=env, timeout=300
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout.strip().splitlines()[-1])
     assert d["findings"] == [["int32-offset", "_interp_kernel"]]
@@ -177,7 +193,8 @@ def test_kernels_defined_while_interpreting_are_compiled(tmp_path):
 
 def test_after_the_interpreter_ran_the_check_runs_in_a_fresh_process(tmp_path):
     # Triton's interpreter leaves triton.language patched once an interpreted kernel has called a jit helper
-    (tmp_path / "driver.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "driver.py").write_text(
+        textwrap.dedent(f"""
         import json
         import torch
         import triton
@@ -197,10 +214,12 @@ def test_after_the_interpreter_ran_the_check_runs_in_a_fresh_process(tmp_path):
         rep = run_check([{str(CORPUS / "kv_cache_write.py")!r}], Options(disk_cache=False))
         print(json.dumps({{"findings": [(f.rule, f.kernel, f.line) for f in rep.findings],
                           "problems": [(p.fatal, p.message) for p in rep.problems]}}))
-    """))
+    """)
+    )
     env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "TRITONKIT_CACHE_DIR": ""}
-    r = subprocess.run([sys.executable, str(tmp_path / "driver.py")], capture_output=True, text=True, env=env,
-                       timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(tmp_path / "driver.py")], capture_output=True, text=True, env=env, timeout=300
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout.strip().splitlines()[-1])
     assert d["findings"] == [["int32-offset", "_kv_write_i32_kernel", 28]]
@@ -211,7 +230,8 @@ def test_after_the_interpreter_ran_the_check_runs_in_a_fresh_process(tmp_path):
 def test_one_operand_integer_op_in_an_offset_does_not_fail_the_rule(tmp_path):
     # math.absi (tl.abs of an int) has a single integer operand: the range analysis must give up on that value,
     # not raise and take every int32-offset finding of the run with it
-    (tmp_path / "abs_cases.py").write_text(textwrap.dedent("""
+    (tmp_path / "abs_cases.py").write_text(
+        textwrap.dedent("""
         import torch
         import triton
         import triton.language as tl
@@ -228,14 +248,16 @@ def test_one_operand_integer_op_in_an_offset_does_not_fail_the_rule(tmp_path):
             x = torch.empty(4096, device="meta", dtype=torch.float32)
             i = torch.empty(n, device="meta", dtype=torch.int32)
             _abs_offset_kernel[(n,)](x, i, 1024, BLOCK=64)
-    """))
+    """)
+    )
     rep = run_check([str(tmp_path / "abs_cases.py")], Options(disk_cache=False))
     assert not [p for p in rep.problems if p.kind == "rule"], [p.message for p in rep.problems]
     assert any(k["kernel"] == "_abs_offset_kernel" and k["launches"] == 1 for k in rep.kernels)
 
 
 def test_a_loaded_bounds_key_naming_no_pointer_parameter_refuses_the_case(tmp_path, capsys):
-    (tmp_path / "typo_cases.py").write_text(textwrap.dedent("""
+    (tmp_path / "typo_cases.py").write_text(
+        textwrap.dedent("""
         import torch
         import triton
         import triton.language as tl
@@ -273,7 +295,8 @@ def test_a_loaded_bounds_key_naming_no_pointer_parameter_refuses_the_case(tmp_pa
         @tritonkit.case(n=[4], loaded_bounds={"idx_ptr": (0, 64)})
         def optional_none(n):
             _optional_kernel[(n,)](torch.empty(128, device="meta"), None, BLOCK=16)
-    """))
+    """)
+    )
     rep = run_check([str(tmp_path / "typo_cases.py")], Options(disk_cache=False))
     refused = [p for p in rep.problems if "refused" in p.message]
     assert len(refused) == 2 and all(p.fatal for p in refused)
@@ -285,7 +308,7 @@ def test_a_loaded_bounds_key_naming_no_pointer_parameter_refuses_the_case(tmp_pa
     assert rep.findings == [] and rep.exit_code() == 2
 
 
-MANY_LAUNCHES = '''
+MANY_LAUNCHES = """
 import torch, triton, triton.language as tl, tritonkit
 
 @triton.jit(do_not_specialize=["stride", "tag"])
@@ -297,18 +320,25 @@ def many(i):
     # every launch binds other values; only launch {BAD} multiplies past 2^31 ({BAD_STRIDE} * 999)
     stride, tag = ({BAD_STRIDE}, 0) if i == {BAD} else (1000, {TAG} + i)
     _rows_kernel[(1000,)](torch.empty(64, device="meta"), stride, tag, D=16)
-'''
+"""
 
 
-@pytest.mark.parametrize("bad, tag, expect", [
-    (650, 10**9, "unchecked"),  # past the first 512, and not among the largest of the rest: the run says so
-    (650, 0, "found"),          # the largest of the rest is analysed too: the last case of a sweep is often it
-    (3, 10**9, "found"),
-])
+@pytest.mark.parametrize(
+    "bad, tag, expect",
+    [
+        (650, 10**9, "unchecked"),  # past the first 512, and not among the largest of the rest: the run says so
+        (650, 0, "found"),  # the largest of the rest is analysed too: the last case of a sweep is often it
+        (3, 10**9, "found"),
+    ],
+)
 def test_a_rule_that_gives_up_before_deciding_makes_the_run_exit_2(tmp_path, capsys, bad, tag, expect):
     f = tmp_path / "many.py"
-    f.write_text(MANY_LAUNCHES.replace("{N}", "700").replace("{BAD}", str(bad)).replace("{TAG}", str(tag))
-                 .replace("{BAD_STRIDE}", str(2**22)))
+    f.write_text(
+        MANY_LAUNCHES.replace("{N}", "700")
+        .replace("{BAD}", str(bad))
+        .replace("{TAG}", str(tag))
+        .replace("{BAD_STRIDE}", str(2**22))
+    )
     rep = run_check([str(f)], Options(disk_cache=False, rules=("int32-offset",)))
     if expect == "found":
         (fi,) = rep.findings
@@ -322,7 +352,7 @@ def test_a_rule_that_gives_up_before_deciding_makes_the_run_exit_2(tmp_path, cap
     assert check_main([str(f), "--rule", "int32-offset"]) == 2
 
 
-MANY_SHIFTS = '''
+MANY_SHIFTS = """
 import torch, triton, triton.language as tl, tritonkit
 
 @triton.jit(do_not_specialize=["shift"])
@@ -335,7 +365,7 @@ def _shifted_reload_kernel(x_ptr, shift, BLOCK: tl.constexpr):
 def shifts(i):
     # only launch 295 reads back what it stored (shift 5 < BLOCK); all reach as far (their allocation)
     _shifted_reload_kernel[(1,)](torch.empty(2**21, device="meta"), 5 if i == 295 else 10**6 + i, BLOCK=32)
-'''
+"""
 
 
 def test_a_memory_rule_that_gives_up_before_deciding_makes_the_run_exit_2(tmp_path):

@@ -230,8 +230,10 @@ def test_loop_counters_are_followed_as_k_times_step(report):
 def test_division_of_a_value_that_can_be_negative(report):
     (f,) = _on(report, "_ring_negmod_kernel", "int-division-sign")
     assert f.severity == "warning" and f.case == {"pos": 0}
-    assert f.message.startswith("`(pos - window) % CAP` divides like C, not like Python, and `pos - window` can be "
-                                "as low as -5: -5 % 8 is -5 in the kernel, 3 in Python")
+    assert f.message.startswith(
+        "`(pos - window) % CAP` divides like C, not like Python, and `pos - window` can be "
+        "as low as -5: -5 % 8 is -5 in the kernel, 3 in Python"
+    )
     assert _on(report, "_ring_kernel", "int-division-sign") == []
     fs = _on(report, "_slot_unguarded_kernel", "int-division-sign")
     assert {f.tag for f in fs} == {"//", "%"} and all("`loaded_bounds`" in f.message for f in fs)
@@ -242,8 +244,10 @@ def test_division_of_a_value_that_can_be_negative(report):
     assert all(f.case != {"n": 4} for f in fs)
     assert _on(report, "_tiles_kernel", "int-division-sign") == []
     lines = {f.line for f in _on(report, "_loop_count_kernel", "int-division-sign")}
-    assert lines == {_line_after("_loop_count_kernel", "(seqlen - 1) // BLOCK + 1"),
-                     _line_after("_loop_count_kernel", "seqlen % W")}
+    assert lines == {
+        _line_after("_loop_count_kernel", "(seqlen - 1) // BLOCK + 1"),
+        _line_after("_loop_count_kernel", "seqlen % W"),
+    }
     assert _on(report, "_reload_kernel", "int-division-sign") == []
     (r,) = _on(report, "_reload_rewritten_kernel", "int-division-sign")
     (cd,) = _on(report, "_countdown_kernel", "int-division-sign")

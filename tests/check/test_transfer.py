@@ -43,18 +43,21 @@ def values():
     return {name: ra.get(name) for name in f.defs}
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("rem", Iv(-7, 7)),  # a signed remainder keeps the dividend's sign, below the divisor
-    ("and", Iv(0, 3)),  # masking with a constant bounds by it
-    ("shr", Iv(0, 125)),
-    ("max", Iv(3, 3)),
-    ("min", Iv(-100, 3)),
-    ("fdiv", Iv(-1, 126)),  # floor division: one of slack either side
-    ("prod", Iv(0, 8000)),
-    ("slot", Iv(0, 7)),  # the loaded values' declared bounds
-    ("sel", Iv(-100, 3)),  # each side where the condition takes it: n < 3 or 3
-    ("wide", Iv(-7, 7)),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("rem", Iv(-7, 7)),  # a signed remainder keeps the dividend's sign, below the divisor
+        ("and", Iv(0, 3)),  # masking with a constant bounds by it
+        ("shr", Iv(0, 125)),
+        ("max", Iv(3, 3)),
+        ("min", Iv(-100, 3)),
+        ("fdiv", Iv(-1, 126)),  # floor division: one of slack either side
+        ("prod", Iv(0, 8000)),
+        ("slot", Iv(0, 7)),  # the loaded values' declared bounds
+        ("sel", Iv(-100, 3)),  # each side where the condition takes it: n < 3 or 3
+        ("wide", Iv(-7, 7)),
+    ],
+)
 def test_each_op_family_maps_its_operands_intervals(values, name, expected):
     assert values[name] == expected
 
@@ -63,12 +66,36 @@ def test_an_op_the_table_does_not_know_is_unknown_and_says_why(values):
     assert values["abs"] == Unknown("`math.absi` with an operand the analysis does not track")
     assert values["odd"] == Unknown("`arith.ceildivui` is not understood by the range analysis")
     assert values["back"] == values["abs"]  # an unknown operand is the answer, whatever the op
-    assert values["narrow"].data and (values["narrow"].lo, values["narrow"].hi) == (-2**15, 2**15 - 1)
+    assert values["narrow"].data and (values["narrow"].lo, values["narrow"].hi) == (-(2**15), 2**15 - 1)
 
 
 def test_the_table_names_every_integer_op_the_analysis_models():
-    arith = {"addi", "subi", "muli", "shli", "divsi", "divui", "ceildivsi", "floordivsi", "remsi", "remui", "maxsi",
-             "maxui", "minsi", "minui", "andi", "ori", "xori", "shrsi", "shrui", "select", "trunci", "extsi", "extui",
-             "constant", "index_cast"}
+    arith = {
+        "addi",
+        "subi",
+        "muli",
+        "shli",
+        "divsi",
+        "divui",
+        "ceildivsi",
+        "floordivsi",
+        "remsi",
+        "remui",
+        "maxsi",
+        "maxui",
+        "minsi",
+        "minui",
+        "andi",
+        "ori",
+        "xori",
+        "shrsi",
+        "shrui",
+        "select",
+        "trunci",
+        "extsi",
+        "extui",
+        "constant",
+        "index_cast",
+    }
     assert {f"arith.{n}" for n in arith} <= set(TRANSFER)
     assert "arith.ceildivui" not in TRANSFER and UNMODELLED not in TRANSFER.values()

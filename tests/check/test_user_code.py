@@ -54,8 +54,7 @@ def _no_disk_cache(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("where", ["import", "case"])
 def test_os_exit_in_a_case_file_is_exit_2_with_the_reason(where, tmp_path, capsys):
-    body = "os._exit(0)\n" if where == "import" else (
-        "@tritonkit.case(n=[3])\ndef leaves(n):\n    os._exit(0)\n")
+    body = "os._exit(0)\n" if where == "import" else ("@tritonkit.case(n=[3])\ndef leaves(n):\n    os._exit(0)\n")
     f = _file(tmp_path, f"exit_{where}.py", body)
     assert check_main([f]) == 2
     out = capsys.readouterr().out
@@ -64,6 +63,7 @@ def test_os_exit_in_a_case_file_is_exit_2_with_the_reason(where, tmp_path, capsy
 
 def test_a_directory_that_cannot_be_read_is_a_problem_naming_it(tmp_path, monkeypatch):
     from tritonkit.check.runner import expand_paths
+
     _file(tmp_path, "fine.py", "")
     (tmp_path / "locked").mkdir()
     _file(tmp_path / "locked", "hidden_cases.py", "")
@@ -85,8 +85,11 @@ def test_a_directory_that_cannot_be_read_is_a_problem_naming_it(tmp_path, monkey
 
 @pytest.mark.parametrize("where", ["import", "case"])
 def test_a_hanging_case_ends_as_a_problem_naming_it(where, tmp_path, capsys):
-    body = "while True:\n    pass\n" if where == "import" else (
-        "@tritonkit.case(n=[5])\ndef spins(n):\n    while True:\n        time.sleep(0.01)\n")
+    body = (
+        "while True:\n    pass\n"
+        if where == "import"
+        else ("@tritonkit.case(n=[5])\ndef spins(n):\n    while True:\n        time.sleep(0.01)\n")
+    )
     f = _file(tmp_path, f"hang_{where}.py", body)
     t0 = time.monotonic()
     assert check_main([f, "--case-timeout", "1"]) == 2
@@ -104,7 +107,10 @@ def test_case_timeout_takes_seconds(bad, capsys):
 
 
 def test_prints_in_a_case_stay_off_the_json_report(tmp_path):
-    f = _file(tmp_path, "chatty.py", """
+    f = _file(
+        tmp_path,
+        "chatty.py",
+        """
     print("imported")
 
     @tritonkit.case(n=[7])
@@ -112,23 +118,35 @@ def test_prints_in_a_case_stay_off_the_json_report(tmp_path):
         print("running", n)
         os.write(1, b"raw fd 1\\n")
         ok(n)
-    """)
-    r = subprocess.run([sys.executable, "-m", "tritonkit", "check", f, "--format", "json"], capture_output=True,
-                       text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0"})
+    """,
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", f, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0"},
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["stats"]["cases"] == 2
     assert "imported" in r.stderr and "running 7" in r.stderr and "raw fd 1" in r.stderr
 
 
-@pytest.mark.parametrize("grid, dim, what", [("(-1,)", 0, "a negative dimension"), ("(4, 0)", 1, "no program runs"),
-                                             ("(4, 2, -3)", 2, "a negative dimension")])
+@pytest.mark.parametrize(
+    "grid, dim, what",
+    [("(-1,)", 0, "a negative dimension"), ("(4, 0)", 1, "no program runs"), ("(4, 2, -3)", 2, "a negative dimension")],
+)
 def test_a_grid_below_one_is_a_grid_limit_finding(grid, dim, what, tmp_path):
-    f = _file(tmp_path, "grids.py", f"""
+    f = _file(
+        tmp_path,
+        "grids.py",
+        f"""
     @tritonkit.case(n=[64])
     def bad_grid(n):
         x = torch.empty(n, device="meta", dtype=torch.float32)
         _ok_kernel[{grid}](x, n, BLOCK=64)
-    """)
+    """,
+    )
     rep = run_check([f], Options(rules=("grid-limit",)))
     (g,) = [x for x in rep.findings if x.kernel == "_ok_kernel"]
     assert g.rule == "grid-limit" and g.tag == f"grid[{dim}]<1" and what in g.message
@@ -136,12 +154,16 @@ def test_a_grid_below_one_is_a_grid_limit_finding(grid, dim, what, tmp_path):
 
 
 def test_an_empty_batch_grid_is_no_finding(tmp_path):
-    f = _file(tmp_path, "empty.py", """
+    f = _file(
+        tmp_path,
+        "empty.py",
+        """
     @tritonkit.case(n=[0])
     def empty(n):
         x = torch.empty(n, device="meta", dtype=torch.float32)
         _ok_kernel[(triton.cdiv(n, 64), 3)](x, n, BLOCK=64)
-    """)
+    """,
+    )
     assert run_check([f], Options(rules=("grid-limit",))).findings == []
 
 
@@ -164,13 +186,20 @@ def test_a_cache_entry_that_is_no_record_is_a_miss_rewritten_and_said_once(entry
 
 def test_ctrl_c_prints_one_line(tmp_path):
     started = tmp_path / "started"
-    f = _file(tmp_path, "slow.py", f"@tritonkit.case(n=[1])\ndef slow(n):\n    open({str(started)!r}, 'w').close()\n"
-              "    time.sleep(60)\n")
-    p = subprocess.Popen([sys.executable, "-m", "tritonkit", "check", f, "-o", str(tmp_path / "r.txt")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0"},
-                         # an earlier test may leave SIGINT ignored, and a child inherits that
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    f = _file(
+        tmp_path,
+        "slow.py",
+        f"@tritonkit.case(n=[1])\ndef slow(n):\n    open({str(started)!r}, 'w').close()\n    time.sleep(60)\n",
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tritonkit", "check", f, "-o", str(tmp_path / "r.txt")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0"},
+        # an earlier test may leave SIGINT ignored, and a child inherits that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.1)
@@ -183,6 +212,7 @@ def test_ctrl_c_prints_one_line(tmp_path):
 
 def test_a_report_write_that_fails_leaves_the_old_file_whole(tmp_path, monkeypatch, capsys):
     from tritonkit import _fileio as fileio
+
     out = tmp_path / "report.json"
     out.write_text("the previous report\n")
     f = _file(tmp_path, "ok.py", "")
@@ -205,7 +235,10 @@ def test_a_report_write_that_fails_leaves_the_old_file_whole(tmp_path, monkeypat
     assert check_main([f, "-o", str(out), "--format", "json"]) == 2
     assert "No space left on device" in capsys.readouterr().err
     assert out.read_text() == "the previous report\n" and sorted(p.name for p in tmp_path.iterdir()) == [
-        "cache", "ok.py", "report.json"]
+        "cache",
+        "ok.py",
+        "report.json",
+    ]
 
 
 def test_a_missing_path_is_no_such_file_not_a_module(capsys):
@@ -264,8 +297,10 @@ def test_specs_without_a_sweep_say_only_boundary_shapes_are_checked(tmp_path, ca
     (tmp_path / "twice_specs.py").write_text(SPEC_ONLY)
     assert check_main([str(tmp_path / "twice_specs.py")]) == 0
     out = capsys.readouterr().out
-    assert ("op twice: declares no sweep_shape and no large shapes: only its 2 boundary shapes are checked" in
-            out.replace("\n  ", " "))
+    assert (
+        "op twice: declares no sweep_shape and no large shapes: only its 2 boundary shapes are checked"
+        in out.replace("\n  ", " ")
+    )
 
 
 def test_a_case_file_that_never_finishes_reading_is_stopped(tmp_path, capsys):

@@ -17,6 +17,7 @@ def specialization_keys(kernel, launches) -> set:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
     from triton.runtime.jit import JITFunction, create_function_from_signature
+
     if not isinstance(kernel, JITFunction):  # the interpreter's wrapper keeps the decorator's arguments
         kernel = JITFunction(kernel.fn, do_not_specialize=kernel.kwargs.get("do_not_specialize"))
     binder = create_function_from_signature(kernel.signature, kernel.params, make_backend(GPUTarget("cuda", 90, 32)))

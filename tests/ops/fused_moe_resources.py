@@ -30,17 +30,82 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
     block = quant == "fp8_block128"
     ids, blocks, total = meta(1024, dtype=torch.int32), meta(128, dtype=torch.int32), meta(1, dtype=torch.int32)
     weights, scales = meta(64, topk, dtype=torch.float32), meta(64, 64, dtype=torch.float32)
-    ce = dict(BLOCK_M=g.block_m, BLOCK_N=g.block_n, BLOCK_K=g.block_k, GROUP_M=g.group_m, QUANT=KERNEL_QUANT[quant],
-              ACT_BF16=True, SWAP_AB=bool(g.swap_ab), num_warps=g.num_warps, num_stages=g.num_stages)
+    ce = dict(
+        BLOCK_M=g.block_m,
+        BLOCK_N=g.block_n,
+        BLOCK_K=g.block_k,
+        GROUP_M=g.group_m,
+        QUANT=KERNEL_QUANT[quant],
+        ACT_BF16=True,
+        SWAP_AB=bool(g.swap_ab),
+        num_warps=g.num_warps,
+        num_stages=g.num_stages,
+    )
     if which == "gemm1":
         a, w = meta(64, Kd, dtype=wdt), meta(E, 2 * N, Kd, dtype=wdt)
         h = meta(128, N, dtype=FP8 if block else torch.bfloat16)
-        return compile_resources(K._fused_moe_gemm1_kernel, a, scales, w, scales, h, scales, weights, ids, blocks,
-                                 total, 128, 10, N, Kd, E, Kd, 64, 1, 2 * N * Kd, Kd, 64, 64, 1, N, 64, TOPK=topk,
-                                 ROUTED_ON_INPUT=False, GELU=False, H_FP8=block, **ce)
+        return compile_resources(
+            K._fused_moe_gemm1_kernel,
+            a,
+            scales,
+            w,
+            scales,
+            h,
+            scales,
+            weights,
+            ids,
+            blocks,
+            total,
+            128,
+            10,
+            N,
+            Kd,
+            E,
+            Kd,
+            64,
+            1,
+            2 * N * Kd,
+            Kd,
+            64,
+            64,
+            1,
+            N,
+            64,
+            TOPK=topk,
+            ROUTED_ON_INPUT=False,
+            GELU=False,
+            H_FP8=block,
+            **ce,
+        )
     h, w, c = meta(128, N, dtype=wdt), meta(E, Kd, N, dtype=wdt), meta(128, Kd)
-    return compile_resources(K._fused_moe_gemm2_kernel, h, scales, w, scales, c, weights, ids, blocks, total, 128,
-                             10, Kd, N, E, N, 64, 1, Kd * N, N, 64, 64, 1, Kd, MUL_WEIGHT=True, **ce)
+    return compile_resources(
+        K._fused_moe_gemm2_kernel,
+        h,
+        scales,
+        w,
+        scales,
+        c,
+        weights,
+        ids,
+        blocks,
+        total,
+        128,
+        10,
+        Kd,
+        N,
+        E,
+        N,
+        64,
+        1,
+        Kd * N,
+        N,
+        64,
+        64,
+        1,
+        Kd,
+        MUL_WEIGHT=True,
+        **ce,
+    )
 
 
 def main():
@@ -55,11 +120,24 @@ def main():
                     continue
                 seen.add((name, which, g))
                 r = gemm_resources(which, g, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant)
-                print(json.dumps({"model": name, "M": M, "gemm": which, "config": dict(vars(g)),
-                                  "shared_bytes": r.shared_bytes, "max_shared_bytes": r.max_shared_bytes,
-                                  "registers": r.registers, "stack_bytes": r.stack_bytes,
-                                  "local_bytes": r.local_bytes, "wgmma": r.wgmma,
-                                  "mma": r.mma}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "model": name,
+                            "M": M,
+                            "gemm": which,
+                            "config": dict(vars(g)),
+                            "shared_bytes": r.shared_bytes,
+                            "max_shared_bytes": r.max_shared_bytes,
+                            "registers": r.registers,
+                            "stack_bytes": r.stack_bytes,
+                            "local_bytes": r.local_bytes,
+                            "wgmma": r.wgmma,
+                            "mma": r.mma,
+                        }
+                    ),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,7 @@ def _refused(match, call, *watched):
 def test_rms_norm_refuses_an_expanded_out():
     x, w = _randn(4, 8), _randn(8, seed=1)
     row = torch.zeros(1, 8, device=DEVICE)
-    _refused("^out must not have elements that share memory", lambda: vllm.rms_norm(row.expand(4, 8), x, w, 1e-6),
-             row)
+    _refused("^out must not have elements that share memory", lambda: vllm.rms_norm(row.expand(4, 8), x, w, 1e-6), row)
 
 
 def test_rms_norm_refuses_an_out_overlapping_input_or_weight():
@@ -51,11 +50,19 @@ def test_fused_add_rms_norm_refuses_expanded_or_weight_sharing_buffers():
     w = _randn(8, seed=1)
     row = _randn(1, 8, seed=2)
     res = _randn(4, 8, seed=3)
-    _refused("^input must not have elements that share memory",
-             lambda: vllm.fused_add_rms_norm(row.expand(4, 8), res, w, 1e-6), row, res)
+    _refused(
+        "^input must not have elements that share memory",
+        lambda: vllm.fused_add_rms_norm(row.expand(4, 8), res, w, 1e-6),
+        row,
+        res,
+    )
     x = _randn(4, 8, seed=4)
-    _refused("^residual must not have elements that share memory",
-             lambda: vllm.fused_add_rms_norm(x, row.expand(4, 8), w, 1e-6), row, x)
+    _refused(
+        "^residual must not have elements that share memory",
+        lambda: vllm.fused_add_rms_norm(x, row.expand(4, 8), w, 1e-6),
+        row,
+        x,
+    )
     _refused("^input must not overlap weight", lambda: vllm.fused_add_rms_norm(x, res, x[2], 1e-6), x, res)
     _refused("^residual must not overlap input", lambda: vllm.fused_add_rms_norm(x, x, w, 1e-6), x)
 
@@ -74,10 +81,17 @@ def test_silu_and_mul_refuses_an_expanded_out_or_one_overlapping_input():
 def _attention_args(tokens=3):
     k = _randn(2, 16, 1, 8, dtype=torch.bfloat16, seed=5)
     v = _randn(2, 16, 1, 8, dtype=torch.bfloat16, seed=6)
-    return k, v, dict(cu_seqlens_q=torch.tensor([0, tokens], dtype=torch.int32, device=DEVICE),
-                      seqused_k=torch.tensor([5], dtype=torch.int32, device=DEVICE),
-                      block_table=torch.tensor([[1]], dtype=torch.int32, device=DEVICE), max_seqlen_q=tokens,
-                      max_seqlen_k=5)
+    return (
+        k,
+        v,
+        dict(
+            cu_seqlens_q=torch.tensor([0, tokens], dtype=torch.int32, device=DEVICE),
+            seqused_k=torch.tensor([5], dtype=torch.int32, device=DEVICE),
+            block_table=torch.tensor([[1]], dtype=torch.int32, device=DEVICE),
+            max_seqlen_q=tokens,
+            max_seqlen_k=5,
+        ),
+    )
 
 
 def test_paged_attention_refuses_an_out_overlapping_q_or_the_cache():
@@ -86,16 +100,20 @@ def test_paged_attention_refuses_an_out_overlapping_q_or_the_cache():
     _refused("^out must not overlap q", lambda: paged_attention(base[:3], k, v, out=base[1:], **kw), base)
     q = base[:3].clone()
     _refused("^out must not overlap q", lambda: paged_attention(q, k, v, out=q, **kw), q)
-    _refused("^out must not overlap v_cache",
-             lambda: paged_attention(q, k, v, out=v.view(-1)[:48].view(3, 2, 8), **kw), v)
+    _refused(
+        "^out must not overlap v_cache", lambda: paged_attention(q, k, v, out=v.view(-1)[:48].view(3, 2, 8), **kw), v
+    )
 
 
 def test_paged_attention_refuses_an_expanded_out():
     k, v, kw = _attention_args()
     q = _randn(3, 2, 8, dtype=torch.bfloat16)
     row = torch.zeros(1, 2, 8, dtype=torch.bfloat16, device=DEVICE)
-    _refused("^out must not have elements that share memory",
-             lambda: paged_attention(q, k, v, out=row.expand(3, 2, 8), **kw), row)
+    _refused(
+        "^out must not have elements that share memory",
+        lambda: paged_attention(q, k, v, out=row.expand(3, 2, 8), **kw),
+        row,
+    )
     out = torch.empty(3, 2, 8, dtype=torch.bfloat16, device=DEVICE)
     assert torch.equal(paged_attention(q, k, v, out=out, **kw), paged_attention(q, k, v, **kw))
 
@@ -108,20 +126,31 @@ def _kv(tokens=3):
 def test_reshape_and_cache_refuses_one_cache_for_both():
     key, value, slots = _kv()
     cache = torch.zeros(3, 4, 2, 8, device=DEVICE)
-    _refused("^value_cache must not overlap key_cache",
-             lambda: vllm.reshape_and_cache_flash(key, value, cache, cache, slots, "auto", None, None), cache)
+    _refused(
+        "^value_cache must not overlap key_cache",
+        lambda: vllm.reshape_and_cache_flash(key, value, cache, cache, slots, "auto", None, None),
+        cache,
+    )
 
 
 def test_reshape_and_cache_refuses_an_expanded_cache_or_one_over_its_inputs():
     key, value, slots = _kv()
     block = torch.zeros(1, 4, 2, 8, device=DEVICE)
     other = torch.zeros(3, 4, 2, 8, device=DEVICE)
-    _refused("^key_cache must not have elements that share memory",
-             lambda: reshape_and_cache(key, value, block.expand(3, 4, 2, 8), other, slots), block, other)
+    _refused(
+        "^key_cache must not have elements that share memory",
+        lambda: reshape_and_cache(key, value, block.expand(3, 4, 2, 8), other, slots),
+        block,
+        other,
+    )
     buf = torch.zeros(4 * 2 * 8 * 3 + 48, device=DEVICE)
     k_in = buf[:48].view(3, 2, 8)
-    _refused("^key_cache must not overlap key",
-             lambda: reshape_and_cache(k_in, value, buf[:-48].view(3, 4, 2, 8), other, slots), buf, other)
+    _refused(
+        "^key_cache must not overlap key",
+        lambda: reshape_and_cache(k_in, value, buf[:-48].view(3, 4, 2, 8), other, slots),
+        buf,
+        other,
+    )
 
 
 def test_reshape_and_cache_writes_the_two_halves_of_a_joint_cache():

@@ -23,7 +23,7 @@ def guarded(shape, dtype, poison):
     side, so a stray write changes guard bytes and a stray read meets ``poison``."""
     n = math.prod(shape)
     buf = torch.full((n + 2 * GUARD,), poison, dtype=dtype, device=DEVICE)
-    return buf, buf[GUARD:GUARD + n].view(shape)
+    return buf, buf[GUARD : GUARD + n].view(shape)
 
 
 def assert_guards_intact(buf, before, name):
@@ -73,16 +73,16 @@ def test_reshape_and_cache_drops_slots_outside_the_cache(case, slot_dtype, fp8):
     key, value, (kbuf, kc), (vbuf, vc), slots = _reshape_inputs(slot_dtype, bad, fp8=fp8)
     before_k, before_v = kbuf.clone(), vbuf.clone()
     scale = torch.ones(1, device=DEVICE)
-    reshape_and_cache(key, value, kc, vc, slots, kv_cache_dtype="fp8" if fp8 else "auto", k_scale=scale,
-                      v_scale=scale)
+    reshape_and_cache(key, value, kc, vc, slots, kv_cache_dtype="fp8" if fp8 else "auto", k_scale=scale, v_scale=scale)
     assert_guards_intact(kbuf, before_k, "key_cache")
     assert_guards_intact(vbuf, before_v, "value_cache")
     want_k, want_v = before_k[GUARD:-GUARD].clone().view(kc.shape), before_v[GUARD:-GUARD].clone().view(vc.shape)
     for t, s in enumerate(slots.tolist()):
         if 0 <= s < NUM_SLOTS:
             for want, src in ((want_k, key), (want_v, value)):
-                want[s // BLOCK_SIZE, s % BLOCK_SIZE] = src[t].to(torch.float8_e4m3fn).view(torch.uint8) if fp8 \
-                    else src[t]
+                want[s // BLOCK_SIZE, s % BLOCK_SIZE] = (
+                    src[t].to(torch.float8_e4m3fn).view(torch.uint8) if fp8 else src[t]
+                )
     # the good tokens landed, and nothing else in the caches changed (bitwise: NaN poison included)
     assert torch.equal(kc.view(torch.uint8), want_k.view(torch.uint8))
     assert torch.equal(vc.view(torch.uint8), want_v.view(torch.uint8))
@@ -140,8 +140,11 @@ def test_rotary_embedding_position_past_the_cache_is_nan_and_reads_nothing_else(
 def test_checked_positions_name_the_first_bad_position(check_indices):
     positions, qbuf, q, cache = _rotary_inputs([3, 4, 9, -1])
     before = qbuf.clone()
-    with pytest.raises(ValueError, match=r"positions must hold rows of cos_sin_cache \(5\) in \[0, 5\), got 9 at "
-                                         r"\(2,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"positions must hold rows of cos_sin_cache \(5\) in \[0, 5\), got 9 at "
+        r"\(2,\)",
+    ):
         vllm.rotary_embedding(positions, q.view(4, 16), None, 8, cache, True)
     assert torch.equal(qbuf.view(torch.uint8), before.view(torch.uint8))
 
@@ -156,26 +159,67 @@ ROWS = {0: slice(0, 1), 1: slice(1, 10), 2: slice(10, 11)}
 # of the NaN around the caches would make them NaN), must be left unwritten; the error TRITONKIT_CHECK_INDICES=1
 # gives)
 HOSTILE = {
-    "cu_seqlens_q_past_the_tokens": ({"cu": [0, 1, 10, 16]}, (0, 1), (), (), (2,),
-                                     r"cu_seqlens_q must hold token offsets into q \(11 tokens\) in \[0, 12\), got "
-                                     r"16 at \(3,\)"),
-    "cu_seqlens_q_negative": ({"cu": [0, 1, -512, 11]}, (0,), (), (), (1, 2),
-                              r"cu_seqlens_q .* in \[0, 12\), got -512 at \(2,\)"),
-    "cu_seqlens_q_decreasing": ({"cu": [0, 5, 1, 11]}, (), (), (), (),
-                                r"cu_seqlens_q must be non-decreasing, got 1 at \(2,\) after 5 at \(1,\)"),
-    "seqused_k_past_the_block_table": ({"seqused": [600, 647, 3]}, (0, 2), (1,), (), (),
-                                       r"seqused_k must hold key counts .* in \[0, 641\), got 647 at \(1,\)"),
-    "seqused_k_negative": ({"seqused": [600, 12, -5]}, (0, 1), (2,), (), (),
-                           r"seqused_k .* got -5 at \(2,\)"),
-    "block_id_num_blocks": ({"block": (1, 0, PA_BLOCKS)}, (0, 2), (), (1,), (),
-                            rf"block_table must hold block ids of k_cache's {PA_BLOCKS} blocks in \[0, {PA_BLOCKS}\), "
-                            rf"got {PA_BLOCKS} at \(1, 0\)"),
+    "cu_seqlens_q_past_the_tokens": (
+        {"cu": [0, 1, 10, 16]},
+        (0, 1),
+        (),
+        (),
+        (2,),
+        r"cu_seqlens_q must hold token offsets into q \(11 tokens\) in \[0, 12\), got "
+        r"16 at \(3,\)",
+    ),
+    "cu_seqlens_q_negative": (
+        {"cu": [0, 1, -512, 11]},
+        (0,),
+        (),
+        (),
+        (1, 2),
+        r"cu_seqlens_q .* in \[0, 12\), got -512 at \(2,\)",
+    ),
+    "cu_seqlens_q_decreasing": (
+        {"cu": [0, 5, 1, 11]},
+        (),
+        (),
+        (),
+        (),
+        r"cu_seqlens_q must be non-decreasing, got 1 at \(2,\) after 5 at \(1,\)",
+    ),
+    "seqused_k_past_the_block_table": (
+        {"seqused": [600, 647, 3]},
+        (0, 2),
+        (1,),
+        (),
+        (),
+        r"seqused_k must hold key counts .* in \[0, 641\), got 647 at \(1,\)",
+    ),
+    "seqused_k_negative": ({"seqused": [600, 12, -5]}, (0, 1), (2,), (), (), r"seqused_k .* got -5 at \(2,\)"),
+    "block_id_num_blocks": (
+        {"block": (1, 0, PA_BLOCKS)},
+        (0, 2),
+        (),
+        (1,),
+        (),
+        rf"block_table must hold block ids of k_cache's {PA_BLOCKS} blocks in \[0, {PA_BLOCKS}\), "
+        rf"got {PA_BLOCKS} at \(1, 0\)",
+    ),
     "block_id_minus_one": ({"block": (1, 0, -1)}, (0, 2), (), (1,), (), r"block_table .* got -1 at \(1, 0\)"),
-    "block_id_int32_max": ({"block": (0, 30, INT32_MAX)}, (1, 2), (), (0,), (),
-                           rf"block_table .* got {INT32_MAX} at \(0, 30\)"),
-    "max_seqlen_q_below_the_longest_query": ({"max_q": 1}, (0, 2), (), (), (),
-                                             r"max_seqlen_q must be at least every query length .* it is 1, but the "
-                                             r"query length .* at \(1,\) is 9"),
+    "block_id_int32_max": (
+        {"block": (0, 30, INT32_MAX)},
+        (1, 2),
+        (),
+        (0,),
+        (),
+        rf"block_table .* got {INT32_MAX} at \(0, 30\)",
+    ),
+    "max_seqlen_q_below_the_longest_query": (
+        {"max_q": 1},
+        (0, 2),
+        (),
+        (),
+        (),
+        r"max_seqlen_q must be at least every query length .* it is 1, but the "
+        r"query length .* at \(1,\) is 9",
+    ),
 }
 
 
@@ -200,11 +244,21 @@ def _attention(change=None, form="paged_attention"):
     before = obuf.clone()
     max_q = change.get("max_q", CLEAN["max_q"])
     if form == "paged_attention":
-        paged_attention(q, k, v, cu_seqlens_q=cu, seqused_k=seqused, block_table=table, max_seqlen_q=max_q,
-                        max_seqlen_k=600, out=out)
+        paged_attention(
+            q,
+            k,
+            v,
+            cu_seqlens_q=cu,
+            seqused_k=seqused,
+            block_table=table,
+            max_seqlen_q=max_q,
+            max_seqlen_k=600,
+            out=out,
+        )
     else:
-        vllm.unified_attention(q, k, v, out, cu, max_q, seqused, 600, PA_D ** -0.5, True, (-1, -1), table, 0,
-                               None, None, None)
+        vllm.unified_attention(
+            q, k, v, out, cu, max_q, seqused, 600, PA_D**-0.5, True, (-1, -1), table, 0, None, None, None
+        )
     return out, obuf, before
 
 
@@ -249,5 +303,13 @@ def test_paged_attention_refuses_a_cache_of_no_blocks():
     k = torch.zeros(0, 16, 1, 8, dtype=torch.bfloat16, device=DEVICE)
     one = torch.ones(1, dtype=torch.int32, device=DEVICE)
     with pytest.raises(ValueError, match="k_cache must have num_blocks >= 1"):
-        paged_attention(q, k, k, cu_seqlens_q=torch.tensor([0, 1], dtype=torch.int32, device=DEVICE),
-                        seqused_k=one, block_table=one.view(1, 1), max_seqlen_q=1, max_seqlen_k=1)
+        paged_attention(
+            q,
+            k,
+            k,
+            cu_seqlens_q=torch.tensor([0, 1], dtype=torch.int32, device=DEVICE),
+            seqused_k=one,
+            block_table=one.view(1, 1),
+            max_seqlen_q=1,
+            max_seqlen_k=1,
+        )

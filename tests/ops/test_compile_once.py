@@ -13,9 +13,13 @@ from tritonkit.spec import Shape
 from tritonkit.ops import get_spec
 from tritonkit.testing import MetaFill
 
-OPS = {"rms_norm": "_rms_norm_fwd_kernel", "silu_and_mul": "_silu_and_mul_fwd_kernel",
-       "rotary_embedding": "_rotary_embedding_fwd_kernel", "reshape_and_cache": "_reshape_and_cache_kernel",
-       "topk_softmax": "_topk_softmax_kernel"}
+OPS = {
+    "rms_norm": "_rms_norm_fwd_kernel",
+    "silu_and_mul": "_silu_and_mul_fwd_kernel",
+    "rotary_embedding": "_rotary_embedding_fwd_kernel",
+    "reshape_and_cache": "_reshape_and_cache_kernel",
+    "topk_softmax": "_topk_softmax_kernel",
+}
 
 
 def _record(monkeypatch, name, model, dtype, tokens):
@@ -64,8 +68,12 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     api = tritonkit.ops.paged_attention.api
     monkeypatch.setattr(tritonkit.ops.paged_attention.config, "merge_pdl", lambda device: pdl)
     spec = get_spec("paged_attention")
-    names = ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel", "_paged_attention_prefill_kernel",
-             "_paged_attention_prefill_merge_kernel")
+    names = (
+        "_paged_attention_decode_kernel",
+        "_paged_attention_merge_kernel",
+        "_paged_attention_prefill_kernel",
+        "_paged_attention_prefill_merge_kernel",
+    )
     kernels = {n: getattr(api, n) for n in names}
     recs = {n: Recorder() for n in names}
     for n in names:
@@ -76,15 +84,20 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     shapes += [Shape(num_seqs=1, q_len=t, context=0, **heads) for t in (1024, 4097)]
     shapes += [Shape(num_seqs=3, q_len=(1, 700, 1), context=(5000, 2000, 17), **heads)]
     # chunks of up to 32 tokens (wide decode rows), with and without splits; chunks past them (prefill KV splits)
-    shapes += [Shape(num_seqs=b, q_len=t, context=c, **heads) for b, t, c in ((1, 16, 16368), (2, 20, 300),
-                                                                             (1, 64, 16320), (1, 256, 16128))]
+    shapes += [
+        Shape(num_seqs=b, q_len=t, context=c, **heads)
+        for b, t, c in ((1, 16, 16368), (2, 20, 300), (1, 64, 16320), (1, 256, 16128))
+    ]
     for shape in shapes:
         spec.call(spec.make_inputs(shape, torch.bfloat16, MetaFill()))
     # the prefill kernel: one compile per (tile rows, split or not) its config picks; its merge, one per split rows
     picks = {(c.block_m, c.num_splits > 1) for c in (_prefill_pick(s) for s in shapes) if c is not None}
-    want = {"_paged_attention_decode_kernel": 2, "_paged_attention_merge_kernel": 2,
-            "_paged_attention_prefill_kernel": len(picks),
-            "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split})}
+    want = {
+        "_paged_attention_decode_kernel": 2,
+        "_paged_attention_merge_kernel": 2,
+        "_paged_attention_prefill_kernel": len(picks),
+        "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split}),
+    }
     assert want["_paged_attention_prefill_kernel"] >= 3 and want["_paged_attention_prefill_merge_kernel"] == 2
     for n in names:
         assert recs[n].launches, f"{n} never launched"
@@ -110,8 +123,7 @@ def test_moe_align_block_size_one_compile_per_kernel_across_the_sweep(monkeypatc
     # sweep, block sizes 16 and 64 and both id dtypes: each kernel compiles once per (id dtype, expert map)
     api = tritonkit.ops.moe_align_block_size.api
     spec = get_spec("moe_align_block_size")
-    names = ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel",
-             "_moe_align_place_kernel")
+    names = ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel", "_moe_align_place_kernel")
     kernels = {n: getattr(api, n) for n in names}
     for model in (m for m in MODELS.values() if spec.has_layer(m)):
         shapes = [spec.sweep_shape(model, t) for t in NUM_TOKENS_SWEEP]
@@ -137,8 +149,12 @@ def test_fused_moe_compiles_once_per_config_across_the_sweep(monkeypatch):
     spec = get_spec("fused_moe")
     names = ("_fused_moe_gemm1_kernel", "_fused_moe_gemm2_kernel", "_fused_moe_quant_kernel", "_fused_moe_sum_kernel")
     kernels = {n: getattr(api, n) for n in names}
-    for n in ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel",
-              "_moe_align_place_kernel"):
+    for n in (
+        "_moe_align_small_kernel",
+        "_moe_align_count_kernel",
+        "_moe_align_scan_kernel",
+        "_moe_align_place_kernel",
+    ):
         monkeypatch.setattr(align, n, Recorder())
     models = [m for m in MODELS.values() if spec.has_layer(m)]
     assert {m.moe_quant or "none" for m in models} == {"none", "fp8_block128"}
@@ -150,8 +166,18 @@ def test_fused_moe_compiles_once_per_config_across_the_sweep(monkeypatch):
         for t in NUM_TOKENS_SWEEP:
             shape = spec.sweep_shape(model, t)
             spec.call(spec.make_inputs(shape, torch.bfloat16, MetaFill()))
-            configs.add(cfg_mod.fused_moe_config(t, model.num_experts, model.moe_intermediate, model.hidden,
-                                                 model.topk, "bfloat16", shape["quant"], None))
+            configs.add(
+                cfg_mod.fused_moe_config(
+                    t,
+                    model.num_experts,
+                    model.moe_intermediate,
+                    model.hidden,
+                    model.topk,
+                    "bfloat16",
+                    shape["quant"],
+                    None,
+                )
+            )
         assert len(recs["_fused_moe_gemm1_kernel"].launches) == len(NUM_TOKENS_SWEEP)
         for n, field in (("_fused_moe_gemm1_kernel", "gemm1"), ("_fused_moe_gemm2_kernel", "gemm2")):
             keys = specialization_keys(kernels[n], recs[n].launches)

@@ -50,9 +50,11 @@ def _args(inputs):
 
 def _check(out, inputs):
     pos, kw = _args(inputs)
-    ref = reference(*(t.double() if t.is_floating_point() else t for t in pos), act_dtype=pos[0].dtype,
-                    **{k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-                       for k, v in kw.items()})
+    ref = reference(
+        *(t.double() if t.is_floating_point() else t for t in pos),
+        act_dtype=pos[0].dtype,
+        **{k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in kw.items()},
+    )
     c = compare(out, ref, SPEC.tolerance_for(pos[0].dtype))
     assert c.passed, c.describe()
 
@@ -95,7 +97,7 @@ def test_out_in_place(quant):
     pos, kw = _args(inputs)
     # rows of a wider buffer: the row stride is not K
     big = torch.full((9, 128), 7.0, dtype=torch.bfloat16, device=DEVICE)
-    out = big[:, 16:16 + 96]
+    out = big[:, 16 : 16 + 96]
     got = fused_moe(*pos, **kw, out=out)
     assert got is out
     _check(out, inputs)
@@ -172,19 +174,33 @@ def test_fp8_decode_tiles_swap_operands():
     assert config.default_config(1, 128, 768, 2048, 8, "none").gemm1.swap_ab == 0
     assert config.default_config(4096, 256, 2048, 7168, 8, "fp8_block128").gemm1.swap_ab == 0
     # tables written before the field existed still load
-    g = config.GemmConfig.from_dict({"block_m": 16, "block_n": 64, "block_k": 128, "group_m": 1, "num_warps": 4,
-                                     "num_stages": 4})
+    g = config.GemmConfig.from_dict(
+        {"block_m": 16, "block_n": 64, "block_k": 128, "group_m": 1, "num_warps": 4, "num_stages": 4}
+    )
     assert g.swap_ab == 0
 
 
 def test_config_table_lookup(tmp_path):
     g = config.GemmConfig(16, 64, 128, 1, 4, 4)
-    entries = {str(b): config.FusedMoeConfig(dataclasses.replace(g, block_m=bm), dataclasses.replace(g, block_m=bm))
-               .as_dict() for b, bm in ((1, 16), (64, 32), (4096, 128))}
-    table = {"op": "fused_moe", "format": 1,
-             "key": {"E": 8, "N": 80, "K": 96, "dtype": "bfloat16", "quant": "fp8_block128", "device": "GPU X",
-                     "triton": "9.9.9"},
-             "buckets": [1, 64, 4096], "configs": entries}
+    entries = {
+        str(b): config.FusedMoeConfig(dataclasses.replace(g, block_m=bm), dataclasses.replace(g, block_m=bm)).as_dict()
+        for b, bm in ((1, 16), (64, 32), (4096, 128))
+    }
+    table = {
+        "op": "fused_moe",
+        "format": 1,
+        "key": {
+            "E": 8,
+            "N": 80,
+            "K": 96,
+            "dtype": "bfloat16",
+            "quant": "fp8_block128",
+            "device": "GPU X",
+            "triton": "9.9.9",
+        },
+        "buckets": [1, 64, 4096],
+        "configs": entries,
+    }
     name = config.fused_moe_table_name(8, 80, 96, "bfloat16", "fp8_block128", "GPU X", "9.9.9")
     (tmp_path / name).write_text(json.dumps(table))
 
@@ -229,7 +245,7 @@ def test_work_counts_distinct_experts():
     assert w.flops == 2 * 8 * 3 * 2048 * 7168
     per_expert = 3 * 2048 * 7168
     assert 8 * per_expert < w.bytes < 8.1 * per_expert
-    assert spec_mod.expected_experts(10 ** 6, 256, 8) == pytest.approx(256)
+    assert spec_mod.expected_experts(10**6, 256, 8) == pytest.approx(256)
 
 
 def _bad_cases():
@@ -342,8 +358,9 @@ def test_ids_are_checked_on_request(monkeypatch):
     mapped["expert_map"] = mapped["expert_map"].clone()
     mapped["expert_map"][5] = 3  # only 3 local experts: 0, 1, 2
     pos, kw = _args(mapped)
-    with pytest.raises(ValueError,
-                       match=r"^expert_map must hold local expert indices .* in \[-1, 3\), got 3 at \(5,\)"):
+    with pytest.raises(
+        ValueError, match=r"^expert_map must hold local expert indices .* in \[-1, 3\), got 3 at \(5,\)"
+    ):
         fused_moe(*pos, **kw)
     # unset, the same call drops the slot (no host sync)
     monkeypatch.delenv("TRITONKIT_CHECK_INDICES")

@@ -17,15 +17,17 @@ HERE = Path(__file__).parent
 def rows():
     src = HERE.parents[1] / "src"
     env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    p = subprocess.run([sys.executable, str(HERE / "fused_moe_resources.py")], capture_output=True, text=True,
-                       env=env, timeout=900)
+    p = subprocess.run(
+        [sys.executable, str(HERE / "fused_moe_resources.py")], capture_output=True, text=True, env=env, timeout=900
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return [json.loads(line) for line in p.stdout.splitlines()]
 
 
 def test_every_model_and_gemm_was_compiled(rows):
-    assert {(r["model"], r["gemm"]) for r in rows} == {(m, g) for m in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3")
-                                                       for g in ("gemm1", "gemm2")}
+    assert {(r["model"], r["gemm"]) for r in rows} == {
+        (m, g) for m in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3") for g in ("gemm1", "gemm2")
+    }
 
 
 def test_default_tiles_fit_shared_memory_and_do_not_spill(rows):

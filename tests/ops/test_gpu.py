@@ -87,17 +87,31 @@ def test_one_compile_across_num_tokens_sweep(name, which):
         # its GEMMs compile once per tile config the default rule picks over the sweep (tiles follow rows per
         # expert), and no more
         want.update(_fused_moe_configs(spec, MODELS[model], NUM_TOKENS_SWEEP[:-2]))
-    assert counts and all(counts[k] <= want[k] for k in counts) and max(counts.values()) >= 1, \
+    assert counts and all(counts[k] <= want[k] for k in counts) and max(counts.values()) >= 1, (
         f"{name} on {model}: compiles per kernel over the sweep {counts}, at most {want}"
+    )
 
 
 def _fused_moe_configs(spec, model, tokens) -> dict:
     """Distinct GEMM1 and GEMM2 configs fused_moe's default rule picks over ``tokens`` for ``model``."""
     from tritonkit.ops.fused_moe.config import fused_moe_config
+
     picks = []
     for t in tokens:
         s = spec.sweep_shape(model, t)
-        picks.append(fused_moe_config(s["num_tokens"], s["experts"], s["inter"], s["hidden"], s["topk"], "bfloat16",
-                                      s.get("quant", "none"), torch.cuda.get_device_name()))
-    return {"_fused_moe_gemm1_kernel": len({c.gemm1 for c in picks}),
-            "_fused_moe_gemm2_kernel": len({c.gemm2 for c in picks})}
+        picks.append(
+            fused_moe_config(
+                s["num_tokens"],
+                s["experts"],
+                s["inter"],
+                s["hidden"],
+                s["topk"],
+                "bfloat16",
+                s.get("quant", "none"),
+                torch.cuda.get_device_name(),
+            )
+        )
+    return {
+        "_fused_moe_gemm1_kernel": len({c.gemm1 for c in picks}),
+        "_fused_moe_gemm2_kernel": len({c.gemm2 for c in picks}),
+    }

@@ -86,14 +86,34 @@ PROBE_CALLS = [
     _call(x=T32),
     _call(x=T16.view(torch.bfloat16)),
     _call(y=None),
-    _call(n=1), _call(n=16), _call(n=17), _call(n=32), _call(n=0), _call(n=-16),
-    _call(n=2**31 - 1), _call(n=2**31), _call(n=-2**31), _call(n=-2**31 - 1), _call(n=2**63), _call(n=2**63 + 16),
-    _call(m=1), _call(m=3), _call(m=16), _call(m=17), _call(m=2**31), _call(m=2**63),
-    _call(f=0.0), _call(f=-1e300), _call(f=2),
+    _call(n=1),
+    _call(n=16),
+    _call(n=17),
+    _call(n=32),
+    _call(n=0),
+    _call(n=-16),
+    _call(n=2**31 - 1),
+    _call(n=2**31),
+    _call(n=-(2**31)),
+    _call(n=-(2**31) - 1),
+    _call(n=2**63),
+    _call(n=2**63 + 16),
+    _call(m=1),
+    _call(m=3),
+    _call(m=16),
+    _call(m=17),
+    _call(m=2**31),
+    _call(m=2**63),
+    _call(f=0.0),
+    _call(f=-1e300),
+    _call(f=2),
     _call(flag=False),
-    _call(ce={"BLOCK": 128, "FLAG": True}), _call(ce={"BLOCK": 64, "FLAG": False}),
-    _call(ce={"BLOCK": 64, "FLAG": 1}), _call(ce={"BLOCK": 64.0, "FLAG": True}),
-    _call(num_warps=8), _call(num_stages=3),
+    _call(ce={"BLOCK": 128, "FLAG": True}),
+    _call(ce={"BLOCK": 64, "FLAG": False}),
+    _call(ce={"BLOCK": 64, "FLAG": 1}),
+    _call(ce={"BLOCK": 64.0, "FLAG": True}),
+    _call(num_warps=8),
+    _call(num_stages=3),
 ]
 
 
@@ -101,25 +121,28 @@ def test_key_splits_exactly_where_triton_does():
     _assert_same_split(_probe_jit(), PROBE_CALLS)
 
 
-@pytest.mark.parametrize("a, b, same", [
-    (_call(n=1), _call(n=2), False),  # == 1 becomes a constant
-    (_call(n=16), _call(n=17), False),  # divisible by 16
-    (_call(n=16), _call(n=32), True),
-    (_call(n=2), _call(n=3), True),
-    (_call(n=2**31 - 16), _call(n=2**31), False),  # i32 -> i64
-    (_call(x=T16), _call(x=T16[1:]), False),
-    (_call(x=T16), _call(x=T16[8:]), True),
-    (_call(x=T16), _call(x=T16.view(torch.bfloat16)), False),
-    (_call(y=T32), _call(y=None), False),
-    (_call(f=1.5), _call(f=-3.0), True),
-    (_call(m=1), _call(m=2), True),  # do_not_specialize: neither ==1 nor %16 splits it
-    (_call(m=16), _call(m=17), True),
-    (_call(m=2), _call(m=2**31), False),  # ...but the integer width still does, as in Triton
-    (_call(ce={"BLOCK": 64, "FLAG": True}), _call(ce={"BLOCK": 64, "FLAG": 1}), False),
-    (_call(ce={"BLOCK": 64, "FLAG": True}), _call(ce={"FLAG": True, "BLOCK": 64}), True),
-    (_call(), _call(num_warps=8), False),
-    (_call(), _call(num_stages=3), False),
-])
+@pytest.mark.parametrize(
+    "a, b, same",
+    [
+        (_call(n=1), _call(n=2), False),  # == 1 becomes a constant
+        (_call(n=16), _call(n=17), False),  # divisible by 16
+        (_call(n=16), _call(n=32), True),
+        (_call(n=2), _call(n=3), True),
+        (_call(n=2**31 - 16), _call(n=2**31), False),  # i32 -> i64
+        (_call(x=T16), _call(x=T16[1:]), False),
+        (_call(x=T16), _call(x=T16[8:]), True),
+        (_call(x=T16), _call(x=T16.view(torch.bfloat16)), False),
+        (_call(y=T32), _call(y=None), False),
+        (_call(f=1.5), _call(f=-3.0), True),
+        (_call(m=1), _call(m=2), True),  # do_not_specialize: neither ==1 nor %16 splits it
+        (_call(m=16), _call(m=17), True),
+        (_call(m=2), _call(m=2**31), False),  # ...but the integer width still does, as in Triton
+        (_call(ce={"BLOCK": 64, "FLAG": True}), _call(ce={"BLOCK": 64, "FLAG": 1}), False),
+        (_call(ce={"BLOCK": 64, "FLAG": True}), _call(ce={"FLAG": True, "BLOCK": 64}), True),
+        (_call(), _call(num_warps=8), False),
+        (_call(), _call(num_stages=3), False),
+    ],
+)
 def test_key_examples(a, b, same):
     k = _probe_jit()
     assert (_our_key(k, *a) == _our_key(k, *b)) is same
@@ -135,21 +158,38 @@ def test_unhandled_arguments_take_the_normal_path():
     assert _our_key(triton.autotune([triton.Config({})], key=[])(k), *_call()) is None
 
 
-OPS = {"rms_norm": ("_rms_norm_fwd_kernel",), "silu_and_mul": ("_silu_and_mul_fwd_kernel",),
-       "rotary_embedding": ("_rotary_embedding_fwd_kernel",), "reshape_and_cache": ("_reshape_and_cache_kernel",),
-       "paged_attention": ("_paged_attention_decode_kernel", "_paged_attention_merge_kernel",
-                           "_paged_attention_prefill_kernel", "_paged_attention_prefill_merge_kernel"),
-       "topk_softmax": ("_topk_softmax_kernel",),
-       "moe_align_block_size": ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel",
-                                "_moe_align_place_kernel"),
-       "fused_moe": ("_fused_moe_gemm1_kernel", "_fused_moe_gemm2_kernel", "_fused_moe_quant_kernel",
-                     "_fused_moe_sum_kernel")}
+OPS = {
+    "rms_norm": ("_rms_norm_fwd_kernel",),
+    "silu_and_mul": ("_silu_and_mul_fwd_kernel",),
+    "rotary_embedding": ("_rotary_embedding_fwd_kernel",),
+    "reshape_and_cache": ("_reshape_and_cache_kernel",),
+    "paged_attention": (
+        "_paged_attention_decode_kernel",
+        "_paged_attention_merge_kernel",
+        "_paged_attention_prefill_kernel",
+        "_paged_attention_prefill_merge_kernel",
+    ),
+    "topk_softmax": ("_topk_softmax_kernel",),
+    "moe_align_block_size": (
+        "_moe_align_small_kernel",
+        "_moe_align_count_kernel",
+        "_moe_align_scan_kernel",
+        "_moe_align_place_kernel",
+    ),
+    "fused_moe": (
+        "_fused_moe_gemm1_kernel",
+        "_fused_moe_gemm2_kernel",
+        "_fused_moe_quant_kernel",
+        "_fused_moe_sum_kernel",
+    ),
+}
 # kernels of another op an op launches (fused_moe aligns its slots first): recorded, not run, on meta tensors
 STUBBED = {"fused_moe": ("moe_align_block_size", OPS["moe_align_block_size"])}
 
 
-@pytest.mark.parametrize("name, pdl", [(n, False) for n in OPS] + [("paged_attention", True)],
-                         ids=list(OPS) + ["paged_attention-pdl"])
+@pytest.mark.parametrize(
+    "name, pdl", [(n, False) for n in OPS] + [("paged_attention", True)], ids=list(OPS) + ["paged_attention-pdl"]
+)
 def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
     # every launch an op makes over its boundary shapes and the sweep: all handled by the fast path's key, split
     # exactly as Triton's binder splits them (paged attention also as an sm_90 GPU launches it: merge with PDL)
@@ -165,8 +205,9 @@ def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
         other, names = STUBBED[name]
         for k in names:
             monkeypatch.setattr(getattr(tritonkit.ops, other).api, k, Recorder())
-    shapes = list(spec.boundary) + [spec.sweep_shape(m, t) for m in MODELS.values() if spec.has_layer(m)
-                                    for t in NUM_TOKENS_SWEEP[:6]]
+    shapes = list(spec.boundary) + [
+        spec.sweep_shape(m, t) for m in MODELS.values() if spec.has_layer(m) for t in NUM_TOKENS_SWEEP[:6]
+    ]
     for shape in shapes:
         for dtype in spec.dtypes:
             spec.call(spec.make_inputs(shape, dtype, MetaFill()))
@@ -188,12 +229,15 @@ def test_normal_path_passes_exactly_the_old_call():
     _launch.launch(rec, (3, 2), (1, 2), {"A": 4}, 8)
     _launch.launch(rec, (3,), (1,), {}, 4, 2)
     _launch.launch(rec, (3,), (1,), {}, 4, None, launch_pdl=True)
-    assert rec.launches == [((3, 2), (1, 2), {"A": 4, "num_warps": 8}),
-                            ((3,), (1,), {"num_warps": 4, "num_stages": 2}),
-                            ((3,), (1,), {"num_warps": 4, "launch_pdl": True})]
+    assert rec.launches == [
+        ((3, 2), (1, 2), {"A": 4, "num_warps": 8}),
+        ((3,), (1,), {"num_warps": 4, "num_stages": 2}),
+        ((3,), (1,), {"num_warps": 4, "launch_pdl": True}),
+    ]
 
 
 # -- the launch, through the real JITFunction.run with the compiler and CUDA launcher stubbed ----------------------
+
 
 class _FakeCompiled(CompiledKernel):
     def __init__(self, calls):
@@ -351,6 +395,7 @@ def test_unhandled_argument_takes_the_normal_path(harness):
 def test_unknown_triton_falls_back(harness, monkeypatch):
     assert _launch.available() == (True, "on")
     from tritonkit import _triton_compat
+
     monkeypatch.setattr(_triton_compat, "LAUNCH_SOURCES", set())
     _launch._convention_ok.cache_clear()
     monkeypatch.setattr(_launch, "_STATES", {})
@@ -365,6 +410,7 @@ def test_capture_still_sees_every_launch(harness):
     # tritonkit check patches JITFunction.run: a kernel launched before (so cached here) is still captured
     from tritonkit.check.capture import Capture
     from tritonkit.check.target import Compiler
+
     harness.launch()
     assert harness.launch() == "fast"
     n = len(harness.calls)

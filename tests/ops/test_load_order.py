@@ -65,8 +65,9 @@ def _sass(kernel, args, kwargs) -> str:
     try:
         with stub_driver(TARGET), interpreter_off():
             triton.knobs.cache.dir = cache
-            compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=TARGET,
-                                      options=opts.__dict__)
+            compiled = triton.compile(
+                ASTSource(kernel, signature, constexprs, attrs), target=TARGET, options=opts.__dict__
+            )
         path = os.path.join(cache, "kernel.cubin")
         with open(path, "wb") as f:
             f.write(compiled.asm["cubin"])
@@ -113,15 +114,17 @@ def test_prologue_loads_reads_a_listing():
     assert prologue_loads(sass) == (2, set())
     assert prologue_loads(sass.replace("IADD3 R1, R1", "IADD3 R1, R6")) == (2, {6})
     # a predicated 128-bit load still covers four registers
-    assert prologue_loads(sass.replace("LDG.E.128", "@!P1 LDG.E.128").replace("IADD3 R1, R1", "IADD3 R1, R7")) \
-        == (2, {7})
+    assert prologue_loads(sass.replace("LDG.E.128", "@!P1 LDG.E.128").replace("IADD3 R1, R1", "IADD3 R1, R7")) == (
+        2,
+        {7},
+    )
     # loads before a branch (a loop's) do not count
-    assert prologue_loads(sass.replace("/*0030*/                   IADD3 R1, R1, 0x1, RZ",
-                                       "/*0030*/                   BRA 0x10")) == (0, set())
+    assert prologue_loads(
+        sass.replace("/*0030*/                   IADD3 R1, R1, 0x1, RZ", "/*0030*/                   BRA 0x10")
+    ) == (0, set())
 
 
-_PREFILL = dict(num_seqs=1, q_len=4096, context=0, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16,
-                causal=1)
+_PREFILL = dict(num_seqs=1, q_len=4096, context=0, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16, causal=1)
 # (op, kernel, shape): the kernel's first launch at the op's llama3-8b sweep point of that many tokens (with these
 # overrides), or at this shape
 CASES = {
@@ -134,6 +137,7 @@ CASES = {
 
 def _case_sass(name: str) -> str:
     from tritonkit.spec import Shape
+
     op, kernel, where = CASES[name]
     if isinstance(where, dict):
         shape = Shape(**where)
@@ -147,8 +151,14 @@ def _case_sass(name: str) -> str:
 def sass():
     # the suite runs under TRITON_INTERPRET=1, whose kernels cannot be compiled: a child without it
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env, timeout=600,
-                         cwd=os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, __file__],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout)
 

@@ -39,7 +39,7 @@ def _check_layout(ids, bs, e, out, expert_map=None):
     assert len(sorted_ids) == min(numel * bs, numel + e * (bs - 1))
     assert len(expert_ids) == -(-len(sorted_ids) // bs)
     assert total % bs == 0 and total <= len(sorted_ids)
-    assert (sorted_ids[total:] == numel).all() and (expert_ids[total // bs:] == -1).all()
+    assert (sorted_ids[total:] == numel).all() and (expert_ids[total // bs :] == -1).all()
     valid = (flat >= 0) & (flat < e)
     real = sorted_ids[:total][sorted_ids[:total] != numel].long()
     assert sorted(real.tolist()) == torch.nonzero(valid).view(-1).tolist()  # each valid slot once, nothing else
@@ -47,7 +47,7 @@ def _check_layout(ids, bs, e, out, expert_map=None):
     expected_total = int(((counts + bs - 1) // bs * bs).sum())
     assert total == expected_total
     for b in range(total // bs):
-        block = sorted_ids[b * bs:(b + 1) * bs].long()
+        block = sorted_ids[b * bs : (b + 1) * bs].long()
         slots = block[block != numel]
         assert slots.numel() and (slots[1:] > slots[:-1]).all()  # every block opens with a slot; ascending
         expert = int(flat[slots[0]])
@@ -55,11 +55,12 @@ def _check_layout(ids, bs, e, out, expert_map=None):
         want = expert if expert_map is None else int(expert_map[expert])
         assert int(expert_ids[b]) == want
     if expert_map is None:
-        assert (expert_ids[:total // bs - 1] <= expert_ids[1:total // bs]).all()  # expert order
+        assert (expert_ids[: total // bs - 1] <= expert_ids[1 : total // bs]).all()  # expert order
 
 
-@pytest.mark.parametrize("t,k,e,bs", [(1, 8, 256, 16), (5, 2, 8, 4), (32, 8, 64, 16), (33, 8, 64, 16),
-                                      (70, 6, 60, 7), (3, 4, 4, 1)])
+@pytest.mark.parametrize(
+    "t,k,e,bs", [(1, 8, 256, 16), (5, 2, 8, 4), (32, 8, 64, 16), (33, 8, 64, 16), (70, 6, 60, 7), (3, 4, 4, 1)]
+)
 @pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64], ids=["int32", "int64"])
 def test_layout(t, k, e, bs, ids_dtype):
     ids = _routed(t, k, e, ids_dtype)
@@ -93,7 +94,7 @@ def test_expert_map_keeps_blocks_of_other_ranks():
     out = _align(ids, 16, e, expert_map)
     _check_layout(ids, 16, e, out, expert_map)
     s, b, n = out
-    assert (b[:int(n[0]) // 16] == -1).sum() > 0  # blocks of experts 0, 2, 5 listed with -1
+    assert (b[: int(n[0]) // 16] == -1).sum() > 0  # blocks of experts 0, 2, 5 listed with -1
     plain = _align(ids, 16, e)
     assert torch.equal(s, plain[0]) and torch.equal(n, plain[2])  # the map changes expert_ids only
 
@@ -127,24 +128,45 @@ def test_out_of_range_ids_are_dropped(ids_dtype):
     assert (s == 6).all() and (b == -1).all() and n.tolist() == [0]
 
 
-@pytest.mark.parametrize("args,exc,name", [
-    ((torch.zeros(4, 2), 16, 8), TypeError, "topk_ids"),  # float ids
-    ((torch.zeros(4, 2, dtype=torch.int16), 16, 8), TypeError, "topk_ids"),
-    ((torch.zeros(8, dtype=torch.int32), 16, 8), ValueError, "topk_ids"),  # rank 1
-    ((torch.zeros(2, 8, dtype=torch.int32).t(), 16, 8), ValueError, "topk_ids"),  # not contiguous
-    (([[1, 2]], 16, 8), TypeError, "topk_ids"),
-    ((torch.zeros(4, 2, dtype=torch.int32), 0, 8), ValueError, "block_size"),
-    ((torch.zeros(4, 2, dtype=torch.int32), 16.0, 8), TypeError, "block_size"),
-    ((torch.zeros(4, 2, dtype=torch.int32), True, 8), TypeError, "block_size"),
-    ((torch.zeros(4, 2, dtype=torch.int32), 16, 0), ValueError, "num_experts"),
-    ((torch.zeros(4, 2, dtype=torch.int32), 16, 5000), ValueError, "num_experts"),
-    ((torch.zeros(4, 2, dtype=torch.int32), 16, 8, torch.zeros(8, dtype=torch.int64)), TypeError, "expert_map"),
-    ((torch.zeros(4, 2, dtype=torch.int32), 16, 8, torch.zeros(7, dtype=torch.int32)), ValueError, "expert_map"),
-    ((torch.zeros(4, 2, dtype=torch.int32), 16, 8, torch.zeros(2, 8, dtype=torch.int32)), ValueError, "expert_map"),
-    ((torch.zeros(4, 2, dtype=torch.int32), 16, 8, torch.zeros(16, dtype=torch.int32)[::2]), ValueError,
-     "expert_map"),
-], ids=["float-ids", "int16-ids", "rank1-ids", "strided-ids", "list-ids", "block-0", "block-float", "block-bool",
-        "experts-0", "experts-too-many", "map-int64", "map-short", "map-rank2", "map-strided"])
+@pytest.mark.parametrize(
+    "args,exc,name",
+    [
+        ((torch.zeros(4, 2), 16, 8), TypeError, "topk_ids"),  # float ids
+        ((torch.zeros(4, 2, dtype=torch.int16), 16, 8), TypeError, "topk_ids"),
+        ((torch.zeros(8, dtype=torch.int32), 16, 8), ValueError, "topk_ids"),  # rank 1
+        ((torch.zeros(2, 8, dtype=torch.int32).t(), 16, 8), ValueError, "topk_ids"),  # not contiguous
+        (([[1, 2]], 16, 8), TypeError, "topk_ids"),
+        ((torch.zeros(4, 2, dtype=torch.int32), 0, 8), ValueError, "block_size"),
+        ((torch.zeros(4, 2, dtype=torch.int32), 16.0, 8), TypeError, "block_size"),
+        ((torch.zeros(4, 2, dtype=torch.int32), True, 8), TypeError, "block_size"),
+        ((torch.zeros(4, 2, dtype=torch.int32), 16, 0), ValueError, "num_experts"),
+        ((torch.zeros(4, 2, dtype=torch.int32), 16, 5000), ValueError, "num_experts"),
+        ((torch.zeros(4, 2, dtype=torch.int32), 16, 8, torch.zeros(8, dtype=torch.int64)), TypeError, "expert_map"),
+        ((torch.zeros(4, 2, dtype=torch.int32), 16, 8, torch.zeros(7, dtype=torch.int32)), ValueError, "expert_map"),
+        ((torch.zeros(4, 2, dtype=torch.int32), 16, 8, torch.zeros(2, 8, dtype=torch.int32)), ValueError, "expert_map"),
+        (
+            (torch.zeros(4, 2, dtype=torch.int32), 16, 8, torch.zeros(16, dtype=torch.int32)[::2]),
+            ValueError,
+            "expert_map",
+        ),
+    ],
+    ids=[
+        "float-ids",
+        "int16-ids",
+        "rank1-ids",
+        "strided-ids",
+        "list-ids",
+        "block-0",
+        "block-float",
+        "block-bool",
+        "experts-0",
+        "experts-too-many",
+        "map-int64",
+        "map-short",
+        "map-rank2",
+        "map-strided",
+    ],
+)
 def test_bad_input(args, exc, name):
     with pytest.raises(exc, match=rf"^{name} "):
         moe_align_block_size(*args)
@@ -152,6 +174,7 @@ def test_bad_input(args, exc, name):
 
 def test_sweep_shape():
     from tritonkit.models import MODELS
+
     assert SPEC.sweep_shape(MODELS["llama3-8b"], 16) is None
     shapes = [SPEC.sweep_shape(MODELS["deepseek-v3"], t) for t in (1, 16, 4096)]
     assert [s["block_size"] for s in shapes] == [16, 16, 64]
@@ -190,5 +213,6 @@ def test_batches_past_the_kernels_int32_positions_are_refused():
     with pytest.raises(ValueError, match=r"^topk_ids has 1073741824 slots: .* int32 positions would overflow"):
         moe_align_block_size(ids, 16, 256)
     from tritonkit.ops.moe_align_block_size.api import _int32_span
+
     # DeepSeek-V3 at 65536 tokens x top-8 is far inside
     assert _int32_span(65536 * 8, 64, 256) < 2**22

@@ -90,5 +90,6 @@ def test_every_vllm_form_lives_in_its_ops_folder_and_is_re_exported():
     for name, obj in forms.items():
         assert getattr(tritonkit.ops.vllm, name) is obj, name
     # ops/vllm.py defines no form of its own: it only gathers them
-    assert not [n for n, o in vars(tritonkit.ops.vllm).items()
-                if inspect.isfunction(o) and o.__module__ == "tritonkit.ops.vllm"]
+    assert not [
+        n for n, o in vars(tritonkit.ops.vllm).items() if inspect.isfunction(o) and o.__module__ == "tritonkit.ops.vllm"
+    ]

@@ -47,12 +47,14 @@ def test_import_of_every_op_module_resolves_in_a_fresh_interpreter():
 def test_a_submodule_imported_later_is_reachable_through_the_function(monkeypatch):
     # what the import system does for a new submodule: set it on the package; the function must see it too
     import types
+
     package = sys.modules["tritonkit.ops.rms_norm"]
     late = types.ModuleType("tritonkit.ops.rms_norm.late")
     monkeypatch.setitem(sys.modules, late.__name__, late)
     try:
         setattr(package, "late", late)
         import tritonkit.ops.rms_norm.late as m
+
         assert m is late and tritonkit.ops.rms_norm.late is late
     finally:
         for obj in (package, rms_norm):

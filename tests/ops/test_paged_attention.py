@@ -30,8 +30,11 @@ def test_boundary_fp16_large_logits(shape):
 
 
 # all-equal logits: the softmax denominator is everything; cover splits, windows, sinks and both paths
-_CONSTANT = [s for s in BOUNDARY if s["num_seqs"] == 1 or s.get("sinks") or s.get("window_left", -1) >= 0
-             or s.get("kv_dtype") == "fp8"]
+_CONSTANT = [
+    s
+    for s in BOUNDARY
+    if s["num_seqs"] == 1 or s.get("sinks") or s.get("window_left", -1) >= 0 or s.get("kv_dtype") == "fp8"
+]
 
 
 @pytest.mark.parametrize("shape", _CONSTANT, ids=_ids(_CONSTANT))
@@ -50,13 +53,22 @@ def test_boundary_covers_both_paths_and_the_split_merge():
         ctx = s["context"] if isinstance(s["context"], tuple) else (s["context"],) * s["num_seqs"]
         max_q = config.decode_max_q(group)
         kv_bytes = 1 if s.get("kv_dtype") == "fp8" else 2
-        n = config.num_kv_splits(s["num_seqs"], s["num_kv_heads"], max(c + q for c, q in zip(ctx, q_lens)),
-                                 config.DEFAULT_NUM_SMS, kv_bytes)
+        n = config.num_kv_splits(
+            s["num_seqs"], s["num_kv_heads"], max(c + q for c, q in zip(ctx, q_lens)), config.DEFAULT_NUM_SMS, kv_bytes
+        )
         splits |= n > 1 and min(q_lens) <= max_q
         prefill |= max(q_lens) > max_q
         mixed |= max(q_lens) > max_q and 0 < min(q_lens) <= max_q
-        pre = config.prefill_config(group, s["head_dim"], kv_bytes, s["num_seqs"], sum(q_lens), max(q_lens),
-                                    s["num_kv_heads"], max(c + q for c, q in zip(ctx, q_lens)))
+        pre = config.prefill_config(
+            group,
+            s["head_dim"],
+            kv_bytes,
+            s["num_seqs"],
+            sum(q_lens),
+            max(q_lens),
+            s["num_kv_heads"],
+            max(c + q for c, q in zip(ctx, q_lens)),
+        )
         prefill_splits |= max(q_lens) > config.decode_max_q(group) and pre.num_splits > 1
     assert splits and prefill and mixed and prefill_splits
 
@@ -66,8 +78,19 @@ def _inputs(shape, dtype=torch.bfloat16, family="randn", seed=0):
 
 
 def _kwargs(inp):
-    keys = ("cu_seqlens_q", "seqused_k", "block_table", "max_seqlen_q", "max_seqlen_k", "causal", "window_size",
-            "softcap", "sinks", "k_scale", "v_scale")
+    keys = (
+        "cu_seqlens_q",
+        "seqused_k",
+        "block_table",
+        "max_seqlen_q",
+        "max_seqlen_k",
+        "causal",
+        "window_size",
+        "softcap",
+        "sinks",
+        "k_scale",
+        "v_scale",
+    )
     return {k: inp[k] for k in keys if k in inp}
 
 
@@ -80,8 +103,9 @@ def _assert_matches(out, inp, rows=slice(None)):
 
 
 # a prefill sequence longer than the wide decode rows take (64 tokens at group 2) between two decode sequences
-MIXED = Shape(num_seqs=3, q_len=(1, 70, 2), context=(40, 5, 17), num_heads=4, num_kv_heads=2, head_dim=64,
-              block_size=16)
+MIXED = Shape(
+    num_seqs=3, q_len=(1, 70, 2), context=(40, 5, 17), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16
+)
 
 
 def test_out_is_written_in_place_and_graph_padding_is_left_alone():
@@ -97,8 +121,9 @@ def test_out_is_written_in_place_and_graph_padding_is_left_alone():
 
 
 # decode sequences 0 and 2 (the second with several KV splits: 600 keys), a prefill sequence between them
-MIXED_SPLIT = Shape(num_seqs=3, q_len=(1, 70, 2), context=(40, 5, 600), num_heads=4, num_kv_heads=2, head_dim=64,
-                    block_size=16)
+MIXED_SPLIT = Shape(
+    num_seqs=3, q_len=(1, 70, 2), context=(40, 5, 600), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16
+)
 
 
 @pytest.mark.parametrize("shape, splits", [(MIXED, 1), (MIXED_SPLIT, 2)], ids=["one-split", "split"])
@@ -109,12 +134,16 @@ def test_each_path_writes_only_its_own_sequences(monkeypatch, path, shape, split
     keep what out held, and this path's rows are right (the decode kernel writes out itself with one split, through
     the merge with several)."""
     from tritonkit.ops.paged_attention import api
+
     inp = _inputs(shape)
     group = shape["num_heads"] // shape["num_kv_heads"]
     n = config.num_kv_splits(3, shape["num_kv_heads"], inp["max_seqlen_k"], config.num_sms(inp["q"].device))
     assert (n > 1) == (splits > 1)
-    other = ({api._paged_attention_prefill_kernel} if path == "decode"
-             else {api._paged_attention_decode_kernel, api._paged_attention_merge_kernel})
+    other = (
+        {api._paged_attention_prefill_kernel}
+        if path == "decode"
+        else {api._paged_attention_decode_kernel, api._paged_attention_merge_kernel}
+    )
     real = api.launch
     launched = []
 
@@ -122,6 +151,7 @@ def test_each_path_writes_only_its_own_sequences(monkeypatch, path, shape, split
         launched.append(kernel)
         if kernel not in other:
             real(kernel, *a, **k)
+
     monkeypatch.setattr(api, "launch", launch)
     out = torch.full_like(inp["q"], 7.0)
     paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], out=out, **_kwargs(inp))
@@ -140,8 +170,7 @@ def test_each_path_writes_only_its_own_sequences(monkeypatch, path, shape, split
 def test_rows_before_the_first_sequence_are_left_alone():
     # cu_seqlens_q[0] past a whole query tile: the prefill grid's first programs own no tile (t0 < 0) and must not
     # store into the rows before the first sequence
-    shape = Shape(num_seqs=2, q_len=(20, 1), context=(5, 30), num_heads=4, num_kv_heads=2, head_dim=64,
-                  block_size=16)
+    shape = Shape(num_seqs=2, q_len=(20, 1), context=(5, 30), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16)
     inp = _inputs(shape)
     pad = config.prefill_config(2, 64, 2).block_q + 22
     q = torch.cat([torch.randn(pad, *inp["q"].shape[1:], device=DEVICE).to(inp["q"].dtype), inp["q"]])
@@ -162,10 +191,14 @@ def test_no_host_reads_of_tensor_data(monkeypatch):
 
         def wrapper(self, *a, **k):
             import traceback
-            if any("paged_attention/api.py" in f.filename or "paged_attention/config.py" in f.filename
-                   for f in traceback.extract_stack()[-4:-1]):
+
+            if any(
+                "paged_attention/api.py" in f.filename or "paged_attention/config.py" in f.filename
+                for f in traceback.extract_stack()[-4:-1]
+            ):
                 calls.append(name)
             return orig(self, *a, **k)
+
         monkeypatch.setattr(torch.Tensor, name, wrapper)
 
     for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__"):
@@ -203,15 +236,19 @@ def test_reference_matches_sdpa_on_a_dense_causal_batch():
     """The oracle itself, against torch SDPA: identity page table, no context (bottom-right == top-left), GQA."""
     shape = Shape(num_seqs=2, q_len=(16, 16), context=0, num_heads=4, num_kv_heads=2, head_dim=32, block_size=16)
     inp = SPEC.make_inputs(shape, torch.float32, Fill("randn", "cpu", 3))
-    ref = paged_attention_reference(inp["q"].double(), inp["k_cache"].double(), inp["v_cache"].double(),
-                                    **{k: inp[k] for k in ("cu_seqlens_q", "seqused_k", "block_table")})
+    ref = paged_attention_reference(
+        inp["q"].double(),
+        inp["k_cache"].double(),
+        inp["v_cache"].double(),
+        **{k: inp[k] for k in ("cu_seqlens_q", "seqused_k", "block_table")},
+    )
     for s in range(2):
         pages = inp["block_table"][s, :1].long()
         k = inp["k_cache"][pages].reshape(16, 2, 32).double().transpose(0, 1).repeat_interleave(2, 0)
         v = inp["v_cache"][pages].reshape(16, 2, 32).double().transpose(0, 1).repeat_interleave(2, 0)
-        q = inp["q"][16 * s:16 * (s + 1)].double().transpose(0, 1)
+        q = inp["q"][16 * s : 16 * (s + 1)].double().transpose(0, 1)
         want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(0, 1)
-        torch.testing.assert_close(ref[16 * s:16 * (s + 1)], want)
+        torch.testing.assert_close(ref[16 * s : 16 * (s + 1)], want)
 
 
 def test_work_model_counts_the_causal_half():
@@ -232,10 +269,16 @@ def _bad_cases():
 
     f32 = torch.float32
     return {
-        "heads_not_multiple": (lambda i: mod(q=torch.zeros(i["q"].shape[0], 5, 32, dtype=i["q"].dtype)),
-                               ValueError, "num_kv_heads"),
-        "head_dim_mismatch": (lambda i: mod(q=torch.zeros(i["q"].shape[0], 4, 64, dtype=i["q"].dtype)),
-                              ValueError, "head_dim"),
+        "heads_not_multiple": (
+            lambda i: mod(q=torch.zeros(i["q"].shape[0], 5, 32, dtype=i["q"].dtype)),
+            ValueError,
+            "num_kv_heads",
+        ),
+        "head_dim_mismatch": (
+            lambda i: mod(q=torch.zeros(i["q"].shape[0], 4, 64, dtype=i["q"].dtype)),
+            ValueError,
+            "head_dim",
+        ),
         "q_dtype": (lambda i: mod(q=i["q"].to(f32)), TypeError, "q must"),
         "k_cache_dtype": (lambda i: mod(k_cache=i["k_cache"].half()), TypeError, "k_cache"),
         "v_cache_dtype": (lambda i: mod(v_cache=i["v_cache"].half()), TypeError, "v_cache"),
@@ -245,8 +288,11 @@ def _bad_cases():
         "cu_seqlens_dtype": (lambda i: mod(cu_seqlens_q=i["cu_seqlens_q"].long()), TypeError, "cu_seqlens_q"),
         "seqused_k_dtype": (lambda i: mod(seqused_k=i["seqused_k"].long()), TypeError, "seqused_k"),
         "block_table_rows": (lambda i: mod(block_table=i["block_table"][:1]), ValueError, "block_table"),
-        "block_table_narrow": (lambda i: mod(max_seqlen_k=i["block_table"].shape[1] * 16 + 1), ValueError,
-                               "block_table"),
+        "block_table_narrow": (
+            lambda i: mod(max_seqlen_k=i["block_table"].shape[1] * 16 + 1),
+            ValueError,
+            "block_table",
+        ),
         "max_seqlen_q_type": (lambda i: mod(max_seqlen_q=5.0), TypeError, "max_seqlen_q"),
         "softmax_scale": (lambda i: mod(softmax_scale=0.0), ValueError, "softmax_scale"),
         "window_value": (lambda i: mod(window_size=(-2, 0)), ValueError, "window_size"),
@@ -254,20 +300,35 @@ def _bad_cases():
         "softcap": (lambda i: mod(softcap=-1.0), ValueError, "softcap"),
         "sinks_shape": (lambda i: mod(sinks=torch.zeros(3)), ValueError, "sinks"),
         # made on the device: a strided CPU tensor moved there would arrive contiguous
-        "sinks_strided": (lambda i: mod(sinks=torch.zeros(4, 2, device=DEVICE)[:, 0]), ValueError,
-                          "sinks must be contiguous"),
-        "seqused_k_strided": (lambda i: mod(seqused_k=i["seqused_k"].repeat_interleave(2)[::2]), ValueError,
-                              "seqused_k must be contiguous"),
-        "cu_seqlens_strided": (lambda i: mod(cu_seqlens_q=i["cu_seqlens_q"].repeat_interleave(2)[::2]), ValueError,
-                               "cu_seqlens_q must be contiguous"),
-        "zero_heads": (lambda i: mod(q=torch.zeros(i["q"].shape[0], 0, 32, dtype=i["q"].dtype)), ValueError,
-                       "at least one head"),
+        "sinks_strided": (
+            lambda i: mod(sinks=torch.zeros(4, 2, device=DEVICE)[:, 0]),
+            ValueError,
+            "sinks must be contiguous",
+        ),
+        "seqused_k_strided": (
+            lambda i: mod(seqused_k=i["seqused_k"].repeat_interleave(2)[::2]),
+            ValueError,
+            "seqused_k must be contiguous",
+        ),
+        "cu_seqlens_strided": (
+            lambda i: mod(cu_seqlens_q=i["cu_seqlens_q"].repeat_interleave(2)[::2]),
+            ValueError,
+            "cu_seqlens_q must be contiguous",
+        ),
+        "zero_heads": (
+            lambda i: mod(q=torch.zeros(i["q"].shape[0], 0, 32, dtype=i["q"].dtype)),
+            ValueError,
+            "at least one head",
+        ),
         "sinks_dtype": (lambda i: mod(sinks=torch.zeros(4, dtype=torch.bfloat16)), TypeError, "sinks"),
         "out_shape": (lambda i: mod(out=torch.full((6, 4, 16), 7.0, dtype=i["q"].dtype)), ValueError, "out"),
         "out_dtype": (lambda i: mod(out=torch.full((6, 4, 32), 7.0, dtype=torch.float16)), TypeError, "out"),
         "scale_without_fp8": (lambda i: mod(k_scale=1.0, v_scale=1.0), ValueError, "k_scale"),
-        "fp8_without_scale": (lambda i: mod(k_cache=i["k_cache"].to(torch.float8_e4m3fn),
-                                            v_cache=i["v_cache"].to(torch.float8_e4m3fn)), ValueError, "k_scale"),
+        "fp8_without_scale": (
+            lambda i: mod(k_cache=i["k_cache"].to(torch.float8_e4m3fn), v_cache=i["v_cache"].to(torch.float8_e4m3fn)),
+            ValueError,
+            "k_scale",
+        ),
     }
 
 
@@ -275,8 +336,13 @@ def _bad_cases():
 def test_bad_input_names_the_argument_and_leaves_out_alone(case):
     inp = _inputs(BAD)
     make, exc, needle = _bad_cases()[case]
-    args = {"q": inp["q"], "k_cache": inp["k_cache"], "v_cache": inp["v_cache"], **_kwargs(inp),
-            "out": torch.full_like(inp["q"], 7.0)}
+    args = {
+        "q": inp["q"],
+        "k_cache": inp["k_cache"],
+        "v_cache": inp["v_cache"],
+        **_kwargs(inp),
+        "out": torch.full_like(inp["q"], 7.0),
+    }
     for k, v in make(inp).items():
         args[k] = v.to(DEVICE) if isinstance(v, torch.Tensor) and v.device.type != "meta" else v
     out = args["out"]
@@ -288,17 +354,46 @@ def test_bad_input_names_the_argument_and_leaves_out_alone(case):
 
 # --- GPU only ----------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [
-    Shape(num_seqs=2, q_len=1, context=32767, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16),
-    Shape(num_seqs=1, q_len=1, context=65535, num_heads=28, num_kv_heads=4, head_dim=128, block_size=16,
-          sinks=1, softcap=30.0),
-    # the float64 reference holds [heads, q_len, keys] scores: 1024 x 32K x 32 heads is 8.6 GB
-    Shape(num_seqs=2, q_len=(1024, 1), context=(31744, 32767), num_heads=32, num_kv_heads=8, head_dim=128,
-          block_size=16),
-    Shape(num_seqs=1, q_len=1, context=40000, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16,
-          window_left=4095),
-], ids=lambda s: s.id)
+@pytest.mark.parametrize(
+    "shape",
+    [
+        Shape(num_seqs=2, q_len=1, context=32767, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16),
+        Shape(
+            num_seqs=1,
+            q_len=1,
+            context=65535,
+            num_heads=28,
+            num_kv_heads=4,
+            head_dim=128,
+            block_size=16,
+            sinks=1,
+            softcap=30.0,
+        ),
+        # the float64 reference holds [heads, q_len, keys] scores: 1024 x 32K x 32 heads is 8.6 GB
+        Shape(
+            num_seqs=2,
+            q_len=(1024, 1),
+            context=(31744, 32767),
+            num_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            block_size=16,
+        ),
+        Shape(
+            num_seqs=1,
+            q_len=1,
+            context=40000,
+            num_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            block_size=16,
+            window_left=4095,
+        ),
+    ],
+    ids=lambda s: s.id,
+)
 def test_long_context(shape):
     assert_valid(SPEC, shape, torch.bfloat16, "randn")
 
@@ -319,15 +414,29 @@ def test_cache_past_2_31_elements(shape):
 @pytest.mark.gpu
 def test_one_compile_per_path_across_batch_context_and_tokens():
     from tritonkit.ops.paged_attention import kernel
-    kernels = [kernel._paged_attention_decode_kernel, kernel._paged_attention_merge_kernel,
-               kernel._paged_attention_prefill_kernel, kernel._paged_attention_prefill_merge_kernel]
+
+    kernels = [
+        kernel._paged_attention_decode_kernel,
+        kernel._paged_attention_merge_kernel,
+        kernel._paged_attention_prefill_kernel,
+        kernel._paged_attention_prefill_merge_kernel,
+    ]
     for k in kernels:
         k.device_caches.clear()
     heads = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16)
     shapes = [Shape(num_seqs=b, q_len=1, context=c, **heads) for b in (1, 3, 16, 64) for c in (1, 15, 700, 5000)]
-    shapes += [Shape(num_seqs=b, q_len=n, context=c, **heads) for b, n, c in
-               ((1, 17, 0), (1, 1000, 0), (2, 4096, 100), (3, (1, 300, 2), (5, 0, 4000)), (1, 64, 8000),
-                (2, 100, (3000, 9000)), (3, (1, 70, 1), (4000, 5000, 10)))]
+    shapes += [
+        Shape(num_seqs=b, q_len=n, context=c, **heads)
+        for b, n, c in (
+            (1, 17, 0),
+            (1, 1000, 0),
+            (2, 4096, 100),
+            (3, (1, 300, 2), (5, 0, 4000)),
+            (1, 64, 8000),
+            (2, 100, (3000, 9000)),
+            (3, (1, 70, 1), (4000, 5000, 10)),
+        )
+    ]
     for s in shapes:
         SPEC.call(_inputs(s))
     dev = torch.cuda.current_device()
@@ -351,11 +460,13 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
             if dec.num_splits > 1:
                 merged.add(dec.block_m)
     assert len(picks) >= 3 and rows
-    expect = {"_paged_attention_prefill_kernel": len(picks), "_paged_attention_decode_kernel": len(rows),
-              "_paged_attention_merge_kernel": len(merged),
-              "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split})}
+    expect = {
+        "_paged_attention_prefill_kernel": len(picks),
+        "_paged_attention_decode_kernel": len(rows),
+        "_paged_attention_merge_kernel": len(merged),
+        "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split}),
+    }
     assert counts == expect, (counts, picks, rows)
-
 
 
 def test_merge_is_a_programmatic_dependent_launch_only_where_the_device_has_it(monkeypatch):
@@ -363,6 +474,7 @@ def test_merge_is_a_programmatic_dependent_launch_only_where_the_device_has_it(m
     # PDL branch that waits on the decode grid, and the decode kernel triggers it; elsewhere neither kernel has it
     from compile_keys import Recorder
     import tritonkit.ops.paged_attention.api as api
+
     assert not config.merge_pdl(torch.device("cpu"))
     if not torch.cuda.is_available():
         assert not config.merge_pdl(torch.device("meta"))
@@ -374,8 +486,8 @@ def test_merge_is_a_programmatic_dependent_launch_only_where_the_device_has_it(m
         monkeypatch.setattr(config, "merge_pdl", lambda device, pdl=pdl: pdl)
         inp = _inputs(shape)
         paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **_kwargs(inp))
-        (_, _, dec_kw), = recs["_paged_attention_decode_kernel"].launches
-        (_, _, merge_kw), = recs["_paged_attention_merge_kernel"].launches
+        ((_, _, dec_kw),) = recs["_paged_attention_decode_kernel"].launches
+        ((_, _, merge_kw),) = recs["_paged_attention_merge_kernel"].launches
         assert dec_kw["PDL_TRIGGER"] is pdl and merge_kw["PDL"] is pdl
         assert merge_kw.get("launch_pdl", False) is pdl
 
@@ -383,6 +495,7 @@ def test_merge_is_a_programmatic_dependent_launch_only_where_the_device_has_it(m
 def test_interpreter_tolerance_follows_the_interpreter_at_call_time(monkeypatch):
     # decided when asked, not at import: `tritonkit validate` may switch the interpreter on after importing specs
     from triton import knobs
+
     monkeypatch.setattr(knobs.runtime, "interpret", False)
     gpu = SPEC.tolerance_for(torch.bfloat16)
     monkeypatch.setattr(knobs.runtime, "interpret", True)
@@ -395,6 +508,7 @@ def test_chunks_of_up_to_32_tokens_take_the_split_decode_path(monkeypatch):
     # a 16-token chunk over a long context at group 4: the wide decode rows with KV splits and the merge, no prefill
     # launch (the prefill kernel ran 8 programs for the whole card there)
     from tritonkit.ops.paged_attention import api
+
     shape = Shape(num_seqs=1, q_len=16, context=2000, num_heads=8, num_kv_heads=2, head_dim=64, block_size=16)
     cfg = config.decode_config(4, 64, 2, 1, 2, 2016, config.num_sms(torch.device(DEVICE)), 16)
     assert cfg.block_m == config.DECODE_WIDE_ROWS and cfg.max_q == 32 and cfg.num_splits > 1
@@ -416,6 +530,7 @@ def test_the_prefill_tile_and_splits_follow_the_batch():
         assert c.block_q == c.block_m // 4 and c.num_warps == max(4, c.block_m // 16)
         assert c.block_n == (32 if keys <= config.PREFILL_SHORT_KEYS and c.block_m <= 64 else 64)
         return c.block_m, c.num_splits
+
     # a query that fits one 256-row tile: 64-row tiles, split for two programs a SM (32 programs x 8)
     assert pick(1, 64, 16384) == (64, 8)
     assert pick(1, 64, 4096) == (64, 8)
@@ -437,21 +552,40 @@ def test_the_prefill_tile_and_splits_follow_the_batch():
     assert pick(1, 2048, 2048) == (256, 1)
     assert pick(64, 64, 16384) == (256, 1)  # 512 programs of 256 rows
     # no more than MAX_SPLITS however long the keys; head_dim 256 keeps its one tile
-    assert config.prefill_splits(1, 1, 2 ** 30, 132) == config.MAX_SPLITS
+    assert config.prefill_splits(1, 1, 2**30, 132) == config.MAX_SPLITS
     assert config.prefill_config(4, 256, 2, 1, 64, 64, 8, 16384, 132).block_m == 128
 
 
 _SPLIT_PREFILL = [
     Shape(num_seqs=1, q_len=70, context=300, num_heads=4, num_kv_heads=2, head_dim=64, block_size=16),
-    Shape(num_seqs=3, q_len=(1, 70, 40), context=(200, 330, 250), num_heads=4, num_kv_heads=2, head_dim=64,
-          block_size=16, window_left=100, softcap=8.0, sinks=1),
-    Shape(num_seqs=2, q_len=(80, 9), context=(260, 300), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16,
-          causal=0),
+    Shape(
+        num_seqs=3,
+        q_len=(1, 70, 40),
+        context=(200, 330, 250),
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=64,
+        block_size=16,
+        window_left=100,
+        softcap=8.0,
+        sinks=1,
+    ),
+    Shape(
+        num_seqs=2, q_len=(80, 9), context=(260, 300), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16, causal=0
+    ),
     Shape(num_seqs=1, q_len=40, context=280, num_heads=14, num_kv_heads=2, head_dim=80, block_size=16),
     # past one 256-row tile, over 4x its length in keys: the 256-row tiles split
     Shape(num_seqs=2, q_len=(150, 1), context=(500, 20), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16),
-    Shape(num_seqs=2, q_len=(1, 70), context=(300, 290), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16,
-          kv_dtype="fp8"),
+    Shape(
+        num_seqs=2,
+        q_len=(1, 70),
+        context=(300, 290),
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=64,
+        block_size=16,
+        kv_dtype="fp8",
+    ),
 ]
 
 
@@ -459,12 +593,14 @@ _SPLIT_PREFILL = [
 def test_split_prefill_matches_the_reference_with_every_feature(monkeypatch, shape):
     # splits from 64 keys, so short contexts split (up to 6 ways) and some splits of the diagonal tiles are empty
     from tritonkit.ops.paged_attention import api
+
     monkeypatch.setattr(config, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
     monkeypatch.setattr(config, "PREFILL_SMALL_MIN_KEYS_PER_SPLIT", 64)
     grids = []
     real = api.launch
-    monkeypatch.setattr(api, "launch", lambda kernel, grid, *a, **k: (grids.append((kernel, grid)),
-                                                                        real(kernel, grid, *a, **k)))
+    monkeypatch.setattr(
+        api, "launch", lambda kernel, grid, *a, **k: (grids.append((kernel, grid)), real(kernel, grid, *a, **k))
+    )
     for family in ("randn", "constant"):
         assert_valid(SPEC, shape, torch.bfloat16, family)
     pre = [g for k, g in grids if k is api._paged_attention_prefill_kernel]
@@ -474,6 +610,7 @@ def test_split_prefill_matches_the_reference_with_every_feature(monkeypatch, sha
     # (these keys are few: a query that fits one 256-row tile takes the short prompts' 32-row tiles; the 64-row
     # split path is the boundary's 70 tokens over 2170 keys)
     big = max(q) * group > 256
-    assert config.prefill_config(group, shape["head_dim"], 2, shape["num_seqs"], sum(q), max(q),
-                                 shape["num_kv_heads"], 650).block_m == (256 if big else 32)
+    assert config.prefill_config(
+        group, shape["head_dim"], 2, shape["num_seqs"], sum(q), max(q), shape["num_kv_heads"], 650
+    ).block_m == (256 if big else 32)
     assert any(k is api._paged_attention_prefill_merge_kernel for k, _ in grids)

@@ -17,21 +17,33 @@ from tritonkit.testing.validate import upcast
 SPEC = get_spec("paged_attention")
 BOUNDARY = SPEC.boundary
 FAMILIES = ("randn", "near_max", "constant")
-_ARGS = ("cu_seqlens_q", "seqused_k", "block_table", "causal", "window_size", "softcap", "sinks", "k_scale",
-         "v_scale")
+_ARGS = ("cu_seqlens_q", "seqused_k", "block_table", "causal", "window_size", "softcap", "sinks", "k_scale", "v_scale")
 
 
 # The implementation before batching (one Python iteration and a [Hq, n, L] score tensor per sequence), verbatim:
 # the oracle of the oracle.
-def _loop_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, block_table, softmax_scale=None,
-                    causal=True, window_size=(-1, -1), softcap=0.0, sinks=None, k_scale=None,
-                    v_scale=None):
+def _loop_reference(
+    q,
+    k_cache,
+    v_cache,
+    *,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    softmax_scale=None,
+    causal=True,
+    window_size=(-1, -1),
+    softcap=0.0,
+    sinks=None,
+    k_scale=None,
+    v_scale=None,
+):
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
     out_dtype = torch.float64 if q.dtype == torch.float64 else q.dtype
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
-    scale = head_dim ** -0.5 if softmax_scale is None else float(softmax_scale)
+    scale = head_dim**-0.5 if softmax_scale is None else float(softmax_scale)
     left, right = window_size
     if causal:
         right = 0  # flash-attn: causal is a window whose right edge is the query itself
@@ -46,7 +58,7 @@ def _loop_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, block_table
         n = b - a
         if n <= 0 or n_keys <= 0:
             continue
-        pages = block_table[s, :math.ceil(n_keys / block_size)].long()
+        pages = block_table[s, : math.ceil(n_keys / block_size)].long()
         k = k_cache[pages].reshape(-1, num_kv_heads, head_dim)[:n_keys].to(compute) * ks
         v = v_cache[pages].reshape(-1, num_kv_heads, head_dim)[:n_keys].to(compute) * vs
         k = k.repeat_interleave(group, dim=1)  # [L, Hq, D]
@@ -105,7 +117,7 @@ def _assert_same_float64(new, old):
 # blocking): each logit moves by a few ulps of its own size (u = 2^-24, |logit| up to ~200 in near_max) and exp
 # turns that into the same relative change of a weight: 200 u ~ 1.2e-5, x4 headroom (measured worst 3.8e-6).
 # bf16 output: that float32 difference can flip the final rounding by one bf16 ulp (at most 2^-7 relative).
-_NATIVE_TOL = {torch.float32: {"rtol": 5e-5, "atol": 5e-5}, torch.bfloat16: {"rtol": 2.0 ** -7, "atol": 1e-5}}
+_NATIVE_TOL = {torch.float32: {"rtol": 5e-5, "atol": 5e-5}, torch.bfloat16: {"rtol": 2.0**-7, "atol": 1e-5}}
 
 
 def _set_budget(monkeypatch, nbytes):
@@ -157,8 +169,9 @@ PREFILL = Shape(num_seqs=3, q_len=(70, 1, 33), context=(10, 40, 50), window_left
 
 # one step per (query tokens, keys) bucket at the default budget: MIXED_EMPTY has (1, 21) twice, (30, 40), (7, 7)
 # and (1, 6)
-@pytest.mark.parametrize("shape, buckets", [(DECODE_64, 1), (MIXED_EMPTY, 4), (PREFILL, 3)],
-                         ids=["decode64", "mixed-empty", "prefill"])
+@pytest.mark.parametrize(
+    "shape, buckets", [(DECODE_64, 1), (MIXED_EMPTY, 4), (PREFILL, 3)], ids=["decode64", "mixed-empty", "prefill"]
+)
 def test_float64_equals_the_loop_on_batches(shape, buckets, monkeypatch):
     steps = _Steps(monkeypatch)
     _assert_same_float64(*_both(_inputs(shape)))

@@ -18,9 +18,11 @@ def test_boundary_randn(shape, dtype):
     assert_valid(SPEC, shape, dtype, "randn", device=DEVICE)
 
 
-HARD = [_shape(7, 3, 80, 16, 2, padding=3, slot_dtype="int32"),
-        _shape(16, 2, 96, 16, 2, "fp8"),
-        _shape(17, 8, 128, 16, 3, "fp8", layout="odd_views", padding=5, slot_dtype="int32")]
+HARD = [
+    _shape(7, 3, 80, 16, 2, padding=3, slot_dtype="int32"),
+    _shape(16, 2, 96, 16, 2, "fp8"),
+    _shape(17, 8, 128, 16, 3, "fp8", layout="odd_views", padding=5, slot_dtype="int32"),
+]
 
 
 @pytest.mark.parametrize("shape", HARD, ids=lambda s: s.id)
@@ -92,9 +94,9 @@ def test_copy_preserves_every_bit(dtype):
     # every fp16/bf16 bit pattern (NaN payloads, +-inf, -0, subnormals), random patterns for fp32
     n = 8 * 128 * 64
     if dtype == torch.float32:
-        pattern = torch.randint(-2**31, 2**31, (n,), dtype=torch.int64, device=DEVICE).to(torch.int32)
+        pattern = torch.randint(-(2**31), 2**31, (n,), dtype=torch.int64, device=DEVICE).to(torch.int32)
     else:
-        pattern = torch.arange(-2**15, 2**15, dtype=torch.int32, device=DEVICE).to(torch.int16)
+        pattern = torch.arange(-(2**15), 2**15, dtype=torch.int32, device=DEVICE).to(torch.int16)
     key = pattern.view(dtype).view(64, 8, 128)
     value = key.flip(0)
     kc = torch.zeros(5, 16, 8, 128, dtype=dtype, device=DEVICE)
@@ -109,8 +111,8 @@ def test_strided_key_value_views_of_fused_qkv():
     t, hq, h, d = 9, 6, 2, 80
     qkv = torch.randn(t, (hq + 2 * h) * d + 3, device=DEVICE, dtype=torch.bfloat16)  # odd token stride
     qkv0 = qkv.clone()
-    key = qkv[:, hq * d:(hq + h) * d].view(t, h, d)
-    value = qkv[:, (hq + h) * d:(hq + 2 * h) * d].view(t, h, d)
+    key = qkv[:, hq * d : (hq + h) * d].view(t, h, d)
+    value = qkv[:, (hq + h) * d : (hq + 2 * h) * d].view(t, h, d)
     assert not key.is_contiguous()
     kc = torch.zeros(3, 4, h, d, dtype=torch.bfloat16, device=DEVICE)
     vc = torch.zeros_like(kc)
@@ -149,10 +151,10 @@ def _assert_same_e4m3(got, want):
     assert torch.equal(_bits(got)[~nan], _bits(want)[~nan])
 
 
-@pytest.mark.parametrize("scale", [1.0, 0.37, 2.0 ** -9, 300.0])
+@pytest.mark.parametrize("scale", [1.0, 0.37, 2.0**-9, 300.0])
 def test_fp8_every_fp16_value_rounds_like_torch(scale):
     # 65536 fp16 bit patterns: ties to even at every e4m3 binade, subnormals, saturation, inf and NaN
-    key = torch.arange(-2**15, 2**15, dtype=torch.int32, device=DEVICE).to(torch.int16).view(torch.float16)
+    key = torch.arange(-(2**15), 2**15, dtype=torch.int32, device=DEVICE).to(torch.int16).view(torch.float16)
     key = key.view(64, 8, 128)
     value = key.flip(0)
     kc = torch.zeros(4, 16, 8, 128, dtype=E4M3, device=DEVICE)
@@ -167,16 +169,49 @@ def test_fp8_every_fp16_value_rounds_like_torch(scale):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_fp8_saturates_keeps_nan_and_rounds_ties_to_even(dtype):
-    vals = [1000.0, -1000.0, math.inf, -math.inf, math.nan, 464.0, 447.0, -449.0,
-            1.0625, 1.1875, 17.0, 19.0, 2.0 ** -10, 3 * 2.0 ** -10, -(2.0 ** -12), 0.0]
-    want = [448.0, -448.0, 448.0, -448.0, math.nan, 448.0, 448.0, -448.0,
-            1.0, 1.25, 16.0, 20.0, 0.0, 2.0 ** -8, -0.0, 0.0]
+    vals = [
+        1000.0,
+        -1000.0,
+        math.inf,
+        -math.inf,
+        math.nan,
+        464.0,
+        447.0,
+        -449.0,
+        1.0625,
+        1.1875,
+        17.0,
+        19.0,
+        2.0**-10,
+        3 * 2.0**-10,
+        -(2.0**-12),
+        0.0,
+    ]
+    want = [
+        448.0,
+        -448.0,
+        448.0,
+        -448.0,
+        math.nan,
+        448.0,
+        448.0,
+        -448.0,
+        1.0,
+        1.25,
+        16.0,
+        20.0,
+        0.0,
+        2.0**-8,
+        -0.0,
+        0.0,
+    ]
     key = torch.tensor(vals, device=DEVICE).to(dtype).view(1, 1, len(vals))
     kc = torch.zeros(1, 1, 1, len(vals), dtype=E4M3, device=DEVICE)
     vc = torch.zeros_like(kc)
     one = torch.ones(1, device=DEVICE)
-    reshape_and_cache(key, key * 2, kc, vc, torch.tensor([0], device=DEVICE), kv_cache_dtype="fp8",
-                      k_scale=one, v_scale=one * 2)
+    reshape_and_cache(
+        key, key * 2, kc, vc, torch.tensor([0], device=DEVICE), kv_cache_dtype="fp8", k_scale=one, v_scale=one * 2
+    )
     torch.testing.assert_close(kc.float().view(-1).cpu(), torch.tensor(want), rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(vc.float(), kc.float(), rtol=0, atol=0, equal_nan=True)
     assert torch.signbit(kc.float().view(-1)[14])  # -2^-12 rounds to -0
@@ -200,8 +235,15 @@ def test_fp8_alias_and_uint8_caches_store_the_same_bytes():
 def test_auto_mode_accepts_and_ignores_scales():
     key, value, kc, vc, slots = _setup()
     ek = _expected(key, kc, slots)
-    reshape_and_cache(key, value, kc, vc, slots, k_scale=torch.tensor([3.0], device=DEVICE),
-                      v_scale=torch.tensor([5.0], device=DEVICE))
+    reshape_and_cache(
+        key,
+        value,
+        kc,
+        vc,
+        slots,
+        k_scale=torch.tensor([3.0], device=DEVICE),
+        v_scale=torch.tensor([5.0], device=DEVICE),
+    )
     assert torch.equal(kc, ek)
 
 
@@ -221,39 +263,98 @@ BAD = [
     (dict(key=lambda a: a["key"].to(torch.int32)), TypeError, "key must have dtype float16/bfloat16/float32"),
     (dict(key=lambda a: a["key"].double()), TypeError, "key must have dtype"),
     (dict(key=lambda a: a["key"].reshape(6, -1)), ValueError, "key must have 3 dimensions"),
-    (dict(key=lambda a: a["key"].transpose(1, 2).contiguous().transpose(1, 2)), ValueError,
-     "key must be contiguous in its last dimension"),
+    (
+        dict(key=lambda a: a["key"].transpose(1, 2).contiguous().transpose(1, 2)),
+        ValueError,
+        "key must be contiguous in its last dimension",
+    ),
     (dict(key=[1.0]), TypeError, "key must be a torch.Tensor"),
     (dict(value=lambda a: a["value"].float()), TypeError, "value must have key's dtype"),
     (dict(value=lambda a: a["value"][:5]), ValueError, "value must have shape"),
     (dict(key_cache=lambda a: a["key_cache"][..., :32]), ValueError, "key_cache must have shape"),
-    (dict(key_cache=lambda a: a["key_cache"][:, :, :2], value_cache=lambda a: a["value_cache"][:, :, :2]),
-     ValueError, r"key_cache must have shape \[num_blocks, block_size, 3, 64\]"),
+    (
+        dict(key_cache=lambda a: a["key_cache"][:, :, :2], value_cache=lambda a: a["value_cache"][:, :, :2]),
+        ValueError,
+        r"key_cache must have shape \[num_blocks, block_size, 3, 64\]",
+    ),
     (dict(key_cache=lambda a: a["key_cache"][0]), ValueError, "key_cache must have 4 dimensions"),
     (dict(key_cache=lambda a: a["key_cache"].float()), TypeError, "key_cache must have dtype key's dtype"),
-    (dict(key_cache=lambda a: a["key_cache"].transpose(2, 3).contiguous().transpose(2, 3)), ValueError,
-     "key_cache must be contiguous in its last dimension"),
-    (dict(key_cache=lambda a: a["key_cache"][:, :0], value_cache=lambda a: a["value_cache"][:, :0]), ValueError,
-     "key_cache must have a block_size"),
+    (
+        dict(key_cache=lambda a: a["key_cache"].transpose(2, 3).contiguous().transpose(2, 3)),
+        ValueError,
+        "key_cache must be contiguous in its last dimension",
+    ),
+    (
+        dict(key_cache=lambda a: a["key_cache"][:, :0], value_cache=lambda a: a["value_cache"][:, :0]),
+        ValueError,
+        "key_cache must have a block_size",
+    ),
     (dict(value_cache=lambda a: a["value_cache"][:2]), ValueError, "value_cache must have shape"),
     (dict(value_cache=lambda a: a["value_cache"].float()), TypeError, "value_cache must have dtype"),
     (dict(slot_mapping=lambda a: a["slot_mapping"].float()), TypeError, "slot_mapping must have dtype int32/int64"),
-    (dict(slot_mapping=lambda a: torch.cat([a["slot_mapping"], a["slot_mapping"][:1]])), ValueError,
-     "slot_mapping must have at most 6 entries"),
+    (
+        dict(slot_mapping=lambda a: torch.cat([a["slot_mapping"], a["slot_mapping"][:1]])),
+        ValueError,
+        "slot_mapping must have at most 6 entries",
+    ),
     (dict(slot_mapping=lambda a: a["slot_mapping"].view(6, 1)), ValueError, "slot_mapping must have 1 dimensions"),
     (dict(slot_mapping=lambda a: a["slot_mapping"].to("meta")), ValueError, "slot_mapping is on meta"),
     (dict(kv_cache_dtype="fp8_e5m2"), ValueError, "kv_cache_dtype must be one of 'auto', 'fp8', 'fp8_e4m3'"),
-    (dict(kv_cache_dtype="fp8", key_cache=lambda a: _f8(a, "key_cache"), value_cache=lambda a: _f8(a, "value_cache"),
-          v_scale=_S), ValueError, "kv_cache_dtype='fp8' needs k_scale"),
+    (
+        dict(
+            kv_cache_dtype="fp8",
+            key_cache=lambda a: _f8(a, "key_cache"),
+            value_cache=lambda a: _f8(a, "value_cache"),
+            v_scale=_S,
+        ),
+        ValueError,
+        "kv_cache_dtype='fp8' needs k_scale",
+    ),
     (dict(kv_cache_dtype="fp8", k_scale=_S, v_scale=_S), TypeError, "key_cache must have dtype float8_e4m3fn"),
-    (dict(kv_cache_dtype="fp8", key_cache=lambda a: _f8(a, "key_cache"), value_cache=lambda a: _f8(a, "value_cache"),
-          k_scale=1.0, v_scale=_S), TypeError, "k_scale must be a float32 tensor of one element"),
-    (dict(kv_cache_dtype="fp8", key_cache=lambda a: _f8(a, "key_cache"), value_cache=lambda a: _f8(a, "value_cache"),
-          k_scale=_S, v_scale=_S.double()), TypeError, "v_scale must have dtype float32"),
-    (dict(kv_cache_dtype="fp8", key_cache=lambda a: _f8(a, "key_cache"), value_cache=lambda a: _f8(a, "value_cache"),
-          k_scale=torch.ones(2, device=DEVICE), v_scale=_S), ValueError, "k_scale must have exactly one element"),
-    (dict(kv_cache_dtype="fp8", key_cache=lambda a: _f8(a, "key_cache"), value_cache=lambda a: _f8(a, "value_cache"),
-          k_scale=_S, v_scale=torch.ones(1, device="meta")), ValueError, "v_scale is on meta"),
+    (
+        dict(
+            kv_cache_dtype="fp8",
+            key_cache=lambda a: _f8(a, "key_cache"),
+            value_cache=lambda a: _f8(a, "value_cache"),
+            k_scale=1.0,
+            v_scale=_S,
+        ),
+        TypeError,
+        "k_scale must be a float32 tensor of one element",
+    ),
+    (
+        dict(
+            kv_cache_dtype="fp8",
+            key_cache=lambda a: _f8(a, "key_cache"),
+            value_cache=lambda a: _f8(a, "value_cache"),
+            k_scale=_S,
+            v_scale=_S.double(),
+        ),
+        TypeError,
+        "v_scale must have dtype float32",
+    ),
+    (
+        dict(
+            kv_cache_dtype="fp8",
+            key_cache=lambda a: _f8(a, "key_cache"),
+            value_cache=lambda a: _f8(a, "value_cache"),
+            k_scale=torch.ones(2, device=DEVICE),
+            v_scale=_S,
+        ),
+        ValueError,
+        "k_scale must have exactly one element",
+    ),
+    (
+        dict(
+            kv_cache_dtype="fp8",
+            key_cache=lambda a: _f8(a, "key_cache"),
+            value_cache=lambda a: _f8(a, "value_cache"),
+            k_scale=_S,
+            v_scale=torch.ones(1, device="meta"),
+        ),
+        ValueError,
+        "v_scale is on meta",
+    ),
 ]
 
 
@@ -295,8 +396,11 @@ def test_torch_compile_aot_eager_backend_fp8():
     kc = torch.zeros(3, 4, 3, 64, dtype=E4M3, device=DEVICE)
     vc = torch.zeros_like(kc)
     ks, vs = torch.tensor([0.05], device=DEVICE), torch.tensor([0.07], device=DEVICE)
-    fn = torch.compile(lambda *a: reshape_and_cache(*a, kv_cache_dtype="fp8", k_scale=ks, v_scale=vs),
-                       backend="aot_eager", fullgraph=True)
+    fn = torch.compile(
+        lambda *a: reshape_and_cache(*a, kv_cache_dtype="fp8", k_scale=ks, v_scale=vs),
+        backend="aot_eager",
+        fullgraph=True,
+    )
     fn(key, value, kc, vc, slots)
     _assert_same_e4m3(kc[slots // 4, slots % 4], _e4m3_expected(key, 0.05))
     _assert_same_e4m3(vc[slots // 4, slots % 4], _e4m3_expected(value, 0.07))
@@ -304,9 +408,11 @@ def test_torch_compile_aot_eager_backend_fp8():
 
 def test_custom_op_schema_declares_the_cache_mutation():
     key, value, kc, vc, slots = _setup()
-    torch.library.opcheck(torch.ops.tritonkit.reshape_and_cache.default,
-                          (key, value, kc, vc, slots, "auto", None, None),
-                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(
+        torch.ops.tritonkit.reshape_and_cache.default,
+        (key, value, kc, vc, slots, "auto", None, None),
+        test_utils=("test_schema", "test_faketensor"),
+    )
 
 
 @pytest.mark.gpu

@@ -16,8 +16,11 @@ def test_boundary_randn(shape, dtype):
     assert_valid(SPEC, shape, dtype, "randn", device=DEVICE)
 
 
-HARD = [Shape(num_tokens=7, hidden=96, residual=1), Shape(num_tokens=3, hidden=5120, residual=0),
-        Shape(num_tokens=2, hidden=16385, residual=1)]
+HARD = [
+    Shape(num_tokens=7, hidden=96, residual=1),
+    Shape(num_tokens=3, hidden=5120, residual=0),
+    Shape(num_tokens=2, hidden=16385, residual=1),
+]
 
 
 @pytest.mark.parametrize("shape", HARD, ids=lambda s: s.id)
@@ -69,15 +72,30 @@ def test_empty_rows():
     assert rms_norm(x, torch.ones(64, device=DEVICE)).shape == (0, 64)
 
 
-@pytest.mark.parametrize("args,exc,needle", [
-    (lambda: (torch.randn(4, 8, device=DEVICE).to(torch.int32), torch.ones(8, device=DEVICE)), TypeError, "x must"),
-    (lambda: (torch.randn(4, 8, device=DEVICE), torch.ones(9, device=DEVICE)), ValueError, "weight must have shape"),
-    (lambda: (torch.randn(4, 8, device=DEVICE), torch.ones(8, 1, device=DEVICE)), ValueError, "weight must have 1"),
-    (lambda: (torch.randn(8, 4, device=DEVICE).t(), torch.ones(8, device=DEVICE)), ValueError, "x must be contiguous"),
-    (lambda: (torch.randn(4, 0, device=DEVICE), torch.ones(0, device=DEVICE)), ValueError, "x must have a non-empty"),
-    (lambda: (torch.randn(4, 8, device=DEVICE), [1.0] * 8), TypeError, "weight must be a torch.Tensor"),
-    (lambda: (torch.randn(4, 8, device=DEVICE), torch.ones(8, device="meta")), ValueError, "weight is on meta"),
-])
+@pytest.mark.parametrize(
+    "args,exc,needle",
+    [
+        (lambda: (torch.randn(4, 8, device=DEVICE).to(torch.int32), torch.ones(8, device=DEVICE)), TypeError, "x must"),
+        (
+            lambda: (torch.randn(4, 8, device=DEVICE), torch.ones(9, device=DEVICE)),
+            ValueError,
+            "weight must have shape",
+        ),
+        (lambda: (torch.randn(4, 8, device=DEVICE), torch.ones(8, 1, device=DEVICE)), ValueError, "weight must have 1"),
+        (
+            lambda: (torch.randn(8, 4, device=DEVICE).t(), torch.ones(8, device=DEVICE)),
+            ValueError,
+            "x must be contiguous",
+        ),
+        (
+            lambda: (torch.randn(4, 0, device=DEVICE), torch.ones(0, device=DEVICE)),
+            ValueError,
+            "x must have a non-empty",
+        ),
+        (lambda: (torch.randn(4, 8, device=DEVICE), [1.0] * 8), TypeError, "weight must be a torch.Tensor"),
+        (lambda: (torch.randn(4, 8, device=DEVICE), torch.ones(8, device="meta")), ValueError, "weight is on meta"),
+    ],
+)
 def test_bad_input(args, exc, needle):
     x, w = args()
     with pytest.raises(exc, match=needle):
@@ -105,17 +123,18 @@ def test_torch_compile_records_custom_op():
         seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
         return gm.forward
 
-    fn = torch.compile(lambda x, w, r: rms_norm(x, w, residual=r)[0] + rms_norm(x, w), backend=backend,
-                       fullgraph=True)
+    fn = torch.compile(lambda x, w, r: rms_norm(x, w, residual=r)[0] + rms_norm(x, w), backend=backend, fullgraph=True)
     out = fn(x, w, r)
     assert any("tritonkit.fused_add_rms_norm" in s for s in seen) and any("tritonkit.rms_norm" in s for s in seen)
     torch.testing.assert_close(out, rms_norm(x, w, residual=r)[0] + rms_norm(x, w))
 
 
 def test_custom_op_fake_tensor_shapes():
-    torch.library.opcheck(torch.ops.tritonkit.rms_norm.default,
-                          (torch.randn(3, 32, device=DEVICE), torch.randn(32, device=DEVICE), 1e-6),
-                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(
+        torch.ops.tritonkit.rms_norm.default,
+        (torch.randn(3, 32, device=DEVICE), torch.randn(32, device=DEVICE), 1e-6),
+        test_utils=("test_schema", "test_faketensor"),
+    )
 
 
 def test_nonfinite_row_is_all_nan_and_other_rows_unaffected():

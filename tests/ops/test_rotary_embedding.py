@@ -48,15 +48,15 @@ def _complex_rotation(x, cos, sin, is_neox):
     """The rotation as complex multiplication: an independent statement of neox vs gpt-j pairing."""
     half = cos.shape[-1]
     if is_neox:
-        z = torch.complex(x[..., :half], x[..., half:2 * half])
+        z = torch.complex(x[..., :half], x[..., half : 2 * half])
     else:
-        z = torch.view_as_complex(x[..., :2 * half].reshape(*x.shape[:-1], half, 2).contiguous())
+        z = torch.view_as_complex(x[..., : 2 * half].reshape(*x.shape[:-1], half, 2).contiguous())
     z = z * torch.complex(cos, sin)
     out = x.clone()
     if is_neox:
-        out[..., :half], out[..., half:2 * half] = z.real, z.imag
+        out[..., :half], out[..., half : 2 * half] = z.real, z.imag
     else:
-        out[..., :2 * half] = torch.view_as_real(z).flatten(-2)
+        out[..., : 2 * half] = torch.view_as_real(z).flatten(-2)
     return out
 
 
@@ -89,16 +89,17 @@ def test_fused_qkv_views_rotate_q_k_and_leave_v(is_neox):
     t, hq, hk, d = 7, 28, 4, 128
     qkv = torch.randn(t, (hq + 2 * hk) * d, device=DEVICE, dtype=torch.float16)
     qkv0 = qkv.clone()
-    q = qkv[:, :hq * d].view(t, hq, d)
-    k = qkv[:, hq * d:(hq + hk) * d].view(t, hk, d)
+    q = qkv[:, : hq * d].view(t, hq, d)
+    k = qkv[:, hq * d : (hq + hk) * d].view(t, hk, d)
     assert not q.is_contiguous() and not k.is_contiguous()
     pos = torch.arange(100, 100 + t, device=DEVICE, dtype=torch.int32)
     cache = _cos_sin_cache(4096, d, torch.float16, DEVICE)
     out_q, out_k = rotary_embedding(pos, q, k, cache, is_neox=is_neox)
     assert out_q is q and out_k is k
-    assert torch.equal(qkv[:, (hq + hk) * d:], qkv0[:, (hq + hk) * d:])
-    _assert_matches_reference(pos, qkv0[:, :hq * d].view(t, hq, d), qkv0[:, hq * d:(hq + hk) * d].view(t, hk, d),
-                              cache, is_neox, q, k)
+    assert torch.equal(qkv[:, (hq + hk) * d :], qkv0[:, (hq + hk) * d :])
+    _assert_matches_reference(
+        pos, qkv0[:, : hq * d].view(t, hq, d), qkv0[:, hq * d : (hq + hk) * d].view(t, hk, d), cache, is_neox, q, k
+    )
 
 
 def test_head_major_layout():
@@ -158,8 +159,10 @@ def test_large_inputs_error_scales_with_input(shape, dtype, family):
     if family == "near_max" and dtype == torch.bfloat16:
         pytest.skip("bf16 near its max overflows only with round-to-nearest; the interpreter truncates")
     inputs = SPEC.make_inputs(shape, dtype, Fill(family, DEVICE, seed=3))
-    ref = SPEC.reference({k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                          for k, v in inputs.items()}, dtype)
+    ref = SPEC.reference(
+        {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in inputs.items()},
+        dtype,
+    )
     before = {k: v.double() for k, v in inputs.items() if k in ("q", "k", "qkv")}
     out = SPEC.call(inputs)
     tol = tolerance_for(dtype)
@@ -168,11 +171,11 @@ def test_large_inputs_error_scales_with_input(shape, dtype, family):
         if name == "qkv":
             x = x.view(x.shape[0], -1, shape["head_dim"])
             o, r = o.view_as(x), r.view_as(x)
-        scale = x[..., :shape["rot_dim"]].abs().amax(-1, keepdim=True)
+        scale = x[..., : shape["rot_dim"]].abs().amax(-1, keepdim=True)
         expected = r.to(dtype).double()  # the exact result rounded: overflow becomes inf here
         inf = torch.isinf(expected)
         assert torch.equal(o[inf], expected[inf])
-        bound = tol.atol + tol.rtol * r.abs() + 4 * 2.0 ** -24 * scale
+        bound = tol.atol + tol.rtol * r.abs() + 4 * 2.0**-24 * scale
         err = (o - r).abs()
         assert (err[~inf] <= bound[~inf]).all(), f"{name}: worst excess {float((err - bound)[~inf].max()):.3g}"
 
@@ -208,13 +211,15 @@ BAD = {
     "positions-length": (dict(positions=lambda a: a["positions"][:4]), ValueError, "positions"),
     "positions-2d": (dict(positions=lambda a: a["positions"][:, None]), ValueError, "positions"),
     "cache-rot-odd": (dict(cos_sin_cache=lambda a: a["cos_sin_cache"][:, :31]), ValueError, "cos_sin_cache"),
-    "cache-rot-gt-d": (dict(cos_sin_cache=lambda a: torch.randn(64, 66, device=DEVICE)), ValueError,
-                       "cos_sin_cache"),
+    "cache-rot-gt-d": (dict(cos_sin_cache=lambda a: torch.randn(64, 66, device=DEVICE)), ValueError, "cos_sin_cache"),
     "cache-dtype": (dict(cos_sin_cache=lambda a: a["cos_sin_cache"].half()), TypeError, "cos_sin_cache"),
     "cache-1d": (dict(cos_sin_cache=lambda a: a["cos_sin_cache"][0]), ValueError, "cos_sin_cache"),
     "cache-empty": (dict(cos_sin_cache=lambda a: a["cos_sin_cache"][:0]), ValueError, "cos_sin_cache"),
-    "cache-strided-last": (dict(cos_sin_cache=lambda a: torch.randn(64, 64, device=DEVICE)[:, ::2]), ValueError,
-                           "cos_sin_cache"),
+    "cache-strided-last": (
+        dict(cos_sin_cache=lambda a: torch.randn(64, 64, device=DEVICE)[:, ::2]),
+        ValueError,
+        "cos_sin_cache",
+    ),
     "cache-device": (dict(cos_sin_cache=lambda a: a["cos_sin_cache"].to("meta")), ValueError, "cos_sin_cache"),
     "is_neox-int": (dict(is_neox=lambda a: 1), TypeError, "is_neox"),
 }
@@ -239,10 +244,11 @@ def test_bad_input_message_says_what_was_expected():
 def _fused_fn(hq, hk, d):
     def f(pos, qkv, cache):
         t = qkv.shape[0]
-        q = qkv[:, :hq * d].view(t, hq, d)
-        k = qkv[:, hq * d:(hq + hk) * d].view(t, hk, d)
+        q = qkv[:, : hq * d].view(t, hq, d)
+        k = qkv[:, hq * d : (hq + hk) * d].view(t, hk, d)
         rotary_embedding(pos, q, k, cache, is_neox=False)
         return qkv * 2
+
     return f
 
 
@@ -266,8 +272,6 @@ def test_torch_compile_records_one_custom_op_and_mutates_views():
             torch.testing.assert_close(compiled(pos, qkv, cache), expected)
             torch.testing.assert_close(qkv, eager_qkv)  # the caller's tensor was rotated in place
     assert "tritonkit.rotary_embedding" in targets
-
-
 
 
 def test_partly_overlapping_q_and_k_rejected_and_untouched():

@@ -10,8 +10,9 @@ SPEC = get_spec("silu_and_mul")
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DT_IDS = ("fp16", "bf16", "fp32")
 # rows around the stacked-rows block, both column-tile boundaries, a real width: every family runs on these
-FAMILY_SHAPES = [s for s in SPEC.boundary if (s["num_tokens"], s["d"]) in
-                 {(17, 80), (3, 1025), (5, 2048), (3, 2049), (3, 3584)}]
+FAMILY_SHAPES = [
+    s for s in SPEC.boundary if (s["num_tokens"], s["d"]) in {(17, 80), (3, 1025), (5, 2048), (3, 2049), (3, 3584)}
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
@@ -45,7 +46,7 @@ def test_leading_dims():
 def test_strided_rows():
     # rows of a wider buffer: the row stride is not 2d
     big = torch.randn(9, 2 * 160 + 24, device=DEVICE)
-    x = big[:, 8:8 + 2 * 160]
+    x = big[:, 8 : 8 + 2 * 160]
     _check_against_reference(x, silu_and_mul(x))
 
 
@@ -77,14 +78,18 @@ def test_fp16_overflow_is_inf_not_nan():
     assert torch.isposinf(silu_and_mul(x)).all()
 
 
-@pytest.mark.parametrize("make,exc,name", [
-    (lambda: torch.randn(4, 7), ValueError, "x"),  # odd last dim
-    (lambda: torch.randn(4, 8, dtype=torch.float64), TypeError, "x"),
-    (lambda: torch.ones(4, 8, dtype=torch.int32), TypeError, "x"),
-    (lambda: torch.tensor(1.0), ValueError, "x"),  # 0-d
-    (lambda: torch.randn(4, 16)[:, ::2], ValueError, "x"),  # last dim not contiguous
-    (lambda: [[1.0, 2.0]], TypeError, "x"),
-], ids=["odd-last-dim", "float64", "int32", "0-d", "strided-last-dim", "not-a-tensor"])
+@pytest.mark.parametrize(
+    "make,exc,name",
+    [
+        (lambda: torch.randn(4, 7), ValueError, "x"),  # odd last dim
+        (lambda: torch.randn(4, 8, dtype=torch.float64), TypeError, "x"),
+        (lambda: torch.ones(4, 8, dtype=torch.int32), TypeError, "x"),
+        (lambda: torch.tensor(1.0), ValueError, "x"),  # 0-d
+        (lambda: torch.randn(4, 16)[:, ::2], ValueError, "x"),  # last dim not contiguous
+        (lambda: [[1.0, 2.0]], TypeError, "x"),
+    ],
+    ids=["odd-last-dim", "float64", "int32", "0-d", "strided-last-dim", "not-a-tensor"],
+)
 def test_bad_input(make, exc, name):
     x = make()
     before = x.clone() if isinstance(x, torch.Tensor) else None
@@ -122,5 +127,3 @@ def test_torch_compile_aot_eager():
     for t in (3, 17):
         x = torch.randn(t, 2 * 64, device=DEVICE)
         torch.testing.assert_close(f(x), silu_and_mul(x) + 1)
-
-

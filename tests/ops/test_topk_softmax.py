@@ -101,7 +101,7 @@ def test_large_fp16_logits_do_not_overflow():
 
 def test_strided_rows_match_contiguous():
     big = torch.randn(11, 80, device=DEVICE)
-    x = big[:, 5:5 + 60]
+    x = big[:, 5 : 5 + 60]
     w, ids = _run(x, 4, renormalize=True)
     w2, ids2 = _run(x.contiguous(), 4, renormalize=True)
     assert torch.equal(ids, ids2) and torch.equal(w, w2)
@@ -116,21 +116,37 @@ def test_no_tokens(dtype):
     assert w.numel() == ids.numel() == 0
 
 
-@pytest.mark.parametrize("make,topk,exc,name", [
-    (lambda: torch.randn(8), 2, ValueError, "gating_output"),  # rank 1
-    (lambda: torch.randn(2, 3, 8), 2, ValueError, "gating_output"),  # rank 3
-    (lambda: torch.randn(4, 0), 1, ValueError, "gating_output"),  # no experts
-    (lambda: torch.randn(4, 5000), 1, ValueError, "gating_output"),  # past the one-tile limit
-    (lambda: torch.ones(4, 8, dtype=torch.int32), 2, TypeError, "gating_output"),
-    (lambda: torch.randn(4, 8, dtype=torch.float64), 2, TypeError, "gating_output"),
-    (lambda: torch.randn(8, 4).t(), 2, ValueError, "gating_output"),  # last dim not contiguous
-    (lambda: [[1.0, 2.0]], 1, TypeError, "gating_output"),
-    (lambda: torch.randn(4, 8), 0, ValueError, "topk"),
-    (lambda: torch.randn(4, 8), 9, ValueError, "topk"),
-    (lambda: torch.randn(4, 8), 2.0, TypeError, "topk"),
-    (lambda: torch.randn(4, 8), True, TypeError, "topk"),
-], ids=["rank1", "rank3", "no-experts", "too-many-experts", "int32", "float64", "strided-last-dim", "not-a-tensor",
-        "topk-0", "topk-past-E", "topk-float", "topk-bool"])
+@pytest.mark.parametrize(
+    "make,topk,exc,name",
+    [
+        (lambda: torch.randn(8), 2, ValueError, "gating_output"),  # rank 1
+        (lambda: torch.randn(2, 3, 8), 2, ValueError, "gating_output"),  # rank 3
+        (lambda: torch.randn(4, 0), 1, ValueError, "gating_output"),  # no experts
+        (lambda: torch.randn(4, 5000), 1, ValueError, "gating_output"),  # past the one-tile limit
+        (lambda: torch.ones(4, 8, dtype=torch.int32), 2, TypeError, "gating_output"),
+        (lambda: torch.randn(4, 8, dtype=torch.float64), 2, TypeError, "gating_output"),
+        (lambda: torch.randn(8, 4).t(), 2, ValueError, "gating_output"),  # last dim not contiguous
+        (lambda: [[1.0, 2.0]], 1, TypeError, "gating_output"),
+        (lambda: torch.randn(4, 8), 0, ValueError, "topk"),
+        (lambda: torch.randn(4, 8), 9, ValueError, "topk"),
+        (lambda: torch.randn(4, 8), 2.0, TypeError, "topk"),
+        (lambda: torch.randn(4, 8), True, TypeError, "topk"),
+    ],
+    ids=[
+        "rank1",
+        "rank3",
+        "no-experts",
+        "too-many-experts",
+        "int32",
+        "float64",
+        "strided-last-dim",
+        "not-a-tensor",
+        "topk-0",
+        "topk-past-E",
+        "topk-float",
+        "topk-bool",
+    ],
+)
 def test_bad_input(make, topk, exc, name):
     with pytest.raises(exc, match=rf"^{name} "):
         topk_softmax(make(), topk)
@@ -143,6 +159,7 @@ def test_bad_renormalize():
 
 def test_sweep_skips_dense_models():
     from tritonkit.models import MODELS
+
     assert SPEC.sweep_shape(MODELS["llama3-8b"], 16) is None
     s = SPEC.sweep_shape(MODELS["qwen3-30b-a3b"], 16)
     assert (s["num_experts"], s["topk"]) == (128, 8)

@@ -27,27 +27,43 @@ CALLS = {
     "rms_norm": lambda: rms_norm(torch.randn(3, 64), torch.randn(64)),
     "rms_norm_residual": lambda: rms_norm(torch.randn(3, 64), torch.randn(64), residual=torch.randn(3, 64)),
     "silu_and_mul": lambda: silu_and_mul(torch.randn(3, 64)),
-    "rotary_embedding": lambda: rotary_embedding(torch.arange(3), torch.randn(3, 2, 32), torch.randn(3, 1, 32),
-                                                 torch.randn(8, 32)),
-    "reshape_and_cache": lambda: reshape_and_cache(torch.randn(3, 2, 32), torch.randn(3, 2, 32),
-                                                   torch.zeros(2, 4, 2, 32), torch.zeros(2, 4, 2, 32),
-                                                   torch.tensor([0, 5, -1])),
-    "paged_attention": lambda: (lambda q, kc, vc, cu, used, bt: paged_attention(
-        q, kc, vc, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=3, max_seqlen_k=20))(
-        *_attention_inputs()),
+    "rotary_embedding": lambda: rotary_embedding(
+        torch.arange(3), torch.randn(3, 2, 32), torch.randn(3, 1, 32), torch.randn(8, 32)
+    ),
+    "reshape_and_cache": lambda: reshape_and_cache(
+        torch.randn(3, 2, 32),
+        torch.randn(3, 2, 32),
+        torch.zeros(2, 4, 2, 32),
+        torch.zeros(2, 4, 2, 32),
+        torch.tensor([0, 5, -1]),
+    ),
+    "paged_attention": lambda: (
+        lambda q, kc, vc, cu, used, bt: paged_attention(
+            q, kc, vc, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=3, max_seqlen_k=20
+        )
+    )(*_attention_inputs()),
     "vllm.rms_norm": lambda: vllm.rms_norm(torch.empty(3, 64), torch.randn(3, 64), torch.randn(64), 1e-6),
-    "vllm.fused_add_rms_norm": lambda: vllm.fused_add_rms_norm(torch.randn(3, 64), torch.randn(3, 64),
-                                                               torch.randn(64), 1e-6),
+    "vllm.fused_add_rms_norm": lambda: vllm.fused_add_rms_norm(
+        torch.randn(3, 64), torch.randn(3, 64), torch.randn(64), 1e-6
+    ),
     "vllm.silu_and_mul": lambda: vllm.silu_and_mul(torch.empty(3, 32), torch.randn(3, 64)),
-    "vllm.rotary_embedding": lambda: vllm.rotary_embedding(torch.arange(3), torch.randn(3, 64), torch.randn(3, 32),
-                                                           32, torch.randn(8, 32), True),
+    "vllm.rotary_embedding": lambda: vllm.rotary_embedding(
+        torch.arange(3), torch.randn(3, 64), torch.randn(3, 32), 32, torch.randn(8, 32), True
+    ),
 }
 
-OPS = {"rms_norm": "rms_norm", "rms_norm_residual": "fused_add_rms_norm", "silu_and_mul": "silu_and_mul",
-       "rotary_embedding": "rotary_embedding", "reshape_and_cache": "reshape_and_cache",
-       "paged_attention": "paged_attention", "vllm.rms_norm": "vllm_rms_norm",
-       "vllm.fused_add_rms_norm": "vllm_fused_add_rms_norm", "vllm.silu_and_mul": "vllm_silu_and_mul",
-       "vllm.rotary_embedding": "rotary_embedding"}
+OPS = {
+    "rms_norm": "rms_norm",
+    "rms_norm_residual": "fused_add_rms_norm",
+    "silu_and_mul": "silu_and_mul",
+    "rotary_embedding": "rotary_embedding",
+    "reshape_and_cache": "reshape_and_cache",
+    "paged_attention": "paged_attention",
+    "vllm.rms_norm": "vllm_rms_norm",
+    "vllm.fused_add_rms_norm": "vllm_fused_add_rms_norm",
+    "vllm.silu_and_mul": "vllm_silu_and_mul",
+    "vllm.rotary_embedding": "rotary_embedding",
+}
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
@@ -73,17 +89,42 @@ GRAD = [
     ("x", lambda g: rms_norm(torch.randn(3, 64, requires_grad=g), torch.randn(64))),
     ("weight", lambda g: rms_norm(torch.randn(3, 64), torch.nn.Parameter(torch.randn(64), requires_grad=g))),
     ("x", lambda g: silu_and_mul(torch.randn(3, 64, requires_grad=g))),
-    ("q", lambda g: rotary_embedding(torch.arange(3), torch.randn(3, 2, 32, requires_grad=g), None,
-                                     torch.randn(8, 32))),
-    ("key", lambda g: reshape_and_cache(torch.randn(3, 2, 32, requires_grad=g), torch.randn(3, 2, 32),
-                                        torch.zeros(2, 4, 2, 32), torch.zeros(2, 4, 2, 32), torch.tensor([0, 5, -1]))),
-    ("q", lambda g: (lambda q, kc, vc, cu, used, bt: paged_attention(
-        q.requires_grad_(g), kc, vc, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=3,
-        max_seqlen_k=20))(*_attention_inputs(torch.float16))),
-    ("input", lambda g: vllm.rms_norm(torch.empty(3, 64), torch.randn(3, 64, requires_grad=g), torch.randn(64),
-                                      1e-6)),
-    ("query", lambda g: vllm.rotary_embedding(torch.arange(3), torch.randn(3, 64, requires_grad=g), None, 32,
-                                              torch.randn(8, 32), True)),
+    (
+        "q",
+        lambda g: rotary_embedding(torch.arange(3), torch.randn(3, 2, 32, requires_grad=g), None, torch.randn(8, 32)),
+    ),
+    (
+        "key",
+        lambda g: reshape_and_cache(
+            torch.randn(3, 2, 32, requires_grad=g),
+            torch.randn(3, 2, 32),
+            torch.zeros(2, 4, 2, 32),
+            torch.zeros(2, 4, 2, 32),
+            torch.tensor([0, 5, -1]),
+        ),
+    ),
+    (
+        "q",
+        lambda g: (
+            lambda q, kc, vc, cu, used, bt: paged_attention(
+                q.requires_grad_(g),
+                kc,
+                vc,
+                cu_seqlens_q=cu,
+                seqused_k=used,
+                block_table=bt,
+                max_seqlen_q=3,
+                max_seqlen_k=20,
+            )
+        )(*_attention_inputs(torch.float16)),
+    ),
+    ("input", lambda g: vllm.rms_norm(torch.empty(3, 64), torch.randn(3, 64, requires_grad=g), torch.randn(64), 1e-6)),
+    (
+        "query",
+        lambda g: vllm.rotary_embedding(
+            torch.arange(3), torch.randn(3, 64, requires_grad=g), None, 32, torch.randn(8, 32), True
+        ),
+    ),
 ]
 
 

@@ -53,6 +53,7 @@ def _assert_close(op, out, ref, scale=None):
 
 # --- rms_norm / fused_add_rms_norm (test_layernorm.py) -------------------------------------------------------------
 
+
 def _check_rms_norm(num_tokens, hidden, add_residual, dtype, strided_input):
     """vLLM's inputs: x ~ N(0, 1) / (2 hidden), weight ~ N(1, 0.1), residual ~ N(0, 1/(2 hidden)); with
     ``strided_input`` x (and residual) are the first ``hidden`` columns of ``[T, 2 hidden]`` rows."""
@@ -118,6 +119,7 @@ def test_rms_norm_writes_only_the_rows_of_a_strided_out_and_takes_leading_dims()
 
 # --- silu_and_mul (test_activation.py) ------------------------------------------------------------------------------
 
+
 def _check_silu_and_mul(shape, d, dtype):
     x = _randn(*shape, 2 * d, g=_gen(), dtype=dtype)
     x0 = x.clone()
@@ -144,6 +146,7 @@ def test_silu_and_mul_vllm_grid(num_tokens, d, dtype):
 
 # --- rotary_embedding (test_pos_encoding.py) ------------------------------------------------------------------------
 
+
 def _rope_query(form, tokens, heads, head_size, dtype, g):
     """vLLM's layouts of one [T, H, D] tensor: ``(tensor passed, its [T, H, D] view, padded storage or None)``."""
     if form == "flat":
@@ -158,8 +161,7 @@ def _rope_query(form, tokens, heads, head_size, dtype, g):
     return base[..., :head_size], base[..., :head_size], base
 
 
-def _check_rotary(is_neox, form, batch, seq_len, num_heads, head_size, rotary_dim, dtype, use_key,
-                  max_position=8192):
+def _check_rotary(is_neox, form, batch, seq_len, num_heads, head_size, rotary_dim, dtype, use_key, max_position=8192):
     g = _gen()
     rot = rotary_dim or head_size
     cache = _cos_sin_cache(max_position, rot, dtype, DEVICE)  # vLLM casts the rope module, cache included
@@ -173,10 +175,12 @@ def _check_rotary(is_neox, form, batch, seq_len, num_heads, head_size, rotary_di
     assert ops.rotary_embedding(positions, query, key, head_size, cache, is_neox) is None
 
     flat_pos = positions.reshape(-1)
-    ref_q, ref_k = rotary_embedding_reference(flat_pos, q0.double(), None if k0 is None else k0.double(), cache,
-                                              is_neox)
-    mag_q, mag_k = rotary_embedding_reference(flat_pos, q0.double(), None if k0 is None else k0.double(), cache,
-                                              is_neox, magnitude=True)
+    ref_q, ref_k = rotary_embedding_reference(
+        flat_pos, q0.double(), None if k0 is None else k0.double(), cache, is_neox
+    )
+    mag_q, mag_k = rotary_embedding_reference(
+        flat_pos, q0.double(), None if k0 is None else k0.double(), cache, is_neox, magnitude=True
+    )
     _assert_close("rotary_embedding", q3, ref_q, mag_q)
     checks = [(q3, q0, q_store)]
     if use_key:
@@ -228,12 +232,15 @@ def test_rotary_embedding_batched_query_forms(is_neox, form):
     _assert_close("rotary_embedding", key.reshape(b * s, h, d), ref_k)
 
 
-@pytest.mark.parametrize("shape, positions, words", [
-    ((2, 4, 128), (2, 3), "query must be [2, 3, num_heads * head_size] or [2, 3, num_heads, head_size]"),
-    ((6, 100), (6,), "query must be [6, num_heads * head_size]"),
-    ((6, 2, 32), (6,), "with head_size 64, got shape (6, 2, 32)"),
-    ((6, 128), (2, 3, 1), "positions must be [num_tokens] or [batch_size, seq_len]"),
-])
+@pytest.mark.parametrize(
+    "shape, positions, words",
+    [
+        ((2, 4, 128), (2, 3), "query must be [2, 3, num_heads * head_size] or [2, 3, num_heads, head_size]"),
+        ((6, 100), (6,), "query must be [6, num_heads * head_size]"),
+        ((6, 2, 32), (6,), "with head_size 64, got shape (6, 2, 32)"),
+        ((6, 128), (2, 3, 1), "positions must be [num_tokens] or [batch_size, seq_len]"),
+    ],
+)
 def test_rotary_embedding_names_the_bad_argument_and_writes_nothing(shape, positions, words):
     g = _gen(5)
     query = _randn(*shape, g=g)
@@ -267,13 +274,13 @@ def test_rotary_embedding_rotates_q_and_k_views_of_fused_qkv_in_place(is_neox):
     positions = torch.randint(0, 256, (t,), generator=g, device=DEVICE, dtype=torch.int32)
     cache = _cos_sin_cache(256, rot, torch.float32, DEVICE)
     assert ops.rotary_embedding(positions, q, k, d, cache, is_neox) is None
-    q_before = qkv0[:, :hq * d].reshape(t, hq, d).double()
-    k_before = qkv0[:, hq * d:(hq + hk) * d].reshape(t, hk, d).double()
+    q_before = qkv0[:, : hq * d].reshape(t, hq, d).double()
+    k_before = qkv0[:, hq * d : (hq + hk) * d].reshape(t, hk, d).double()
     ref_q, ref_k = rotary_embedding_reference(positions, q_before, k_before, cache, is_neox)
     mag_q, mag_k = rotary_embedding_reference(positions, q_before, k_before, cache, is_neox, magnitude=True)
-    _assert_close("rotary_embedding", qkv[:, :hq * d].reshape(t, hq, d), ref_q, mag_q)
-    _assert_close("rotary_embedding", qkv[:, hq * d:(hq + hk) * d].reshape(t, hk, d), ref_k, mag_k)
-    assert torch.equal(_bits(v), _bits(qkv0[:, (hq + hk) * d:])), "v was written"
+    _assert_close("rotary_embedding", qkv[:, : hq * d].reshape(t, hq, d), ref_q, mag_q)
+    _assert_close("rotary_embedding", qkv[:, hq * d : (hq + hk) * d].reshape(t, hk, d), ref_k, mag_k)
+    assert torch.equal(_bits(v), _bits(qkv0[:, (hq + hk) * d :])), "v was written"
 
 
 # --- reshape_and_cache_flash (test_cache.py) ------------------------------------------------------------------------
@@ -308,8 +315,9 @@ def _expected_cache(cache, src, slots, block_size, quant_scale, storage):
     return out
 
 
-def _check_reshape_and_cache_flash(num_tokens, num_heads, head_size, block_size, num_blocks, dtype, mode,
-                                   extra_rows=0, padding_slots=0, seed=0):
+def _check_reshape_and_cache_flash(
+    num_tokens, num_heads, head_size, block_size, num_blocks, dtype, mode, extra_rows=0, padding_slots=0, seed=0
+):
     kv_cache_dtype, storage = KV_MODES[mode]
     g = _gen(seed)
     rows = num_tokens + extra_rows
@@ -329,8 +337,10 @@ def _check_reshape_and_cache_flash(num_tokens, num_heads, head_size, block_size,
     want_v = _expected_cache(value_cache, value, slot_mapping, block_size, v_scale, storage)
     qkv0 = qkv.clone()
 
-    assert ops.reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
-                                       v_scale) is None
+    assert (
+        ops.reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
+        is None
+    )
 
     # every element of both caches: written slots hold the token, all others (padding, rows past slot_mapping,
     # untouched slots) keep their bytes
@@ -370,14 +380,17 @@ def test_reshape_and_cache_flash_skips_padding_slots_and_rows_past_slot_mapping(
 def test_reshape_and_cache_flash_vllm_grid(head_size, block_size, num_blocks, dtype, mode):
     # vLLM halves its NUM_TOKENS (42) and NUM_BLOCKS (1024, 10000) for the flash test; 8 heads
     _check_reshape_and_cache_flash(21, 8, head_size, block_size, num_blocks, dtype, mode)
-    _check_reshape_and_cache_flash(21, 8, head_size, block_size, num_blocks, dtype, mode, extra_rows=11,
-                                   padding_slots=4, seed=1)
+    _check_reshape_and_cache_flash(
+        21, 8, head_size, block_size, num_blocks, dtype, mode, extra_rows=11, padding_slots=4, seed=1
+    )
 
 
 # --- unified_attention (test_triton_unified_attention.py) -----------------------------------------------------------
 
+
 class KVQuantMode(enum.IntEnum):
     """Stand-in for ``vllm.v1.kv_cache_interface.KVQuantMode`` (the call reads its name)."""
+
     NONE = 0
     FP8_PER_TENSOR = 1
     INT8_PER_TOKEN_HEAD = 2
@@ -387,8 +400,20 @@ PAD_ROWS = 2  # CUDA-graph padding: query rows past cu_seqlens_q[-1]
 NUM_SEGMENTS = 16
 
 
-def _attention_call(seq_lens, num_heads, head_size, block_size, num_blocks, dtype=torch.bfloat16,
-                    sliding_window=None, soft_cap=None, fp8=None, sinks=False, seq_threshold_3D=8, seed=0):
+def _attention_call(
+    seq_lens,
+    num_heads,
+    head_size,
+    block_size,
+    num_blocks,
+    dtype=torch.bfloat16,
+    sliding_window=None,
+    soft_cap=None,
+    fp8=None,
+    sinks=False,
+    seq_threshold_3D=8,
+    seed=0,
+):
     """The arguments of vLLM's test for one case (random block tables, random caches, scales 0.5 / 0.25 for an
     fp8 cache), plus PAD_ROWS padding query rows, NaN-poisoned real rows and sentinel padding rows in ``out``.
     ``fp8``: None, "one" (one-element descales) or "expanded" (the scale expanded to [num_seqs, num_kv_heads])."""
@@ -401,19 +426,29 @@ def _attention_call(seq_lens, num_heads, head_size, block_size, num_blocks, dtyp
     k_cache = _randn(num_blocks, block_size, hkv, head_size, g=g, dtype=dtype)
     v_cache = _randn(num_blocks, block_size, hkv, head_size, g=g, dtype=dtype)
     max_blocks = -(-max(kv_lens) // block_size)
-    block_table = torch.randint(0, num_blocks, (num_seqs, max_blocks), generator=g, device=DEVICE,
-                                dtype=torch.int32)
+    block_table = torch.randint(0, num_blocks, (num_seqs, max_blocks), generator=g, device=DEVICE, dtype=torch.int32)
     out = torch.full_like(q, math.nan)
     out[tokens:] = SENTINEL
     d_pad = 1 << (head_size - 1).bit_length()
     kw = {
-        "q": q, "k": k_cache, "v": v_cache, "out": out,
+        "q": q,
+        "k": k_cache,
+        "v": v_cache,
+        "out": out,
         "cu_seqlens_q": torch.tensor([0] + q_lens, dtype=torch.int32, device=DEVICE).cumsum(0, dtype=torch.int32),
-        "max_seqlen_q": max(q_lens), "seqused_k": torch.tensor(kv_lens, dtype=torch.int32, device=DEVICE),
-        "max_seqlen_k": max(kv_lens), "softmax_scale": head_size ** -0.5, "causal": True,
-        "window_size": (sliding_window - 1, 0) if sliding_window else (-1, -1), "block_table": block_table,
-        "softcap": soft_cap or 0, "q_descale": None, "k_descale": None, "v_descale": None,
-        "seq_threshold_3D": seq_threshold_3D, "num_par_softmax_segments": NUM_SEGMENTS,
+        "max_seqlen_q": max(q_lens),
+        "seqused_k": torch.tensor(kv_lens, dtype=torch.int32, device=DEVICE),
+        "max_seqlen_k": max(kv_lens),
+        "softmax_scale": head_size**-0.5,
+        "causal": True,
+        "window_size": (sliding_window - 1, 0) if sliding_window else (-1, -1),
+        "block_table": block_table,
+        "softcap": soft_cap or 0,
+        "q_descale": None,
+        "k_descale": None,
+        "v_descale": None,
+        "seq_threshold_3D": seq_threshold_3D,
+        "num_par_softmax_segments": NUM_SEGMENTS,
         "softmax_segm_output": torch.full((seq_threshold_3D, hq, NUM_SEGMENTS, d_pad), math.nan, device=DEVICE),
         "softmax_segm_max": torch.full((seq_threshold_3D, hq, NUM_SEGMENTS), math.nan, device=DEVICE),
         "softmax_segm_expsum": torch.full((seq_threshold_3D, hq, NUM_SEGMENTS), math.nan, device=DEVICE),
@@ -442,12 +477,21 @@ def _attention_reference(kw, magnitude=False):
     tokens = int(kw["cu_seqlens_q"][-1])
     # a float64 q makes the oracle compute in float64 (it upcasts only the pages each sequence reads)
     return paged_attention_reference(
-        kw["q"][:tokens].double(), kw["k"], kw["v"],
-        cu_seqlens_q=kw["cu_seqlens_q"], seqused_k=kw["seqused_k"], block_table=kw["block_table"],
-        softmax_scale=kw["softmax_scale"], causal=True, window_size=kw["window_size"], softcap=kw["softcap"],
+        kw["q"][:tokens].double(),
+        kw["k"],
+        kw["v"],
+        cu_seqlens_q=kw["cu_seqlens_q"],
+        seqused_k=kw["seqused_k"],
+        block_table=kw["block_table"],
+        softmax_scale=kw["softmax_scale"],
+        causal=True,
+        window_size=kw["window_size"],
+        softcap=kw["softcap"],
         sinks=kw.get("sinks"),
         k_scale=kw["k_descale"].reshape(-1)[:1] if fp8 else None,
-        v_scale=kw["v_descale"].reshape(-1)[:1] if fp8 else None, magnitude=magnitude)
+        v_scale=kw["v_descale"].reshape(-1)[:1] if fp8 else None,
+        magnitude=magnitude,
+    )
 
 
 def _check_unified_attention(kw):
@@ -455,8 +499,7 @@ def _check_unified_attention(kw):
     assert ops.unified_attention(**kw) is None
     out = kw["out"]
     # the spec's error scale: sum(p |v|) / sum(p), the oracle over |v|
-    _assert_close("paged_attention", out[:tokens], _attention_reference(kw),
-                  _attention_reference(kw, magnitude=True))
+    _assert_close("paged_attention", out[:tokens], _attention_reference(kw), _attention_reference(kw, magnitude=True))
     assert (out[tokens:] == SENTINEL).all(), "query rows past cu_seqlens_q[-1] were written"
 
 
@@ -465,14 +508,35 @@ DECODE = [(1, 23), (1, 7), (1, 50)]
 
 UA_CASES = {
     "mixed-gqa4-d64": {"seq_lens": MIXED, "num_heads": (8, 2), "head_size": 64},
-    "mixed-gqa5-d80-window8-softcap2": {"seq_lens": MIXED, "num_heads": (5, 1), "head_size": 80,
-                                        "sliding_window": 8, "soft_cap": 2.0, "seq_threshold_3D": 0},
-    "decode-mha-softcap2-fp16": {"seq_lens": DECODE, "num_heads": (4, 4), "head_size": 64, "soft_cap": 2.0,
-                                 "dtype": torch.float16},
-    "decode-gqa4-d80-window8-fp8-expanded": {"seq_lens": DECODE, "num_heads": (8, 2), "head_size": 80,
-                                             "sliding_window": 8, "fp8": "expanded"},
-    "mixed-gqa4-fp8-one": {"seq_lens": MIXED, "num_heads": (8, 2), "head_size": 64, "fp8": "one",
-                           "seq_threshold_3D": 0},
+    "mixed-gqa5-d80-window8-softcap2": {
+        "seq_lens": MIXED,
+        "num_heads": (5, 1),
+        "head_size": 80,
+        "sliding_window": 8,
+        "soft_cap": 2.0,
+        "seq_threshold_3D": 0,
+    },
+    "decode-mha-softcap2-fp16": {
+        "seq_lens": DECODE,
+        "num_heads": (4, 4),
+        "head_size": 64,
+        "soft_cap": 2.0,
+        "dtype": torch.float16,
+    },
+    "decode-gqa4-d80-window8-fp8-expanded": {
+        "seq_lens": DECODE,
+        "num_heads": (8, 2),
+        "head_size": 80,
+        "sliding_window": 8,
+        "fp8": "expanded",
+    },
+    "mixed-gqa4-fp8-one": {
+        "seq_lens": MIXED,
+        "num_heads": (8, 2),
+        "head_size": 64,
+        "fp8": "one",
+        "seq_threshold_3D": 0,
+    },
     "mixed-gqa5-sinks": {"seq_lens": MIXED, "num_heads": (5, 1), "head_size": 64, "sinks": True},
 }
 
@@ -489,11 +553,15 @@ def test_unified_attention(case):
 @pytest.mark.parametrize("sliding_window", [None, 64, 128, 256], ids=lambda w: f"window{w}")
 @pytest.mark.parametrize("head_size", [128, 256])
 @pytest.mark.parametrize("num_heads", [(4, 4), (8, 2), (5, 1)], ids=lambda h: f"{h[0]}q{h[1]}kv")
-@pytest.mark.parametrize("seq_lens", [[(1, 1328), (5, 18), (129, 463)], [(1, 523), (1, 37), (1, 2011)]],
-                         ids=["mixed", "decode"])
+@pytest.mark.parametrize(
+    "seq_lens", [[(1, 1328), (5, 18), (129, 463)], [(1, 523), (1, 37), (1, 2011)]], ids=["mixed", "decode"]
+)
 def test_unified_attention_vllm_grid(seq_lens, num_heads, head_size, sliding_window, soft_cap, num_blocks, fp8):
-    _check_unified_attention(_attention_call(seq_lens, num_heads, head_size, 16, num_blocks,
-                                             sliding_window=sliding_window, soft_cap=soft_cap, fp8=fp8))
+    _check_unified_attention(
+        _attention_call(
+            seq_lens, num_heads, head_size, 16, num_blocks, sliding_window=sliding_window, soft_cap=soft_cap, fp8=fp8
+        )
+    )
 
 
 @pytest.mark.gpu

@@ -36,8 +36,11 @@ def _routing(m, e, topk, g, dtype=torch.int32):
 
 # --- topk_softmax ----------------------------------------------------------------------------------------------------
 def _topk_buffers(m, k, ids_dtype=torch.int32):
-    return (torch.full((m, k), float("nan"), device=DEVICE), torch.full((m, k), -7, dtype=ids_dtype, device=DEVICE),
-            torch.full((m, k), -7, dtype=torch.int32, device=DEVICE))
+    return (
+        torch.full((m, k), float("nan"), device=DEVICE),
+        torch.full((m, k), -7, dtype=ids_dtype, device=DEVICE),
+        torch.full((m, k), -7, dtype=torch.int32, device=DEVICE),
+    )
 
 
 @pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64], ids=["i32", "i64"])
@@ -56,14 +59,18 @@ def test_topk_softmax(m, e, k, renormalize, ids_dtype):
     assert torch.equal(src, expect.int())
 
 
-@pytest.mark.parametrize("make,exc,name", [
-    (lambda w, i, s, x: (w.double(), i, s, x), TypeError, "topk_weights"),
-    (lambda w, i, s, x: (w, i.float(), s, x), TypeError, "topk_ids"),
-    (lambda w, i, s, x: (w, i[:, :1], s, x), ValueError, "topk_ids"),
-    (lambda w, i, s, x: (w, i, s[:2], x), ValueError, "token_expert_indices"),
-    (lambda w, i, s, x: (w, i, s, x[:3]), ValueError, "gating_output"),
-    (lambda w, i, s, x: (*_topk_buffers(5, 9), x), ValueError, "topk"),
-], ids=["weights-dtype", "ids-dtype", "ids-shape", "indices-shape", "rows", "topk-past-experts"])
+@pytest.mark.parametrize(
+    "make,exc,name",
+    [
+        (lambda w, i, s, x: (w.double(), i, s, x), TypeError, "topk_weights"),
+        (lambda w, i, s, x: (w, i.float(), s, x), TypeError, "topk_ids"),
+        (lambda w, i, s, x: (w, i[:, :1], s, x), ValueError, "topk_ids"),
+        (lambda w, i, s, x: (w, i, s[:2], x), ValueError, "token_expert_indices"),
+        (lambda w, i, s, x: (w, i, s, x[:3]), ValueError, "gating_output"),
+        (lambda w, i, s, x: (*_topk_buffers(5, 9), x), ValueError, "topk"),
+    ],
+    ids=["weights-dtype", "ids-dtype", "ids-shape", "indices-shape", "rows", "topk-past-experts"],
+)
 def test_topk_softmax_names_the_bad_argument_and_writes_nothing(make, exc, name):
     x = torch.randn(5, 8, device=DEVICE)
     bufs = _topk_buffers(5, 2)
@@ -85,9 +92,11 @@ def test_topk_softmax_refuses_the_bias_and_padding_arguments():
 # --- moe_align_block_size --------------------------------------------------------------------------------------------
 def _align_buffers(numel, e, bs, extra=0):
     n = min(numel * bs, numel + e * (bs - 1)) + extra
-    return (torch.full((n,), -5, dtype=torch.int32, device=DEVICE),
-            torch.full((-(-n // bs),), -5, dtype=torch.int32, device=DEVICE),
-            torch.full((1,), -5, dtype=torch.int32, device=DEVICE))
+    return (
+        torch.full((n,), -5, dtype=torch.int32, device=DEVICE),
+        torch.full((-(-n // bs),), -5, dtype=torch.int32, device=DEVICE),
+        torch.full((1,), -5, dtype=torch.int32, device=DEVICE),
+    )
 
 
 @pytest.mark.parametrize("extra", [0, 37])
@@ -98,8 +107,8 @@ def test_moe_align_block_size(m, topk, e, bs, extra):
     assert ops.moe_align_block_size(ids, e, bs, *bufs) is None
     rs, re, rn = moe_align_block_size_reference(ids, bs, e)
     assert torch.equal(total, rn)
-    assert torch.equal(sorted_ids[:rs.numel()], rs) and (sorted_ids[rs.numel():] == ids.numel()).all()
-    assert torch.equal(experts[:re.numel()], re) and (experts[re.numel():] == -1).all()
+    assert torch.equal(sorted_ids[: rs.numel()], rs) and (sorted_ids[rs.numel() :] == ids.numel()).all()
+    assert torch.equal(experts[: re.numel()], re) and (experts[re.numel() :] == -1).all()
 
 
 def test_moe_align_block_size_with_an_expert_map_keeps_only_this_ranks_slots():
@@ -112,8 +121,8 @@ def test_moe_align_block_size_with_an_expert_map_keeps_only_this_ranks_slots():
     ops.moe_align_block_size(ids, e, bs, *bufs, expert_map=emap)
     local = torch.where(emap[ids.long()] >= 0, emap[ids.long()], -1)
     rs, re, rn = moe_align_block_size_reference(local, bs, e)
-    assert torch.equal(bufs[2], rn) and torch.equal(bufs[0][:rs.numel()], rs)
-    assert torch.equal(bufs[1][:re.numel()], re)
+    assert torch.equal(bufs[2], rn) and torch.equal(bufs[0][: rs.numel()], rs)
+    assert torch.equal(bufs[1][: re.numel()], re)
     busy = bufs[1][: int(rn) // bs]
     assert busy.numel() and (busy >= 0).all() and (busy < 5).all()
 
@@ -143,9 +152,23 @@ class _Act:
 
 def _quant_config(**kw):
     """An object with FusedMoEQuantConfig's fields (vLLM's dataclass is not importable here)."""
-    fields = dict(use_fp8_w8a8=False, use_int8_w8a8=False, use_int8_w8a16=False, use_int4_w4a16=False,
-                  ocp_mx_scheme=None, per_act_token_quant=False, w1_scale=None, w2_scale=None, w1_zp=None, w2_zp=None,
-                  a1_scale=None, a2_scale=None, block_shape=None, w1_bias=None, w2_bias=None)
+    fields = dict(
+        use_fp8_w8a8=False,
+        use_int8_w8a8=False,
+        use_int8_w8a16=False,
+        use_int4_w4a16=False,
+        ocp_mx_scheme=None,
+        per_act_token_quant=False,
+        w1_scale=None,
+        w2_scale=None,
+        w1_zp=None,
+        w2_zp=None,
+        a1_scale=None,
+        a2_scale=None,
+        block_shape=None,
+        w1_bias=None,
+        w2_bias=None,
+    )
     fields.update(kw)
     return types.SimpleNamespace(**fields)
 
@@ -153,8 +176,8 @@ def _quant_config(**kw):
 def _layer(m, k, n, e, topk, dtype, quant="none", seed=0):
     g = _gen(seed)
     x = torch.randn(m, k, generator=g, device=DEVICE).to(dtype)
-    w1 = torch.randn(e, 2 * n, k, generator=g, device=DEVICE) / k ** 0.5
-    w2 = torch.randn(e, k, n, generator=g, device=DEVICE) / n ** 0.5
+    w1 = torch.randn(e, 2 * n, k, generator=g, device=DEVICE) / k**0.5
+    w2 = torch.randn(e, k, n, generator=g, device=DEVICE) / n**0.5
     w, ids = _routing(m, e, topk, g)
     if quant == "none":
         return x, w1.to(dtype), w2.to(dtype), w, ids, None
@@ -164,9 +187,15 @@ def _layer(m, k, n, e, topk, dtype, quant="none", seed=0):
 
 def _expect(x, w1, w2, w, ids, **kw):
     f64 = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in kw.items()}
-    return fused_moe_reference(x.double(), w1 if w1.dtype == torch.float8_e4m3fn else w1.double(),
-                               w2 if w2.dtype == torch.float8_e4m3fn else w2.double(), w.double(), ids,
-                               act_dtype=x.dtype, **f64)
+    return fused_moe_reference(
+        x.double(),
+        w1 if w1.dtype == torch.float8_e4m3fn else w1.double(),
+        w2 if w2.dtype == torch.float8_e4m3fn else w2.double(),
+        w.double(),
+        ids,
+        act_dtype=x.dtype,
+        **f64,
+    )
 
 
 def _assert_moe(out, ref, x):
@@ -175,13 +204,19 @@ def _assert_moe(out, ref, x):
     # the spec's error_scale needs the spec's inputs; these layers are O(1), so the table's tolerance plus an
     # absolute term of a few bf16 ulps of the output's magnitude bounds a rounding-point flip
     if not c.passed:
-        c = compare(out, ref, spec.tolerance_for(x.dtype), torch.full_like(ref, 4 * 2.0 ** -8))
+        c = compare(out, ref, spec.tolerance_for(x.dtype), torch.full_like(ref, 4 * 2.0**-8))
     assert c.passed, c.describe()
 
 
 MOE_CPU = [(1, 128, 128, 8, 2), (33, 96, 80, 8, 6), (64, 511, 128, 8, 2)]
-MOE_GPU = [(m, k, n, e, topk) for m in (1, 33, 64, 222) for k in (128, 511, 1024) for n in (128, 1024)
-           for e in (8, 64) for topk in (2, 6)]
+MOE_GPU = [
+    (m, k, n, e, topk)
+    for m in (1, 33, 64, 222)
+    for k in (128, 511, 1024)
+    for n in (128, 1024)
+    for e in (8, 64)
+    for topk in (2, 6)
+]
 
 
 def _run_bf16(m, k, n, e, topk, dtype, activation):
@@ -206,13 +241,13 @@ def test_fused_experts_vllm_grid(m, k, n, e, topk, dtype):
     _run_bf16(m, k, n, e, topk, dtype, "silu")
 
 
-@pytest.mark.parametrize("quant,per_token", [("fp8_tensor", False), ("fp8_tensor", True), ("fp8_channel", True),
-                                             ("fp8_block128", False)])
+@pytest.mark.parametrize(
+    "quant,per_token", [("fp8_tensor", False), ("fp8_tensor", True), ("fp8_channel", True), ("fp8_block128", False)]
+)
 def test_fused_experts_fp8(quant, per_token):
     x, w1, w2, w, ids, (s1, s2) = _layer(17, 256, 160, 8, 2, torch.bfloat16, quant)
     block = [128, 128] if quant == "fp8_block128" else None
-    qc = _quant_config(use_fp8_w8a8=True, per_act_token_quant=per_token, w1_scale=s1, w2_scale=s2,
-                       block_shape=block)
+    qc = _quant_config(use_fp8_w8a8=True, per_act_token_quant=per_token, w1_scale=s1, w2_scale=s2, block_shape=block)
     out = ops.fused_experts(x, w1, w2, w, ids, quant_config=qc)
     # vLLM's default for per-tensor scales without static ones: one dynamic activation scale per tensor
     per_token_ref = per_token or block is not None
@@ -223,8 +258,7 @@ def test_fused_experts_fp8(quant, per_token):
 def test_fused_experts_expert_map_and_global_num_experts():
     x, w1, w2, w, ids, _ = _layer(20, 96, 80, 8, 2, torch.bfloat16)
     emap = torch.full((12,), -1, dtype=torch.int32, device=DEVICE)
-    emap[torch.tensor([1, 4, 6, 7, 9, 10, 11, 0], device=DEVICE)] = torch.arange(8, dtype=torch.int32,
-                                                                                 device=DEVICE)
+    emap[torch.tensor([1, 4, 6, 7, 9, 10, 11, 0], device=DEVICE)] = torch.arange(8, dtype=torch.int32, device=DEVICE)
     _, gids = _routing(20, 12, 2, _gen(5))
     out = ops.fused_experts(x, w1, w2, w, gids, global_num_experts=12, expert_map=emap)
     _assert_moe(out, _expect(x, w1, w2, w, gids, expert_map=emap), x)
@@ -260,7 +294,7 @@ def test_forms_trace_under_torch_compile():
     assert torch.equal(bufs[1], ids)
     abufs = _align_buffers(12, 8, 16)
     torch.compile(ops.moe_align_block_size, fullgraph=True, backend="aot_eager")(bufs[1], 8, 16, *abufs)
-    assert torch.equal(abufs[0][:12 + 8 * 15], moe_align_block_size_reference(bufs[1], 16, 8)[0])
+    assert torch.equal(abufs[0][: 12 + 8 * 15], moe_align_block_size_reference(bufs[1], 16, 8)[0])
     xl, w1, w2, wl, idl, _ = _layer(5, 96, 80, 8, 2, torch.bfloat16)
     got = torch.compile(ops.fused_experts, fullgraph=True, backend="aot_eager")(xl, w1, w2, wl, idl)
     assert torch.equal(got, ops.fused_experts(xl, w1, w2, wl, idl))

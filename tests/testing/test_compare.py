@@ -72,6 +72,7 @@ def test_integer_outputs_compare_exactly_whatever_the_tolerance():
 
 def test_unwritten_int32_poison_fails():
     from tritonkit.ops import _alloc, poison_outputs
+
     ref = torch.tensor([3, 1, 2], dtype=torch.int32)
     with poison_outputs():
         out = _alloc.empty((3,), torch.int32, torch.device("cpu"))

@@ -48,9 +48,15 @@ def clobber(x):
 
 
 def _spec(fn, **kw):
-    return OpSpec("copy", fn, lambda s, d, f: {"x": f((s["n"],), d)},
-                  reference=lambda i, d: {"out": i["x"].clone()}, boundary=[{"n": 70}], dtypes=(torch.float32,),
-                  **kw)
+    return OpSpec(
+        "copy",
+        fn,
+        lambda s, d, f: {"x": f((s["n"],), d)},
+        reference=lambda i, d: {"out": i["x"].clone()},
+        boundary=[{"n": 70}],
+        dtypes=(torch.float32,),
+        **kw,
+    )
 
 
 def test_a_masked_kernel_passes_with_its_guards_intact():
@@ -78,10 +84,16 @@ def test_an_input_the_spec_declares_in_place_may_change():
         _clobber_kernel[(2,)](x, torch.empty_like(x), x.numel(), BLOCK=64)
         return {"x": x}
 
-    spec = OpSpec("inplace", inplace, lambda s, d, f: {"x": f((s["n"],), d)}, call=lambda i: inplace(**i),
-                  reference=lambda i, d: {"x": torch.where(torch.arange(i["x"].numel(), device=i["x"].device) >= 3,
-                                                           7.0, i["x"])},
-                  boundary=[{"n": 70}], dtypes=(torch.float32,), inplace=("x",))
+    spec = OpSpec(
+        "inplace",
+        inplace,
+        lambda s, d, f: {"x": f((s["n"],), d)},
+        call=lambda i: inplace(**i),
+        reference=lambda i, d: {"x": torch.where(torch.arange(i["x"].numel(), device=i["x"].device) >= 3, 7.0, i["x"])},
+        boundary=[{"n": 70}],
+        dtypes=(torch.float32,),
+        inplace=("x",),
+    )
     r = validate_case(spec, {"n": 70}, torch.float32, device=DEVICE)
     assert r.passed and r.violations == [], r.detail
 
@@ -118,7 +130,7 @@ def test_allocations_keep_their_values_layout_and_alignment():
     assert all(t.data_ptr() % 64 == 0 for t in (z, f, e))
 
 
-USER_KERNEL = '''
+USER_KERNEL = """
 import torch
 import triton
 import triton.language as tl
@@ -140,25 +152,32 @@ def unmasked(x):
 SPEC = OpSpec("unmasked", unmasked, lambda s, d, f: {"x": f((s["n"],), d)},
               reference=lambda i, d: {"out": i["x"].clone()}, boundary=[{"n": 1}, {"n": 200}],
               dtypes=(torch.float32,), families=("randn",))
-'''
+"""
 
 
 def test_cli_fails_the_case_and_the_json_says_why(tmp_path):
     (tmp_path / "unmasked_specs.py").write_text(USER_KERNEL)
     out = tmp_path / "v.json"
-    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "unmasked_specs.py", "--json", str(out)],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "unmasked_specs.py", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert p.returncode == 1, p.stderr
     assert "out: written out of bounds at element offset 1 (its storage holds 1 elements)" in p.stdout
     d = json.loads(out.read_text())
     assert d["meta"]["complete"] is True
     assert [r["passed"] for r in d["results"]] == [False, False]
-    assert d["results"][1]["violations"] == ["out: written out of bounds at element offset 200 (its storage holds "
-                                             "200 elements)"]
+    assert d["results"][1]["violations"] == [
+        "out: written out of bounds at element offset 200 (its storage holds 200 elements)"
+    ]
 
 
 def test_inputs_past_the_copy_limit_stay_as_they_are(monkeypatch):
     import tritonkit.testing.guard as guard
+
     monkeypatch.setattr(guard, "COPY_LIMIT", 64)
     small, big = torch.zeros(4), torch.zeros(100)
     out, guards = guard.guard_inputs({"small": small, "big": big})

@@ -14,7 +14,7 @@ from tritonkit.spec import NotDeclared, OpSpec, Shape
 from tritonkit.testing import assert_valid, validate_case
 from tritonkit.testing.cli import main
 
-KERNEL = '''
+KERNEL = """
 import torch
 import triton
 import triton.language as tl
@@ -31,9 +31,9 @@ def scale(x, factor=2):
     y = torch.empty_like(x)
     _scale_kernel[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), FACTOR=factor, BLOCK=64)
     return y
-'''
+"""
 
-SPECS = '''
+SPECS = """
 import torch
 from {kernel} import scale
 from tritonkit import OpSpec
@@ -49,7 +49,7 @@ DOUBLE = OpSpec("double", scale, make_inputs, reference=lambda inputs, dtype: {{
                 families=("randn", "near_max"))
 WRONG = OpSpec("wrong", scale, make_inputs, reference=lambda inputs, dtype: {{"out": 3 * inputs["x"]}},
                boundary=[{{"n": 5}}], dtypes=(torch.float32,))
-'''
+"""
 
 
 def _mk(shape, dtype, fill):
@@ -76,10 +76,17 @@ def project(tmp_path, monkeypatch):
 
 def _spec(**kw):
     from tritonkit.ops import silu_and_mul
-    base = dict(name="silu", fn=silu_and_mul, make_inputs=lambda s, d, f: {"x": f((s["n"], 2 * s["d"]), d)},
-                reference=lambda i, d: {"out": torch.nn.functional.silu(i["x"][:, :i["x"].shape[1] // 2])
-                                        * i["x"][:, i["x"].shape[1] // 2:]},
-                boundary=[{"n": 3, "d": 8}], dtypes=(torch.float32,))
+
+    base = dict(
+        name="silu",
+        fn=silu_and_mul,
+        make_inputs=lambda s, d, f: {"x": f((s["n"], 2 * s["d"]), d)},
+        reference=lambda i, d: {
+            "out": torch.nn.functional.silu(i["x"][:, : i["x"].shape[1] // 2]) * i["x"][:, i["x"].shape[1] // 2 :]
+        },
+        boundary=[{"n": 3, "d": 8}],
+        dtypes=(torch.float32,),
+    )
     base.update(kw)
     return OpSpec(**base)
 
@@ -110,8 +117,10 @@ def test_sweep_series_name_the_benchs_axes_and_leave_the_check_sweep_alone():
     m = MODELS["llama3-8b"]
     one = _spec(sweep_shape=lambda m, t: {"n": t, "d": 8})
     assert one.series_at(m, 4) == {"": Shape(n=4, d=8)}
-    series = _spec(sweep_shape=lambda m, t: {"n": t, "d": 8},
-                   sweep_series=lambda m, t: {"short": {"n": t, "d": 8}, "long": {"n": t, "d": 64} if t > 2 else None})
+    series = _spec(
+        sweep_shape=lambda m, t: {"n": t, "d": 8},
+        sweep_series=lambda m, t: {"short": {"n": t, "d": 8}, "long": {"n": t, "d": 64} if t > 2 else None},
+    )
     assert series.series_at(m, 1) == {"short": Shape(n=1, d=8)}  # a series without a point there is left out
     assert series.series_at(m, 4) == {"short": Shape(n=4, d=8), "long": Shape(n=4, d=64)}
     assert series.sweep(num_tokens=[1, 4]) == (Shape(n=1, d=8), Shape(n=4, d=8))  # sweep_shape's, as before
@@ -127,6 +136,7 @@ def test_default_call_names_results_and_follows_replace():
     assert list(spec.call({"x": torch.zeros(2)})) == ["out0", "out1"]
     again = dataclasses.replace(spec, fn=lambda x: x * 5)
     assert torch.equal(again.call({"x": torch.ones(1)})["out"], torch.full((1,), 5.0))
+
     def double_in_place(x):
         x.mul_(2)
 
@@ -135,22 +145,24 @@ def test_default_call_names_results_and_follows_replace():
     assert not r.passed and "fn" in r.detail and "returned None" in r.detail and "own call" in r.detail
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(boundary={"n": 1}), "boundary must be a list of shapes, got one dict"),
-    (dict(boundary=[{"n": 1}, 7]), "boundary[1] must be a Shape or a dict of named sizes, got int"),
-    (dict(large=[[1, 2]]), "large[0] must be a Shape or a dict of named sizes"),
-    (dict(dtypes=["float16"]), "dtypes[0] must be a torch.dtype"),
-    (dict(families=("randn", "hard")), "families has unknown 'hard'"),
-    (dict(tolerance={torch.float16: (1e-3, 1e-5)}), "tolerance must map a torch.dtype to a Tolerance"),
-    (dict(reference=None), "reference must be callable"),
-    (dict(work=3), "work must be callable or left out"),
-    (dict(output_dtypes=("out", torch.int32)), "output_dtypes must be a dict {output name: torch.dtype}"),
-    (dict(output_dtypes={"out": "int32"}), "output_dtypes must map an output name to a torch.dtype"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(boundary={"n": 1}), "boundary must be a list of shapes, got one dict"),
+        (dict(boundary=[{"n": 1}, 7]), "boundary[1] must be a Shape or a dict of named sizes, got int"),
+        (dict(large=[[1, 2]]), "large[0] must be a Shape or a dict of named sizes"),
+        (dict(dtypes=["float16"]), "dtypes[0] must be a torch.dtype"),
+        (dict(families=("randn", "hard")), "families has unknown 'hard'"),
+        (dict(tolerance={torch.float16: (1e-3, 1e-5)}), "tolerance must map a torch.dtype to a Tolerance"),
+        (dict(reference=None), "reference must be callable"),
+        (dict(work=3), "work must be callable or left out"),
+        (dict(output_dtypes=("out", torch.int32)), "output_dtypes must be a dict {output name: torch.dtype}"),
+        (dict(output_dtypes={"out": "int32"}), "output_dtypes must map an output name to a torch.dtype"),
+    ],
+)
 def test_a_malformed_field_is_named_at_construction(kw, message):
     with pytest.raises((TypeError, ValueError)) as e:
-        OpSpec(**{"name": "op", "fn": abs, "make_inputs": _mk, "reference": _double_ref, "boundary": [{"n": 1}],
-                  **kw})
+        OpSpec(**{"name": "op", "fn": abs, "make_inputs": _mk, "reference": _double_ref, "boundary": [{"n": 1}], **kw})
     assert str(e.value).startswith("OpSpec 'op': ") and message in str(e.value)
 
 
@@ -171,13 +183,16 @@ def test_cli_validates_a_users_spec_file_or_one_spec(project, target, capsys):
         assert code == 0 and "8 cases, double," in out and "\n8 passed, 0 failed" in out
 
 
-@pytest.mark.parametrize("target, message", [
-    ("specs:NOPE", "specs:NOPE: specs has no 'NOPE' (its OpSpecs: DOUBLE, WRONG)"),
-    ("specs:make_inputs", "specs:make_inputs: make_inputs is a function, not an OpSpec"),
-    ("missing.py", "missing.py: no such file"),
-    ("nomodule_xyz.specs", "nomodule_xyz.specs: no such module"),
-    ("rms_nrom", "unknown op 'rms_nrom'; built-in ops: rms_norm"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("specs:NOPE", "specs:NOPE: specs has no 'NOPE' (its OpSpecs: DOUBLE, WRONG)"),
+        ("specs:make_inputs", "specs:make_inputs: make_inputs is a function, not an OpSpec"),
+        ("missing.py", "missing.py: no such file"),
+        ("nomodule_xyz.specs", "nomodule_xyz.specs: no such module"),
+        ("rms_nrom", "unknown op 'rms_nrom'; built-in ops: rms_norm"),
+    ],
+)
 def test_cli_names_a_target_that_names_no_spec(project, target, message, capsys):
     assert main([target]) == 2
     out, err = capsys.readouterr()
@@ -185,13 +200,17 @@ def test_cli_names_a_target_that_names_no_spec(project, target, message, capsys)
 
 
 def test_cli_reports_a_broken_spec_file_at_the_users_line(project, capsys):
-    (project / "broken.py").write_text("from tritonkit import OpSpec\n\n"
-                                       "S = OpSpec('s', abs, abs, reference=abs, boundary={'n': 1})\n")
+    (project / "broken.py").write_text(
+        "from tritonkit import OpSpec\n\nS = OpSpec('s', abs, abs, reference=abs, boundary={'n': 1})\n"
+    )
     (project / "empty.py").write_text("X = 1\n")
     assert main(["broken.py"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "broken.py: failed to import: TypeError: OpSpec 's': boundary must be a list" \
-        in err and f"(at {project / 'broken.py'}:3)" in err
+    assert (
+        err.count("\n") == 1
+        and "broken.py: failed to import: TypeError: OpSpec 's': boundary must be a list" in err
+        and f"(at {project / 'broken.py'}:3)" in err
+    )
     assert main(["empty.py"]) == 2
     assert "empty.py: defines no OpSpec at its top level" in capsys.readouterr().err
 
@@ -201,8 +220,14 @@ def test_cli_imports_the_users_kernels_under_the_interpreter(project):
         pytest.skip("on a GPU the kernels run natively")
     # TRITON_INTERPRET unset: the command must set it before it imports the user's file, which defines the kernel
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "specs:DOUBLE", "--dtype", "float32"],
-                       capture_output=True, text=True, env=env, timeout=300, cwd=project)
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "specs:DOUBLE", "--dtype", "float32"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=project,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "\n4 passed, 0 failed" in p.stdout and "Triton interpreter" in p.stdout
 

@@ -24,6 +24,7 @@ def test_unwritten_output_is_caught_by_poisoning():
     def half_call(inputs):
         y = SPEC.call(inputs)["y"]
         from tritonkit.ops import _alloc
+
         out = _alloc.empty(y.shape, y.dtype, y.device)
         out[: y.shape[0] // 2] = y[: y.shape[0] // 2]
         return {"y": out}
@@ -43,9 +44,25 @@ def test_wrong_result_fails_and_exception_is_reported():
 
 def test_cli_validate_json_and_exit_code(tmp_path):
     out = tmp_path / "v.json"
-    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--dtype", "float32",
-                        "--families", "randn", "--json", str(out), "--quiet"], capture_output=True, text=True,
-                       timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tritonkit",
+            "validate",
+            "rms_norm",
+            "--dtype",
+            "float32",
+            "--families",
+            "randn",
+            "--json",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     data = json.loads(out.read_text())
     assert data["results"] and all(r["passed"] for r in data["results"])
@@ -56,8 +73,9 @@ def test_cli_validate_json_and_exit_code(tmp_path):
 def test_cli_rejects_unknown_op_and_family():
     p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "nope"], capture_output=True, text=True)
     assert p.returncode == 2 and "unknown op 'nope'" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--families", "zzz"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--families", "zzz"], capture_output=True, text=True
+    )
     assert p.returncode == 2 and "unknown family" in p.stderr
 
 
@@ -69,8 +87,12 @@ def test_output_in_the_wrong_dtype_fails():
 
 
 def test_cli_fails_when_the_options_select_nothing():
-    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--families", "nonfinite"],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--families", "nonfinite"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 2 and "select no case" in p.stderr and "families" in p.stderr
 
 
@@ -78,14 +100,19 @@ def test_cli_refuses_gpu_sized_spaces_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("the refusal is for machines without a GPU")
     for space in ("large", "sweep"):
-        p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "--shapes", space], capture_output=True,
-                           text=True, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-m", "tritonkit", "validate", "--shapes", space],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert p.returncode == 2 and f"--shapes {space}" in p.stderr
 
 
 def _topk_ids(x: torch.Tensor) -> torch.Tensor:
     """Each row's top-2 ids as int32, in a poisonable output: what an id-returning op allocates."""
     from tritonkit.ops import _alloc
+
     out = _alloc.empty((x.shape[0], 2), torch.int32, x.device)
     out.copy_(x.topk(2, dim=-1).indices)
     return out
@@ -93,10 +120,17 @@ def _topk_ids(x: torch.Tensor) -> torch.Tensor:
 
 def _ids_spec(call, **kw):
     from tritonkit.spec import OpSpec
-    return OpSpec("ids", _topk_ids, lambda shape, dtype, fill: {"x": fill((shape["n"], 8), dtype)},
-                  call=call, boundary=[{"n": 5}], dtypes=(torch.float16,),
-                  reference=lambda inputs, dtype: {"ids": inputs["x"].topk(2, dim=-1).indices.to(torch.int32)},
-                  **kw)
+
+    return OpSpec(
+        "ids",
+        _topk_ids,
+        lambda shape, dtype, fill: {"x": fill((shape["n"], 8), dtype)},
+        call=call,
+        boundary=[{"n": 5}],
+        dtypes=(torch.float16,),
+        reference=lambda inputs, dtype: {"ids": inputs["x"].topk(2, dim=-1).indices.to(torch.int32)},
+        **kw,
+    )
 
 
 def test_declared_output_dtype_is_accepted_and_enforced():
@@ -119,6 +153,7 @@ def test_declared_output_dtype_is_accepted_and_enforced():
 def test_unwritten_int32_element_is_caught_by_poisoning():
     def last_row_unwritten(inputs):
         from tritonkit.ops import _alloc
+
         x = inputs["x"]
         out = _alloc.empty((x.shape[0], 2), torch.int32, x.device)
         out[:-1] = x[:-1].topk(2, dim=-1).indices

@@ -17,26 +17,35 @@ def test_unwritable_json_fails_before_the_run(where, tmp_path, monkeypatch, caps
 
 
 def test_unwritable_json_is_one_line_from_the_command(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--json", str(tmp_path)],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "rms_norm", "--json", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.strip().splitlines() == [f"tritonkit validate: --json {str(tmp_path)!r}: cannot write the "
-                                             "results there (Is a directory)"]
+    assert p.stderr.strip().splitlines() == [
+        f"tritonkit validate: --json {str(tmp_path)!r}: cannot write the results there (Is a directory)"
+    ]
 
 
 def test_writable_json_probe_leaves_an_existing_file_alone(tmp_path, monkeypatch):
     from tritonkit.testing.cli import _writable
+
     f = tmp_path / "old.json"
     f.write_text("keep")
     assert _writable(str(f)) is None and f.read_text() == "keep"
     assert _writable(str(tmp_path / "new.json")) is None and not (tmp_path / "new.json").exists()
 
 
-@pytest.mark.parametrize("args, words", [
-    (["rms_norm", "--dtype", "nope"], "unknown dtype 'nope'"),
-    (["rms_norm", "--dtype", "float16", "finfo"], "unknown dtype 'finfo'"),
-    (["rms_norm", "--families", "gauss"], "unknown family 'gauss'"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["rms_norm", "--dtype", "nope"], "unknown dtype 'nope'"),
+        (["rms_norm", "--dtype", "float16", "finfo"], "unknown dtype 'finfo'"),
+        (["rms_norm", "--families", "gauss"], "unknown family 'gauss'"),
+    ],
+)
 def test_a_bad_option_value_is_one_line_and_exit_2(args, words, capsys):
     assert main(args) == 2
     out = capsys.readouterr()

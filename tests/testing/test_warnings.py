@@ -14,9 +14,12 @@ pytestmark = pytest.mark.skipif(ON_GPU, reason="the warnings are those of Triton
 # the smallest cases that make the interpreter warn: numpy overflow in exp/cast (silu of near-max inputs), and
 # numpy's deprecated int(array) in the interpreter's tensor.__index__ (paged_attention's loops)
 SILU = (get_spec("silu_and_mul"), Shape(num_tokens=1, d=8), torch.float16, "near_max")
-PAGED = (get_spec("paged_attention"),
-         Shape(num_seqs=1, q_len=1, context=0, num_heads=2, num_kv_heads=1, head_dim=16, block_size=16),
-         torch.float16, "randn")
+PAGED = (
+    get_spec("paged_attention"),
+    Shape(num_seqs=1, q_len=1, context=0, num_heads=2, num_kv_heads=1, head_dim=16, block_size=16),
+    torch.float16,
+    "randn",
+)
 
 
 @pytest.mark.parametrize("case", [SILU, PAGED], ids=["overflow", "int-of-array"])

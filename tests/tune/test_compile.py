@@ -31,6 +31,7 @@ def _keys(kernel, launches) -> set:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
     from triton.runtime.jit import JITFunction, create_function_from_signature
+
     if not isinstance(kernel, JITFunction):  # the interpreter's wrapper keeps the decorator's arguments
         kernel = JITFunction(kernel.fn, do_not_specialize=kernel.kwargs.get("do_not_specialize"))
     binder = create_function_from_signature(kernel.signature, kernel.params, make_backend(GPUTarget("cuda", 90, 32)))
@@ -38,8 +39,12 @@ def _keys(kernel, launches) -> set:
 
 
 def _record(monkeypatch, inputs, cfgs, quant):
-    for n in ("_moe_align_small_kernel", "_moe_align_count_kernel", "_moe_align_scan_kernel",
-              "_moe_align_place_kernel"):
+    for n in (
+        "_moe_align_small_kernel",
+        "_moe_align_count_kernel",
+        "_moe_align_scan_kernel",
+        "_moe_align_place_kernel",
+    ):
         monkeypatch.setattr(align, n, _Recorder())
     recs = {n: _Recorder() for n in (*GEMMS, "_fused_moe_quant_kernel", "_fused_moe_sum_kernel")}
     for n in recs:
@@ -94,8 +99,11 @@ def test_workers_drop_a_failing_config_and_keep_the_rest():
     layer = fm.Layer(E=4, N=32, K=64, topk=2, quant="none")
     d = layer.default(1)
     bad = GemmConfig(16, 32, 8, 1, 4, 2)
-    units = {(GEMM1, d.gemm1): d, (GEMM2, GemmConfig(16, 64, 64, 1, 4, 2)): FusedMoeConfig(d.gemm1, GemmConfig(
-        16, 64, 64, 1, 4, 2)), (GEMM1, bad): FusedMoeConfig(bad, d.gemm2)}
+    units = {
+        (GEMM1, d.gemm1): d,
+        (GEMM2, GemmConfig(16, 64, 64, 1, 4, 2)): FusedMoeConfig(d.gemm1, GemmConfig(16, 64, 64, 1, 4, 2)),
+        (GEMM1, bad): FusedMoeConfig(bad, d.gemm2),
+    }
     lines = []
     device = "cuda" if torch.cuda.is_available() else "cpu"
     failed = fm.precompile(units, layer, torch.bfloat16, torch.device(device), 2, log=lines.append)

@@ -13,8 +13,18 @@ from tritonkit.ops.fused_moe.config import FusedMoeConfig, GemmConfig
 from tritonkit.tune import fused_moe as fm
 from tritonkit.tune.space import Space
 
-TINY = ModelConfig("tiny-moe", hidden=64, intermediate=0, num_heads=0, num_kv_heads=0, head_dim=0, rotary_dim=0,
-                   num_experts=4, topk=2, moe_intermediate=32)
+TINY = ModelConfig(
+    "tiny-moe",
+    hidden=64,
+    intermediate=0,
+    num_heads=0,
+    num_kv_heads=0,
+    head_dim=0,
+    rotary_dim=0,
+    num_experts=4,
+    topk=2,
+    moe_intermediate=32,
+)
 LAYER = fm.Layer.of(TINY)
 DEVICE_NAME = "Test GPU"
 # two values a field where it matters, one elsewhere: 8-20 candidates per bucket
@@ -29,8 +39,10 @@ def _g(bm, bn, gm):
 # the fake card's fastest config per bucket: block_m 16 at one token, 32 at eight, each GEMM its own tile
 FASTEST = {1: FusedMoeConfig(_g(16, 64, 1), _g(16, 32, 8)), 8: FusedMoeConfig(_g(32, 32, 8), _g(32, 64, 1))}
 # fastest on routing 0 only: the routing average must reject it
-TRAP = {m: dataclasses.replace(c, gemm2=dataclasses.replace(c.gemm2, block_n=96 - c.gemm2.block_n))
-        for m, c in FASTEST.items()}
+TRAP = {
+    m: dataclasses.replace(c, gemm2=dataclasses.replace(c.gemm2, block_n=96 - c.gemm2.block_n))
+    for m, c in FASTEST.items()
+}
 
 
 def fake_seconds(cfg, M, routing):
@@ -40,8 +52,9 @@ def fake_seconds(cfg, M, routing):
     want = FASTEST[M]
     us = 10.0 + 5.0 * (cfg.block_size != want.block_size) + 0.01 * routing
     for got, w in ((cfg.gemm1, want.gemm1), (cfg.gemm2, want.gemm2)):
-        us += sum(getattr(got, f) != getattr(w, f) for f in ("block_n", "block_k", "group_m", "num_warps",
-                                                             "num_stages"))
+        us += sum(
+            getattr(got, f) != getattr(w, f) for f in ("block_n", "block_k", "group_m", "num_warps", "num_stages")
+        )
     return us * 1e-6
 
 
@@ -64,8 +77,18 @@ class Recording:
 
 def _tune(tmp_path, timer, **kw):
     kw.setdefault("num_tokens", BUCKETS)
-    return fm.tune(TINY, torch.bfloat16, out_dir=tmp_path, jobs=0, device="cpu", device_name=DEVICE_NAME,
-                   timer=timer, space=SPACE, log=lambda s: None, **kw)
+    return fm.tune(
+        TINY,
+        torch.bfloat16,
+        out_dir=tmp_path,
+        jobs=0,
+        device="cpu",
+        device_name=DEVICE_NAME,
+        timer=timer,
+        space=SPACE,
+        log=lambda s: None,
+        **kw,
+    )
 
 
 def _lookup(M, tmp_path):
@@ -81,14 +104,21 @@ def test_full_search_writes_the_fastest_config_per_bucket(tmp_path):
     assert path.name == config.fused_moe_table_name(4, 32, 64, "bfloat16", "none", DEVICE_NAME, d["key"]["triton"])
     assert d["op"] == "fused_moe" and d["format"] == config.TABLE_FORMAT and d["buckets"] == list(BUCKETS)
     assert {k: d["key"][k] for k in ("E", "N", "K", "dtype", "quant", "device")} == {
-        "E": 4, "N": 32, "K": 64, "dtype": "bfloat16", "quant": "none", "device": DEVICE_NAME}
+        "E": 4,
+        "N": 32,
+        "K": 64,
+        "dtype": "bfloat16",
+        "quant": "none",
+        "device": DEVICE_NAME,
+    }
     for M, want in FASTEST.items():
         assert FusedMoeConfig.from_dict(d["configs"][str(M)]) == want
         assert _lookup(M, tmp_path) == want
     assert _lookup(3, tmp_path) == FASTEST[8]  # log2 3 is nearer 8 than 1
     # the trap was screened and then timed on the other routings; the winner on all three
     assert {(c, r) for c, M, r in timer.calls if M == 1 and c in (TRAP[1], FASTEST[1])} == {
-        (c, r) for c in (TRAP[1], FASTEST[1]) for r in range(fm.ROUTINGS)}
+        (c, r) for c in (TRAP[1], FASTEST[1]) for r in range(fm.ROUTINGS)
+    }
     # the search starts from the default rule's config, and no config is timed twice on one routing
     assert timer.calls[0][0] == LAYER.default(1)
     assert len(timer.calls) == len(set(timer.calls))
@@ -129,15 +159,26 @@ def test_progress_of_another_key_is_not_resumed(tmp_path):
     progress = tmp_path / "p.json"
     _tune(tmp_path, Recording(), progress=progress, num_tokens=[1])
     other = Recording()
-    fm.tune(TINY, torch.float16, out_dir=tmp_path, jobs=0, device="cpu", device_name=DEVICE_NAME, timer=other,
-            space=SPACE, num_tokens=[1], progress=progress, log=lambda s: None)
+    fm.tune(
+        TINY,
+        torch.float16,
+        out_dir=tmp_path,
+        jobs=0,
+        device="cpu",
+        device_name=DEVICE_NAME,
+        timer=other,
+        space=SPACE,
+        num_tokens=[1],
+        progress=progress,
+        log=lambda s: None,
+    )
     assert {M for _, M, _ in other.calls} == {1}
     assert json.loads(progress.read_text())["key"]["dtype"] == "float16"
 
 
 def test_budget_still_times_each_phases_seed(tmp_path):
     # a clock past the deadline at once: each (block_m, GEMM) phase times its first candidate and no other
-    ticks = iter(range(0, 10 ** 6, 1000))
+    ticks = iter(range(0, 10**6, 1000))
     timer = Recording()
     r = fm.search_bucket(1, LAYER, 2, timer, space=SPACE, budget_s=1.0, clock=lambda: next(ticks))
     screened = {c for c, _, routing in timer.calls if routing == 0}
@@ -191,7 +232,9 @@ def test_graph_timer_checks_block_fp8_configs_on_the_cpu():
     gt = fm.GraphTimer(model, torch.bfloat16, "cpu")
     assert gt.quant == "fp8_block128"
     default = gt.layer.default(8)
-    other = FusedMoeConfig(dataclasses.replace(default.gemm1, block_k=64, num_stages=2),
-                           dataclasses.replace(default.gemm2, block_n=64, block_k=128))
+    other = FusedMoeConfig(
+        dataclasses.replace(default.gemm1, block_k=64, num_stages=2),
+        dataclasses.replace(default.gemm2, block_n=64, block_k=128),
+    )
     assert other != default
     gt.check(other, 8)

@@ -11,8 +11,10 @@ from tritonkit.tune.fused_moe import DEFAULT_BUCKETS, Layer
 
 MOE = [m for m in MODELS.values() if m.is_moe]
 # every quant scheme on one model's shapes: validate's fp8 rules differ per scheme
-LAYERS = [Layer.of(m) for m in MOE] + [dataclasses.replace(Layer.of(MODELS["qwen3-30b-a3b"]), quant=q)
-                                       for q in ("fp8_tensor", "fp8_channel", "fp8_block128")]
+LAYERS = [Layer.of(m) for m in MOE] + [
+    dataclasses.replace(Layer.of(MODELS["qwen3-30b-a3b"]), quant=q)
+    for q in ("fp8_tensor", "fp8_channel", "fp8_block128")
+]
 LAYER_IDS = [f"E{la.E}-N{la.N}-{la.quant}" for la in LAYERS]
 
 
@@ -67,12 +69,15 @@ def test_the_rules_drop_what_they_say():
     assert {g.block_n for g in S.gemm_candidates(S.GEMM2, 16, 1, 256, 8, "fp8_block128", 1)} == {32, 64, 128, 256}
 
 
-@pytest.mark.parametrize("M,E,topk,want", [
-    (1, 256, 8, [16, 32]),  # decode: the mean (0.03 rows) clamps to 16
-    (2048, 256, 8, [64, 32, 128]),  # 64 rows per expert
-    (1024, 8, 2, [128, 64]),  # 256 rows: clamped to 128
-    (96, 8, 2, [32, 16]),  # 24 rows: 32 (4/3 away) before 16 (3/2 away); 64 is past twice the mean
-])
+@pytest.mark.parametrize(
+    "M,E,topk,want",
+    [
+        (1, 256, 8, [16, 32]),  # decode: the mean (0.03 rows) clamps to 16
+        (2048, 256, 8, [64, 32, 128]),  # 64 rows per expert
+        (1024, 8, 2, [128, 64]),  # 256 rows: clamped to 128
+        (96, 8, 2, [32, 16]),  # 24 rows: 32 (4/3 away) before 16 (3/2 away); 64 is past twice the mean
+    ],
+)
 def test_block_m_follows_the_mean_rows_per_expert(M, E, topk, want):
     assert S.block_m_candidates(M, E, topk) == want
 

@@ -27,17 +27,21 @@ def _one_line_error(capsys, argv, *needles):
     return err
 
 
-@pytest.mark.parametrize("argv,needles", [
-    (["nosuch", "--model", "deepseek-v3"], ("'nosuch'", "tunable: fused_moe")),
-    (["rms_norm"], ("'rms_norm'", "tunable: fused_moe")),
-    (["fused_moe", "--model", "llama-9000"], ("unknown model 'llama-9000'", "deepseek-v3")),
-    (["fused_moe", "--model", "llama3-8b"], ("'llama3-8b' has no layer", "mixtral-8x7b")),
-    (["fused_moe", "--model", "deepseek-v3", "--dtype", "float32"], ("'float32'", "bfloat16, float16")),
-    (["fused_moe", "--model", "deepseek-v3", "--num-tokens", "0"], ("--num-tokens", "0")),
-    (["fused_moe", "--model", "deepseek-v3", "--num-tokens", "x"], ("--num-tokens", "'x'")),
-    (["fused_moe", "--model", "deepseek-v3", "--jobs", "-1"], ("--jobs",)),
-    (["fused_moe"], ("--model",)),
-], ids=["op", "untunable-op", "model", "dense-model", "dtype", "zero-tokens", "bad-int", "jobs", "no-model"])
+@pytest.mark.parametrize(
+    "argv,needles",
+    [
+        (["nosuch", "--model", "deepseek-v3"], ("'nosuch'", "tunable: fused_moe")),
+        (["rms_norm"], ("'rms_norm'", "tunable: fused_moe")),
+        (["fused_moe", "--model", "llama-9000"], ("unknown model 'llama-9000'", "deepseek-v3")),
+        (["fused_moe", "--model", "llama3-8b"], ("'llama3-8b' has no layer", "mixtral-8x7b")),
+        (["fused_moe", "--model", "deepseek-v3", "--dtype", "float32"], ("'float32'", "bfloat16, float16")),
+        (["fused_moe", "--model", "deepseek-v3", "--num-tokens", "0"], ("--num-tokens", "0")),
+        (["fused_moe", "--model", "deepseek-v3", "--num-tokens", "x"], ("--num-tokens", "'x'")),
+        (["fused_moe", "--model", "deepseek-v3", "--jobs", "-1"], ("--jobs",)),
+        (["fused_moe"], ("--model",)),
+    ],
+    ids=["op", "untunable-op", "model", "dense-model", "dtype", "zero-tokens", "bad-int", "jobs", "no-model"],
+)
 def test_bad_arguments_are_named_on_one_line(capsys, gpu, argv, needles):
     _one_line_error(capsys, argv, *needles)
     assert gpu == []
@@ -49,18 +53,40 @@ def test_no_gpu_is_one_clear_line(capsys, monkeypatch):
 
 
 def test_the_tuner_gets_the_arguments(gpu, tmp_path):
-    argv = ["tune", "fused_moe", "--model", "qwen3-30b-a3b", "--dtype", "float16", "--num-tokens", "1", "64",
-            "--out", str(tmp_path), "--progress", str(tmp_path / "p.json"), "--budget-s", "5", "--jobs", "3"]
+    argv = [
+        "tune",
+        "fused_moe",
+        "--model",
+        "qwen3-30b-a3b",
+        "--dtype",
+        "float16",
+        "--num-tokens",
+        "1",
+        "64",
+        "--out",
+        str(tmp_path),
+        "--progress",
+        str(tmp_path / "p.json"),
+        "--budget-s",
+        "5",
+        "--jobs",
+        "3",
+    ]
     assert tritonkit_main(argv) == 0
-    (args, kw), = gpu
+    ((args, kw),) = gpu
     assert args == (MODELS["qwen3-30b-a3b"], torch.float16)
-    assert kw == {"num_tokens": [1, 64], "out_dir": str(tmp_path), "progress": str(tmp_path / "p.json"),
-                  "budget_s": 5.0, "jobs": 3}
+    assert kw == {
+        "num_tokens": [1, 64],
+        "out_dir": str(tmp_path),
+        "progress": str(tmp_path / "p.json"),
+        "budget_s": 5.0,
+        "jobs": 3,
+    }
 
 
 def test_defaults_are_the_tuners(gpu):
     assert cli.main(["fused_moe", "--model", "deepseek-v3"]) == 0
-    (args, kw), = gpu
+    ((args, kw),) = gpu
     assert args[1] == torch.bfloat16 and "num_tokens" not in kw  # tune's own DEFAULT_BUCKETS
     assert kw["out_dir"] is None and kw["jobs"] is None and kw["budget_s"] == fm.BUDGET_S
 

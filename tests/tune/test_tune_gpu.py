@@ -17,11 +17,26 @@ def test_short_tune_writes_a_table_the_op_reads(tmp_path):
     assert path.exists() and path.parent == tmp_path
     name = torch.cuda.get_device_name()
     for m in (1, 256):
-        got = C.lookup(m, model.num_experts, model.moe_intermediate, model.hidden, "bfloat16", "none", name,
-                       config_dir=str(tmp_path))
+        got = C.lookup(
+            m,
+            model.num_experts,
+            model.moe_intermediate,
+            model.hidden,
+            "bfloat16",
+            "none",
+            name,
+            config_dir=str(tmp_path),
+        )
         assert got is not None
         C.validate(got, "none")
     # a rerun finds both buckets done and times nothing
-    again = T.tune(model, torch.bfloat16, num_tokens=[1, 256], out_dir=tmp_path, budget_s=5.0, jobs=0,
-                   timer=lambda *a: pytest.fail("a finished bucket was timed again"))
+    again = T.tune(
+        model,
+        torch.bfloat16,
+        num_tokens=[1, 256],
+        out_dir=tmp_path,
+        budget_s=5.0,
+        jobs=0,
+        timer=lambda *a: pytest.fail("a finished bucket was timed again"),
+    )
     assert again == path

@@ -88,8 +88,10 @@ def find_repo(rev: str, repo: Path | None = None, package_dir: Path | None = Non
     top = Path(_text(r.stdout)) if r.returncode == 0 else None
     # an installed copy inside some checkout (a .venv in the clone) is not that checkout's tree
     if top is None or (top / "src" / PACKAGE).resolve() != pkg:
-        raise BaseTreeError(f"base revision {rev!r}: tritonkit runs from {pkg}, which is not the src/{PACKAGE} of a "
-                            f"git checkout; install it with `pip install -e` from a clone to compare revisions")
+        raise BaseTreeError(
+            f"base revision {rev!r}: tritonkit runs from {pkg}, which is not the src/{PACKAGE} of a "
+            f"git checkout; install it with `pip install -e` from a clone to compare revisions"
+        )
     return top
 
 
@@ -122,8 +124,9 @@ def checkout(rev: str, repo: Path | None = None, *, store: Path | None = None) -
     sha = _text(r.stdout)
     short = _text(_git(["rev-parse", "--short=7", sha], top, rev).stdout) or sha[:7]
     if _git(["cat-file", "-e", f"{sha}:src/{PACKAGE}/__init__.py"], top, rev).returncode != 0:
-        raise BaseTreeError(f"base revision {rev!r} ({short}) has no src/{PACKAGE}/__init__.py: a layout --base "
-                            f"cannot import")
+        raise BaseTreeError(
+            f"base revision {rev!r} ({short}) has no src/{PACKAGE}/__init__.py: a layout --base cannot import"
+        )
     if store is None:
         store = top / ".tritonkit"
         store.mkdir(exist_ok=True)
@@ -212,6 +215,7 @@ def _materialize(top: Path, sha: str, base: Path, rev: str) -> Path:
 
 # --- importing a tree under an alias ------------------------------------------------------------------------------
 
+
 def _renamer(alias: str) -> list[tuple[re.Pattern, Any]]:
     return [
         (re.compile(r"\btorch\.ops\.tritonkit\b"), f"torch.ops.{alias}"),
@@ -222,7 +226,7 @@ def _renamer(alias: str) -> list[tuple[re.Pattern, Any]]:
 
 def _rename(name: str, alias: str) -> str:
     if name == PACKAGE or name.startswith(PACKAGE + "."):
-        return alias + name[len(PACKAGE):]
+        return alias + name[len(PACKAGE) :]
     return name
 
 
@@ -282,8 +286,9 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         pkg_dir, ns = self.trees[alias]
         if fullname == alias:
             init = pkg_dir / "__init__.py"
-            return importlib.util.spec_from_file_location(alias, init, loader=_AliasLoader(alias, str(init), alias, ns),
-                                                          submodule_search_locations=[str(pkg_dir)])
+            return importlib.util.spec_from_file_location(
+                alias, init, loader=_AliasLoader(alias, str(init), alias, ns), submodule_search_locations=[str(pkg_dir)]
+            )
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
             spec.loader = _AliasLoader(fullname, spec.origin, alias, ns)
@@ -335,14 +340,18 @@ class BaseTree:
             except ModuleNotFoundError as e:
                 _forget(alias)
                 if e.name == f"{alias}.ops":
-                    raise BaseTreeError(f"{self.label} ({self.rev}) has no {PACKAGE}.ops package: too old for "
-                                        f"--base") from e
-                raise BaseTreeError(f"{self.label} ({self.rev}): importing its {PACKAGE} failed: "
-                                    f"{type(e).__name__}: {e}") from e
+                    raise BaseTreeError(
+                        f"{self.label} ({self.rev}) has no {PACKAGE}.ops package: too old for --base"
+                    ) from e
+                raise BaseTreeError(
+                    f"{self.label} ({self.rev}): importing its {PACKAGE} failed: {type(e).__name__}: {e}"
+                ) from e
             except Exception as e:
                 _forget(alias)
-                raise BaseTreeError(f"{self.label} ({self.rev}): importing its {PACKAGE} failed: "
-                                    f"{_one_line(f'{type(e).__name__}: {e}')}") from e
+                raise BaseTreeError(
+                    f"{self.label} ({self.rev}): importing its {PACKAGE} failed: "
+                    f"{_one_line(f'{type(e).__name__}: {e}')}"
+                ) from e
             if not callable(getattr(ops, "get_spec", None)):
                 _forget(alias)
                 raise BaseTreeError(f"{self.label} ({self.rev}): its {PACKAGE}.ops has no get_spec: too old for --base")
@@ -376,6 +385,7 @@ def gpu_slug(name: str) -> str:
 
 
 # --- cached base results --------------------------------------------------------------------------------------------
+
 
 def point_key(record: Mapping[str, Any]) -> tuple[str, str, str]:
     """(op, dtype, shape id) of a point record: ``record["op"]``, ``record["dtype"]`` (the name the bench writes,

@@ -143,7 +143,7 @@ def store_cached(gpu: str, driver: str, entry: dict, path: pathlib.Path | None =
 def measure_copy_gbps(device: torch.device) -> tuple[float, dict]:
     """Best copy bandwidth over COPY_CONFIGS, bytes read + written, CUDA-graph timing of 8 copies a replay."""
     n = COPY_BYTES // 4
-    src = torch.randint(-2**31, 2**31 - 1, (n,), dtype=torch.int32, device=device)
+    src = torch.randint(-(2**31), 2**31 - 1, (n,), dtype=torch.int32, device=device)
     dst = torch.empty_like(src)
     per_config = {}
     for block, warps in COPY_CONFIGS:
@@ -159,8 +159,9 @@ def measure_copy_gbps(device: torch.device) -> tuple[float, dict]:
     return max(per_config.values()), per_config
 
 
-def time_size_matched_copy(work_bytes: int, l2_bytes: int, device: torch.device, *, max_sets: int,
-                           mem_budget: int, repeats: int | None = None) -> CopyRef:
+def time_size_matched_copy(
+    work_bytes: int, l2_bytes: int, device: torch.device, *, max_sets: int, mem_budget: int, repeats: int | None = None
+) -> CopyRef:
     """Time a Triton copy of N bytes read and N written, 2N = ``work_bytes`` in whole 16-byte vectors, the way an op
     point is timed: rotation sets from ``rotation_sets`` over the copy's own buffers, an L2 flush before each
     replay when they are too few to be ``cold``, CUDA-graph replay through ``time_graph``.
@@ -172,8 +173,13 @@ def time_size_matched_copy(work_bytes: int, l2_bytes: int, device: torch.device,
     moved = 2 * n_vec * COPY_VEC_BYTES
     n_sets, flush = rotation(moved, l2_bytes, device, max_sets=max_sets, mem_per_set=moved, mem_budget=mem_budget)
     g = torch.Generator(device).manual_seed(0)
-    sets = [{"src": torch.randint(-2**31, 2**31 - 1, (n,), dtype=torch.int32, device=device, generator=g),
-             "dst": torch.empty(n, dtype=torch.int32, device=device)} for _ in range(n_sets)]
+    sets = [
+        {
+            "src": torch.randint(-(2**31), 2**31 - 1, (n,), dtype=torch.int32, device=device, generator=g),
+            "dst": torch.empty(n, dtype=torch.int32, device=device),
+        }
+        for _ in range(n_sets)
+    ]
     grid = (triton.cdiv(n, SIZED_COPY_BLOCK),)
 
     def copy(inp):
@@ -182,9 +188,17 @@ def time_size_matched_copy(work_bytes: int, l2_bytes: int, device: torch.device,
     t = time_graph(copy, sets, device, repeats=repeats, before_replay=flush)
     if not (torch.equal(sets[0]["src"], sets[0]["dst"]) and torch.equal(sets[-1]["src"], sets[-1]["dst"])):
         raise RuntimeError("the size-matched copy kernel did not copy: reference not trusted")
-    return CopyRef(t.median_us, moved / (t.median_us * 1e-6) / 1e9,
-                   {"bytes": moved, "sets": n_sets, "l2_flush": flush is not None,
-                    "config": f"BLOCK={SIZED_COPY_BLOCK},num_warps={SIZED_COPY_WARPS}", "timing": t.to_dict()})
+    return CopyRef(
+        t.median_us,
+        moved / (t.median_us * 1e-6) / 1e9,
+        {
+            "bytes": moved,
+            "sets": n_sets,
+            "l2_flush": flush is not None,
+            "config": f"BLOCK={SIZED_COPY_BLOCK},num_warps={SIZED_COPY_WARPS}",
+            "timing": t.to_dict(),
+        },
+    )
 
 
 def _matmul_rate(mm, device: torch.device) -> float:
@@ -201,7 +215,7 @@ def _matmul_rate(mm, device: torch.device) -> float:
         times.append((s, e))
     torch.cuda.synchronize(device)
     t = statistics.median(s.elapsed_time(e) * 1e-3 for s, e in times)
-    return 2 * MATMUL_N ** 3 / t / 1e12
+    return 2 * MATMUL_N**3 / t / 1e12
 
 
 def measure_matmul_tflops(device: torch.device) -> float:
@@ -264,8 +278,10 @@ def measure_floor_us(device: torch.device) -> tuple[float, float]:
         if floor >= warm + FLOOR_MIN_COLD_US:
             break
     else:
-        raise RuntimeError(f"the floor's reads stayed in L2 ({floor:.3f} us flushed, {warm:.3f} us warm, "
-                           f"{FLOOR_TRIES} tries): floor not trusted")
+        raise RuntimeError(
+            f"the floor's reads stayed in L2 ({floor:.3f} us flushed, {warm:.3f} us warm, "
+            f"{FLOOR_TRIES} tries): floor not trusted"
+        )
     if not torch.equal(dst.view(-1, 64)[:, :4], src.view(-1, 64)[:, :4]):
         raise RuntimeError("the floor kernel did not copy: floor not trusted")
     empty_t = time_graph(empty, sets, device, repeats=20)
@@ -292,8 +308,17 @@ def get_ceilings(device: torch.device, *, remeasure: bool = False, log=print) ->
         mm8 = measure_matmul_fp8_tflops(device)
         measured_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         source = "measured"
-        store_cached(gpu, drv, {"copy_gbps": copy_gbps, "matmul_tflops": mm, "matmul_fp8_tflops": mm8,
-                                "measured_at": measured_at, "details": details})
+        store_cached(
+            gpu,
+            drv,
+            {
+                "copy_gbps": copy_gbps,
+                "matmul_tflops": mm,
+                "matmul_fp8_tflops": mm8,
+                "measured_at": measured_at,
+                "details": details,
+            },
+        )
     floor, empty = measure_floor_us(device)
     torch.cuda.empty_cache()  # the 2 GiB of copy buffers
     return Ceilings(copy_gbps, mm, floor, empty, gpu, drv, measured_at, source, matmul_fp8_tflops=mm8), details

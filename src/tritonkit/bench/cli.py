@@ -32,48 +32,100 @@ separates a slow kernel from a point no kernel can bring to the ceiling. The tar
 def _parser() -> argparse.ArgumentParser:
     from ..models import DEFAULT_BENCH_MODELS, DEFAULT_MOE_BENCH_MODELS
     from .providers import ALL_PROVIDERS, DEFAULT_PROVIDERS
-    p = argparse.ArgumentParser(prog="tritonkit bench", epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                description="Decode-to-prefill sweeps of the built-in ops against the card's "
-                                            "measured copy bandwidth and a launch floor.")
+
+    p = argparse.ArgumentParser(
+        prog="tritonkit bench",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Decode-to-prefill sweeps of the built-in ops against the card's "
+        "measured copy bandwidth and a launch floor.",
+    )
     p.add_argument("ops", nargs="*", metavar="OP[:k=v,...]", help="ops to time (default: every built-in op)")
-    p.add_argument("--models", nargs="+", metavar="MODEL",
-                   help=f"model configs of the sweep; an op sweeps those that have its layer (default: "
-                        f"{' '.join(DEFAULT_BENCH_MODELS)}; for the expert ops {' '.join(DEFAULT_MOE_BENCH_MODELS)})")
-    p.add_argument("--dtype", nargs="+", default=["bfloat16"], dest="dtypes", metavar="DTYPE",
-                   help="float16 bfloat16 float32 (default: bfloat16)")
+    p.add_argument(
+        "--models",
+        nargs="+",
+        metavar="MODEL",
+        help=f"model configs of the sweep; an op sweeps those that have its layer (default: "
+        f"{' '.join(DEFAULT_BENCH_MODELS)}; for the expert ops {' '.join(DEFAULT_MOE_BENCH_MODELS)})",
+    )
+    p.add_argument(
+        "--dtype",
+        nargs="+",
+        default=["bfloat16"],
+        dest="dtypes",
+        metavar="DTYPE",
+        help="float16 bfloat16 float32 (default: bfloat16)",
+    )
     p.add_argument("--num-tokens", nargs="+", type=int, metavar="N", help="num_tokens points (default: 1 .. 65536)")
-    p.add_argument("--shape", default="", metavar="k=v,...",
-                   help="shape keys set on every point of every op; with num_tokens, a single point")
-    p.add_argument("--series", nargs="+", metavar="NAME",
-                   help=f"of an op with named series ({_series_help()}), sweep only these (default: all)")
-    p.add_argument("--providers", nargs="+", default=list(DEFAULT_PROVIDERS), choices=ALL_PROVIDERS,
-                   metavar="NAME", help=f"from {', '.join(ALL_PROVIDERS)} (default: {' '.join(DEFAULT_PROVIDERS)}; "
-                                        "vllm where importable)")
+    p.add_argument(
+        "--shape",
+        default="",
+        metavar="k=v,...",
+        help="shape keys set on every point of every op; with num_tokens, a single point",
+    )
+    p.add_argument(
+        "--series",
+        nargs="+",
+        metavar="NAME",
+        help=f"of an op with named series ({_series_help()}), sweep only these (default: all)",
+    )
+    p.add_argument(
+        "--providers",
+        nargs="+",
+        default=list(DEFAULT_PROVIDERS),
+        choices=ALL_PROVIDERS,
+        metavar="NAME",
+        help=f"from {', '.join(ALL_PROVIDERS)} (default: {' '.join(DEFAULT_PROVIDERS)}; vllm where importable)",
+    )
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where bench.json and <op>.png go")
-    p.add_argument("--record", metavar="DIR",
-                   help="publish the run: append its rows to DIR/bench.csv (one long table per GPU: date, card, "
-                        "software, sha, op, series, shape, provider, us, GB/s, TFLOP/s, %% of ceiling) and write "
-                        "each op's results and plot to DIR/latest/<op>.json and .png")
-    p.add_argument("--from", dest="from_json", metavar="BENCH.json",
-                   help="with --record: publish a finished run (its JSON, and the PNGs beside it), no GPU needed")
+    p.add_argument(
+        "--record",
+        metavar="DIR",
+        help="publish the run: append its rows to DIR/bench.csv (one long table per GPU: date, card, "
+        "software, sha, op, series, shape, provider, us, GB/s, TFLOP/s, %% of ceiling) and write "
+        "each op's results and plot to DIR/latest/<op>.json and .png",
+    )
+    p.add_argument(
+        "--from",
+        dest="from_json",
+        metavar="BENCH.json",
+        help="with --record: publish a finished run (its JSON, and the PNGs beside it), no GPU needed",
+    )
     p.add_argument("--no-startup", action="store_true", help="skip the fresh-process startup measurement")
     p.add_argument("--no-plot", action="store_true", help="write no PNGs")
-    p.add_argument("--no-copy-ref", action="store_true",
-                   help="skip the size-matched copy reference (one more CUDA-graph timing per point)")
+    p.add_argument(
+        "--no-copy-ref",
+        action="store_true",
+        help="skip the size-matched copy reference (one more CUDA-graph timing per point)",
+    )
     p.add_argument("--repeats", type=int, metavar="N", help="replays per measurement (default: adaptive, 5..50)")
-    p.add_argument("--deadline", type=float, metavar="SECONDS",
-                   help="after this many seconds only tritonkit is timed (keeps a device run inside its lease)")
-    p.add_argument("--point-budget", type=float, metavar="SECONDS", default=None,
-                   help="a provider whose timing at a point would take longer is skipped there, with the reason, "
-                        "and at the series' larger points (default: 20)")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SECONDS",
+        help="after this many seconds only tritonkit is timed (keeps a device run inside its lease)",
+    )
+    p.add_argument(
+        "--point-budget",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="a provider whose timing at a point would take longer is skipped there, with the reason, "
+        "and at the series' larger points (default: 20)",
+    )
     p.add_argument("--remeasure-ceilings", action="store_true", help="ignore the cached ceilings for this GPU")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="print per-point ratios B/A and exit")
-    p.add_argument("--base", metavar="REV",
-                   help="also time the ops of git revision REV (imported beside this tree, in this process) at the "
-                        "same points: a base@<sha> column and its time over tritonkit's per point")
-    p.add_argument("--base-retime", action="store_true",
-                   help="time REV's points again even where an earlier run on this GPU cached them")
+    p.add_argument(
+        "--base",
+        metavar="REV",
+        help="also time the ops of git revision REV (imported beside this tree, in this process) at the "
+        "same points: a base@<sha> column and its time over tritonkit's per point",
+    )
+    p.add_argument(
+        "--base-retime",
+        action="store_true",
+        help="time REV's points again even where an earlier run on this GPU cached them",
+    )
     return p
 
 
@@ -82,6 +134,7 @@ def _series_help() -> str:
     from ..models import DEFAULT_BENCH_MODELS, DEFAULT_MOE_BENCH_MODELS, MODELS
     from ..ops import specs
     from .runner import series_names
+
     parts = []
     for spec in specs().values():
         models = [m for m in (*DEFAULT_BENCH_MODELS, *DEFAULT_MOE_BENCH_MODELS, *MODELS) if spec.has_layer(MODELS[m])]
@@ -103,12 +156,20 @@ def _base_meta(cfg) -> dict:
     import triton
 
     from .._env import driver_version
-    return {"gpu": torch.cuda.get_device_name(), "driver": driver_version(), "torch": torch.__version__,
-            "triton": triton.__version__, "repeats": cfg.repeats, "max_sets": cfg.max_sets}
+
+    return {
+        "gpu": torch.cuda.get_device_name(),
+        "driver": driver_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "repeats": cfg.repeats,
+        "max_sets": cfg.max_sets,
+    }
 
 
 def _record_finished(directory: str | None, path: str) -> int:
     from .records import TABLE_COLUMNS, read_json, record
+
     if not directory:
         return _err("--from needs --record DIR: where to publish the run")
     try:
@@ -130,15 +191,19 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.compare:
         from .compare import main_compare
+
         return main_compare(*args.compare)
     if args.from_json:
         return _record_finished(args.record, args.from_json)
 
     import torch
+
     if not torch.cuda.is_available():
-        return _err("no CUDA GPU found (torch.cuda.is_available() is False). Bench times kernels on a GPU "
-                    "(CUDA graphs, events); on a CPU only --compare A.json B.json works. "
-                    "Run it on a machine with a CUDA GPU; `tritonkit validate` checks correctness on a CPU.")
+        return _err(
+            "no CUDA GPU found (torch.cuda.is_available() is False). Bench times kernels on a GPU "
+            "(CUDA graphs, events); on a CPU only --compare A.json B.json works. "
+            "Run it on a machine with a CUDA GPU; `tritonkit validate` checks correctness on a CPU."
+        )
 
     from ..models import MODELS
     from ..ops import OP_NAMES, get_spec
@@ -157,6 +222,7 @@ def main(argv: list[str]) -> int:
     models_given = args.models is not None
     if not models_given:
         from ..models import DEFAULT_BENCH_MODELS
+
         args.models = list(DEFAULT_BENCH_MODELS)
     for m in args.models:
         if m not in MODELS:
@@ -182,14 +248,25 @@ def main(argv: list[str]) -> int:
             return _err(str(e))
 
     from ..models import NUM_TOKENS_SWEEP
-    cfg = BenchConfig(targets=targets, models=list(args.models), models_given=models_given, dtypes=dtypes,
-                      num_tokens=list(num_tokens or NUM_TOKENS_SWEEP), providers=list(args.providers),
-                      startup=not args.no_startup, repeats=args.repeats, deadline_s=args.deadline,
-                      copy_ref=not args.no_copy_ref, device=torch.device("cuda"),
-                      series=tuple(args.series) if args.series else None)
+
+    cfg = BenchConfig(
+        targets=targets,
+        models=list(args.models),
+        models_given=models_given,
+        dtypes=dtypes,
+        num_tokens=list(num_tokens or NUM_TOKENS_SWEEP),
+        providers=list(args.providers),
+        startup=not args.no_startup,
+        repeats=args.repeats,
+        deadline_s=args.deadline,
+        copy_ref=not args.no_copy_ref,
+        device=torch.device("cuda"),
+        series=tuple(args.series) if args.series else None,
+    )
     base_cache = None
     if args.base:
         from .base import BaseTreeError, checkout, load_points
+
         try:
             tree = checkout(args.base)
             tree.import_package()
@@ -211,6 +288,7 @@ def main(argv: list[str]) -> int:
                 with table.open() as f:
                     head = f.readline().strip().split(",")
                 from .records import TABLE_COLUMNS
+
                 if tuple(head) != TABLE_COLUMNS:
                     return _err(f"--record {args.record}: {table} has other columns than a bench table")
         except OSError as e:
@@ -219,9 +297,12 @@ def main(argv: list[str]) -> int:
     meta = report.metadata(argv, cfg.device)
     if cfg.copy_ref:
         from .ceilings import SIZED_COPY_BLOCK, SIZED_COPY_WARPS
-        meta["copy_ref"] = (f"per point: Triton copy kernel (BLOCK={SIZED_COPY_BLOCK} int32, num_warps="
-                            f"{SIZED_COPY_WARPS}) reading and writing bytes/2 each in whole 16-byte vectors, own "
-                            "rotation sets or L2 flush by the same rule, CUDA-graph timing")
+
+        meta["copy_ref"] = (
+            f"per point: Triton copy kernel (BLOCK={SIZED_COPY_BLOCK} int32, num_warps="
+            f"{SIZED_COPY_WARPS}) reading and writing bytes/2 each in whole 16-byte vectors, own "
+            "rotation sets or L2 flush by the same rule, CUDA-graph timing"
+        )
     t0 = time.perf_counter()
     with report.BarProgress() as progress:
         ceil, details = get_ceilings(cfg.device, remeasure=args.remeasure_ceilings, log=progress.log)
@@ -237,18 +318,28 @@ def main(argv: list[str]) -> int:
     path = write_json(out / "bench.json", results)
     if cfg.base is not None:
         from .base import load_points, save_points
-        timed = [dict(p.to_dict(), timed_at=meta["date"]) for p in points
-                 if p.provider == cfg.base.label and p.ok and not p.detail.startswith("reused")]
+
+        timed = [
+            dict(p.to_dict(), timed_at=meta["date"])
+            for p in points
+            if p.provider == cfg.base.label and p.ok and not p.detail.startswith("reused")
+        ]
         kept = load_points(base_cache, _base_meta(cfg))
         save_points(base_cache, [*kept.values(), *timed], _base_meta(cfg))
     pngs = []
     if not args.no_plot:
         from .plot import write_plots
+
         pngs = write_plots(results, out)
     pngs_note = record(args.record, results, {p.stem: p for p in pngs}) if args.record else ""
     print(report.format_results(results))
-    print(f"\nwrote {path}" + (f" and {', '.join(str(p) for p in pngs)}" if pngs else "")
-          + f" in {meta['elapsed_s']:.0f} s" + (f"; {pngs_note}" if pngs_note else "") + "\n")
+    print(
+        f"\nwrote {path}"
+        + (f" and {', '.join(str(p) for p in pngs)}" if pngs else "")
+        + f" in {meta['elapsed_s']:.0f} s"
+        + (f"; {pngs_note}" if pngs_note else "")
+        + "\n"
+    )
     print(report.format_summary(results))
     bad = any(p.status in ("wrong", "error") and p.provider == "tritonkit" for p in points)
     failed_ops = any(o.error for o in ops)

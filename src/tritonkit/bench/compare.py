@@ -53,8 +53,7 @@ def compare_results(a: Results, b: Results) -> Comparison:
         series.setdefault(r.series, [])
         if r.ratio is not None:
             series[r.series].append(r.ratio)
-    return Comparison(rows, len(set(pa) - set(pb)), len(set(pb) - set(pa)),
-                      {k: geomean(v) for k, v in series.items()})
+    return Comparison(rows, len(set(pa) - set(pb)), len(set(pb) - set(pa)), {k: geomean(v) for k, v in series.items()})
 
 
 def format_compare(a: Results, b: Results, name_a: str = "A", name_b: str = "B") -> str:
@@ -70,8 +69,10 @@ def format_compare(a: Results, b: Results, name_a: str = "A", name_b: str = "B")
         by_series.setdefault(r.series, []).append(r)
     for k, rows in by_series.items():
         out.append(f"\n== {k[0]} {k[1]} [{k[2]}] {k[3]}")
-        body = [[str(r.num_tokens), fmt_us(r.a_us), fmt_us(r.b_us), f"{r.ratio:.3f}" if r.ratio is not None else "-"]
-                for r in rows]
+        body = [
+            [str(r.num_tokens), fmt_us(r.a_us), fmt_us(r.b_us), f"{r.ratio:.3f}" if r.ratio is not None else "-"]
+            for r in rows
+        ]
         gm = res.series[k]
         body.append(["geomean", "", "", f"{gm:.3f}" if gm == gm else "-"])
         out.append(text_table(["num_tokens", "A us", "B us", "B/A"], body))
@@ -87,6 +88,7 @@ def main_compare(path_a: str, path_b: str) -> int:
         a, b = read_json(path_a), read_json(path_b)
     except (OSError, ValueError) as e:
         import sys
+
         print(f"tritonkit bench --compare: {e}", file=sys.stderr)
         return 2
     print(format_compare(a, b, path_a, path_b))

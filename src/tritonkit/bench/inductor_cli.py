@@ -27,14 +27,22 @@ def kernel_names(code: str) -> list[tuple[str, str]]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tritonkit inductor", description=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="tritonkit inductor",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("op", help="a built-in op (rms_norm, silu_and_mul, ...)")
-    p.add_argument("--model", help="model config of the shape (default: llama3-8b, or for the expert ops the "
-                                   "first MoE model)")
-    p.add_argument("--shape", default="", metavar="k=v,...",
-                   help=f"shape keys over the model's sweep point (default num_tokens={DEFAULT_TOKENS}; "
-                        f"{DEFAULT_SEQS} for an op whose sweep counts sequences, as paged_attention's num_seqs)")
+    p.add_argument(
+        "--model", help="model config of the shape (default: llama3-8b, or for the expert ops the first MoE model)"
+    )
+    p.add_argument(
+        "--shape",
+        default="",
+        metavar="k=v,...",
+        help=f"shape keys over the model's sweep point (default num_tokens={DEFAULT_TOKENS}; "
+        f"{DEFAULT_SEQS} for an op whose sweep counts sequences, as paged_attention's num_seqs)",
+    )
     p.add_argument("--dtype", default="bfloat16", help="default: bfloat16")
     p.add_argument("--out", default="out/inductor", metavar="DIR", help="where the generated code goes")
     p.add_argument("--dynamic", action="store_true", help="compile with dynamic=True (default: static shapes)")
@@ -61,8 +69,10 @@ def main(argv: list[str]) -> int:
         return _err(str(e))
     if args.model is None:
         from ..models import DEFAULT_MOE_BENCH_MODELS
-        args.model = next((m for m in ("llama3-8b", *DEFAULT_MOE_BENCH_MODELS) if spec.has_layer(MODELS[m])),
-                          "llama3-8b")
+
+        args.model = next(
+            (m for m in ("llama3-8b", *DEFAULT_MOE_BENCH_MODELS) if spec.has_layer(MODELS[m])), "llama3-8b"
+        )
     if args.model not in MODELS:
         return _err(f"unknown model {args.model!r}; known: {', '.join(MODELS)}")
     dtype = getattr(torch, args.dtype, None)
@@ -98,8 +108,10 @@ def main(argv: list[str]) -> int:
     on_gpu = torch.cuda.is_available()
     device = torch.device("cuda" if on_gpu else "cpu")
     if not on_gpu:
-        print("tritonkit inductor: no CUDA GPU here, so Inductor emits C++ for the CPU (OpenMP loops), not Triton; "
-              "writing what it produced. Run it on a GPU for the Triton kernel bench's inductor provider times.")
+        print(
+            "tritonkit inductor: no CUDA GPU here, so Inductor emits C++ for the CPU (OpenMP loops), not Triton; "
+            "writing what it produced. Run it on a GPU for the Triton kernel bench's inductor provider times."
+        )
 
     import torch._inductor.config as inductor_config
     from torch._inductor.utils import run_and_get_code
@@ -120,11 +132,13 @@ def main(argv: list[str]) -> int:
         return _err(f"--out {args.out!r}: cannot make the directory ({e.strerror or e})")
     stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{spec.name}_{args.dtype}_{shape.id}").replace(",", "_")
     path = out / f"inductor_{stem}_{device.type}.py"
-    header = (f"# Inductor output for tritonkit op {spec.name}: torch.compile(reference, dynamic={args.dynamic})\n"
-              f"# shape {shape.id}, dtype {args.dtype}, device {device.type}"
-              f"{' (' + torch.cuda.get_device_name() + ')' if on_gpu else ''}, torch {torch.__version__}\n"
-              f"# command: tritonkit inductor {' '.join(argv)}\n"
-              f"# kernels: {', '.join(f'{n} ({k})' for n, k in names) or 'none'}\n")
+    header = (
+        f"# Inductor output for tritonkit op {spec.name}: torch.compile(reference, dynamic={args.dynamic})\n"
+        f"# shape {shape.id}, dtype {args.dtype}, device {device.type}"
+        f"{' (' + torch.cuda.get_device_name() + ')' if on_gpu else ''}, torch {torch.__version__}\n"
+        f"# command: tritonkit inductor {' '.join(argv)}\n"
+        f"# kernels: {', '.join(f'{n} ({k})' for n, k in names) or 'none'}\n"
+    )
     sep = "\n\n# " + "-" * 100 + " next compiled graph\n\n"
     try:
         path.write_text(header + "\n" + sep.join(codes))

@@ -17,8 +17,14 @@ from .records import PointResult, Results
 from .report import group_points
 from .roofline import TARGET_FACTOR
 
-_STYLE = {"tritonkit": ("C0", "o"), "eager": ("C7", "s"), "inductor": ("C1", "^"), "inductor-dynamic": ("C4", "v"),
-          "vllm": ("C2", "D"), "sdpa": ("C5", "P")}
+_STYLE = {
+    "tritonkit": ("C0", "o"),
+    "eager": ("C7", "s"),
+    "inductor": ("C1", "^"),
+    "inductor-dynamic": ("C4", "v"),
+    "vllm": ("C2", "D"),
+    "sdpa": ("C5", "P"),
+}
 
 
 def _metric(points: list[PointResult]) -> str:
@@ -28,9 +34,11 @@ def _metric(points: list[PointResult]) -> str:
 
 def _pyplot():
     import matplotlib
+
     # files only, on machines without a display
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -38,8 +46,9 @@ def build_figure(results: Results, op: str):
     """The matplotlib Figure for ``op`` (every label and config of it in ``results``), or None if no points."""
     plt = _pyplot()
 
-    groups = {k: v for k, v in group_points(results.points).items()
-              if any(p.op == op for s in v.values() for p in s.values())}
+    groups = {
+        k: v for k, v in group_points(results.points).items() if any(p.op == op for s in v.values() for p in s.values())
+    }
     if not groups:
         return None
     ceil = results.ceilings or {}
@@ -65,8 +74,13 @@ def build_figure(results: Results, op: str):
                 ax.plot(xs, ys, marker=marker, color=color, label=prov, linewidth=1.5, markersize=4)
         c = ceil.get("copy_gbps") if metric == "gbps" else ceil.get("matmul_tflops")
         if c:
-            ax.axhline(c * scale, color="k", linestyle="-", linewidth=1,
-                       label=f"ceiling {c * scale:.2f} {unit}" + (" (copy)" if metric == "gbps" else " (matmul)"))
+            ax.axhline(
+                c * scale,
+                color="k",
+                linestyle="-",
+                linewidth=1,
+                label=f"ceiling {c * scale:.2f} {unit}" + (" (copy)" if metric == "gbps" else " (matmul)"),
+            )
             need = []
             for t in sorted(series):
                 p = next((q for q in series[t].values() if q.metrics is not None), None)
@@ -75,8 +89,13 @@ def build_figure(results: Results, op: str):
                     # bytes/s -> TB/s, flop/s -> TFLOP/s
                     need.append((t, amount / (p.metrics.target_us * 1e-6) * 1e-12))
             if need:
-                ax.plot([x for x, _ in need], [y for _, y in need], "k--", linewidth=1,
-                        label=f"target: {TARGET_FACTOR}x(floor + bytes/ceiling)")
+                ax.plot(
+                    [x for x, _ in need],
+                    [y for _, y in need],
+                    "k--",
+                    linewidth=1,
+                    label=f"target: {TARGET_FACTOR}x(floor + bytes/ceiling)",
+                )
         if metric == "gbps":
             copy = []
             for t in sorted(series):
@@ -84,8 +103,14 @@ def build_figure(results: Results, op: str):
                 if gbps is not None:
                     copy.append((t, gbps * scale))
             if copy:
-                ax.plot([x for x, _ in copy], [y for _, y in copy], color="C3", linestyle="--", linewidth=1.2,
-                        label="copy kernel, same bytes (timed the same way)")
+                ax.plot(
+                    [x for x, _ in copy],
+                    [y for _, y in copy],
+                    color="C3",
+                    linestyle="--",
+                    linewidth=1.2,
+                    label="copy kernel, same bytes (timed the same way)",
+                )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("num_tokens")
         ax.set_ylabel(unit)
@@ -96,8 +121,11 @@ def build_figure(results: Results, op: str):
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     meta = results.meta
-    fig.suptitle(f"{op} on {meta.get('gpu', '?')} (CUDA graph, cold L2) - torch {meta.get('torch', '?')}, "
-                 f"triton {meta.get('triton', '?')}, {str(meta.get('git_sha') or '?')[:10]}", fontsize=10)
+    fig.suptitle(
+        f"{op} on {meta.get('gpu', '?')} (CUDA graph, cold L2) - torch {meta.get('torch', '?')}, "
+        f"triton {meta.get('triton', '?')}, {str(meta.get('git_sha') or '?')[:10]}",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig
 

@@ -54,6 +54,7 @@ def declared_providers(specs: Iterable[OpSpec]) -> tuple[str, ...]:
 def all_providers() -> tuple[str, ...]:
     """Every provider name the bench knows: the generic ones, then those the built-in ops' specs declare."""
     from ..ops import specs
+
     return GENERIC_PROVIDERS + declared_providers(specs().values())
 
 
@@ -98,8 +99,9 @@ def _tritonkit(spec: OpSpec, dtype: torch.dtype) -> Provider:
 
 def _eager(spec: OpSpec, dtype: torch.dtype) -> Provider:
     ref = spec.reference
-    return Provider("eager", "the spec's reference, eager PyTorch on native-dtype inputs",
-                    lambda inputs: ref(inputs, dtype))
+    return Provider(
+        "eager", "the spec's reference, eager PyTorch on native-dtype inputs", lambda inputs: ref(inputs, dtype)
+    )
 
 
 def _inductor(spec: OpSpec, dtype: torch.dtype, dynamic: bool = False) -> Provider:
@@ -121,33 +123,45 @@ def _inductor(spec: OpSpec, dtype: torch.dtype, dynamic: bool = False) -> Provid
         return state["fn"](inputs)
 
     if dynamic:
-        return Provider("inductor-dynamic", "torch.compile(reference, dynamic=True), one compile per op config", fn,
-                        begin_shape=begin_shape)
-    return Provider("inductor", "torch.compile(reference, dynamic=False), one static compile per point", fn,
-                    begin_shape=begin_shape)
+        return Provider(
+            "inductor-dynamic",
+            "torch.compile(reference, dynamic=True), one compile per op config",
+            fn,
+            begin_shape=begin_shape,
+        )
+    return Provider(
+        "inductor", "torch.compile(reference, dynamic=False), one static compile per point", fn, begin_shape=begin_shape
+    )
 
 
-def _declared(factory: Callable[[OpSpec, torch.dtype], Peer], name: str, spec: OpSpec,
-              dtype: torch.dtype) -> Provider:
+def _declared(factory: Callable[[OpSpec, torch.dtype], Peer], name: str, spec: OpSpec, dtype: torch.dtype) -> Provider:
     """The peer or speed-of-light reference the spec declares under ``name``, as a provider."""
     peer = factory(spec, dtype)
     if not isinstance(peer, Peer):
         raise TypeError(f"OpSpec {spec.name!r}: its {name} factory returned {type(peer).__name__}, not a Peer")
-    return Provider(name, peer.description, peer.fn, tuple(peer.kernel_modules), prepare=peer.prepare,
-                    check_fn=peer.check_fn)
+    return Provider(
+        name, peer.description, peer.fn, tuple(peer.kernel_modules), prepare=peer.prepare, check_fn=peer.check_fn
+    )
 
 
 def base_provider(tree, spec: OpSpec, dtype: torch.dtype, cached: dict | None = None) -> Provider:
     """The op as another git revision has it (``tritonkit bench --base REV``): that tree's ``spec.call`` on this
     tree's inputs, named ``base@<sha>``; its compile counts from the tree's kernel modules."""
     from .base import BaseTreeError
+
     try:
         base_spec = tree.get_spec(spec.name)
         poison = getattr(tree.module("ops"), "poison_outputs", None)
     except BaseTreeError as e:
         raise Unavailable(str(e)) from None
-    return Provider(tree.label, f"tritonkit.ops.{spec.name} at {tree.sha[:12]} ({tree.rev})", base_spec.call,
-                    (f"{tree.alias}.ops.{spec.name}",), poison=poison, cached=cached)
+    return Provider(
+        tree.label,
+        f"tritonkit.ops.{spec.name} at {tree.sha[:12]} ({tree.rev})",
+        base_spec.call,
+        (f"{tree.alias}.ops.{spec.name}",),
+        poison=poison,
+        cached=cached,
+    )
 
 
 def make_provider(name: str, spec: OpSpec, dtype: torch.dtype) -> Provider:
@@ -208,8 +222,9 @@ def clone_inputs(inputs: dict) -> dict:
         key = st.data_ptr()
         if key not in storages:
             storages[key] = st.clone()
-        out[k] = torch.empty(0, dtype=v.dtype, device=v.device).set_(storages[key], v.storage_offset(), v.size(),
-                                                                     v.stride())
+        out[k] = torch.empty(0, dtype=v.dtype, device=v.device).set_(
+            storages[key], v.storage_offset(), v.size(), v.stride()
+        )
     return out
 
 
@@ -222,7 +237,7 @@ def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, or
     """
     tol = spec.tolerance_for(dtype)
     try:
-        with poison_outputs(), (provider.poison() if provider.poison else contextlib.nullcontext()):
+        with poison_outputs(), provider.poison() if provider.poison else contextlib.nullcontext():
             outs = (provider.check_fn or provider.fn)(provider.prepared(clone_inputs(inputs)))
         dev = next((v.device for v in inputs.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
         if dev.type == "cuda":
@@ -234,8 +249,10 @@ def check(provider: Provider, spec: OpSpec, dtype: torch.dtype, inputs: dict, or
     missing = set(oracle.refs) - set(outs)
     if missing:
         return Check(False, float("inf"), float("inf"), f"missing outputs {sorted(missing)}")
-    comps = {name: compare(oracle.select(name, outs[name]), ref, tol, oracle.scales.get(name))
-             for name, ref in oracle.refs.items()}
+    comps = {
+        name: compare(oracle.select(name, outs[name]), ref, tol, oracle.scales.get(name))
+        for name, ref in oracle.refs.items()
+    }
     name, c = max(comps.items(), key=lambda kv: (not kv[1].passed, kv[1].error))
     bad = [n for n, cn in comps.items() if not cn.passed]
     detail = f"{name}: {c.describe()}" + (f" (failing: {', '.join(bad)})" if len(bad) > 1 else "")
@@ -269,4 +286,5 @@ def compile_counts(kernels: dict[str, Any]) -> dict[str, int]:
     (argument types, divisibility/alignment flags, constexpr values, options such as num_warps).
     """
     from .._triton_compat import compiled_kernels
+
     return {name: compiled_kernels(k) for name, k in kernels.items()}

@@ -126,10 +126,20 @@ class PointResult:
         return t.median_us if self.ok and t else None
 
     def to_dict(self) -> dict:
-        d: dict[str, Any] = {"op": self.op, "label": self.label, "config": self.config, "model": self.model,
-                             "dtype": self.dtype, "num_tokens": self.num_tokens, "shape": dict(self.shape),
-                             "provider": self.provider, "status": self.status, "detail": self.detail,
-                             "bytes": self.bytes, "flops": self.flops}
+        d: dict[str, Any] = {
+            "op": self.op,
+            "label": self.label,
+            "config": self.config,
+            "model": self.model,
+            "dtype": self.dtype,
+            "num_tokens": self.num_tokens,
+            "shape": dict(self.shape),
+            "provider": self.provider,
+            "status": self.status,
+            "detail": self.detail,
+            "bytes": self.bytes,
+            "flops": self.flops,
+        }
         if self.fp8:
             d["fp8"] = True
         if self.sets is not None:
@@ -157,16 +167,30 @@ class PointResult:
     @classmethod
     def from_dict(cls, d: dict) -> PointResult:
         return cls(
-            op=d["op"], label=d.get("label", d["op"]), config=d.get("config", ""), model=d.get("model", ""),
-            dtype=d.get("dtype", ""), num_tokens=int(d.get("num_tokens", 0)), shape=dict(d.get("shape") or {}),
-            provider=d["provider"], bytes=int(d.get("bytes", 0)), flops=int(d.get("flops", 0)),
-            fp8=bool(d.get("fp8", False)), status=d.get("status", "pending"), detail=d.get("detail", ""),
+            op=d["op"],
+            label=d.get("label", d["op"]),
+            config=d.get("config", ""),
+            model=d.get("model", ""),
+            dtype=d.get("dtype", ""),
+            num_tokens=int(d.get("num_tokens", 0)),
+            shape=dict(d.get("shape") or {}),
+            provider=d["provider"],
+            bytes=int(d.get("bytes", 0)),
+            flops=int(d.get("flops", 0)),
+            fp8=bool(d.get("fp8", False)),
+            status=d.get("status", "pending"),
+            detail=d.get("detail", ""),
             sets=d.get("sets"),
-            l2_flush=d.get("l2_flush"), check=CheckResult.from_dict(d["check"]) if d.get("check") else None,
-            eager=_timing(d.get("eager")), graph=_timing(d.get("graph")), graph_error=d.get("graph_error"),
+            l2_flush=d.get("l2_flush"),
+            check=CheckResult.from_dict(d["check"]) if d.get("check") else None,
+            eager=_timing(d.get("eager")),
+            graph=_timing(d.get("graph")),
+            graph_error=d.get("graph_error"),
             metrics=Metrics.from_dict(d) if "gbps" in d and "bound" in d else None,
-            eager_gbps=d.get("eager_gbps"), copy=CopyRef.from_fields(d),
-            pct_of_copy=d.get("pct_of_copy_same_bytes"))
+            eager_gbps=d.get("eager_gbps"),
+            copy=CopyRef.from_fields(d),
+            pct_of_copy=d.get("pct_of_copy_same_bytes"),
+        )
 
 
 @dataclasses.dataclass
@@ -191,10 +215,19 @@ class OpResult:
         return [n for n, d in self.providers.items() if not str(d).startswith("unavailable")]
 
     def to_dict(self) -> dict:
-        d = {"op": self.op, "label": self.label, "dtype": self.dtype, "overrides": self.overrides,
-             "models": self.models, "configs": self.configs, "providers": self.providers,
-             "compiles": self.compiles, "host_overhead": self.host_overhead, "startup": self.startup,
-             "l2_bytes": self.l2_bytes}
+        d = {
+            "op": self.op,
+            "label": self.label,
+            "dtype": self.dtype,
+            "overrides": self.overrides,
+            "models": self.models,
+            "configs": self.configs,
+            "providers": self.providers,
+            "compiles": self.compiles,
+            "host_overhead": self.host_overhead,
+            "startup": self.startup,
+            "l2_bytes": self.l2_bytes,
+        }
         if self.error:
             d["error"] = self.error
         return d
@@ -213,13 +246,22 @@ class Results:
     points: list[PointResult]
 
     def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "meta": self.meta, "ceilings": self.ceilings,
-                "ops": [o.to_dict() for o in self.ops], "points": [p.to_dict() for p in self.points]}
+        return {
+            "schema": SCHEMA,
+            "meta": self.meta,
+            "ceilings": self.ceilings,
+            "ops": [o.to_dict() for o in self.ops],
+            "points": [p.to_dict() for p in self.points],
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> Results:
-        return cls(d.get("meta") or {}, d.get("ceilings"), [OpResult.from_dict(o) for o in d.get("ops", [])],
-                   [PointResult.from_dict(p) for p in d.get("points", [])])
+        return cls(
+            d.get("meta") or {},
+            d.get("ceilings"),
+            [OpResult.from_dict(o) for o in d.get("ops", [])],
+            [PointResult.from_dict(p) for p in d.get("points", [])],
+        )
 
 
 def _finite(o):
@@ -260,9 +302,32 @@ def read_json(path: str | os.PathLike) -> Results:
 
 
 #: the columns of a GPU's long-format results table (one row per provider and point of every recorded run)
-TABLE_COLUMNS = ("date", "gpu", "driver", "torch", "triton", "git_sha", "git_dirty", "op", "label", "series", "dtype",
-                 "num_tokens", "shape", "provider", "status", "us", "timed_by", "gbps", "tflops", "bound",
-                 "pct_ceiling", "target_ratio", "copy_us", "detail")
+TABLE_COLUMNS = (
+    "date",
+    "gpu",
+    "driver",
+    "torch",
+    "triton",
+    "git_sha",
+    "git_dirty",
+    "op",
+    "label",
+    "series",
+    "dtype",
+    "num_tokens",
+    "shape",
+    "provider",
+    "status",
+    "us",
+    "timed_by",
+    "gbps",
+    "tflops",
+    "bound",
+    "pct_ceiling",
+    "target_ratio",
+    "copy_us",
+    "detail",
+)
 
 
 def table_rows(results: Results) -> list[dict]:
@@ -272,18 +337,34 @@ def table_rows(results: Results) -> list[dict]:
     rows = []
     for p in results.points:
         mt = p.metrics
-        rows.append({
-            "date": m.get("date", ""), "gpu": m.get("gpu", ""), "driver": m.get("driver", ""),
-            "torch": m.get("torch", ""), "triton": m.get("triton", ""), "git_sha": m.get("git_sha", ""),
-            "git_dirty": m.get("git_dirty", ""), "op": p.op, "label": p.label, "series": p.config, "dtype": p.dtype,
-            "num_tokens": p.num_tokens, "shape": ",".join(f"{k}={v}" for k, v in p.shape.items()),
-            "provider": p.provider, "status": p.status,
-            "us": f"{p.time_us:.3f}" if p.time_us is not None else "", "timed_by": p.timed_by or "",
-            "gbps": f"{mt.gbps:.1f}" if mt else "", "tflops": f"{mt.tflops:.2f}" if mt else "",
-            "bound": mt.bound if mt else "", "pct_ceiling": f"{mt.pct_ceiling:.1f}" if mt else "",
-            "target_ratio": f"{mt.target_ratio:.3f}" if mt else "",
-            "copy_us": f"{p.copy.us:.3f}" if p.copy is not None and p.copy.us is not None else "",
-            "detail": "" if p.ok else p.detail[:200]})
+        rows.append(
+            {
+                "date": m.get("date", ""),
+                "gpu": m.get("gpu", ""),
+                "driver": m.get("driver", ""),
+                "torch": m.get("torch", ""),
+                "triton": m.get("triton", ""),
+                "git_sha": m.get("git_sha", ""),
+                "git_dirty": m.get("git_dirty", ""),
+                "op": p.op,
+                "label": p.label,
+                "series": p.config,
+                "dtype": p.dtype,
+                "num_tokens": p.num_tokens,
+                "shape": ",".join(f"{k}={v}" for k, v in p.shape.items()),
+                "provider": p.provider,
+                "status": p.status,
+                "us": f"{p.time_us:.3f}" if p.time_us is not None else "",
+                "timed_by": p.timed_by or "",
+                "gbps": f"{mt.gbps:.1f}" if mt else "",
+                "tflops": f"{mt.tflops:.2f}" if mt else "",
+                "bound": mt.bound if mt else "",
+                "pct_ceiling": f"{mt.pct_ceiling:.1f}" if mt else "",
+                "target_ratio": f"{mt.target_ratio:.3f}" if mt else "",
+                "copy_us": f"{p.copy.us:.3f}" if p.copy is not None and p.copy.us is not None else "",
+                "detail": "" if p.ok else p.detail[:200],
+            }
+        )
     return rows
 
 
@@ -312,15 +393,22 @@ def record(directory: str | os.PathLike, results: Results, plots: dict[str, os.P
     run, write ``directory/latest/<op>.json`` (the run's results for that op, with the run's meta) and copy its plot
     (``plots[op]``) to ``latest/<op>.png``; the other ops' latest files stay. Returns what it did, in a sentence."""
     import shutil
+
     d = pathlib.Path(directory)
     n = append_table(d / "bench.csv", results)
     latest = d / "latest"
     latest.mkdir(parents=True, exist_ok=True)
     ops = list(dict.fromkeys([o.op for o in results.ops] + [p.op for p in results.points]))
     for op in ops:
-        write_json(latest / f"{op}.json", Results(results.meta, results.ceilings,
-                                                   [o for o in results.ops if o.op == op],
-                                                   [p for p in results.points if p.op == op]))
+        write_json(
+            latest / f"{op}.json",
+            Results(
+                results.meta,
+                results.ceilings,
+                [o for o in results.ops if o.op == op],
+                [p for p in results.points if p.op == op],
+            ),
+        )
         png = (plots or {}).get(op)
         (latest / f"{op}.png").unlink(missing_ok=True)
         if png is not None and pathlib.Path(png).exists():

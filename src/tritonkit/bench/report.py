@@ -23,6 +23,7 @@ SUMMARY_TOKENS = 16384
 def metadata(argv: Sequence[str], device=None) -> dict:
     import torch
     import triton
+
     meta = {
         "command": "tritonkit bench " + " ".join(shlex.quote(a) for a in argv),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -31,22 +32,31 @@ def metadata(argv: Sequence[str], device=None) -> dict:
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "host": platform.node(),
-        "timing": ("CUDA-graph replay over rotating input sets that together exceed the L2 (at the smallest shapes: "
-                   "up to 2048 sets and an L2 flush before each replay), so every read is cold; per-call median, min, "
-                   "max over replays. eager: plain calls from Python, events around the loop (at most 256 sets)."),
-        "inductor": ("torch.compile(reference, dynamic=False), Dynamo reset at every point: one static compile "
-                     "per shape"),
+        "timing": (
+            "CUDA-graph replay over rotating input sets that together exceed the L2 (at the smallest shapes: "
+            "up to 2048 sets and an L2 flush before each replay), so every read is cold; per-call median, min, "
+            "max over replays. eager: plain calls from Python, events around the loop (at most 256 sets)."
+        ),
+        "inductor": (
+            "torch.compile(reference, dynamic=False), Dynamo reset at every point: one static compile per shape"
+        ),
     }
     meta["git_sha"], meta["git_dirty"] = git_info()
     if device is not None and getattr(device, "type", None) == "cuda":
         props = torch.cuda.get_device_properties(device)
-        meta.update(gpu=props.name, sm_count=props.multi_processor_count, l2_bytes=props.L2_cache_size,
-                    memory_bytes=props.total_memory, capability=f"{props.major}.{props.minor}",
-                    driver=driver_version())
+        meta.update(
+            gpu=props.name,
+            sm_count=props.multi_processor_count,
+            l2_bytes=props.L2_cache_size,
+            memory_bytes=props.total_memory,
+            capability=f"{props.major}.{props.minor}",
+            driver=driver_version(),
+        )
     return meta
 
 
 # ----------------------------------------------------------------------------------------------- formatting
+
 
 def fmt_us(x) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
@@ -62,7 +72,7 @@ def fmt_bytes(n) -> str:
 
 
 def short(text: str, width: int = 48) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def fmt(x, spec: str = ".3g") -> str:
@@ -78,6 +88,7 @@ def text_table(head: Sequence[str], rows: Iterable[Sequence[str]], right: Sequen
 
     def line(cells):
         return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+
     out = [line(head), "-" * len(line(head))]
     out += [line(r) for r in rows]
     return "\n".join(out)
@@ -134,10 +145,13 @@ def point_table(series: Series, providers: Sequence[str]) -> str:
         nbytes = next(iter(by.values())).bytes
         row = [str(t), fmt_bytes(nbytes)] + [_status_cell(by.get(pr)) for pr in providers]
         m = tk.metrics if tk is not None and tk.ok else None
-        row += [fmt(m.gbps, ".0f") if m else "-", fmt(m.tflops, ".1f") if m else "-",
-                fmt(m.pct_ceiling, ".1f") if m else "-",
-                (f"{m.target_ratio:.2f}" + ("" if m.target_pass else " MISS")) if m else "-",
-                fmt_us(tk.eager.median_us) if tk is not None and tk.ok and tk.eager else "-"]
+        row += [
+            fmt(m.gbps, ".0f") if m else "-",
+            fmt(m.tflops, ".1f") if m else "-",
+            fmt(m.pct_ceiling, ".1f") if m else "-",
+            (f"{m.target_ratio:.2f}" + ("" if m.target_pass else " MISS")) if m else "-",
+            fmt_us(tk.eager.median_us) if tk is not None and tk.ok and tk.eager else "-",
+        ]
         row += [_ratio(by.get(pr), tk) for pr in peers]
         if copy_cols:
             row += [fmt_us(_copy_us(by)), fmt(tk.pct_of_copy, ".1f") if tk else "-"]
@@ -154,35 +168,46 @@ def _startup_text(st: dict | None) -> str:
         if "error" in r:
             parts.append(f"{kind}: {r['error'][:200]}")
         elif r:
-            parts.append(f"{kind} {r['to_first_result_s']:.2f} s (import {r['import_s']:.2f}, CUDA init "
-                         f"{r['cuda_init_s']:.2f}, first call {r['first_call_s']:.2f})"
-                         + ("" if r.get("correct") else " WRONG RESULT"))
+            parts.append(
+                f"{kind} {r['to_first_result_s']:.2f} s (import {r['import_s']:.2f}, CUDA init "
+                f"{r['cuda_init_s']:.2f}, first call {r['first_call_s']:.2f})"
+                + ("" if r.get("correct") else " WRONG RESULT")
+            )
     return "; ".join(parts)
 
 
 def ceilings_text(c: dict | None) -> str:
     if not c:
         return "ceilings: none (no GPU)"
-    return (f"ceilings on {c.get('gpu')} (driver {c.get('driver')}): copy {c['copy_gbps'] / 1000:.2f} TB/s "
-            f"(Triton copy kernel, read+write), bf16 matmul {c['matmul_tflops']:.0f} TFLOP/s, "
-            f"fp8 matmul {c.get('matmul_fp8_tflops') or float('nan'):.0f} TFLOP/s, floor "
-            f"{c['floor_us']:.2f} us (16-byte copy, cold), empty launch {c.get('empty_us', float('nan')):.2f} us; "
-            f"target: time <= {TARGET_FACTOR} x (floor + max(bytes / copy, flops / matmul)) [{c.get('source')}]")
+    return (
+        f"ceilings on {c.get('gpu')} (driver {c.get('driver')}): copy {c['copy_gbps'] / 1000:.2f} TB/s "
+        f"(Triton copy kernel, read+write), bf16 matmul {c['matmul_tflops']:.0f} TFLOP/s, "
+        f"fp8 matmul {c.get('matmul_fp8_tflops') or float('nan'):.0f} TFLOP/s, floor "
+        f"{c['floor_us']:.2f} us (16-byte copy, cold), empty launch {c.get('empty_us', float('nan')):.2f} us; "
+        f"target: time <= {TARGET_FACTOR} x (floor + max(bytes / copy, flops / matmul)) [{c.get('source')}]"
+    )
 
 
 def _series_notes(series: Series) -> list[str]:
     out = []
     bases = [p.provider for by in series.values() for p in by.values() if p.provider.startswith("base@")]
     for base in dict.fromkeys(bases):
-        ratios = [by[base].time_us / by["tritonkit"].time_us for by in series.values()
-                  if base in by and "tritonkit" in by and by[base].time_us and by["tritonkit"].time_us]
+        ratios = [
+            by[base].time_us / by["tritonkit"].time_us
+            for by in series.values()
+            if base in by and "tritonkit" in by and by[base].time_us and by["tritonkit"].time_us
+        ]
         reused = sum(1 for by in series.values() if base in by and by[base].detail.startswith("reused"))
         if ratios:
-            out.append(f"  {base}/tk geomean {geomean(ratios):.3f} over {len(ratios)} points (above 1: this tree "
-                       f"is faster)" + (f"; {reused} base timings reused from an earlier run" if reused else ""))
+            out.append(
+                f"  {base}/tk geomean {geomean(ratios):.3f} over {len(ratios)} points (above 1: this tree "
+                f"is faster)" + (f"; {reused} base timings reused from an earlier run" if reused else "")
+            )
     if has_copy_ref(series):
-        out.append("  copy us: a Triton copy of the point's bytes, timed the same way; "
-                   "%copy@size = copy us / tritonkit us (evidence, not a target)")
+        out.append(
+            "  copy us: a Triton copy of the point's bytes, timed the same way; "
+            "%copy@size = copy us / tritonkit us (evidence, not a target)"
+        )
     pts = [p for by in series.values() for p in by.values()]
     for why in sorted({p.copy.error for p in pts if p.copy is not None and p.copy.error})[:3]:
         out.append(f"  copy reference failed: {why[:200]}")
@@ -275,8 +300,11 @@ def summary_rows(results: Results, tokens: int = SUMMARY_TOKENS) -> list[Summary
     ops = {(o.label, o.dtype): o for o in results.ops}
     for (label, dtype, config), series in group_points(results.points).items():
         op = ops.get((label, dtype), OpResult("", label))
-        tk = [s["tritonkit"] for s in series.values() if "tritonkit" in s and s["tritonkit"].ok
-              and s["tritonkit"].metrics is not None]
+        tk = [
+            s["tritonkit"]
+            for s in series.values()
+            if "tritonkit" in s and s["tritonkit"].ok and s["tritonkit"].metrics is not None
+        ]
         at = series[_summary_x(series, tokens)]
         pct = {prov: (p.metrics.pct_ceiling if p.ok and p.metrics else None) for prov, p in at.items()}
         worst = max(tk, key=lambda p: p.metrics.target_ratio) if tk else None
@@ -285,40 +313,73 @@ def summary_rows(results: Results, tokens: int = SUMMARY_TOKENS) -> list[Summary
         # host time is measured at each series' smallest point, keyed by that point's shape
         smallest = next(iter(series[min(series)].values()))
         hosts = op.host_overhead.get(dict_id(smallest.shape), {})
-        rows.append(SummaryRow(
-            label, dtype, config, pct, worst.metrics.target_ratio if worst else None,
-            worst.num_tokens if worst else None, sum(1 for p in tk if p.metrics.target_pass),
-            sum(1 for s in series.values() if "tritonkit" in s),
-            # where a copy of the op's own bytes misses the bound, no op moving those bytes meets it on this card
-            sum(1 for p in copied if p.copy.us <= p.metrics.target_us) if copied else None, len(copied),
-            op.compiles.get("tritonkit", {}), (st.get("cold") or {}).get("to_first_result_s"),
-            (st.get("warm") or {}).get("to_first_result_s"),
-            {prov: t.get("median_us") for prov, t in hosts.items()},
-            [f"{p.provider}@{p.num_tokens}:{p.status}" for s in series.values() for p in s.values()
-             if p.status in ("wrong", "error")]))
+        rows.append(
+            SummaryRow(
+                label,
+                dtype,
+                config,
+                pct,
+                worst.metrics.target_ratio if worst else None,
+                worst.num_tokens if worst else None,
+                sum(1 for p in tk if p.metrics.target_pass),
+                sum(1 for s in series.values() if "tritonkit" in s),
+                # where a copy of the op's own bytes misses the bound, no op moving those bytes meets it on this card
+                sum(1 for p in copied if p.copy.us <= p.metrics.target_us) if copied else None,
+                len(copied),
+                op.compiles.get("tritonkit", {}),
+                (st.get("cold") or {}).get("to_first_result_s"),
+                (st.get("warm") or {}).get("to_first_result_s"),
+                {prov: t.get("median_us") for prov, t in hosts.items()},
+                [
+                    f"{p.provider}@{p.num_tokens}:{p.status}"
+                    for s in series.values()
+                    for p in s.values()
+                    if p.status in ("wrong", "error")
+                ],
+            )
+        )
     return rows
 
 
 def format_summary(results: Results, tokens: int = SUMMARY_TOKENS) -> str:
     rows = summary_rows(results, tokens)
-    head = ["op", "series", f"%ceil@{tokens // 1024}K", "inductor", "vllm", "sdpa", "worst t/target", "pass",
-            "copy pass", "compiles/kernel", "startup cold/warm s", "host us tk/ind"]
+    head = [
+        "op",
+        "series",
+        f"%ceil@{tokens // 1024}K",
+        "inductor",
+        "vllm",
+        "sdpa",
+        "worst t/target",
+        "pass",
+        "copy pass",
+        "compiles/kernel",
+        "startup cold/warm s",
+        "host us tk/ind",
+    ]
     body = []
     for r in rows:
-        body.append([
-            r.label, short(r.config),
-            fmt(r.pct.get("tritonkit"), ".1f"), fmt(r.pct.get("inductor"), ".1f"), fmt(r.pct.get("vllm"), ".1f"),
-            fmt(r.pct.get("sdpa"), ".1f"),
-            f"{r.worst_ratio:.2f} @{r.worst_at}" if r.worst_ratio is not None else "-",
-            f"{r.passed}/{r.points}",
-            f"{r.copy_passed}/{r.copy_points}" if r.copy_passed is not None else "-",
-            ",".join(str(v) for v in r.compiles.values()) or "-",
-            f"{fmt(r.startup_cold_s, '.2f')}/{fmt(r.startup_warm_s, '.2f')}",
-            f"{fmt_us(r.host_us.get('tritonkit'))}/{fmt_us(r.host_us.get('inductor'))}",
-        ])
-    out = [f"summary ({TARGET_FACTOR}x target: t/target <= 1 passes; copy pass: the size-matched copy against the "
-           f"same target; % of ceiling at {tokens} tokens, or a series' largest point below it)",
-           text_table(head, body, [False, False] + [True] * (len(head) - 2))]
+        body.append(
+            [
+                r.label,
+                short(r.config),
+                fmt(r.pct.get("tritonkit"), ".1f"),
+                fmt(r.pct.get("inductor"), ".1f"),
+                fmt(r.pct.get("vllm"), ".1f"),
+                fmt(r.pct.get("sdpa"), ".1f"),
+                f"{r.worst_ratio:.2f} @{r.worst_at}" if r.worst_ratio is not None else "-",
+                f"{r.passed}/{r.points}",
+                f"{r.copy_passed}/{r.copy_points}" if r.copy_passed is not None else "-",
+                ",".join(str(v) for v in r.compiles.values()) or "-",
+                f"{fmt(r.startup_cold_s, '.2f')}/{fmt(r.startup_warm_s, '.2f')}",
+                f"{fmt_us(r.host_us.get('tritonkit'))}/{fmt_us(r.host_us.get('inductor'))}",
+            ]
+        )
+    out = [
+        f"summary ({TARGET_FACTOR}x target: t/target <= 1 passes; copy pass: the size-matched copy against the "
+        f"same target; % of ceiling at {tokens} tokens, or a series' largest point below it)",
+        text_table(head, body, [False, False] + [True] * (len(head) - 2)),
+    ]
     for r in rows:
         if r.problems:
             out.append(f"  {r.label} [{r.config}]: " + ", ".join(r.problems[:12]))
@@ -329,6 +390,7 @@ def format_summary(results: Results, tokens: int = SUMMARY_TOKENS) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- progress
+
 
 class BarProgress:
     """rich progress bar on a terminal; one plain line per step otherwise (logs, CI, remote runs)."""
@@ -354,9 +416,15 @@ class BarProgress:
                 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
             except ImportError:
                 return
-            self._bar = self._stack.enter_context(Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                transient=True))
+            self._bar = self._stack.enter_context(
+                Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    transient=True,
+                )
+            )
             self._task = self._bar.add_task("bench", total=total)
 
     def advance(self, text: str) -> None:

@@ -111,8 +111,13 @@ def series_names(spec: OpSpec, model: str) -> list[str]:
     return [str(k) for k in spec.sweep_series(MODELS[model], 1)]
 
 
-def sweep_points(spec: OpSpec, models: Sequence[str], num_tokens: Sequence[int],
-                 overrides: dict[str, Any], series: Sequence[str] | None = None) -> list[SweepPoint]:
+def sweep_points(
+    spec: OpSpec,
+    models: Sequence[str],
+    num_tokens: Sequence[int],
+    overrides: dict[str, Any],
+    series: Sequence[str] | None = None,
+) -> list[SweepPoint]:
     """Every point of the sweep (every series of the spec, or of those named in ``series`` for an op with named
     series), overrides applied, duplicate shapes dropped (the first model keeps them). ValueError when ``series``
     names a series the op does not have."""
@@ -123,8 +128,9 @@ def sweep_points(spec: OpSpec, models: Sequence[str], num_tokens: Sequence[int],
         names = series_names(spec, models[0])
         unknown = [n for n in series if n not in names]
         if unknown:
-            raise ValueError(f"{spec.name} has no series {', '.join(map(repr, unknown))}; its series: "
-                             f"{', '.join(map(repr, names))}")
+            raise ValueError(
+                f"{spec.name} has no series {', '.join(map(repr, unknown))}; its series: {', '.join(map(repr, names))}"
+            )
         keep = set(series)
     for m in models:
         by_series: dict[str, list[tuple[int, Shape]]] = {}
@@ -134,8 +140,7 @@ def sweep_points(spec: OpSpec, models: Sequence[str], num_tokens: Sequence[int],
                     continue
                 unknown = set(overrides) - set(base)
                 if unknown:
-                    raise ValueError(f"{spec.name} has no shape key(s) {sorted(unknown)}; its keys: "
-                                     f"{', '.join(base)}")
+                    raise ValueError(f"{spec.name} has no shape key(s) {sorted(unknown)}; its keys: {', '.join(base)}")
                 shape = base.replace(**overrides)
                 by_series.setdefault(series_name, []).append((int(shape.get("num_tokens", t)), shape))
         for name, per_t in by_series.items():
@@ -183,8 +188,10 @@ class BenchConfig:
             got = [m for m in DEFAULT_MOE_BENCH_MODELS if spec.has_layer(MODELS[m])]
         if not got:
             having = [m for m in MODELS if spec.has_layer(MODELS[m])]
-            raise ValueError(f"{spec.name}: none of the models {', '.join(self.models)} has a layer it implements; "
-                             f"models that do: {', '.join(having)}")
+            raise ValueError(
+                f"{spec.name}: none of the models {', '.join(self.models)} has a layer it implements; "
+                f"models that do: {', '.join(having)}"
+            )
         return got
 
 
@@ -209,8 +216,9 @@ def count_steps(cfg: BenchConfig, specs: dict[str, OpSpec]) -> int:
                 continue  # reported when the target runs
             for dtype in cfg.dtypes:
                 if dtype in spec.dtypes:
-                    n += len(pts) * (sum(_available(name, spec, dtype) for name in cfg.providers)
-                                     + (cfg.base is not None))
+                    n += len(pts) * (
+                        sum(_available(name, spec, dtype) for name in cfg.providers) + (cfg.base is not None)
+                    )
     return n
 
 
@@ -241,9 +249,11 @@ def size_matched_copy(cfg: BenchConfig, work_bytes: int, l2: int) -> CopyRef | N
     if not cfg.copy_ref or cfg.device.type != "cuda":
         return None
     from .ceilings import time_size_matched_copy
+
     try:
-        return time_size_matched_copy(max(work_bytes, 1), l2, cfg.device, max_sets=cfg.max_sets,
-                                      mem_budget=SETS_MEM_BUDGET, repeats=cfg.repeats)
+        return time_size_matched_copy(
+            max(work_bytes, 1), l2, cfg.device, max_sets=cfg.max_sets, mem_budget=SETS_MEM_BUDGET, repeats=cfg.repeats
+        )
     except Exception as e:  # noqa: BLE001 - out of memory at the largest points: the providers are still timed
         with contextlib.suppress(Exception):
             torch.cuda.synchronize(cfg.device)
@@ -263,16 +273,18 @@ class PointInputs:
     flush: Callable[[], None] | None
 
     @classmethod
-    def make(cls, spec: OpSpec, shape: Shape, dtype: torch.dtype, cfg: BenchConfig, work_bytes: int, l2: int,
-             seed: int) -> PointInputs:
+    def make(
+        cls, spec: OpSpec, shape: Shape, dtype: torch.dtype, cfg: BenchConfig, work_bytes: int, l2: int, seed: int
+    ) -> PointInputs:
         dev = cfg.device
         check = spec.make_inputs(shape, dtype, Fill("randn", dev, seed + 1_000_003))
         oracle = P.reference(spec, dtype, check)
         fill = Fill("randn", dev, seed)
         sets = [spec.make_inputs(shape, dtype, fill)]
         # too few sets to turn the L2 over by themselves: an L2 flush before each replay
-        n_sets, flush = rotation(work_bytes, l2, dev, max_sets=cfg.max_sets, mem_per_set=_nbytes(sets[0]),
-                                 mem_budget=SETS_MEM_BUDGET)
+        n_sets, flush = rotation(
+            work_bytes, l2, dev, max_sets=cfg.max_sets, mem_per_set=_nbytes(sets[0]), mem_budget=SETS_MEM_BUDGET
+        )
         sets += [spec.make_inputs(shape, dtype, fill) for _ in range(n_sets - 1)]
         return cls(check, oracle, sets, flush)
 
@@ -307,6 +319,7 @@ def _reuse(p: P.Provider, r: PointResult) -> bool:
     if not p.cached:
         return False
     from .base import point_key
+
     got = p.cached.get(point_key(r.to_dict()))
     if got is None or got.get("status") != "ok":
         return False
@@ -319,8 +332,15 @@ def _reuse(p: P.Provider, r: PointResult) -> bool:
     return True
 
 
-def time_provider(p: P.Provider, spec: OpSpec, dtype: torch.dtype, pin: PointInputs, r: PointResult,
-                  cfg: BenchConfig, ceil: Ceilings | None) -> list[dict] | None:
+def time_provider(
+    p: P.Provider,
+    spec: OpSpec,
+    dtype: torch.dtype,
+    pin: PointInputs,
+    r: PointResult,
+    cfg: BenchConfig,
+    ceil: Ceilings | None,
+) -> list[dict] | None:
     """Check ``p`` and time it at one point, filling ``r``; returns its prepared rotation sets (for the host-time
     measurement) when it was timed."""
     dev = cfg.device
@@ -340,8 +360,10 @@ def time_provider(p: P.Provider, spec: OpSpec, dtype: torch.dtype, pin: PointInp
     est = 0.0 if p.name == "tritonkit" else _one_call_s(p, sets[0], dev) * (CALLS_PER_SET * len(sets) + FIXED_CALLS)
     if est > cfg.point_budget_s:
         r.status = "skipped"
-        r.detail = (f"over the point's time budget: its timing would take ~{est:.0f} s (one call "
-                    f"{est / (CALLS_PER_SET * len(sets) + FIXED_CALLS):.2f} s), budget {cfg.point_budget_s:.0f} s")
+        r.detail = (
+            f"over the point's time budget: its timing would take ~{est:.0f} s (one call "
+            f"{est / (CALLS_PER_SET * len(sets) + FIXED_CALLS):.2f} s), budget {cfg.point_budget_s:.0f} s"
+        )
         return None
     r.eager = time_eager(p, sets, dev, repeats=cfg.repeats)
     if dev.type == "cuda":
@@ -360,15 +382,40 @@ def time_provider(p: P.Provider, spec: OpSpec, dtype: torch.dtype, pin: PointInp
     return sets
 
 
-def run_point(spec: OpSpec, target: OpTarget, pt: SweepPoint, dtype: torch.dtype, provs: list[P.Provider],
-              cfg: BenchConfig, ceil: Ceilings | None, l2: int, seed: int, skip: Callable[[str], str | None],
-              progress: Progress, host_point: bool) -> tuple[list[PointResult], dict]:
+def run_point(
+    spec: OpSpec,
+    target: OpTarget,
+    pt: SweepPoint,
+    dtype: torch.dtype,
+    provs: list[P.Provider],
+    cfg: BenchConfig,
+    ceil: Ceilings | None,
+    l2: int,
+    seed: int,
+    skip: Callable[[str], str | None],
+    progress: Progress,
+    host_point: bool,
+) -> tuple[list[PointResult], dict]:
     """Check and time every provider at one point. Returns the point results and, at the host-overhead point,
     ``{provider: Timing dict}``. ``skip(provider)`` gives a reason to skip it here, or None."""
     dev = cfg.device
     work = spec.work(pt.shape, dtype)
-    results = {p.name: PointResult(spec.name, target.label, pt.config, pt.model, dtype_name(dtype), pt.num_tokens,
-                                   dict(pt.shape), p.name, work.bytes, work.flops, work.fp8) for p in provs}
+    results = {
+        p.name: PointResult(
+            spec.name,
+            target.label,
+            pt.config,
+            pt.model,
+            dtype_name(dtype),
+            pt.num_tokens,
+            dict(pt.shape),
+            p.name,
+            work.bytes,
+            work.flops,
+            work.fp8,
+        )
+        for p in provs
+    }
     hosts: dict = {}
     # first, while no op input is allocated; one timing for the point, shared by every provider's record
     copy = size_matched_copy(cfg, work.bytes, l2) if provs else None
@@ -441,15 +488,29 @@ class _Skips:
             self.over.setdefault((r.config, r.provider), r)
 
 
-def run_target(spec: OpSpec, target: OpTarget, dtype: torch.dtype, cfg: BenchConfig, ceil: Ceilings | None,
-               progress: Progress, t_start: float) -> tuple[OpResult, list[PointResult]]:
+def run_target(
+    spec: OpSpec,
+    target: OpTarget,
+    dtype: torch.dtype,
+    cfg: BenchConfig,
+    ceil: Ceilings | None,
+    progress: Progress,
+    t_start: float,
+) -> tuple[OpResult, list[PointResult]]:
     """Sweep one op config at one dtype. Returns its op result and its point results."""
     dev = cfg.device
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size if dev.type == "cuda" else 32 << 20
     models = cfg.models_for(spec)
     points = sweep_points(spec, models, cfg.num_tokens, dict(target.overrides), cfg.series)
-    op = OpResult(spec.name, target.label, dtype_name(dtype), dict(target.overrides), models,
-                  list(dict.fromkeys(pt.config for pt in points)), l2_bytes=l2)
+    op = OpResult(
+        spec.name,
+        target.label,
+        dtype_name(dtype),
+        dict(target.overrides),
+        models,
+        list(dict.fromkeys(pt.config for pt in points)),
+        l2_bytes=l2,
+    )
     provs: list[P.Provider] = []
     for name in cfg.providers:
         try:
@@ -479,9 +540,20 @@ def run_target(spec: OpSpec, target: OpTarget, dtype: torch.dtype, cfg: BenchCon
             smallest[pt.config] = pt
     results: list[PointResult] = []
     for i, pt in enumerate(points):
-        recs, hosts = run_point(spec, target, pt, dtype, provs, cfg, ceil, l2, seed=i,
-                                skip=lambda name, pt=pt: skips.reason(pt, name), progress=progress,
-                                host_point=smallest[pt.config] == pt)
+        recs, hosts = run_point(
+            spec,
+            target,
+            pt,
+            dtype,
+            provs,
+            cfg,
+            ceil,
+            l2,
+            seed=i,
+            skip=lambda name, pt=pt: skips.reason(pt, name),
+            progress=progress,
+            host_point=smallest[pt.config] == pt,
+        )
         for r in recs:
             skips.note(r)
         results += recs
@@ -491,8 +563,9 @@ def run_target(spec: OpSpec, target: OpTarget, dtype: torch.dtype, cfg: BenchCon
     kernels = {p.name: P.find_kernels(p.kernel_modules) for p in provs if p.kernel_modules}
     for n, ks in kernels.items():
         after = P.compile_counts(ks)
-        op.compiles[n] = {k: v - before.get(n, {}).get(k, 0) for k, v in after.items()
-                          if v - before.get(n, {}).get(k, 0) > 0}
+        op.compiles[n] = {
+            k: v - before.get(n, {}).get(k, 0) for k, v in after.items() if v - before.get(n, {}).get(k, 0) > 0
+        }
     return op, results
 
 
@@ -500,12 +573,16 @@ def startup_shape(spec: OpSpec, target: OpTarget, model: str) -> Shape:
     return spec.sweep_shape(MODELS[model], STARTUP_TOKENS).replace(**dict(target.overrides))
 
 
-def run(cfg: BenchConfig, ceil: Ceilings | None, progress: Progress | None = None,
-        on_target_done: Callable[[list[OpResult], list[PointResult]], None] | None = None
-        ) -> tuple[list[OpResult], list[PointResult]]:
+def run(
+    cfg: BenchConfig,
+    ceil: Ceilings | None,
+    progress: Progress | None = None,
+    on_target_done: Callable[[list[OpResult], list[PointResult]], None] | None = None,
+) -> tuple[list[OpResult], list[PointResult]]:
     """Run every target at every dtype. Returns (op results, point results); ``on_target_done`` gets the results
     so far after each op config (the CLI writes partial JSON there)."""
     from ..ops import get_spec
+
     progress = progress or Progress()
     t_start = time.monotonic()
     specs: dict[str, OpSpec] = {}
@@ -523,6 +600,7 @@ def run(cfg: BenchConfig, ceil: Ceilings | None, progress: Progress | None = Non
     startups: dict[tuple[str, torch.dtype], dict] = {}
     if cfg.startup and cfg.device.type == "cuda":
         from .startup import measure_startup
+
         for t in cfg.targets:
             for dtype in cfg.dtypes:
                 if t.name not in specs or dtype not in specs[t.name].dtypes:
@@ -531,8 +609,10 @@ def run(cfg: BenchConfig, ceil: Ceilings | None, progress: Progress | None = Non
                     shape = startup_shape(specs[t.name], t, cfg.models_for(specs[t.name])[0])
                 except ValueError:
                     continue  # reported when the target runs
-                progress.log(f"startup: {t.label} {dtype_name(dtype)} [{shape.id}] in fresh processes "
-                             "(empty Triton cache, then warm)")
+                progress.log(
+                    f"startup: {t.label} {dtype_name(dtype)} [{shape.id}] in fresh processes "
+                    "(empty Triton cache, then warm)"
+                )
                 startups[(t.label, dtype)] = measure_startup(t.name, dict(shape), dtype_name(dtype))
     progress.start(count_steps(cfg, specs))
     for t in cfg.targets:

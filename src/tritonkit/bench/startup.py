@@ -19,8 +19,7 @@ import sys
 import tempfile
 import time
 
-_CHILD = ("import time; T0 = time.perf_counter(); "
-          "from tritonkit.bench.startup import child_main; child_main(T0)")
+_CHILD = "import time; T0 = time.perf_counter(); from tritonkit.bench.startup import child_main; child_main(T0)"
 
 
 def child_main(t0: float) -> None:
@@ -30,6 +29,7 @@ def child_main(t0: float) -> None:
 
     import tritonkit.ops as ops
     from tritonkit.spec import Shape
+
     t_import = time.perf_counter()
     spec = ops.get_spec(op)
     on_gpu = device == "cuda"
@@ -37,12 +37,14 @@ def child_main(t0: float) -> None:
     def sync():
         if on_gpu:
             torch.cuda.synchronize()
+
     torch.empty(1, device=device)
     sync()
     t_ctx = time.perf_counter()
 
     from tritonkit.bench.providers import check, make_provider, reference
     from tritonkit.testing.inputs import Fill
+
     shape = Shape(json.loads(shape_json))
     dtype = getattr(torch, dtype_name)
     inputs = spec.make_inputs(shape, dtype, Fill("randn", device, 0))
@@ -57,16 +59,20 @@ def child_main(t0: float) -> None:
 
     fresh = spec.make_inputs(shape, dtype, Fill("randn", device, 1))
     c = check(make_provider("tritonkit", spec, dtype), spec, dtype, fresh, reference(spec, dtype, fresh))
-    print(json.dumps({
-        "import_s": t_import - t0,
-        "cuda_init_s": t_ctx - t_import,
-        "first_call_s": t_first - t_in,
-        "second_call_s": t_second - t_first,
-        # what a user waits for: import, context, first call (inputs are theirs, not counted)
-        "to_first_result_s": (t_import - t0) + (t_ctx - t_import) + (t_first - t_in),
-        "correct": c.passed,
-        "check": c.detail,
-    }))
+    print(
+        json.dumps(
+            {
+                "import_s": t_import - t0,
+                "cuda_init_s": t_ctx - t_import,
+                "first_call_s": t_first - t_in,
+                "second_call_s": t_second - t_first,
+                # what a user waits for: import, context, first call (inputs are theirs, not counted)
+                "to_first_result_s": (t_import - t0) + (t_ctx - t_import) + (t_first - t_in),
+                "correct": c.passed,
+                "check": c.detail,
+            }
+        )
+    )
 
 
 def _run_child(op: str, shape: dict, dtype_name: str, cache_dir: str, timeout: float, device: str) -> dict:
@@ -79,8 +85,13 @@ def _run_child(op: str, shape: dict, dtype_name: str, cache_dir: str, timeout: f
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, op, json.dumps(shape), dtype_name, device], env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, op, json.dumps(shape), dtype_name, device],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"child did not finish in {timeout:.0f} s"}
     wall = time.perf_counter() - t0
@@ -94,8 +105,7 @@ def _run_child(op: str, shape: dict, dtype_name: str, cache_dir: str, timeout: f
     return res
 
 
-def measure_startup(op: str, shape: dict, dtype_name: str, *, timeout: float = 180.0,
-                    device: str = "cuda") -> dict:
+def measure_startup(op: str, shape: dict, dtype_name: str, *, timeout: float = 180.0, device: str = "cuda") -> dict:
     """``{"cold": {...}, "warm": {...}, "shape": ...}`` for one op: two fresh processes sharing one cache dir
     that starts empty. Times in seconds. (``device="cpu"`` runs the kernels under the interpreter: tests only.)"""
     cache_dir = tempfile.mkdtemp(prefix="tritonkit-startup-")

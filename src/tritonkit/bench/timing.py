@@ -67,8 +67,14 @@ def _warmup(fn: Fn, sets: Sequence[dict], device: torch.device, calls: int = 2) 
     torch.cuda.synchronize(device)
 
 
-def time_graph(fn: Fn, sets: Sequence[dict], device: torch.device, *, repeats: int | None = None,
-               before_replay: Callable[[], None] | None = None) -> Timing:
+def time_graph(
+    fn: Fn,
+    sets: Sequence[dict],
+    device: torch.device,
+    *,
+    repeats: int | None = None,
+    before_replay: Callable[[], None] | None = None,
+) -> Timing:
     """Capture one call per set into one CUDA graph; time its replays; per-call median, min and max.
 
     ``before_replay`` runs before each replay outside the timed region (the floor uses it to flush the L2).
@@ -107,8 +113,7 @@ def time_graph(fn: Fn, sets: Sequence[dict], device: torch.device, *, repeats: i
                 before_replay()
             graph.replay()
         torch.cuda.synchronize(device)
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(repeats)]
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
         for start, end in events:
             if before_replay:
                 before_replay()
@@ -148,8 +153,15 @@ def check_capturable(fn: Fn, inputs: dict) -> None:
     torch.cuda.synchronize()
 
 
-def rotation_sets(bytes_per_set: int, l2_bytes: int, *, factor: float = L2_FACTOR, max_sets: int = MAX_SETS,
-                  mem_per_set: int | None = None, mem_budget: int | None = None) -> int:
+def rotation_sets(
+    bytes_per_set: int,
+    l2_bytes: int,
+    *,
+    factor: float = L2_FACTOR,
+    max_sets: int = MAX_SETS,
+    mem_per_set: int | None = None,
+    mem_budget: int | None = None,
+) -> int:
     """How many input sets a graph rotates through so that together they touch ``factor`` L2s.
 
     ``bytes_per_set`` is what one call touches (the work model's bytes); ``mem_per_set`` what one set allocates
@@ -171,8 +183,15 @@ def cold(bytes_per_set: int, n_sets: int, l2_bytes: int, factor: float = L2_FACT
     return bytes_per_set * n_sets >= factor * l2_bytes
 
 
-def rotation(work_bytes: int, l2_bytes: int, device: torch.device, *, max_sets: int, mem_per_set: int | None = None,
-             mem_budget: int | None = None) -> tuple[int, L2Flush | None]:
+def rotation(
+    work_bytes: int,
+    l2_bytes: int,
+    device: torch.device,
+    *,
+    max_sets: int,
+    mem_per_set: int | None = None,
+    mem_budget: int | None = None,
+) -> tuple[int, L2Flush | None]:
     """How a point is kept cold: the number of input sets to rotate through (``rotation_sets``), and an L2
     flush to run before each replay when those sets are too few to turn the L2 over themselves (None when they
     are, or off a GPU)."""
@@ -261,8 +280,9 @@ def host_overhead(fn: Fn, inputs: dict, device: torch.device, *, calls: int = 10
     return summarize([_host_repeat(fn, inputs, device, calls) for _ in range(repeats)])
 
 
-def interleaved_host_overhead(fns: Sequence[Any], inputs: dict, device: torch.device, *, calls: int = 1000,
-                              rounds: int = HOST_ROUNDS) -> tuple[dict[str, dict], dict[str, str]]:
+def interleaved_host_overhead(
+    fns: Sequence[Any], inputs: dict, device: torch.device, *, calls: int = 1000, rounds: int = HOST_ROUNDS
+) -> tuple[dict[str, dict], dict[str, str]]:
     """``host_overhead`` of several providers (callables with a ``name``) on the same inputs, their repeats
     interleaved: round after round, one repeat of each. A slow spell of the host (another process, a clock
     change; 58.8 against 37.2 us for the same call in two H200-machine runs) then lands on every provider instead

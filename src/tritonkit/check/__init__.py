@@ -16,5 +16,6 @@ __all__ = ["Options", "Report", "case", "run_check"]
 def __getattr__(name):
     if name in ("Options", "Report", "run_check"):
         from . import runner
+
         return getattr(runner, name)
     raise AttributeError(f"module 'tritonkit.check' has no attribute {name!r}")

@@ -18,6 +18,7 @@ from .intervals import Iv
 from .ranges import RangeAnalysis
 from .views import solve
 
+
 def uniform(f: Func, t: Term) -> bool:
     return isinstance(t, str) and not shape_of(f.types.get(t, ""))
 
@@ -78,8 +79,13 @@ def _mask_bounds(f: Func, ra: RangeAnalysis, access: Op) -> dict[str, tuple[int,
     """Bounds the access's mask puts on the lanes' integers (``offs < n`` keeps the active lanes below n). An
     integer laid along two tile axes (one ``tl.arange`` for rows and columns) is left unbounded: the mask bounds
     it along one axis only."""
-    mask = access.operands[1] if access.name == "tt.load" and len(access.operands) > 1 else \
-        access.operands[2] if access.name == "tt.store" and len(access.operands) > 2 else None
+    mask = (
+        access.operands[1]
+        if access.name == "tt.load" and len(access.operands) > 1
+        else access.operands[2]
+        if access.name == "tt.store" and len(access.operands) > 2
+        else None
+    )
     out: dict[str, tuple[int, int]] = {}
     places = _placements(f, access) if mask is not None else {}
     for fc in facts(f, mask, True) if mask is not None else ():
@@ -96,6 +102,7 @@ def _mask_bounds(f: Func, ra: RangeAnalysis, access: Op) -> dict[str, tuple[int,
 
 def _linear(f: Func, ra: RangeAnalysis, name: str, bounds: dict[str, tuple[int, int]]):
     """A term as ``coef * x`` with x in [lo, hi] (the lane's integer times a stride fixed in this launch), or None."""
+
     def interval(n):
         v = ra.get(n)
         if not isinstance(v, Iv):
@@ -165,8 +172,17 @@ def iv_affine(f: Func, ra: RangeAnalysis, name: str, depth: int = 0):
     return None
 
 
-def lanes_meet(f: Func, ra: RangeAnalysis, a: Op, ta: list[Term], b: Op, tb: list[Term], delta: int = 0,
-               loop: Op | None = None, other_lane: bool = False) -> bool:
+def lanes_meet(
+    f: Func,
+    ra: RangeAnalysis,
+    a: Op,
+    ta: list[Term],
+    b: Op,
+    tb: list[Term],
+    delta: int = 0,
+    loop: Op | None = None,
+    other_lane: bool = False,
+) -> bool:
     """Whether some active lane of ``a`` and some active lane of ``b`` address the same element: ``a`` at offset
     ``sum(ta)``, ``b`` at ``delta + sum(tb)`` elements from one base; ``b`` in a later iteration of ``loop`` (None:
     in the same pass). Each term is a lane's integer times a stride fixed in the launch: the same term in both
@@ -303,9 +319,25 @@ def tells_lanes_apart(f: Func, ra: RangeAnalysis, access: Op, terms: list[Term])
     return True
 
 
-_ELEMENTWISE = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.divsi", "arith.remsi", "arith.andi",
-                "arith.ori", "arith.xori", "arith.maxsi", "arith.minsi", "arith.extsi", "arith.extui",
-                "arith.trunci", "arith.select", "tt.addptr", "ttg.convert_layout"}
+_ELEMENTWISE = {
+    "arith.addi",
+    "arith.subi",
+    "arith.muli",
+    "arith.shli",
+    "arith.divsi",
+    "arith.remsi",
+    "arith.andi",
+    "arith.ori",
+    "arith.xori",
+    "arith.maxsi",
+    "arith.minsi",
+    "arith.extsi",
+    "arith.extui",
+    "arith.trunci",
+    "arith.select",
+    "tt.addptr",
+    "ttg.convert_layout",
+}
 
 
 def varying_axes(f: Func, name: str, memo: dict | None = None, depth: int = 0) -> set[int]:

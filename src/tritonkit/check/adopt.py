@@ -45,9 +45,13 @@ def unknown_suppressions(files, known) -> list[Problem]:
             m = _IGNORE.search(text)
             bad = [r.strip() for r in m.group(1).split(",") if r.strip() not in known] if m else []
             if bad:
-                out.append(Problem("suppression", f"{_rel(file)}:{i}",
-                                   f"ignore[...] names {', '.join(map(repr, bad))}, which is no rule; rules: "
-                                   f"{', '.join(known)}"))
+                out.append(
+                    Problem(
+                        "suppression",
+                        f"{_rel(file)}:{i}",
+                        f"ignore[...] names {', '.join(map(repr, bad))}, which is no rule; rules: {', '.join(known)}",
+                    )
+                )
     return out
 
 
@@ -82,8 +86,14 @@ def read_baseline(path: str) -> set[tuple[str, str, str]]:
         raise CheckError(f"the baseline {path} is malformed: {e}; write one with --write-baseline") from None
 
 
-def apply_baseline(path: str, accepted: set[tuple[str, str, str]], findings: list[Finding],
-                   problems: list[Problem], rules=None, kernels=None) -> None:
+def apply_baseline(
+    path: str,
+    accepted: set[tuple[str, str, str]],
+    findings: list[Finding],
+    problems: list[Problem],
+    rules=None,
+    kernels=None,
+) -> None:
     """Mark the findings the baseline (read from ``path``) lists; note entries that no longer match anything
     among the ``rules`` that ran on the ``kernels`` checked (None: all): an entry of a rule left out by --rule, or
     of a kernel in another file, is not stale."""
@@ -93,14 +103,20 @@ def apply_baseline(path: str, accepted: set[tuple[str, str, str]], findings: lis
         if f.suppressed is None and k in accepted:
             f.baseline = True
             seen.add(k)
-    stale = {k for k in accepted - seen
-             if (rules is None or k[0] in rules) and (kernels is None or k[1] in kernels)}
+    stale = {k for k in accepted - seen if (rules is None or k[0] in rules) and (kernels is None or k[1] in kernels)}
     if stale:
         shown = "; ".join(f"{r} in {k}: `{c}`" for r, k, c in sorted(stale)[:5])
         more = f" and {len(stale) - 5} more" if len(stale) > 5 else ""
         match = "entry matches" if len(stale) == 1 else "entries match"
-        problems.append(Problem("baseline", path, f"{len(stale)} {match} no finding any more (fixed, or the line "
-                                f"changed): {shown}{more}; --write-baseline rewrites it", fatal=False))
+        problems.append(
+            Problem(
+                "baseline",
+                path,
+                f"{len(stale)} {match} no finding any more (fixed, or the line "
+                f"changed): {shown}{more}; --write-baseline rewrites it",
+                fatal=False,
+            )
+        )
 
 
 def _rel(path: str) -> str:

@@ -55,8 +55,22 @@ CANON = Budget("canon", 32, "an expression's structure (to compare two accesses)
 VARYING_AXES = Budget("varying-axes", 64, "the shape ops that lay a value along tile axes")
 NARROW_OPERANDS = Budget("narrow-operands", 4, "the operands a branch condition's bound narrows")
 
-ALL = (PLACEMENTS, OFFSET_SLICE, ORIGIN, RING_SLICE, ROOT, STRIP, DECOMPOSE, FACTS, AFFINE, INJECTIVE, VALUES_ONLY,
-       CANON, VARYING_AXES, NARROW_OPERANDS)
+ALL = (
+    PLACEMENTS,
+    OFFSET_SLICE,
+    ORIGIN,
+    RING_SLICE,
+    ROOT,
+    STRIP,
+    DECOMPOSE,
+    FACTS,
+    AFFINE,
+    INJECTIVE,
+    VALUES_ONLY,
+    CANON,
+    VARYING_AXES,
+    NARROW_OPERANDS,
+)
 
 
 def cuts(f) -> list[Budget]:
@@ -65,5 +79,7 @@ def cuts(f) -> list[Budget]:
 
 
 def cut_note(b: Budget) -> str:
-    return (f"the analysis stopped following {b.walk} at its budget of {b.limit} (`{b.name}` in "
-            f"tritonkit/check/budgets.py): past it values count as unknown, so a finding there may be missed")
+    return (
+        f"the analysis stopped following {b.walk} at its budget of {b.limit} (`{b.name}` in "
+        f"tritonkit/check/budgets.py): past it values count as unknown, so a finding there may be missed"
+    )

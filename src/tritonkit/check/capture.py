@@ -73,6 +73,7 @@ class Unit:
         """The parsed entry function of the TTIR (None if it did not compile or parse)."""
         if self._func is None and self._parse_error is None and self.compiled.ttir:
             from .mlir import ParseError, parse_module
+
             try:
                 mod = parse_module(self.compiled.ttir)
                 self._func = (mod.entry_func(), mod)
@@ -144,10 +145,12 @@ class Distinct:
 
     def unchecked(self, rule: str, what: str) -> str:
         """The problem to report when ``what`` stays unconfirmed while launches were left out."""
-        return (f"{rule} could not decide: {what} is possible in the union of this kernel's launches, but none of the "
-                f"{len(self.launches)} launches analysed (the first {self.first} of {self.total} distinct ones in "
-                f"case order, then the largest of the rest) shows it, and {self.left_out} were not analysed: "
-                f"split the case or narrow its sweep")
+        return (
+            f"{rule} could not decide: {what} is possible in the union of this kernel's launches, but none of the "
+            f"{len(self.launches)} launches analysed (the first {self.first} of {self.total} distinct ones in "
+            f"case order, then the largest of the rest) shows it, and {self.left_out} were not analysed: "
+            f"split the case or narrow its sweep"
+        )
 
 
 def distinct(launches: list[Launch], extra=lambda ln: (), limit: int = 512) -> Distinct:
@@ -158,14 +161,19 @@ def distinct(launches: list[Launch], extra=lambda ln: (), limit: int = 512) -> D
     seen: set = set()
     out = []
     for ln in launches:
-        key = (ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())),
-               tuple(sorted(ln.nondecreasing.items())), extra(ln))
+        key = (
+            ln.grid,
+            tuple(sorted(ln.int_args.items())),
+            tuple(sorted(ln.loaded_bounds.items())),
+            tuple(sorted(ln.nondecreasing.items())),
+            extra(ln),
+        )
         if key not in seen:
             seen.add(key)
             out.append(ln)
     if len(out) <= limit:
         return Distinct(out, len(out), len(out))
-    rest = sorted(out[limit:], key=_magnitude, reverse=True)[:limit // 8]
+    rest = sorted(out[limit:], key=_magnitude, reverse=True)[: limit // 8]
     return Distinct(out[:limit] + rest, limit, len(out))
 
 
@@ -221,7 +229,7 @@ def _aliases(bound: dict[str, Any]) -> dict[tuple[str, str], tuple[View, View, i
     views = [(k, v) for k, t in bound.items() if hasattr(t, "data_ptr") and (v := view_of(t)) is not None]
     out = {}
     for i, (a, va) in enumerate(views):
-        for b, vb in views[i + 1:]:
+        for b, vb in views[i + 1 :]:
             if va.storage == vb.storage and (byte := common_byte(va, vb)) is not None:
                 (x, vx), (y, vy) = sorted(((a, va), (b, vb)), key=lambda kv: kv[0])
                 out[(x, y)] = (vx, vy, byte)
@@ -268,8 +276,10 @@ class Capture:
     def __enter__(self) -> Capture:
         missing = _compat.capture_missing()
         if missing is not None:
-            raise CheckError(f"Triton {triton.__version__} lacks the launch internals the checker uses ({missing}); "
-                             f"tritonkit check is developed against Triton {_compat.DEVELOPED_AGAINST}")
+            raise CheckError(
+                f"Triton {triton.__version__} lacks the launch internals the checker uses ({missing}); "
+                f"tritonkit check is developed against Triton {_compat.DEVELOPED_AGAINST}"
+            )
         try:
             self._install()
         except BaseException:
@@ -295,6 +305,7 @@ class Capture:
         self._patch(Autotuner, "warmup", autotune_warmup)
         interpreted = _compat.interpreted_function_type()
         if interpreted is not None:
+
             def interp_run(fn, *args, grid=None, warmup=False, **kwargs):
                 return cap._launch(cap._from_interpreted(fn), args, kwargs, grid, warmup)
 
@@ -317,9 +328,19 @@ class Capture:
             return
         cc = divmod(int(self.compiler.target.arch), 10)
         sms = {8: 108, 9: 132, 10: 148}.get(cc[0], 132)
-        props = type("DeviceProperties", (), {"major": cc[0], "minor": cc[1], "multi_processor_count": sms,
-                                              "name": f"tritonkit stub sm_{cc[0]}{cc[1]}", "warp_size": 32,
-                                              "total_memory": 141 << 30, "L2_cache_size": 50 << 20})()
+        props = type(
+            "DeviceProperties",
+            (),
+            {
+                "major": cc[0],
+                "minor": cc[1],
+                "multi_processor_count": sms,
+                "name": f"tritonkit stub sm_{cc[0]}{cc[1]}",
+                "warp_size": 32,
+                "total_memory": 141 << 30,
+                "L2_cache_size": 50 << 20,
+            },
+        )()
         self._patch(cuda, "get_device_capability", lambda *a, **k: cc)
         self._patch(cuda, "get_device_properties", lambda *a, **k: props)
         self._patch(cuda, "current_device", lambda: 0)
@@ -342,9 +363,20 @@ class Capture:
     def _jit_of(self, fn) -> JITFunction:
         jit = self._converted.get(id(fn))
         if jit is None:
-            kw = {k: v for k, v in getattr(fn, "kwargs", {}).items()
-                  if k in ("version", "do_not_specialize", "do_not_specialize_on_alignment", "debug", "noinline",
-                           "repr", "launch_metadata")}
+            kw = {
+                k: v
+                for k, v in getattr(fn, "kwargs", {}).items()
+                if k
+                in (
+                    "version",
+                    "do_not_specialize",
+                    "do_not_specialize_on_alignment",
+                    "debug",
+                    "noinline",
+                    "repr",
+                    "launch_metadata",
+                )
+            }
             jit = JITFunction(fn.fn, **kw)
             self._converted[id(fn)] = jit
         return jit
@@ -363,11 +395,15 @@ class Capture:
             mod = sys.modules.get(getattr(fn.fn, "__module__", ""))
             if mod is not None:
                 self._swap_interpreted(mod)
-            self.problems.append(Problem(
-                "capture", jit.__name__,
-                "defined while TRITON_INTERPRET=1; compiled from its Python source instead (helpers it imports "
-                "from other modules must be jit functions: run `tritonkit check` without TRITON_INTERPRET)",
-                fatal=False))
+            self.problems.append(
+                Problem(
+                    "capture",
+                    jit.__name__,
+                    "defined while TRITON_INTERPRET=1; compiled from its Python source instead (helpers it imports "
+                    "from other modules must be jit functions: run `tritonkit check` without TRITON_INTERPRET)",
+                    fatal=False,
+                )
+            )
         return jit
 
     # -- launches -------------------------------------------------------------------------------------------
@@ -405,8 +441,9 @@ class Capture:
             bound, spec, options = self._binder(jit)(*args, **kw)
             opts, signature, constexprs, attrs = _compat.pack_args(jit, self.backend, kw, bound, spec, options)
         except Exception as e:  # noqa: BLE001
-            self.problems.append(Problem("capture", where, f"Triton rejected the launch arguments: "
-                                         f"{type(e).__name__}: {e}"))
+            self.problems.append(
+                Problem("capture", where, f"Triton rejected the launch arguments: {type(e).__name__}: {e}")
+            )
             return None
         try:
             g = _grid3(grid, bound)
@@ -421,8 +458,19 @@ class Capture:
                 int_args[p.name] = v
         consts = {p.name: bound.get(p.name) for p in jit.params if p.is_constexpr and p.name in bound}
         extents = {k: e for k, v in bound.items() if hasattr(v, "data_ptr") and (e := _storage_elements(v)) is not None}
-        ln = Launch(kernel=info, unit=unit, grid=g, int_args=int_args, spec=spec_t, context=self._context,
-                    constexprs=consts, extents=extents, site=site, aliases=_aliases(bound), autotune=self._autotune)
+        ln = Launch(
+            kernel=info,
+            unit=unit,
+            grid=g,
+            int_args=int_args,
+            spec=spec_t,
+            context=self._context,
+            constexprs=consts,
+            extents=extents,
+            site=site,
+            aliases=_aliases(bound),
+            autotune=self._autotune,
+        )
         info.launches.append(ln)
         # an optional pointer passed as None in this launch is still a pointer parameter a bound may name
         info.ptr_params.update(k for k, v in bound.items() if hasattr(v, "data_ptr") or v is None)
@@ -458,8 +506,9 @@ class Capture:
         key = self.compiler.cache_key(jit, signature, constexprs, attrs, opts)
         unit = info.units.get(key)
         if unit is None:
-            compiled = self.compiler.compile(jit, signature, constexprs, attrs, opts,
-                                             want_ttgir=self._autotune is not None)
+            compiled = self.compiler.compile(
+                jit, signature, constexprs, attrs, opts, want_ttgir=self._autotune is not None
+            )
             ir_params = []
             for name, ty in signature.items():
                 if ty == "constexpr":

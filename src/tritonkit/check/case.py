@@ -110,15 +110,21 @@ def _steps(nd: Mapping[str, Any] | list[str] | tuple[str, ...] | None) -> dict[s
     out: dict[str, int | None] = {}
     for k, step in items:
         if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
-            raise ValueError(f"tritonkit.case: nondecreasing[{k!r}] = {step!r}: the largest step must be an int >= 0 "
-                             "or None")
+            raise ValueError(
+                f"tritonkit.case: nondecreasing[{k!r}] = {step!r}: the largest step must be an int >= 0 or None"
+            )
         out[str(k)] = step
     return out
 
 
-def case(_fn: Callable[..., Any] | None = None, *, loaded_bounds: Mapping[str, Any] | None = None,
-         sweep: list[str] | tuple[str, ...] | None = None,
-         nondecreasing: Mapping[str, Any] | list[str] | tuple[str, ...] | None = None, **params: Any):
+def case(
+    _fn: Callable[..., Any] | None = None,
+    *,
+    loaded_bounds: Mapping[str, Any] | None = None,
+    sweep: list[str] | tuple[str, ...] | None = None,
+    nondecreasing: Mapping[str, Any] | list[str] | tuple[str, ...] | None = None,
+    **params: Any,
+):
     """Register a case; usable bare (``@tritonkit.case``) or with parameter lists."""
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -129,8 +135,15 @@ def case(_fn: Callable[..., Any] | None = None, *, loaded_bounds: Mapping[str, A
             file, line = getattr(getattr(fn, "__code__", None), "co_filename", "<unknown>"), 0
         if sweep is not None and set(sweep) - set(params):
             raise ValueError(f"tritonkit.case: sweep names {sorted(set(sweep) - set(params))}, not parameters")
-        c = Case(fn, {k: _as_values(k, v) for k, v in params.items()}, _bounds(loaded_bounds), file, line,
-                 tuple(sweep) if sweep is not None else None, _steps(nondecreasing))
+        c = Case(
+            fn,
+            {k: _as_values(k, v) for k, v in params.items()},
+            _bounds(loaded_bounds),
+            file,
+            line,
+            tuple(sweep) if sweep is not None else None,
+            _steps(nondecreasing),
+        )
         REGISTRY.append(c)
         fn.__tritonkit_case__ = c
         return fn

@@ -43,30 +43,67 @@ def _seconds(v: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tritonkit check", description=DESCRIPTION,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("targets", nargs="*", metavar="PATH_OR_MODULE",
-                   help="python files, directories or dotted module names holding @tritonkit.case functions")
+    p = argparse.ArgumentParser(
+        prog="tritonkit check", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="PATH_OR_MODULE",
+        help="python files, directories or dotted module names holding @tritonkit.case functions",
+    )
     p.add_argument("--arch", default="sm_90", help="target GPU: sm_80, sm_90 (default) or sm_100")
     p.add_argument("--format", choices=("text", "json", "sarif"), default="text")
-    p.add_argument("--rule", action="append", dest="rules", metavar="ID",
-                   help="apply only this rule (repeatable): " + ", ".join(RULE_IDS))
-    p.add_argument("--op", action="append", dest="ops", metavar="NAME",
-                   help="with no PATH: check only this built-in op (repeatable)")
-    p.add_argument("--space", action="append", dest="spaces", choices=("boundary", "sweep", "large"),
-                   help="with no PATH: shape spaces of the built-in ops (default: all three)")
+    p.add_argument(
+        "--rule",
+        action="append",
+        dest="rules",
+        metavar="ID",
+        help="apply only this rule (repeatable): " + ", ".join(RULE_IDS),
+    )
+    p.add_argument(
+        "--op",
+        action="append",
+        dest="ops",
+        metavar="NAME",
+        help="with no PATH: check only this built-in op (repeatable)",
+    )
+    p.add_argument(
+        "--space",
+        action="append",
+        dest="spaces",
+        choices=("boundary", "sweep", "large"),
+        help="with no PATH: shape spaces of the built-in ops (default: all three)",
+    )
     p.add_argument("--no-cache", action="store_true", help="compile everything again (ignore the on-disk IR cache)")
-    p.add_argument("-j", "--jobs", type=_positive, metavar="N",
-                   help="processes lowering kernels to TTIR (default: one per CPU, at most 8)")
-    p.add_argument("--case-timeout", type=_seconds, default=DEFAULT_CASE_TIMEOUT, metavar="SECONDS",
-                   help=f"stop a case (or the import of a case file) that runs longer, as a problem naming it "
-                        f"(default {DEFAULT_CASE_TIMEOUT:g}; 0: no limit)")
-    p.add_argument("--explain", metavar="RULE",
-                   help="print the rule's page (the bug, a failing kernel, the fix) and exit")
-    p.add_argument("--baseline", metavar="FILE",
-                   help="findings this file lists (by rule, kernel and the flagged line's code) do not fail the run")
-    p.add_argument("--write-baseline", metavar="FILE",
-                   help="write every current finding (not suppressed in source) to FILE as the accepted baseline")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="processes lowering kernels to TTIR (default: one per CPU, at most 8)",
+    )
+    p.add_argument(
+        "--case-timeout",
+        type=_seconds,
+        default=DEFAULT_CASE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop a case (or the import of a case file) that runs longer, as a problem naming it "
+        f"(default {DEFAULT_CASE_TIMEOUT:g}; 0: no limit)",
+    )
+    p.add_argument(
+        "--explain", metavar="RULE", help="print the rule's page (the bug, a failing kernel, the fix) and exit"
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="findings this file lists (by rule, kernel and the flagged line's code) do not fail the run",
+    )
+    p.add_argument(
+        "--write-baseline",
+        metavar="FILE",
+        help="write every current finding (not suppressed in source) to FILE as the accepted baseline",
+    )
     p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
     return p
 
@@ -76,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     # the checker compiles: with the interpreter on, Triton would import its jit library as Python functions
     prev = os.environ.get("TRITON_INTERPRET")
     if prev not in (None, "", "0"):
-        print("tritonkit check: ignoring TRITON_INTERPRET=1 (the checker compiles kernels, it does not run them)",
-              file=sys.stderr)
+        print(
+            "tritonkit check: ignoring TRITON_INTERPRET=1 (the checker compiles kernels, it does not run them)",
+            file=sys.stderr,
+        )
         os.environ["TRITON_INTERPRET"] = "0"
     try:
         return _main(args)
@@ -102,8 +141,11 @@ def _main(args) -> int:
         return _explain(args.explain)
     beside = [f for f, v in (("--op", args.ops), ("--space", args.spaces)) if v]
     if args.targets and beside:
-        print(f"tritonkit check: {' and '.join(beside)} select built-in ops, and apply only with no PATH; a PATH "
-              f"checks every case and OpSpec in it", file=sys.stderr)
+        print(
+            f"tritonkit check: {' and '.join(beside)} select built-in ops, and apply only with no PATH; a PATH "
+            f"checks every case and OpSpec in it",
+            file=sys.stderr,
+        )
         return 2
     try:
         from .adopt import write_baseline
@@ -114,11 +156,17 @@ def _main(args) -> int:
     except Exception as e:  # noqa: BLE001 - a broken Triton/torch install is "could not run"
         print(f"tritonkit check: could not start: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
-    opts = Options(arch=args.arch, rules=tuple(args.rules) if args.rules else None,
-                   spaces=tuple(args.spaces) if args.spaces else Options.spaces,
-                   ops=tuple(args.ops) if args.ops else None, disk_cache=not args.no_cache,
-                   baseline=args.baseline, jobs=args.jobs, case_timeout=args.case_timeout or None,
-                   progress=sys.stderr.isatty())
+    opts = Options(
+        arch=args.arch,
+        rules=tuple(args.rules) if args.rules else None,
+        spaces=tuple(args.spaces) if args.spaces else Options.spaces,
+        ops=tuple(args.ops) if args.ops else None,
+        disk_cache=not args.no_cache,
+        baseline=args.baseline,
+        jobs=args.jobs,
+        case_timeout=args.case_timeout or None,
+        progress=sys.stderr.isatty(),
+    )
     for path, what in ((args.output, "the report"), (args.write_baseline, "the baseline")):
         if path and (why := _unwritable(path)):
             print(f"tritonkit check: cannot write {what} to {path}: {why}", file=sys.stderr)

@@ -15,8 +15,18 @@ from .budgets import FACTS, ROOT
 from .mlir import Func
 from .pointers import base_arg
 
-NEGATE = {"slt": "sge", "sle": "sgt", "sgt": "sle", "sge": "slt", "eq": "ne", "ne": "eq",
-          "ult": "uge", "ule": "ugt", "ugt": "ule", "uge": "ult"}
+NEGATE = {
+    "slt": "sge",
+    "sle": "sgt",
+    "sgt": "sle",
+    "sge": "slt",
+    "eq": "ne",
+    "ne": "eq",
+    "ult": "uge",
+    "ule": "ugt",
+    "ugt": "ule",
+    "uge": "ult",
+}
 _CASTS = ("arith.extsi",)
 _SHAPE = ("tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout")
 
@@ -90,20 +100,26 @@ def same_values(f: Func) -> dict[str, list[str]]:
         if op.name == "tt.load" and op.results:
             loads.setdefault(tuple(op.operands), []).append(op)
     # what a store writes: its kernel argument (None when unknown, which may be anything)
-    writes = [(op.pos, base_arg(f, op.operands[0]) if op.operands else None) for op in f.ops
-              if op.name in ("tt.store", "tt.atomic_rmw", "tt.atomic_cas")]
+    writes = [
+        (op.pos, base_arg(f, op.operands[0]) if op.operands else None)
+        for op in f.ops
+        if op.name in ("tt.store", "tt.atomic_rmw", "tt.atomic_cas")
+    ]
     for group in loads.values():
         base = base_arg(f, group[0].operands[0]) if group[0].operands else None
         for i, first in enumerate(group):
-            for later in group[i + 1:]:
+            for later in group[i + 1 :]:
                 # a store between them may change the value, unless it writes another argument (an index array
                 # a kernel reads is not also an output it writes); so may one anywhere in a loop around the later
                 # load that does not hold the first (its earlier iterations come between them too)
-                spans = [(first.pos, later.pos)] + [(lp.pos, lp.end) for lp in later.ancestors()
-                                                     if lp.name in ("scf.for", "scf.while")
-                                                     and not lp.pos < first.pos <= lp.end]
-                if any(lo < w <= hi and (wb is None or base is None or wb == base)
-                       for w, wb in writes for lo, hi in spans):
+                spans = [(first.pos, later.pos)] + [
+                    (lp.pos, lp.end)
+                    for lp in later.ancestors()
+                    if lp.name in ("scf.for", "scf.while") and not lp.pos < first.pos <= lp.end
+                ]
+                if any(
+                    lo < w <= hi and (wb is None or base is None or wb == base) for w, wb in writes for lo, hi in spans
+                ):
                     continue
                 a, b = first.results[0], later.results[0]
                 for x, y in ((a, b), (b, a)):

@@ -37,10 +37,19 @@ class Finding:
         return (self.rule, self.kernel, self.file, self.line, self.tag)
 
     def as_json(self) -> dict[str, Any]:
-        return {"rule": self.rule, "severity": self.severity, "kernel": self.kernel, "file": self.file,
-                "line": self.line, "message": self.message, "case": self.case, "fix": self.fix,
-                "suppressed": self.suppressed is not None, "justification": self.suppressed,
-                "baseline": self.baseline}
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "kernel": self.kernel,
+            "file": self.file,
+            "line": self.line,
+            "message": self.message,
+            "case": self.case,
+            "fix": self.fix,
+            "suppressed": self.suppressed is not None,
+            "justification": self.suppressed,
+            "baseline": self.baseline,
+        }
 
 
 @dataclasses.dataclass

@@ -14,8 +14,9 @@ class Iv:
     scale: float = 0.0  # for data values: how many times the magnitude of a loaded value it can reach
 
     def hull(self, o: Iv) -> Iv:
-        return Iv(min(self.lo, o.lo), max(self.hi, o.hi), self.data or o.data, self.over or o.over,
-                  max(self.scale, o.scale))
+        return Iv(
+            min(self.lo, o.lo), max(self.hi, o.hi), self.data or o.data, self.over or o.over, max(self.scale, o.scale)
+        )
 
     def within(self, o: Iv) -> bool:
         return o.lo <= self.lo and self.hi <= o.hi
@@ -56,8 +57,11 @@ def _tdiv(a: int, b: int) -> int:
 
 def div(a: Iv, b: Iv, fl: dict, slop: int) -> Iv:
     """``a / b`` rounded toward zero, widened by ``slop`` (ceil and floor divisions), with the flags ``fl``."""
-    divisors = [d for d in (b.lo, b.hi, -1 if b.lo <= -1 <= b.hi else None, 1 if b.lo <= 1 <= b.hi else None)
-                if d not in (None, 0)]
+    divisors = [
+        d
+        for d in (b.lo, b.hi, -1 if b.lo <= -1 <= b.hi else None, 1 if b.lo <= 1 <= b.hi else None)
+        if d not in (None, 0)
+    ]
     if not divisors:
         m = max(abs(a.lo), abs(a.hi))
         return Iv(-m, m, **fl)

@@ -82,4 +82,5 @@ def limited(fn: Callable[[], Any] | Any, seconds: float | None) -> Callable[[], 
     def run():
         with time_limit(seconds):
             return fn()
+
     return run

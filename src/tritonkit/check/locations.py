@@ -33,14 +33,14 @@ class Locations:
         if expr.startswith("#loc"):
             out = self.frames(self.aliases.get(expr), depth + 1)
         elif expr.startswith("callsite("):
-            inner = expr[len("callsite("):-1]
+            inner = expr[len("callsite(") : -1]
             parts = split_top(inner, " at ")
             if len(parts) == 2:
                 out = self.frames(parts[0], depth + 1) + self.frames(parts[1], depth + 1)
         elif expr.startswith("fused"):
             b = expr.find("[")
             if b >= 0:
-                for piece in split_top(expr[b + 1:expr.rfind("]")], ","):
+                for piece in split_top(expr[b + 1 : expr.rfind("]")], ","):
                     out = self.frames(piece, depth + 1)
                     if out:
                         break
@@ -48,12 +48,12 @@ class Locations:
             end = 1
             while end < len(expr) and expr[end] != '"':
                 end += 2 if expr[end] == "\\" else 1
-            s, rest = expr[1:end], expr[end + 1:]
+            s, rest = expr[1:end], expr[end + 1 :]
             m = re.match(r":(\d+):(\d+)", rest)
             if m:
                 out = (Frame(s, int(m.group(1)), int(m.group(2))),)
             elif rest.startswith("("):
-                child = self.frames(rest[1:_match_close(rest, 0)], depth + 1)
+                child = self.frames(rest[1 : _match_close(rest, 0)], depth + 1)
                 if child:
                     out = (dataclasses.replace(child[0], name=child[0].name or s),) + child[1:]
                 else:

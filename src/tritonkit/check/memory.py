@@ -23,8 +23,10 @@ from .ranges import RangeAnalysis
 from .views import View
 
 # the barrier op has been `gpu.barrier` through Triton 3.x; accept the names other releases print
-_BARRIER = re.compile(r"^(gpu\.barrier|tt\.(debug_)?barrier|ttg\.barrier|ttng\.barrier|nvvm\.barrier0?|"
-                      r"triton_gpu\.barrier)$")
+_BARRIER = re.compile(
+    r"^(gpu\.barrier|tt\.(debug_)?barrier|ttg\.barrier|ttng\.barrier|nvvm\.barrier0?|"
+    r"triton_gpu\.barrier)$"
+)
 _LOOPS = ("scf.for", "scf.while")
 
 
@@ -61,13 +63,26 @@ def ordering_points(f: Func, num_warps: int, ra: RangeAnalysis | None = None) ->
     out = []
     for op in f.ops:
         src = shape_of(f.types.get(op.operands[0], "")) if op.name == "tt.reduce" and op.operands else ()
-        if not (is_barrier(op.name) or (
-                op.name == "tt.reduce" and num_warps > 1 and op.results and len(src) == 1
-                and src[0] > CROSS_WARP_ELEMENTS and not shape_of(f.types.get(op.results[0], "")))):
+        if not (
+            is_barrier(op.name)
+            or (
+                op.name == "tt.reduce"
+                and num_warps > 1
+                and op.results
+                and len(src) == 1
+                and src[0] > CROSS_WARP_ELEMENTS
+                and not shape_of(f.types.get(op.results[0], ""))
+            )
+        ):
             continue
         blk = op.block
-        while blk is not None and blk.parent is not None and blk.region == 0 and _runs_once(ra, blk.parent) \
-                and blk is blk.parent.regions[0][0]:
+        while (
+            blk is not None
+            and blk.parent is not None
+            and blk.region == 0
+            and _runs_once(ra, blk.parent)
+            and blk is blk.parent.regions[0][0]
+        ):
             blk = blk.parent.block
         out.append(Point(op.pos, blk))
     return out
@@ -121,8 +136,9 @@ def protected(first: Op, second: Op, loop: Op | None, points: list[Point]) -> bo
             if first.pos < b.pos < second.pos and (_contains(b.block, first.block) or _contains(b.block, second.block)):
                 return True
         elif loop.pos < b.pos <= loop.end:
-            if (b.pos > first.pos and _contains(b.block, first.block)) or \
-                    (b.pos < second.pos and _contains(b.block, second.block)):
+            if (b.pos > first.pos and _contains(b.block, first.block)) or (
+                b.pos < second.pos and _contains(b.block, second.block)
+            ):
                 return True
     return False
 
@@ -163,13 +179,20 @@ def _bytes(v: View, lo: float, hi: float) -> tuple[float, float]:
 
 def _shared(name_a: str, va: View, name_b: str, vb: View, byte: int | bool) -> str:
     if byte is True:
-        return (f"`{name_b}` and `{name_a}` are views of one storage that may share bytes (`{name_a}` "
-                f"{va.describe()}, `{name_b}` {vb.describe()})")
+        return (
+            f"`{name_b}` and `{name_a}` are views of one storage that may share bytes (`{name_a}` "
+            f"{va.describe()}, `{name_b}` {vb.describe()})"
+        )
     ia, ib = va.index(byte), vb.index(byte)
-    at = f"`{name_a}[{', '.join(map(str, ia))}]` is `{name_b}[{', '.join(map(str, ib))}]`" if ia and ib else \
-        f"both hold byte {byte:,}"
-    return (f"`{name_b}`, whose view shares bytes with `{name_a}`'s in this case ({at}; `{name_a}` "
-            f"{va.describe()}, `{name_b}` {vb.describe()})")
+    at = (
+        f"`{name_a}[{', '.join(map(str, ia))}]` is `{name_b}[{', '.join(map(str, ib))}]`"
+        if ia and ib
+        else f"both hold byte {byte:,}"
+    )
+    return (
+        f"`{name_b}`, whose view shares bytes with `{name_a}`'s in this case ({at}; `{name_a}` "
+        f"{va.describe()}, `{name_b}` {vb.describe()})"
+    )
 
 
 def _cancel(f: Func, ta: list, tb: list, loop: Op | None, values: dict[str, int]):
@@ -189,8 +212,16 @@ def _cancel(f: Func, ta: list, tb: list, loop: Op | None, values: dict[str, int]
     return rest_a, [t for i, (_k, t) in enumerate(keyed_b) if i not in used]
 
 
-def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, aliases: Aliases,
-            launch=None, other_lane: bool = False) -> Overlap | None:
+def overlap(
+    f: Func,
+    ra: RangeAnalysis,
+    first: Op,
+    second: Op,
+    loop: Op | None,
+    aliases: Aliases,
+    launch=None,
+    other_lane: bool = False,
+) -> Overlap | None:
     """What ``second`` may touch of what ``first`` touched, or None when they cannot meet (``ra`` the ranges of
     ``launch``, or of all launches when it is None; ``other_lane``: see :func:`~.addresses.lanes_meet`)."""
     pa, pb = first.operands[0], second.operands[0]
@@ -211,8 +242,11 @@ def overlap(f: Func, ra: RangeAnalysis, first: Op, second: Op, loop: Op | None, 
             if not (a0 < b1 and b0 < a1):  # the bytes the two accesses reach do not meet
                 continue
             d, r = divmod(vb.offset - va.offset, va.itemsize)
-            if va.itemsize == vb.itemsize and not r and not lanes_meet(f, ra, first, cut[0], second, cut[1], d, loop,
-                                                                                other_lane):
+            if (
+                va.itemsize == vb.itemsize
+                and not r
+                and not lanes_meet(f, ra, first, cut[0], second, cut[1], d, loop, other_lane)
+            ):
                 continue
             return Overlap(_shared(ba, va, bb, vb, byte), pair, ln)
         return None
@@ -245,7 +279,8 @@ def same_mapping(f: Func, ra: RangeAnalysis, a: Op, b: Op, aliases: Aliases) -> 
     launches = aliases.by_pair.get((ba, bb) if ba < bb else (bb, ba), [])
     return bool(launches) and all(
         v0 == v1 and same_terms(f, ta, tb, {aliases.ir_of.get(p, p): v for p, v in ln.int_args.items()})
-        for ln, v0, v1, _byte in launches)
+        for ln, v0, v1, _byte in launches
+    )
 
 
 def _mask(op: Op) -> str | None:
@@ -307,9 +342,19 @@ def orders(f: Func, first: Op, second: Op) -> list[Op | None]:
 MAX_CONFIRM = 256
 
 
-def find_overlap(f: Func, union: RangeAnalysis, ranges_of, launches: list, first: Op, second: Op,
-                 loop: Op | None, aliases: Aliases, other_lane: bool = False, exempt=None,
-                 unconfirmed: list | None = None) -> Overlap | None:
+def find_overlap(
+    f: Func,
+    union: RangeAnalysis,
+    ranges_of,
+    launches: list,
+    first: Op,
+    second: Op,
+    loop: Op | None,
+    aliases: Aliases,
+    other_lane: bool = False,
+    exempt=None,
+    unconfirmed: list | None = None,
+) -> Overlap | None:
     """An overlap of the two accesses in a real launch (its ``launch`` set), or None. The union of the launches is
     tried first (when it rules the pair out, every launch does); a pair it cannot rule out is confirmed launch by
     launch, where each stride has one value and the lanes' integers their own ranges. When launches had to be
@@ -350,22 +395,38 @@ def races(ctx, unit, f: Func, write_first: bool):
                 if protected(first, second, loop, points):
                     continue
                 # across iterations the same expression may name another element (unless the loop leaves it be)
-                if not write_first and (loop is None or not inside(f, first.operands[0], loop)) \
-                        and same_access(f, union, first, second):
+                if (
+                    not write_first
+                    and (loop is None or not inside(f, first.operands[0], loop))
+                    and same_access(f, union, first, second)
+                ):
                     continue
                 # one element per thread through the same expression: decided in each launch (strides have values)
                 exempt = None if write_first else (lambda ra, a=first, b=second: same_mapping(f, ra, a, b, aliases))
                 unconfirmed: list = []
-                hit = find_overlap(f, union, lambda ln: ctx.launch_ranges(unit, f, ln), unit.launches, first,
-                                   second, loop, aliases, other_lane=not write_first, exempt=exempt,
-                                   unconfirmed=unconfirmed)
+                hit = find_overlap(
+                    f,
+                    union,
+                    lambda ln: ctx.launch_ranges(unit, f, ln),
+                    unit.launches,
+                    first,
+                    second,
+                    loop,
+                    aliases,
+                    other_lane=not write_first,
+                    exempt=exempt,
+                    unconfirmed=unconfirmed,
+                )
                 if hit is not None:
                     yield second, first, loop, hit
                     break
                 if unconfirmed:
                     kinds = ("load", "store") if write_first else ("store", "load")
                     what = f"this {kinds[0]} meeting the {kinds[1]} at line {ctx.frame(unit, first)[1]}"
-                    ctx.unchecked(unit, second, unconfirmed[0].unchecked(
-                        "store-then-load" if write_first else "load-then-store", what))
+                    ctx.unchecked(
+                        unit,
+                        second,
+                        unconfirmed[0].unchecked("store-then-load" if write_first else "load-then-store", what),
+                    )
             if hit is not None:
                 break

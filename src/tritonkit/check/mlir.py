@@ -65,7 +65,7 @@ def split_top(s: str, sep: str) -> list[str]:
             continue
         if t == "->":
             if sep == "->" and depth == 0:
-                out.append(s[start:m.start()])
+                out.append(s[start : m.start()])
                 start = m.end()
             continue
         if len(t) == 1 and t in "([{<":
@@ -73,7 +73,7 @@ def split_top(s: str, sep: str) -> list[str]:
         elif len(t) == 1 and t in ")]}>":
             depth -= 1
         elif depth == 0:
-            out.append(s[start:m.start()])
+            out.append(s[start : m.start()])
             start = m.end()
     out.append(s[start:])
     return out
@@ -92,7 +92,7 @@ def _remove_groups(s: str, openers: tuple[str, ...]) -> str:
         return s
     out, j = [], 0
     while m is not None:
-        out.append(s[j:m.start()])
+        out.append(s[j : m.start()])
         t = m.group()
         if t[0] == '"':
             out.append('""')
@@ -267,7 +267,7 @@ def _trailing_loc(s: str) -> tuple[str, str | None]:
     i = padded.rfind(" loc(")
     while i >= 0:
         if _match_close(padded, i + 4) == len(padded) - 1:
-            return padded[:i].strip(), padded[i + 5:-1]
+            return padded[:i].strip(), padded[i + 5 : -1]
         i = padded.rfind(" loc(", 0, i)
     return s, None
 
@@ -382,7 +382,7 @@ class _Parser:
         open_i = m.end() - 1
         close_i = _match_close(s, open_i)
         self.scopes = [{}]
-        args = [(self._def(a), t, loc) for a, t, loc in _typed_args(s[open_i + 1:close_i])]
+        args = [(self._def(a), t, loc) for a, t, loc in _typed_args(s[open_i + 1 : close_i])]
         body = Block([(a, t) for a, t, _ in args], [], None)
         f = Func(m.group(2), args, body, [], {}, {a: t for a, t, _ in args}, {}, [body])
         for k, (a, _t, _l) in enumerate(args):
@@ -473,7 +473,7 @@ class _Parser:
         if not mm:
             raise ParseError(f"cannot read op: {s[:120]}")
         name = mm.group(1) or mm.group(2)
-        after = rhs[mm.end():]
+        after = rhs[mm.end() :]
         op = Op(name, results, [], ["?"] * len(results), rhs, loc, blk, self.pos)
         self.pos += 1
         f.ops.append(op)
@@ -527,7 +527,7 @@ class _Parser:
         im = re.search(r"iter_args\(", clean)
         if im:
             close = _match_close(clean, im.end() - 1)
-            for piece in split_top(clean[im.end():close], ","):
+            for piece in split_top(clean[im.end() : close], ","):
                 a, _, b = piece.partition("=")
                 iters.append(_norm(a.strip()))
                 inits.append(self._ref(_norm(b.strip())))
@@ -547,12 +547,12 @@ class _Parser:
         o = clean.find("(")
         if o >= 0:
             close = _match_close(clean, o)
-            for piece in split_top(clean[o + 1:close], ","):
+            for piece in split_top(clean[o + 1 : close], ","):
                 if "=" in piece:
                     a, _, b = piece.partition("=")
                     iters.append(_norm(a.strip()))
                     inits.append(self._ref(_norm(b.strip())))
-            rest = clean[close + 1:]
+            rest = clean[close + 1 :]
         else:
             rest = clean
         in_types: list[str] = []

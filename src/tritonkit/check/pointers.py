@@ -15,8 +15,16 @@ from .budgets import DECOMPOSE, OFFSET_SLICE, STRIP
 from .mlir import Func, Op, elem_type, int_bits, shape_of
 
 #: ops an integer passes through unchanged (a lane's value, whatever tile shape or width carries it)
-THROUGH = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout",
-           "arith.extsi", "arith.extui"}
+THROUGH = {
+    "tt.splat",
+    "tt.broadcast",
+    "tt.expand_dims",
+    "tt.reshape",
+    "tt.trans",
+    "ttg.convert_layout",
+    "arith.extsi",
+    "arith.extui",
+}
 # ops a pointer passes through unchanged in element terms
 _SAME_ELEMENT_PTR = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout"}
 _BLOCK_PTR = {"tt.advance", "tt.make_tensor_ptr"}
@@ -60,7 +68,8 @@ def _step(f: Func, loop: Op, arg: str, k: int) -> str | None:
     d = f.defs.get(step)
     blk = f.block_args.get(step, (None, 0))[0]
     inside = (d is not None and loop.pos < d.pos <= loop.end) or (
-        blk is not None and blk.parent is not None and (blk.parent is loop or loop in blk.parent.ancestors()))
+        blk is not None and blk.parent is not None and (blk.parent is loop or loop in blk.parent.ancestors())
+    )
     return None if inside or shape_of(f.types.get(step, "")) else step
 
 
@@ -103,8 +112,12 @@ def decompose(f: Func, name: str, block_ptrs: bool = False) -> tuple[str | None,
             elif owner.name == "scf.while" and blk.region == 0 and k < len(owner.operands):
                 terms.append(Advance(owner, None))
                 name = owner.operands[k]
-            elif owner.name == "scf.while" and blk.region == 1 and (cond := while_condition(owner)) is not None \
-                    and k + 1 < len(cond.operands):
+            elif (
+                owner.name == "scf.while"
+                and blk.region == 1
+                and (cond := while_condition(owner)) is not None
+                and k + 1 < len(cond.operands)
+            ):
                 # the body's arguments are what scf.condition forwards (operand 0 is the condition), in the same
                 # iteration: the loop is crossed at the before region's arguments
                 name = cond.operands[k + 1]

@@ -342,14 +342,29 @@ class RangeAnalysis:
             for a0, y in zip(inits, first):
                 if isinstance(a0, Iv) and isinstance(y, Iv):
                     d_lo, d_hi = min(0, y.lo - a0.lo), max(0, y.hi - a0.hi)
-                    ext.append(Iv(a0.lo + d_lo * trips, a0.hi + d_hi * trips, a0.data or y.data, a0.over or y.over,
-                                  max(a0.scale, y.scale) * (trips if y.data else 1)))
+                    ext.append(
+                        Iv(
+                            a0.lo + d_lo * trips,
+                            a0.hi + d_hi * trips,
+                            a0.data or y.data,
+                            a0.over or y.over,
+                            max(a0.scale, y.scale) * (trips if y.data else 1),
+                        )
+                    )
                 else:
                     ext.append(a0)
             ys = run(ext)
-            linear = all(not isinstance(e, Iv) or not isinstance(a0, Iv) or (
-                isinstance(y, Iv) and isinstance(y1, Iv) and y.hi - e.hi <= max(0, y1.hi - a0.hi)
-                and e.lo - y.lo <= max(0, a0.lo - y1.lo)) for e, y, a0, y1 in zip(ext, ys, inits, first))
+            linear = all(
+                not isinstance(e, Iv)
+                or not isinstance(a0, Iv)
+                or (
+                    isinstance(y, Iv)
+                    and isinstance(y1, Iv)
+                    and y.hi - e.hi <= max(0, y1.hi - a0.hi)
+                    and e.lo - y.lo <= max(0, a0.lo - y1.lo)
+                )
+                for e, y, a0, y1 in zip(ext, ys, inits, first)
+            )
             if linear:
                 return [e.hull(y) if isinstance(e, Iv) and isinstance(y, Iv) else e for e, y in zip(ext, ys)], ys
             self.overflows = saved
@@ -370,8 +385,10 @@ class RangeAnalysis:
             if not grows(cand, ys):
                 return cand, ys
             self.overflows = saved
-        cand = [Unknown(f"integer carried by {what} that the analysis could not bound") if isinstance(a, Iv) else a
-                for a in inits]
+        cand = [
+            Unknown(f"integer carried by {what} that the analysis could not bound") if isinstance(a, Iv) else a
+            for a in inits
+        ]
         return cand, run(cand)
 
     def _for(self, op: Op) -> None:
@@ -381,8 +398,7 @@ class RangeAnalysis:
         counted = trip_count(lb, ub, st)
         trips = counted[1] if counted is not None else None
         if counted is not None:
-            iv: Val = Iv(lb.lo, max(lb.lo, ub.hi - 1), lb.data or ub.data, lb.over or ub.over,
-                         max(lb.scale, ub.scale))
+            iv: Val = Iv(lb.lo, max(lb.lo, ub.hi - 1), lb.data or ub.data, lb.over or ub.over, max(lb.scale, ub.scale))
         else:
             bad = next((v for v in (lb, ub, st) if isinstance(v, Unknown)), None)
             iv = bad or Unknown("loop bounds or step not known to be positive")
@@ -479,8 +495,11 @@ class RangeAnalysis:
             if "arith.addi" in combine:
                 lo, hi = src.lo * count, src.hi * count
                 sc = src.scale * count
-                res.append(Iv(min(lo, src.lo), max(hi, src.hi), src.data, src.over, sc) if op.name == "tt.scan"
-                           else Iv(lo, hi, src.data, src.over, sc))
+                res.append(
+                    Iv(min(lo, src.lo), max(hi, src.hi), src.data, src.over, sc)
+                    if op.name == "tt.scan"
+                    else Iv(lo, hi, src.data, src.over, sc)
+                )
             elif combine & {"arith.muli", "arith.ori", "arith.xori", "arith.andi", "tt.call"}:
                 res.append(Unknown(f"`{op.name}` with a combine function the analysis does not model"))
             else:

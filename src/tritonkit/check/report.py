@@ -48,8 +48,11 @@ def to_text(rep: Report, color: bool = False) -> str:
     quiet = [f for f in rep.findings if not f.active]
     if quiet:
         out.append(f"suppressed or in the baseline ({len(quiet)}):")
-        out += [f"  {_rel(f.file)}:{f.line} [{f.rule}] in {f.kernel}: "
-                + (f"ignored: {f.suppressed}" if f.suppressed is not None else "in the baseline") for f in quiet]
+        out += [
+            f"  {_rel(f.file)}:{f.line} [{f.rule}] in {f.kernel}: "
+            + (f"ignored: {f.suppressed}" if f.suppressed is not None else "in the baseline")
+            for f in quiet
+        ]
         out.append("")
     fatal = [p for p in rep.problems if p.fatal]
     notes = [p for p in rep.problems if not p.fatal]
@@ -68,19 +71,25 @@ def to_text(rep: Report, color: bool = False) -> str:
     extra = [x for x in (f"{n_sup} suppressed" if n_sup else "", f"{n_base} in the baseline" if n_base else "") if x]
     counts += f" ({', '.join(extra)})" if extra else ""
     st = rep.stats
-    out.append(f"tritonkit check: {counts} in {len(rep.kernels)} kernels ({st.get('cases', 0)} cases, "
-               f"{st.get('launches', 0)} launches, {st.get('compiles', 0)} compiles) for {st.get('arch')} "
-               f"with Triton {st.get('triton')} in {st.get('seconds', 0):.1f} s")
+    out.append(
+        f"tritonkit check: {counts} in {len(rep.kernels)} kernels ({st.get('cases', 0)} cases, "
+        f"{st.get('launches', 0)} launches, {st.get('compiles', 0)} compiles) for {st.get('arch')} "
+        f"with Triton {st.get('triton')} in {st.get('seconds', 0):.1f} s"
+    )
     return "\n".join(out)
 
 
 def to_json(rep: Report) -> str:
-    return json.dumps({
-        "findings": [f.as_json() for f in rep.findings],
-        "kernels": [{k: v for k, v in kd.items() if k != "line"} for kd in rep.kernels],
-        "problems": [p.as_json() for p in rep.problems],
-        "stats": rep.stats,
-    }, indent=2, default=str)
+    return json.dumps(
+        {
+            "findings": [f.as_json() for f in rep.findings],
+            "kernels": [{k: v for k, v in kd.items() if k != "line"} for kd in rep.kernels],
+            "problems": [p.as_json() for p in rep.problems],
+            "stats": rep.stats,
+        },
+        indent=2,
+        default=str,
+    )
 
 
 def to_sarif(rep: Report) -> str:
@@ -119,31 +128,47 @@ def to_sarif(rep: Report) -> str:
         if rep.stats.get("baseline"):
             res["baselineState"] = "unchanged" if f.baseline else "new"
         results.append(res)
-    notifications = [{"level": "error" if p.fatal else "note", "message": {"text": f"{p.where}: {p.message}"},
-                      "descriptor": {"id": p.kind}} for p in rep.problems]
+    notifications = [
+        {
+            "level": "error" if p.fatal else "note",
+            "message": {"text": f"{p.where}: {p.message}"},
+            "descriptor": {"id": p.kind},
+        }
+        for p in rep.problems
+    ]
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "tritonkit",
-                "version": __version__,
-                "rules": [{
-                    "id": rid,
-                    "name": "".join(w.capitalize() for w in rid.split("-")),
-                    "shortDescription": {"text": m.RULE.title},
-                    "fullDescription": {"text": m.RULE.why},
-                    "help": {"text": f"Run `{_DOCS.format(rid)}` for the bug, a failing kernel and the fix.",
-                             "markdown": rule_page(rid)},
-                    "defaultConfiguration": {"level": level[m.RULE.severity]},
-                } for rid, m in rules.items()],
-            }},
-            "originalUriBaseIds": {"%SRCROOT%": {"uri": root}},
-            "invocations": [{"executionSuccessful": rep.exit_code() != 2,
-                             "toolExecutionNotifications": notifications}],
-            "results": results,
-            "properties": {"stats": rep.stats},
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "tritonkit",
+                        "version": __version__,
+                        "rules": [
+                            {
+                                "id": rid,
+                                "name": "".join(w.capitalize() for w in rid.split("-")),
+                                "shortDescription": {"text": m.RULE.title},
+                                "fullDescription": {"text": m.RULE.why},
+                                "help": {
+                                    "text": f"Run `{_DOCS.format(rid)}` for the bug, a failing kernel and the fix.",
+                                    "markdown": rule_page(rid),
+                                },
+                                "defaultConfiguration": {"level": level[m.RULE.severity]},
+                            }
+                            for rid, m in rules.items()
+                        ],
+                    }
+                },
+                "originalUriBaseIds": {"%SRCROOT%": {"uri": root}},
+                "invocations": [
+                    {"executionSuccessful": rep.exit_code() != 2, "toolExecutionNotifications": notifications}
+                ],
+                "results": results,
+                "properties": {"stats": rep.stats},
+            }
+        ],
     }
     return json.dumps(doc, indent=2, default=str)
 

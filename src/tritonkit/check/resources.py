@@ -100,11 +100,18 @@ def resources_of(compiled, arch: str = "sm_90") -> Resources:
     usage = _usage(compiled.asm["cubin"], name)
     ptx = compiled.asm["ptx"]
     smem = next(v[1] for v in ARCHS.values() if v[0] == target.arch)
-    return Resources(kernel=name, arch=arch, shared_bytes=int(compiled.metadata.shared),
-                     registers=usage.get("REG", 0), stack_bytes=usage.get("STACK", 0),
-                     local_bytes=usage.get("LOCAL", 0),
-                     num_warps=int(compiled.metadata.num_warps), max_shared_bytes=smem,
-                     wgmma="wgmma.mma_async" in ptx, mma="wgmma.mma_async" in ptx or "mma.sync" in ptx)
+    return Resources(
+        kernel=name,
+        arch=arch,
+        shared_bytes=int(compiled.metadata.shared),
+        registers=usage.get("REG", 0),
+        stack_bytes=usage.get("STACK", 0),
+        local_bytes=usage.get("LOCAL", 0),
+        num_warps=int(compiled.metadata.num_warps),
+        max_shared_bytes=smem,
+        wgmma="wgmma.mma_async" in ptx,
+        mma="wgmma.mma_async" in ptx or "mma.sync" in ptx,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +134,7 @@ class Launch:
 @contextlib.contextmanager
 def _recording(into: list):
     from .._triton_compat import JITFunction
+
     run = JITFunction.run
 
     def record(self, *args, grid, warmup, **kwargs):
@@ -178,30 +186,44 @@ def sass_counts(cubin: bytes) -> tuple[dict[str, int], str]:
         f.flush()
         sass = subprocess.run([_cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
     ins = [(int(a, 16), text) for a, text in _SASS_LINE.findall(sass)]
-    loops = [(int(m.group(1), 16), addr) for addr, text in ins
-             if (m := re.search(r"\bBRA\s+0x([0-9a-f]+)", text)) and int(m.group(1), 16) < addr]
+    loops = [
+        (int(m.group(1), 16), addr)
+        for addr, text in ins
+        if (m := re.search(r"\bBRA\s+0x([0-9a-f]+)", text)) and int(m.group(1), 16) < addr
+    ]
 
     def count(op: str, inside: bool) -> int:
-        return sum(1 for addr, text in ins if re.search(rf"\b{op}(\.|\b)", text)
-                   and (not inside or any(lo <= addr <= hi for lo, hi in loops)))
+        return sum(
+            1
+            for addr, text in ins
+            if re.search(rf"\b{op}(\.|\b)", text) and (not inside or any(lo <= addr <= hi for lo, hi in loops))
+        )
 
     waits = sum(1 for _, text in ins if re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x0\b", text))
-    return {"STL": count("STL", False), "LDL": count("LDL", False), "loop_STL": count("STL", True),
-            "loop_LDL": count("LDL", True), "GMMA": count("[HQI]GMMA", False), "wait_all": waits}, sass
+    return {
+        "STL": count("STL", False),
+        "LDL": count("LDL", False),
+        "loop_STL": count("STL", True),
+        "loop_LDL": count("LDL", True),
+        "GMMA": count("[HQI]GMMA", False),
+        "wait_all": waits,
+    }, sass
 
 
 def _op_call(op: str, model: str, num_tokens: int, series: str | None, shape_kv: dict, dtype) -> Callable[[], object]:
     from ..models import get_model
     from ..ops import get_spec
     from ..testing import MetaFill
+
     spec = get_spec(op)
     points = spec.series_at(get_model(model), num_tokens)
     if not points:
         raise ValueError(f"{op} has no point on {model} at num_tokens={num_tokens}")
     name = series if series is not None else next(iter(points))
     if name not in points:
-        raise ValueError(f"{op} has no series {name!r} at num_tokens={num_tokens}; it has: "
-                         f"{', '.join(map(repr, points))}")
+        raise ValueError(
+            f"{op} has no series {name!r} at num_tokens={num_tokens}; it has: {', '.join(map(repr, points))}"
+        )
     shape = points[name].replace(**shape_kv)
     return lambda: spec.call(spec.make_inputs(shape, dtype, MetaFill()))
 
@@ -220,9 +242,12 @@ def _parse_kv(text: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     import torch
-    p = argparse.ArgumentParser(prog="python3 -m tritonkit.check.resources",
-                                description="Shared memory, registers and spills of a built-in op's launches, "
-                                            "compiled for a GPU target on this CPU.")
+
+    p = argparse.ArgumentParser(
+        prog="python3 -m tritonkit.check.resources",
+        description="Shared memory, registers and spills of a built-in op's launches, "
+        "compiled for a GPU target on this CPU.",
+    )
     p.add_argument("op")
     p.add_argument("--model", default="llama3-8b")
     p.add_argument("--num-tokens", type=int, default=16)
@@ -235,8 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         dtype = getattr(torch, args.dtype)
-        launches = record_launches(_op_call(args.op, args.model, args.num_tokens, args.series,
-                                            _parse_kv(args.shape), dtype), args.arch)
+        launches = record_launches(
+            _op_call(args.op, args.model, args.num_tokens, args.series, _parse_kv(args.shape), dtype), args.arch
+        )
     except (ValueError, AttributeError) as e:
         print(f"resources: {e}", file=sys.stderr)
         return 2
@@ -252,11 +278,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(row))
         else:
-            extra = (f", STL {row['STL']} LDL {row['LDL']} (in loops {row['loop_STL']} / {row['loop_LDL']}), "
-                     f"GMMA {row['GMMA']} waited on by {row['wait_all']} wait-alls") if args.sass else ""
-            print(f"{ln.name}: shared {r.shared_bytes / 1024:.1f} KB of {r.max_shared_bytes / 1024:.0f}, "
-                  f"{r.registers} regs x {r.num_warps} warps, stack {r.stack_bytes} B, local {r.local_bytes} B, "
-                  f"{'wgmma' if r.wgmma else 'mma.sync' if r.mma else 'no MMA'}{extra}  {ln.options()}")
+            extra = (
+                (
+                    f", STL {row['STL']} LDL {row['LDL']} (in loops {row['loop_STL']} / {row['loop_LDL']}), "
+                    f"GMMA {row['GMMA']} waited on by {row['wait_all']} wait-alls"
+                )
+                if args.sass
+                else ""
+            )
+            print(
+                f"{ln.name}: shared {r.shared_bytes / 1024:.1f} KB of {r.max_shared_bytes / 1024:.0f}, "
+                f"{r.registers} regs x {r.num_warps} warps, stack {r.stack_bytes} B, local {r.local_bytes} B, "
+                f"{'wgmma' if r.wgmma else 'mma.sync' if r.mma else 'no MMA'}{extra}  {ln.options()}"
+            )
     return 0
 
 

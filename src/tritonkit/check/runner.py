@@ -25,8 +25,17 @@ from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
 
 #: shape keys that change from call to call within one deployment: launches that differ only in these belong to
 #: one sweep, and must not recompile (the recompile rule groups launches by the other keys)
-PER_CALL_KEYS = ("num_tokens", "num_seqs", "batch", "batch_size", "seq_len", "max_seq_len", "max_seqlen",
-                 "context_len", "num_blocks")
+PER_CALL_KEYS = (
+    "num_tokens",
+    "num_seqs",
+    "batch",
+    "batch_size",
+    "seq_len",
+    "max_seq_len",
+    "max_seqlen",
+    "context_len",
+    "num_blocks",
+)
 
 SPACES = ("boundary", "sweep", "large")
 
@@ -85,6 +94,7 @@ class Target:
 
 def _user_frame(tb) -> str:
     from .capture import _CHECK_DIR, _TRITON_DIR
+
     frames = traceback.extract_tb(tb)
     for fr in reversed(frames):
         if not fr.filename.startswith((_TRITON_DIR, _CHECK_DIR)):
@@ -150,11 +160,19 @@ def expand_paths(specs: list[str], problems: list[Problem] | None = None) -> lis
             out.append(s)
             continue
         found = []
-        for root, dirs, files in os.walk(s, onerror=lambda e: problems is not None and problems.append(
-                Problem("import", e.filename or s, f"cannot read the directory: {e.strerror or e}"))):
+        for root, dirs, files in os.walk(
+            s,
+            onerror=lambda e: (
+                problems is not None
+                and problems.append(Problem("import", e.filename or s, f"cannot read the directory: {e.strerror or e}"))
+            ),
+        ):
             dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__"))]
-            found += [os.path.join(root, f) for f in files
-                      if f.endswith(".py") and not f.startswith(".") and f not in ("conftest.py", "setup.py")]
+            found += [
+                os.path.join(root, f)
+                for f in files
+                if f.endswith(".py") and not f.startswith(".") and f not in ("conftest.py", "setup.py")
+            ]
         out += sorted(found, key=lambda f: Path(f).relative_to(s).parts)
     return out
 
@@ -171,8 +189,14 @@ def _case_targets(cases: list[Case]) -> list[Target]:
     for c in cases:
         runs = []
         for params in c.expand():
-            runs.append(Run(params, _sweep_group(c.name, params, c.sweep), Declared(c.loaded_bounds, c.nondecreasing),
-                            lambda c=c, p=params: c.fn(**p)))
+            runs.append(
+                Run(
+                    params,
+                    _sweep_group(c.name, params, c.sweep),
+                    Declared(c.loaded_bounds, c.nondecreasing),
+                    lambda c=c, p=params: c.fn(**p),
+                )
+            )
         out.append(Target(f"{c.name} ({c.file}:{c.line})", runs))
     return out
 
@@ -258,23 +282,35 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
                     refused.update(bad)
                     kernels = {ln.kernel.name: sorted(ln.kernel.ptr_params) for ln in new}
                     listed = "; ".join(f"{k}: {', '.join(ps) or '(none)'}" for k, ps in kernels.items())
-                    problems.append(Problem(
-                        "case", t.label,
-                        f"refused: {_which(bad, nondecreasing)} names {', '.join(map(repr, bad))}, which is no "
-                        f"pointer parameter of "
-                        f"the kernels it launched (their pointer parameters: {listed})"))
+                    problems.append(
+                        Problem(
+                            "case",
+                            t.label,
+                            f"refused: {_which(bad, nondecreasing)} names {', '.join(map(repr, bad))}, which is no "
+                            f"pointer parameter of "
+                            f"the kernels it launched (their pointer parameters: {listed})",
+                        )
+                    )
             n += 1
             if progress is not None:
                 progress.stage("capturing cases", n, total)
         if silent:
-            problems.append(Problem("case", t.label, f"{len(silent)} of {len(t.runs)} runs launched no Triton kernel "
-                                    f"(first: {silent[0]}); a torch.ops call dispatches to its meta implementation: "
-                                    "call the launcher directly", fatal=False))
+            problems.append(
+                Problem(
+                    "case",
+                    t.label,
+                    f"{len(silent)} of {len(t.runs)} runs launched no Triton kernel "
+                    f"(first: {silent[0]}); a torch.ops call dispatches to its meta implementation: "
+                    "call the launcher directly",
+                    fatal=False,
+                )
+            )
     return n
 
 
 def collect(paths: list[str], problems: list[Problem], timeout: float | None = None) -> list[Target]:
     from ..spec import OpSpec
+
     targets: list[Target] = []
     # as pytest does: `from mypkg.kv import ...` in a case file works from a checkout's root without PYTHONPATH
     # (each file's own folder, or its package's root, is added by import_target)
@@ -299,22 +335,29 @@ def collect(paths: list[str], problems: list[Problem], timeout: float | None = N
         targets += _case_targets(cases) + spec_targets(specs, SPACES)
         problems += [_boundary_only(s) for s in specs.values() if not s.shapes("sweep") and not s.large]
         if not cases and not specs:
-            problems.append(Problem("import", spec, "defines no @tritonkit.case and no OpSpec: nothing to run",
-                                    fatal=False))
+            problems.append(
+                Problem("import", spec, "defines no @tritonkit.case and no OpSpec: nothing to run", fatal=False)
+            )
     return targets
 
 
 def _boundary_only(spec) -> Problem:
     """The note for an OpSpec with no sweep and no large shapes: the sizes where offsets overflow go unchecked."""
-    return Problem("case", f"op {spec.name}", f"declares no sweep_shape and no large shapes: only its "
-                   f"{len(spec.boundary)} boundary shapes are checked (overflows show at deployment sizes: declare "
-                   f"sweep_shape, or large)", fatal=False)
+    return Problem(
+        "case",
+        f"op {spec.name}",
+        f"declares no sweep_shape and no large shapes: only its "
+        f"{len(spec.boundary)} boundary shapes are checked (overflows show at deployment sizes: declare "
+        f"sweep_shape, or large)",
+        fatal=False,
+    )
 
 
 def builtin_targets(ops: tuple[str, ...] | None, spaces: tuple[str, ...], problems: list[Problem]) -> list[Target]:
     try:
         with interpreter_off():
             from .. import ops as ops_pkg
+
             names = list(ops or ops_pkg.OP_NAMES)
             specs = {}
             for n in names:
@@ -332,25 +375,36 @@ def interpreter_leaked() -> bool:
     """True when Triton's interpreter has run in this process and left ``triton.language`` patched (interpreted
     device-function calls patch it without restoring): nothing compiles correctly in this process any more."""
     from .._triton_compat import interpreter_patched
+
     return interpreter_patched()
 
 
 def _run_in_child(paths: list[str] | None, opts: Options) -> Report:
-    env = {**os.environ, "_TRITONKIT_CHECK_CHILD": "1", "TRITON_INTERPRET": "0",
-           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env = {
+        **os.environ,
+        "_TRITONKIT_CHECK_CHILD": "1",
+        "TRITON_INTERPRET": "0",
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
     arg = json.dumps({"paths": paths or [], "options": dataclasses.asdict(opts), "cwd": os.getcwd()})
-    r = subprocess.run([sys.executable, "-m", "tritonkit.check.runner", arg], capture_output=True, text=True,
-                       env=env)
+    r = subprocess.run([sys.executable, "-m", "tritonkit.check.runner", arg], capture_output=True, text=True, env=env)
     try:
         d = json.loads(r.stdout)
     except ValueError:
         tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
-        return Report([], [Problem("capture", "check", "the checker's fresh process failed: " + " | ".join(tail))],
-                      [], {})
+        return Report(
+            [], [Problem("capture", "check", "the checker's fresh process failed: " + " | ".join(tail))], [], {}
+        )
     # what the cases printed, and the checker's own notes (a corrupt cache entry), as a run in this process shows them
     sys.stderr.write(r.stderr)
-    note = Problem("capture", "check", "Triton's interpreter had run in this process and left triton.language "
-                   "patched; the check ran in a fresh process", fatal=False)
+    note = Problem(
+        "capture",
+        "check",
+        "Triton's interpreter had run in this process and left triton.language "
+        "patched; the check ran in a fresh process",
+        fatal=False,
+    )
+
     def tuples(case):
         return {k: tuple(v) if isinstance(v, list) else v for k, v in case.items()}
 
@@ -377,11 +431,14 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     problems: list[Problem] = []
     compiler = Compiler(target, disk_cache=opts.disk_cache)
     with interpreter_off(), user_code():
-        targets = (collect(paths, problems, opts.case_timeout) if paths
-                   else builtin_targets(opts.ops, opts.spaces, problems))
+        targets = (
+            collect(paths, problems, opts.case_timeout) if paths else builtin_targets(opts.ops, opts.spaces, problems)
+        )
     for t in targets:
-        t.runs = [r._replace(bounds=limited(r.bounds, opts.case_timeout), thunk=limited(r.thunk, opts.case_timeout))
-                  for r in t.runs]
+        t.runs = [
+            r._replace(bounds=limited(r.bounds, opts.case_timeout), thunk=limited(r.thunk, opts.case_timeout))
+            for r in t.runs
+        ]
     compiler.defer = True
     compiler.progress = prog = Progress(opts.progress)
     with Capture(compiler) as cap:
@@ -412,19 +469,36 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     suppress(findings)
     problems += unknown_suppressions({f.file for f in findings} | {i.file for i in cap.kernels.values()}, available)
     if accepted is not None:
-        apply_baseline(opts.baseline, accepted, findings, problems, set(selected),
-                       {info.name for info in cap.kernels.values()})
+        apply_baseline(
+            opts.baseline, accepted, findings, problems, set(selected), {info.name for info in cap.kernels.values()}
+        )
     kernels = []
     for info in cap.kernels.values():
-        kernels.append({"kernel": info.name, "file": info.file, "line": info.line, "launches": len(info.launches),
-                        "compiles": len(info.units), "max_grid": info.max_grid()})
+        kernels.append(
+            {
+                "kernel": info.name,
+                "file": info.file,
+                "line": info.line,
+                "launches": len(info.launches),
+                "compiles": len(info.units),
+                "max_grid": info.max_grid(),
+            }
+        )
     if not kernels and not any(p.fatal for p in problems):
         problems.append(Problem("capture", "check", "no kernel launch was captured: nothing was checked"))
-    stats = {"arch": arch_name(target), "triton": __import__("triton").__version__, "cases": n_runs,
-             "launches": cap.n_launches, "compiles": sum(k["compiles"] for k in kernels),
-             "compiled_now": compiler.n_compiled, "compile_seconds": round(compiler.compile_seconds, 3),
-             "capture_seconds": round(t_capture, 3), "seconds": round(time.perf_counter() - t0, 3),
-             "rules": list(selected), "baseline": opts.baseline}
+    stats = {
+        "arch": arch_name(target),
+        "triton": __import__("triton").__version__,
+        "cases": n_runs,
+        "launches": cap.n_launches,
+        "compiles": sum(k["compiles"] for k in kernels),
+        "compiled_now": compiler.n_compiled,
+        "compile_seconds": round(compiler.compile_seconds, 3),
+        "capture_seconds": round(t_capture, 3),
+        "seconds": round(time.perf_counter() - t0, 3),
+        "rules": list(selected),
+        "baseline": opts.baseline,
+    }
     return Report(findings, problems, kernels, stats)
 
 
@@ -433,9 +507,17 @@ def _child_main(arg: str) -> int:
     o = d["options"]
     opts = Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in o.items()})
     rep = run_check(d["paths"] or None, opts)
-    print(json.dumps({"findings": [dataclasses.asdict(f) for f in rep.findings],
-                      "problems": [dataclasses.asdict(p) for p in rep.problems],
-                      "kernels": rep.kernels, "stats": rep.stats}, default=str))
+    print(
+        json.dumps(
+            {
+                "findings": [dataclasses.asdict(f) for f in rep.findings],
+                "problems": [dataclasses.asdict(p) for p in rep.problems],
+                "kernels": rep.kernels,
+                "stats": rep.stats,
+            },
+            default=str,
+        )
+    )
     return 0
 
 

@@ -13,8 +13,14 @@ import dataclasses
 import functools
 import linecache
 
-_OPS = {"arith.muli": ast.Mult, "arith.addi": ast.Add, "arith.subi": ast.Sub, "arith.shli": ast.LShift,
-        "arith.divsi": ast.FloorDiv, "arith.remsi": ast.Mod}
+_OPS = {
+    "arith.muli": ast.Mult,
+    "arith.addi": ast.Add,
+    "arith.subi": ast.Sub,
+    "arith.shli": ast.LShift,
+    "arith.divsi": ast.FloorDiv,
+    "arith.remsi": ast.Mod,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +81,11 @@ def binop_at(file: str | None, line: int, col: int, op_name: str) -> Expr | None
             a, b = (" ".join((ast.get_source_segment(text, x) or "").split()) for x in (left, right))
             if not a or not b:
                 return None
-            seg = " ".join((ast.get_source_segment(text, node) or "").split()) if isinstance(node, ast.BinOp) \
-                else f"{a} {_SYM[kind]} {b}"  # `x += y` computes x + y
+            seg = (
+                " ".join((ast.get_source_segment(text, node) or "").split())
+                if isinstance(node, ast.BinOp)
+                else f"{a} {_SYM[kind]} {b}"
+            )  # `x += y` computes x + y
             return Expr(seg, a, b, _span(left), _span(right))
     return None
 

@@ -53,8 +53,15 @@ def arch_name(target: GPUTarget) -> str:
 class _Utils:
     def __init__(self, cc: int):
         _, smem, sms = next(v for v in ARCHS.values() if v[0] == cc)
-        self.props = {"max_shared_mem": smem, "multiprocessor_count": sms, "max_num_regs": 65536,
-                      "warpSize": 32, "sm_clock_rate": 1980000, "mem_clock_rate": 2619000, "mem_bus_width": 5120}
+        self.props = {
+            "max_shared_mem": smem,
+            "multiprocessor_count": sms,
+            "max_num_regs": 65536,
+            "warpSize": 32,
+            "sm_clock_rate": 1980000,
+            "mem_clock_rate": 2619000,
+            "mem_bus_width": 5120,
+        }
 
     def get_device_properties(self, device=0):
         return dict(self.props)
@@ -64,6 +71,7 @@ def _stub_driver_class():
     def _unsupported(name):
         def f(self, *a, **k):
             raise CheckError(f"tritonkit check runs no kernel: the stub driver has no {name}()")
+
         return f
 
     body: dict[str, Any] = {
@@ -149,10 +157,13 @@ def _short_error(e: BaseException) -> str:
 
 def _is_record(d) -> bool:
     """Whether ``d`` (a parsed cache file) is a cache record: TTIR or an error (str), and its timings."""
-    return (isinstance(d, dict) and all(isinstance(d.get(k), (str, type(None))) for k in ("ttir", "error"))
-            and (d.get("ttir") is not None or d.get("error") is not None)
-            and isinstance(d.get("seconds", 0.0), (int, float))
-            and isinstance(d.get("ttgir_seconds"), (int, float, type(None))))
+    return (
+        isinstance(d, dict)
+        and all(isinstance(d.get(k), (str, type(None))) for k in ("ttir", "error"))
+        and (d.get("ttir") is not None or d.get("error") is not None)
+        and isinstance(d.get("seconds", 0.0), (int, float))
+        and isinstance(d.get("ttgir_seconds"), (int, float, type(None)))
+    )
 
 
 class Compiler:
@@ -178,9 +189,19 @@ class Compiler:
         # the IR's locations name the file and line it was compiled from: the same source elsewhere is another entry
         code = getattr(getattr(kernel, "fn", None), "__code__", None)
         where = [code.co_filename, code.co_firstlineno] if code is not None else []
-        raw = json.dumps([triton.__version__, self.target.arch, kernel.cache_key, where,
-                          repr(sorted(signature.items())), consts, repr(sorted(attrs.items())), repr(opts)],
-                         default=str)
+        raw = json.dumps(
+            [
+                triton.__version__,
+                self.target.arch,
+                kernel.cache_key,
+                where,
+                repr(sorted(signature.items())),
+                consts,
+                repr(sorted(attrs.items())),
+                repr(opts),
+            ],
+            default=str,
+        )
         return hashlib.sha256(raw.encode()).hexdigest()
 
     def _load(self, key: str) -> Compiled | None:
@@ -196,8 +217,11 @@ class Compiler:
         if not _is_record(d):
             # a miss: compiled again and the entry rewritten; said once a run, not once an entry
             if not self.bad_entries:
-                print(f"tritonkit check: ignoring a corrupt IR cache entry {path} (and any more in that folder); "
-                      "each is compiled again and rewritten", file=sys.stderr)
+                print(
+                    f"tritonkit check: ignoring a corrupt IR cache entry {path} (and any more in that folder); "
+                    "each is compiled again and rewritten",
+                    file=sys.stderr,
+                )
             self.bad_entries += 1
             return None
         return Compiled(key, d["ttir"], d["error"], d.get("seconds", 0.0), d.get("ttgir_seconds"), True)
@@ -208,8 +232,9 @@ class Compiler:
         with contextlib.suppress(OSError):
             self.disk.mkdir(parents=True, exist_ok=True)
             tmp = self.disk / f"{c.key}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps({"ttir": c.ttir, "error": c.error, "seconds": c.seconds,
-                                       "ttgir_seconds": c.ttgir_seconds}))
+            tmp.write_text(
+                json.dumps({"ttir": c.ttir, "error": c.error, "seconds": c.seconds, "ttgir_seconds": c.ttgir_seconds})
+            )
             tmp.replace(self.disk / f"{c.key}.json")
 
     def compile(self, kernel, signature, constexprs, attrs, options, want_ttgir: bool = False) -> Compiled:
@@ -308,4 +333,3 @@ class Compiler:
 
     def _ttir(self, kernel, signature, constexprs, attrs, options):
         return _compat.lower_to_ttir(kernel, signature, constexprs, attrs, options, self.target, self.backend)
-

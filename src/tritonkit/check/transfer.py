@@ -136,8 +136,9 @@ def _arith(ra, op: Op, a: Iv, b: Iv, bits: int) -> Val:
 def _divide(ra, op: Op, a: Iv, b: Iv, bits: int) -> Val:
     fl = _flags(a, b)
     if a.data and not b.data:
-        fl["scale"] = a.scale / max(1, min((abs(d) for d in (b.lo, b.hi) if d), default=1)) \
-            if (b.lo > 0 or b.hi < 0) else a.scale
+        fl["scale"] = (
+            a.scale / max(1, min((abs(d) for d in (b.lo, b.hi) if d), default=1)) if (b.lo > 0 or b.hi < 0) else a.scale
+        )
     return div(a, b, fl, slop=0 if op.name in ("arith.divsi", "arith.divui") else 1)
 
 
@@ -210,24 +211,60 @@ def _not_understood(ra, op: Op, a: Iv, b: Iv, bits: int) -> Val:
 #: an op the table does not name: its unknown operand, or not understood
 UNMODELLED = _binary(_not_understood)
 
-SHAPE_OPS = ("tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout", "tt.cat",
-             "tt.join", "tt.split", "tt.permute", "tt.view", "arith.index_cast", "arith.index_castui",
-             "arith.extsi", "tt.unsplat", "tt.clampf", "tt.gather", "ttg.local_load")
+SHAPE_OPS = (
+    "tt.splat",
+    "tt.broadcast",
+    "tt.expand_dims",
+    "tt.reshape",
+    "tt.trans",
+    "ttg.convert_layout",
+    "tt.cat",
+    "tt.join",
+    "tt.split",
+    "tt.permute",
+    "tt.view",
+    "arith.index_cast",
+    "arith.index_castui",
+    "arith.extsi",
+    "tt.unsplat",
+    "tt.clampf",
+    "tt.gather",
+    "ttg.local_load",
+)
 #: ops whose result is any value of its type: memory, float conversions, bit casts, inline assembly
-OPAQUE = ("tt.atomic_rmw", "tt.atomic_cas", "arith.fptosi", "arith.fptoui", "tt.histogram", "arith.bitcast",
-          "tt.bitcast", "tt.elementwise_inline_asm", "tt.extern_elementwise", "tt.ptr_to_int")
+OPAQUE = (
+    "tt.atomic_rmw",
+    "tt.atomic_cas",
+    "arith.fptosi",
+    "arith.fptoui",
+    "tt.histogram",
+    "arith.bitcast",
+    "tt.bitcast",
+    "tt.elementwise_inline_asm",
+    "tt.extern_elementwise",
+    "tt.ptr_to_int",
+)
 
 TRANSFER: dict[str, Transfer] = {
-    "arith.constant": _constant, "tt.get_program_id": _program, "tt.get_num_programs": _program,
-    "tt.make_range": _make_range, "tt.load": _load, "tt.call": _call,
+    "arith.constant": _constant,
+    "tt.get_program_id": _program,
+    "tt.get_num_programs": _program,
+    "tt.make_range": _make_range,
+    "tt.load": _load,
+    "tt.call": _call,
     **dict.fromkeys(OPAQUE, _any),
     **dict.fromkeys(SHAPE_OPS, _same),
-    "arith.select": _select, "arith.trunci": _trunci, "arith.extui": _extui,
+    "arith.select": _select,
+    "arith.trunci": _trunci,
+    "arith.extui": _extui,
     **dict.fromkeys(("arith.addi", "arith.subi", "arith.muli", "arith.shli"), _binary(_arith)),
     **dict.fromkeys(("arith.divsi", "arith.divui", "arith.ceildivsi", "arith.floordivsi"), _binary(_divide)),
     **dict.fromkeys(("arith.remsi", "arith.remui"), _binary(_rem)),
-    "arith.maxsi": _binary(_maxsi), "arith.maxui": _binary(_max),
-    "arith.minsi": _binary(_minsi), "arith.minui": _binary(_min),
-    "arith.andi": _binary(_andi), **dict.fromkeys(("arith.ori", "arith.xori"), _binary(_ori)),
+    "arith.maxsi": _binary(_maxsi),
+    "arith.maxui": _binary(_max),
+    "arith.minsi": _binary(_minsi),
+    "arith.minui": _binary(_min),
+    "arith.andi": _binary(_andi),
+    **dict.fromkeys(("arith.ori", "arith.xori"), _binary(_ori)),
     **dict.fromkeys(("arith.shrsi", "arith.shrui"), _binary(_shr)),
 }

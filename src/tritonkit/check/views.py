@@ -51,8 +51,9 @@ def view_of(t) -> View | None:
         st = t.untyped_storage()
         es = t.element_size()
         key = getattr(st, "_cdata", None) or id(st)
-        return View(key, t.storage_offset() * es, tuple(int(n) for n in t.shape),
-                    tuple(int(s) * es for s in t.stride()), es)
+        return View(
+            key, t.storage_offset() * es, tuple(int(n) for n in t.shape), tuple(int(s) * es for s in t.stride()), es
+        )
     except Exception:  # noqa: BLE001 - not a tensor we can read: no view, no alias
         return None
 
@@ -75,8 +76,14 @@ def solve(terms: list[tuple[int, int, int, object]], target: int):
     # terms with one |coef| merge into one whose range is the sum of theirs (a contiguous range again)
     order = []
     for c, members in sorted(groups.items(), reverse=True):
-        order.append((c, sum(lo if s > 0 else -hi for s, lo, hi, _ in members),
-                      sum(hi if s > 0 else -lo for s, lo, hi, _ in members), members))
+        order.append(
+            (
+                c,
+                sum(lo if s > 0 else -hi for s, lo, hi, _ in members),
+                sum(hi if s > 0 else -lo for s, lo, hi, _ in members),
+                members,
+            )
+        )
     rest = [(0, 0)] * (len(order) + 1)  # the least and most the terms from position k on can add
     for k in range(len(order) - 1, -1, -1):
         c, lo, hi, _m = order[k]

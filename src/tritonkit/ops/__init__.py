@@ -43,8 +43,16 @@ from .silu_and_mul.api import silu_and_mul  # noqa: E402
 from .topk_softmax.api import topk_softmax  # noqa: E402
 
 #: Built-in ops in the order the tools report them.
-OP_NAMES = ("rms_norm", "silu_and_mul", "rotary_embedding", "reshape_and_cache", "paged_attention", "topk_softmax",
-            "moe_align_block_size", "fused_moe")
+OP_NAMES = (
+    "rms_norm",
+    "silu_and_mul",
+    "rotary_embedding",
+    "reshape_and_cache",
+    "paged_attention",
+    "topk_softmax",
+    "moe_align_block_size",
+    "fused_moe",
+)
 
 
 class _OpPackage(types.ModuleType):
@@ -75,9 +83,21 @@ for _name in OP_NAMES:
     _share_submodules(_name)
 del _name
 
-__all__ = ["OP_NAMES", "explain_launch_error", "get_spec", "poison_outputs", "specs", "fused_moe",
-           "moe_align_block_size", "paged_attention", "reshape_and_cache", "rms_norm", "rotary_embedding",
-           "silu_and_mul", "topk_softmax"]
+__all__ = [
+    "OP_NAMES",
+    "explain_launch_error",
+    "get_spec",
+    "poison_outputs",
+    "specs",
+    "fused_moe",
+    "moe_align_block_size",
+    "paged_attention",
+    "reshape_and_cache",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+    "topk_softmax",
+]
 
 
 def get_spec(name: str):

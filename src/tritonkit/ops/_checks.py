@@ -23,8 +23,9 @@ def _names(dtypes: Iterable[torch.dtype]) -> str:
     return "/".join(dtype_name(d) for d in dtypes)
 
 
-def tensor(name: str, t, *, dtypes=None, ndim: int | None = None, min_ndim: int | None = None,
-           last_contiguous: bool = False) -> torch.Tensor:
+def tensor(
+    name: str, t, *, dtypes=None, ndim: int | None = None, min_ndim: int | None = None, last_contiguous: bool = False
+) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if dtypes is not None and t.dtype not in dtypes:
@@ -44,9 +45,11 @@ def inference_only(**tensors) -> None:
         return
     for name, t in tensors.items():
         if isinstance(t, torch.Tensor) and t.requires_grad:
-            raise RuntimeError(f"{name} requires grad, but tritonkit ops are inference ops with no backward (the "
-                               f"output would silently drop the autograd graph): call them under torch.no_grad() "
-                               f"or torch.inference_mode(), or pass {name}.detach()")
+            raise RuntimeError(
+                f"{name} requires grad, but tritonkit ops are inference ops with no backward (the "
+                f"output would silently drop the autograd graph): call them under torch.no_grad() "
+                f"or torch.inference_mode(), or pass {name}.detach()"
+            )
 
 
 def same_device(**tensors: torch.Tensor | None) -> torch.device:
@@ -88,9 +91,11 @@ def rows_and_stride(name: str, t: torch.Tensor, output: bool = False) -> tuple[t
         try:
             t2 = t.view(-1, t.shape[-1])
         except RuntimeError:
-            raise ValueError(f"{name} must be viewable as rows of its last dimension (one stride between rows, "
-                             f"the last dimension contiguous), got shape {tuple(t.shape)} and strides "
-                             f"{tuple(t.stride())}") from None
+            raise ValueError(
+                f"{name} must be viewable as rows of its last dimension (one stride between rows, "
+                f"the last dimension contiguous), got shape {tuple(t.shape)} and strides "
+                f"{tuple(t.stride())}"
+            ) from None
         return t2, t2.stride(0)
     t2 = rows(name, t)
     return t2, t2.stride(0)
@@ -105,12 +110,14 @@ def indices_checked() -> bool:
     call, which a CUDA graph cannot capture; the ops are written so that no value makes them access out of bounds.
     On, while debugging a caller, a bad id is a ValueError naming it instead of a silently dropped slot."""
     import os
+
     return os.environ.get(CHECK_INDICES_ENV, "0") not in ("", "0")
 
 
 def _traced(t: torch.Tensor) -> bool:
     """A fake or functional tensor (torch.compile, make_fx): it has no values to read."""
     from torch._subclasses.fake_tensor import is_fake
+
     return is_fake(t) or torch._is_functional_tensor(t)
 
 
@@ -129,8 +136,15 @@ def _first(bad: torch.Tensor) -> tuple[int, ...] | None:
     return tuple(int(i) for i in bad.nonzero()[0])
 
 
-def index_range(name: str, t: torch.Tensor, high: int, what: str, low: int | None = 0,
-                otherwise: str = "such a slot is dropped", used: torch.Tensor | None = None) -> None:
+def index_range(
+    name: str,
+    t: torch.Tensor,
+    high: int,
+    what: str,
+    low: int | None = 0,
+    otherwise: str = "such a slot is dropped",
+    used: torch.Tensor | None = None,
+) -> None:
     """ValueError naming ``t``'s first value outside ``[low, high)`` (``low=None``: below ``high``), with its
     position (reads ``t``: a sync). ``used``: a mask of ``t``'s shape; entries outside it may hold anything.
     ``otherwise``: what the op does with such a value when the check is off."""
@@ -142,8 +156,10 @@ def index_range(name: str, t: torch.Tensor, high: int, what: str, low: int | Non
     pos = _first(bad)
     if pos is not None:
         span = f"below {high}" if low is None else f"in [{low}, {high})"
-        raise ValueError(f"{name} must hold {what} {span}, got {int(t[pos])} at {pos} "
-                         f"({CHECK_INDICES_ENV}=1 checks this; unset, {otherwise})")
+        raise ValueError(
+            f"{name} must hold {what} {span}, got {int(t[pos])} at {pos} "
+            f"({CHECK_INDICES_ENV}=1 checks this; unset, {otherwise})"
+        )
 
 
 def nondecreasing(name: str, t: torch.Tensor, otherwise: str) -> None:
@@ -153,8 +169,10 @@ def nondecreasing(name: str, t: torch.Tensor, otherwise: str) -> None:
     pos = _first(t[1:] < t[:-1])
     if pos is not None:
         i = pos[0] + 1
-        raise ValueError(f"{name} must be non-decreasing, got {int(t[i])} at ({i},) after {int(t[i - 1])} at "
-                         f"({i - 1},) ({CHECK_INDICES_ENV}=1 checks this; unset, {otherwise})")
+        raise ValueError(
+            f"{name} must be non-decreasing, got {int(t[i])} at ({i},) after {int(t[i - 1])} at "
+            f"({i - 1},) ({CHECK_INDICES_ENV}=1 checks this; unset, {otherwise})"
+        )
 
 
 def at_most(name: str, t: torch.Tensor, limit_name: str, limit: int) -> None:
@@ -164,8 +182,10 @@ def at_most(name: str, t: torch.Tensor, limit_name: str, limit: int) -> None:
         return
     pos = _first(t > limit)
     if pos is not None:
-        raise ValueError(f"{limit_name} must be at least every {name}: it is {limit}, but the {name} at {pos} is "
-                         f"{int(t[pos])} ({CHECK_INDICES_ENV}=1 checks this)")
+        raise ValueError(
+            f"{limit_name} must be at least every {name}: it is {limit}, but the {name} at {pos} is "
+            f"{int(t[pos])} ({CHECK_INDICES_ENV}=1 checks this)"
+        )
 
 
 # -- outputs that share memory --------------------------------------------------------------------------------------
@@ -174,8 +194,12 @@ def _has_memory(out: torch.Tensor) -> bool:
     (functionalization refuses overlapping writes itself). The op's other tensors share out's device (checked
     before) and fake tensors come with a dispatch mode, so ``out`` alone decides; on every call's host path."""
     # through_dispatcher's tests, inlined: this runs a few times per call
-    return (out.device.type != "meta" and not isinstance(out, FakeTensor) and not torch.compiler.is_compiling()
-            and _python_dispatch._get_current_dispatch_mode() is None)
+    return (
+        out.device.type != "meta"
+        and not isinstance(out, FakeTensor)
+        and not torch.compiler.is_compiling()
+        and _python_dispatch._get_current_dispatch_mode() is None
+    )
 
 
 # on every call's host path, and a function of the layout alone: one sort per layout, not per call
@@ -199,8 +223,10 @@ def distinct_elements(name: str, t: torch.Tensor, why: str = "it is written") ->
     """ValueError unless every element of the output ``t`` has memory of its own (no expanded or stride-0 view),
     which a write through it needs: two elements on one address would race."""
     if t is not None and not t.is_contiguous() and t.numel() > 1 and _has_memory(t) and overlaps_itself(t):
-        raise ValueError(f"{name} must not have elements that share memory (an expanded, stride-0 or overlapping "
-                         f"view; {why}), got shape {tuple(t.shape)} and strides {tuple(t.stride())}")
+        raise ValueError(
+            f"{name} must not have elements that share memory (an expanded, stride-0 or overlapping "
+            f"view; {why}), got shape {tuple(t.shape)} and strides {tuple(t.stride())}"
+        )
 
 
 def _extent(t: torch.Tensor) -> int:
@@ -237,8 +263,7 @@ def may_overlap(a: torch.Tensor, b: torch.Tensor, a_span: tuple[int, int] | None
 
 def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
     """``a`` and ``b`` are the same elements (exact in place): one address, shape, strides and dtype."""
-    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
-            and a.dtype == b.dtype)
+    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
 
 
 def no_overlap(out_name: str, out: torch.Tensor | None, in_place_ok: bool = False, **others) -> None:
@@ -258,8 +283,10 @@ def no_overlap(out_name: str, out: torch.Tensor | None, in_place_ok: bool = Fals
         if in_place_ok and same_view(out, t):
             continue
         if may_overlap(out, t, span):
-            raise ValueError(f"{out_name} must not overlap {name} (the kernel writes {out_name} while it reads "
-                             f"{name}){'; exactly in place is allowed' if in_place_ok else ''}")
+            raise ValueError(
+                f"{out_name} must not overlap {name} (the kernel writes {out_name} while it reads "
+                f"{name}){'; exactly in place is allowed' if in_place_ok else ''}"
+            )
 
 
 def distinct_outputs(**outs: torch.Tensor) -> None:

@@ -21,17 +21,21 @@ def explain_launch_error(e: BaseException) -> BaseException | None:
         return RuntimeError(
             f"Triton {triton.__version__}'s interpreter does not run with numpy {numpy.__version__} (it converts "
             f"1-element arrays with int(), an error since numpy 2.4; triton-lang/triton#9171): install "
-            f"'numpy<2.4' to run tritonkit's kernels on a CPU")
+            f"'numpy<2.4' to run tritonkit's kernels on a CPU"
+        )
     if "0 active drivers" in msg:
         now = os.environ.get(INTERPRET_VAR)
         state = f"it is set to {now!r}" if now is not None else "it is unset, but Triton was imported first"
         return RuntimeError(
             f"no GPU driver is active, so Triton cannot launch tritonkit's kernels: on a CPU, set {INTERPRET_VAR}=1 "
             f"before Triton is first imported (importing tritonkit.ops before Triton does it for you while the "
-            f"variable is unset; {state})")
+            f"variable is unset; {state})"
+        )
     if "cannot be accessed from Triton" in msg:
-        return ValueError(f"{msg.strip().splitlines()[0]}: tritonkit ops run on CUDA tensors, or on CPU tensors "
-                          f"only under Triton's interpreter ({INTERPRET_VAR}=1 before import)")
+        return ValueError(
+            f"{msg.strip().splitlines()[0]}: tritonkit ops run on CUDA tensors, or on CPU tensors "
+            f"only under Triton's interpreter ({INTERPRET_VAR}=1 before import)"
+        )
     return None
 
 

@@ -121,15 +121,17 @@ class _FastKernel:
         self.jit = jit
         self.names = tuple(p.name for p in jit.params)
         # per parameter: constexpr, then the flags the binder hands native_specialize_impl
-        self.params = tuple((p.is_constexpr, p.is_const, not p.do_not_specialize, not p.do_not_specialize_on_alignment)
-                            for p in jit.params)
+        self.params = tuple(
+            (p.is_constexpr, p.is_const, not p.do_not_specialize, not p.do_not_specialize_on_alignment)
+            for p in jit.params
+        )
         self.entries: dict[tuple, _Entry] = {}
 
     def bind(self, args: tuple, constexprs: dict) -> tuple | None:
         """Every argument in parameter order (what ``run`` passes the launcher), or None."""
         if len(args) + len(constexprs) != len(self.names):
             return None  # defaults, missing or extra arguments: the normal path binds (or raises)
-        tail = self.names[len(args):]
+        tail = self.names[len(args) :]
         if tuple(constexprs) == tail:
             return (*args, *constexprs.values())
         try:
@@ -187,19 +189,32 @@ def _state(kernel) -> _FastKernel | None:
 
 def _options(kernel, device: int, num_warps: int, num_stages: int | None, launch_pdl: bool) -> tuple:
     """The options JITFunction.run keys on besides the arguments and constexprs."""
-    return (device, num_warps, num_stages, launch_pdl, kernel.debug or knobs.runtime.debug,
-            knobs.compilation.instrumentation_mode)
+    return (
+        device,
+        num_warps,
+        num_stages,
+        launch_pdl,
+        kernel.debug or knobs.runtime.debug,
+        knobs.compilation.instrumentation_mode,
+    )
 
 
-def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None,
-             launch_pdl: bool = False):
+def _prepare(
+    kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None, launch_pdl: bool = False
+):
     """``(state, key, bound args, driver, device, Triton's kernel cache)`` for a launch the fast path may take,
     else None."""
     if _T is None or type(kernel) is not _T.JITFunction or type(grid) is not tuple:
         return None
     rt = knobs.runtime
-    if (_T.JITFunction.run is not _T.run or "run" in kernel.__dict__ or kernel.pre_run_hooks
-            or _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook) or rt.interpret):
+    if (
+        _T.JITFunction.run is not _T.run
+        or "run" in kernel.__dict__
+        or kernel.pre_run_hooks
+        or _hook_set(rt.launch_enter_hook)
+        or _hook_set(rt.launch_exit_hook)
+        or rt.interpret
+    ):
         return None
     state = _state(kernel)
     if state is None:
@@ -219,8 +234,15 @@ def _prepare(kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_st
     return state, key, full, drv, dev, kernel_cache
 
 
-def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None = None,
-           launch_pdl: bool = False) -> None:
+def launch(
+    kernel,
+    grid: tuple,
+    args: tuple,
+    constexprs: dict,
+    num_warps: int,
+    num_stages: int | None = None,
+    launch_pdl: bool = False,
+) -> None:
     """``kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)``, with the host overhead of
     ``JITFunction.run`` skipped on calls whose specialization was launched before. ``num_stages=None`` passes none
     (Triton's default); ``launch_pdl=True`` adds Triton's option of that name (a programmatic dependent launch,
@@ -231,8 +253,18 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, n
         entry = state.entries.get(key)
         if entry is not None and entry.launchable(kernel_cache):
             n = len(grid)
-            entry.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, drv.get_current_stream(dev),
-                      entry.function, entry.packed_metadata, None, None, None, *full)
+            entry.run(
+                grid[0],
+                grid[1] if n > 1 else 1,
+                grid[2] if n > 2 else 1,
+                drv.get_current_stream(dev),
+                entry.function,
+                entry.packed_metadata,
+                None,
+                None,
+                None,
+                *full,
+            )
             return
     options = {"num_warps": num_warps}
     if num_stages is not None:
@@ -250,8 +282,16 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int, n
         fast[0].remember(fast[1], compiled, fast[5])
 
 
-def cache_key(kernel, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None, backend,
-              device: int = 0, launch_pdl: bool = False) -> tuple | None:
+def cache_key(
+    kernel,
+    args: tuple,
+    constexprs: dict,
+    num_warps: int,
+    num_stages: int | None,
+    backend,
+    device: int = 0,
+    launch_pdl: bool = False,
+) -> tuple | None:
     """The fast path's key for one launch on tensors of any device, for the given backend (no driver needed)."""
     if _T is None or type(kernel) is not _T.JITFunction:
         return None

@@ -23,4 +23,3 @@ def through_dispatcher(*tensors) -> bool:
     if torch.compiler.is_compiling() or _python_dispatch._get_current_dispatch_mode() is not None:
         return True
     return any(isinstance(t, FakeTensor) for t in tensors)
-

@@ -41,8 +41,17 @@ from .rotary_embedding.vllm import rotary_embedding
 from .silu_and_mul.vllm import silu_and_mul
 from .topk_softmax.vllm import topk_softmax
 
-__all__ = ["fused_add_rms_norm", "fused_experts", "moe_align_block_size", "reshape_and_cache_flash", "rms_norm",
-           "rotary_embedding", "silu_and_mul", "topk_softmax", "unified_attention"]
+__all__ = [
+    "fused_add_rms_norm",
+    "fused_experts",
+    "moe_align_block_size",
+    "reshape_and_cache_flash",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+    "topk_softmax",
+    "unified_attention",
+]
 
 #: the vLLM release whose call forms these follow
 VLLM_VERSION = "0.33.0"

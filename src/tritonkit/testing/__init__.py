@@ -7,11 +7,19 @@ Names load on first use, so that ``tritonkit validate`` can choose between the G
 import importlib
 
 _EXPORTS = {
-    "TOLERANCES": "..tolerance", "Tolerance": "..tolerance", "tolerance_for": "..tolerance",
-    "Comparison": ".metric", "compare": ".metric",
-    "Fill": ".inputs", "MetaFill": ".inputs",
-    "CaseResult": ".validate", "assert_valid": ".validate", "iter_cases": ".validate", "run": ".validate",
-    "validate_case": ".validate", "default_device": ".validate",
+    "TOLERANCES": "..tolerance",
+    "Tolerance": "..tolerance",
+    "tolerance_for": "..tolerance",
+    "Comparison": ".metric",
+    "compare": ".metric",
+    "Fill": ".inputs",
+    "MetaFill": ".inputs",
+    "CaseResult": ".validate",
+    "assert_valid": ".validate",
+    "iter_cases": ".validate",
+    "run": ".validate",
+    "validate_case": ".validate",
+    "default_device": ".validate",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -22,23 +22,40 @@ from ..tolerance import TOLERANCES
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tritonkit validate", description=(
-        "Compare ops (built-in ones, or your own OpSpecs) with their float64 references at boundary shapes and on "
-        "difficult inputs. On a GPU the kernels run natively; without one they run under Triton's interpreter "
-        "(TRITON_INTERPRET=1, set before your files are imported)."))
-    p.add_argument("ops", nargs="*", metavar="OP",
-                   help="a built-in op (rms_norm), a python file (every OpSpec at its top level), a module "
-                        "(mypkg.specs) or one spec (mypkg.specs:MY_SPEC, path/to/specs.py:MY_SPEC); "
-                        "default: all built-in ops")
-    p.add_argument("--shapes", default="boundary", choices=("boundary", "sweep", "large"),
-                   help="shape space (large: GPU only, tensors past 2^31 elements)")
+    p = argparse.ArgumentParser(
+        prog="tritonkit validate",
+        description=(
+            "Compare ops (built-in ones, or your own OpSpecs) with their float64 references at boundary shapes and on "
+            "difficult inputs. On a GPU the kernels run natively; without one they run under Triton's interpreter "
+            "(TRITON_INTERPRET=1, set before your files are imported)."
+        ),
+    )
+    p.add_argument(
+        "ops",
+        nargs="*",
+        metavar="OP",
+        help="a built-in op (rms_norm), a python file (every OpSpec at its top level), a module "
+        "(mypkg.specs) or one spec (mypkg.specs:MY_SPEC, path/to/specs.py:MY_SPEC); "
+        "default: all built-in ops",
+    )
+    p.add_argument(
+        "--shapes",
+        default="boundary",
+        choices=("boundary", "sweep", "large"),
+        help="shape space (large: GPU only, tensors past 2^31 elements)",
+    )
     p.add_argument("--families", nargs="+", metavar="FAMILY", help="input families (default: each op's own)")
-    p.add_argument("--dtype", nargs="+", dest="dtypes", metavar="DTYPE",
-                   help="float16 bfloat16 float32 (default: each op's own)")
+    p.add_argument(
+        "--dtype", nargs="+", dest="dtypes", metavar="DTYPE", help="float16 bfloat16 float32 (default: each op's own)"
+    )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="print failures and the summary only")
-    p.add_argument("--all", action="store_true", dest="every_row",
-                   help="print a row for every case (default: the failures, and one line per op for its passes)")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        dest="every_row",
+        help="print a row for every case (default: the failures, and one line per op for its passes)",
+    )
     return p
 
 
@@ -74,8 +91,11 @@ def main(argv: list[str]) -> int:
             print("tritonkit validate: --shapes large needs a CUDA GPU (tensors past 2^31 elements)", file=sys.stderr)
             return 2
         if args.shapes == "sweep":
-            print("tritonkit validate: --shapes sweep is GPU-sized (num_tokens up to 65536 for every model: hours "
-                  "under Triton's interpreter); on a CPU validate the boundary shapes", file=sys.stderr)
+            print(
+                "tritonkit validate: --shapes sweep is GPU-sized (num_tokens up to 65536 for every model: hours "
+                "under Triton's interpreter); on a CPU validate the boundary shapes",
+                file=sys.stderr,
+            )
             return 2
         # must be set before any kernel module is imported: triton.jit reads it at decoration time
         os.environ["TRITON_INTERPRET"] = "1"
@@ -102,19 +122,25 @@ def main(argv: list[str]) -> int:
             return 2
     bad = [d for d in args.dtypes or () if _dtype(d) is None]
     if bad:
-        print(f"tritonkit validate: unknown dtype {bad[0]!r} (--dtype takes torch names: float16, bfloat16, "
-              f"float32)", file=sys.stderr)
+        print(
+            f"tritonkit validate: unknown dtype {bad[0]!r} (--dtype takes torch names: float16, bfloat16, float32)",
+            file=sys.stderr,
+        )
         return 2
     dtypes = [_dtype(d) for d in args.dtypes] if args.dtypes else None
     for s in specs:
         if not s.shapes(args.shapes):
             field = "sweep_shape" if args.shapes == "sweep" else args.shapes
-            print(f"tritonkit validate: {s.name} declares no {args.shapes} shapes (OpSpec.{field}); skipped",
-                  file=sys.stderr)
+            print(
+                f"tritonkit validate: {s.name} declares no {args.shapes} shapes (OpSpec.{field}); skipped",
+                file=sys.stderr,
+            )
     cases = [(s, c) for s in specs for c in v.iter_cases(s, args.shapes, dtypes, args.families)]
     if not cases:
-        supported = "; ".join(f"{s.name}: dtypes {', '.join(dtype_name(d) for d in s.dtypes)}, families "
-                              f"{', '.join(s.families)}" for s in specs)
+        supported = "; ".join(
+            f"{s.name}: dtypes {', '.join(dtype_name(d) for d in s.dtypes)}, families {', '.join(s.families)}"
+            for s in specs
+        )
         print(f"tritonkit validate: the options select no case ({supported})", file=sys.stderr)
         return 2
     if (why := _untolerated(cases)) is not None:
@@ -123,10 +149,20 @@ def main(argv: list[str]) -> int:
     where = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
     listed = ", ".join(names) if len(", ".join(names)) <= 48 else f"{len(names)} ops"
     print(f"tritonkit validate: {len(cases)} cases, {listed}, shapes={args.shapes}, on {where}")
-    meta = {"command": "tritonkit validate " + " ".join(argv), "device": where, "shapes": args.shapes,
-            "torch": torch.__version__, "triton": _triton_version(), "python": platform.python_version(),
-            "interpreter": not on_gpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "git_sha": git_info()[0], "cases": len(cases), "complete": False, "seconds": 0.0}
+    meta = {
+        "command": "tritonkit validate " + " ".join(argv),
+        "device": where,
+        "shapes": args.shapes,
+        "torch": torch.__version__,
+        "triton": _triton_version(),
+        "python": platform.python_version(),
+        "interpreter": not on_gpu,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "git_sha": git_info()[0],
+        "cases": len(cases),
+        "complete": False,
+        "seconds": 0.0,
+    }
     if on_gpu:
         meta["driver"] = driver_version()
     report = _JsonReport(args.json, meta) if args.json is not None else None
@@ -139,8 +175,10 @@ def main(argv: list[str]) -> int:
         if report is not None:
             report.write(results, elapsed, complete=True)
     except OSError as e:
-        print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror or e})",
-              file=sys.stderr)
+        print(
+            f"tritonkit validate: --json {args.json!r}: cannot write the results there ({e.strerror or e})",
+            file=sys.stderr,
+        )
         return 2
     return 1 if n_fail else 0
 
@@ -151,9 +189,11 @@ def _untolerated(cases) -> str | None:
         try:
             s.tolerance_for(d)
         except ValueError:
-            return (f"{s.name}: dtype {dtype_name(d)} has no tolerance (the table knows "
-                    f"{', '.join(map(dtype_name, TOLERANCES))}); give one in OpSpec.tolerance, or leave it out of "
-                    f"OpSpec.dtypes")
+            return (
+                f"{s.name}: dtype {dtype_name(d)} has no tolerance (the table knows "
+                f"{', '.join(map(dtype_name, TOLERANCES))}); give one in OpSpec.tolerance, or leave it out of "
+                f"OpSpec.dtypes"
+            )
     return None
 
 
@@ -169,11 +209,13 @@ def _run(specs, args, dtypes, total: int, report):
         if report is not None:
             report.write(results)
         with progress(total) as advance:
+
             def on_result(r):
                 results.append(r)
                 advance(r)
                 if report is not None:
                     report.tick(results, time.perf_counter() - t0)
+
             # warnings wait for the table: interleaved with the progress they hide it
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -194,9 +236,11 @@ def _summarize_warnings(caught: list) -> None:
     any other warning once, with where it came from."""
     fp = [w for w in caught if issubclass(w.category, RuntimeWarning) and _FLOATING.search(str(w.message))]
     if fp:
-        print(f"tritonkit validate: {len(fp)} floating-point warnings from numpy during the cases (first: "
-              f"{fp[0].message}, at {fp[0].filename}:{fp[0].lineno}); expected where a case makes NaN or inf",
-              file=sys.stderr)
+        print(
+            f"tritonkit validate: {len(fp)} floating-point warnings from numpy during the cases (first: "
+            f"{fp[0].message}, at {fp[0].filename}:{fp[0].lineno}); expected where a case makes NaN or inf",
+            file=sys.stderr,
+        )
     seen = set()
     for w in caught:
         key = (w.category, str(w.message), w.filename, w.lineno)
@@ -224,12 +268,14 @@ class _JsonReport:
         if interrupted:
             self.meta["interrupted"] = True
         t0 = time.monotonic()
-        write_atomic(self.path, json.dumps({"meta": self.meta, "results": [r.as_dict() for r in results]},
-                                           indent=1, default=str))
+        write_atomic(
+            self.path, json.dumps({"meta": self.meta, "results": [r.as_dict() for r in results]}, indent=1, default=str)
+        )
         self.last = time.monotonic()
         self.cost = self.last - t0
 
 
 def _triton_version() -> str:
     import triton
+
     return triton.__version__

@@ -51,8 +51,8 @@ class Guarded:
 
     def breach(self) -> str | None:
         """The first out-of-bounds write, described, or None when both guards are intact."""
-        before = self.base[:self.lo].ne(self.pattern).nonzero()
-        after = self.base[self.lo + self.span:].ne(self.pattern).nonzero()
+        before = self.base[: self.lo].ne(self.pattern).nonzero()
+        after = self.base[self.lo + self.span :].ne(self.pattern).nonzero()
         es = self.element_size
         if after.numel():
             off = (self.span + int(after[0, 0])) // es
@@ -72,7 +72,7 @@ def _guarded_base(nbytes: int, pattern: int, device: torch.device) -> tuple[torc
     g = guard_bytes(nbytes)
     base = torch.empty(g + nbytes + g, dtype=torch.uint8, device=device)
     base[:g].fill_(pattern)
-    base[g + nbytes:].fill_(pattern)
+    base[g + nbytes :].fill_(pattern)
     return base, g
 
 
@@ -100,7 +100,7 @@ def guard_inputs(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], list[Guarde
         g = copies.get(key)
         if g is None:
             base, lo = _guarded_base(st.nbytes(), INPUT_PATTERN, t.device)
-            base[lo:lo + st.nbytes()].copy_(_as_bytes(st, t.device))
+            base[lo : lo + st.nbytes()].copy_(_as_bytes(st, t.device))
             g = Guarded(base, lo, st.nbytes(), INPUT_PATTERN, t.element_size(), k)
             copies[key] = g
         elif k not in g.name.split(", "):
@@ -112,7 +112,8 @@ def guard_inputs(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], list[Guarde
 _EMPTY = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
 _FILLED = ("zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full")
 _FACTORIES = {getattr(torch, n, None) for n in _EMPTY + _FILLED} | {
-    getattr(torch.Tensor, n, None) for n in _EMPTY + _FILLED}
+    getattr(torch.Tensor, n, None) for n in _EMPTY + _FILLED
+}
 _FACTORIES.discard(None)
 _EMPTY_FNS = {getattr(torch, n, None) for n in _EMPTY} | {getattr(torch.Tensor, n, None) for n in _EMPTY}
 
@@ -160,6 +161,8 @@ def changed_inputs(before: Mapping[str, torch.Tensor], after: Mapping[str, Any])
         if diff.numel():
             flat = int(diff[0, 0])
             idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(old.shape)))
-            out.append(f"input {k} was overwritten: element {idx} (flat offset {flat}) changed, and "
-                       f"{diff.shape[0]} elements in all")
+            out.append(
+                f"input {k} was overwritten: element {idx} (flat offset {flat}) changed, and "
+                f"{diff.shape[0]} elements in all"
+            )
     return out

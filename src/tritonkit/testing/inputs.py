@@ -94,7 +94,7 @@ class Fill:
             n = size[-1]
             specials = torch.tensor([float("nan"), float("inf"), float("-inf")][:n], device=self.device)
             # three distinct columns per row: the first k of a random permutation of the row's columns
-            cols = torch.rand(size, device=self.device, generator=self.generator).argsort(dim=-1)[..., :len(specials)]
+            cols = torch.rand(size, device=self.device, generator=self.generator).argsort(dim=-1)[..., : len(specials)]
             x.scatter_(-1, cols, specials.expand(*size[:-1], len(specials)).contiguous())
         return x
 

@@ -36,8 +36,11 @@ def _where(e: BaseException) -> str:
     frames = traceback.extract_tb(e.__traceback__)
     # the deepest frame outside tritonkit and the import machinery: the user's line (an OpSpec that raises in its
     # __post_init__ points at the line that built it, not at dataclasses' generated "<string>" __init__)
-    user = [f for f in frames if not f.filename.startswith((_TRITONKIT_DIR, "<"))
-            and os.sep + "importlib" + os.sep not in f.filename]
+    user = [
+        f
+        for f in frames
+        if not f.filename.startswith((_TRITONKIT_DIR, "<")) and os.sep + "importlib" + os.sep not in f.filename
+    ]
     f = (user or frames or [None])[-1]
     return f" (at {f.filename}:{f.lineno})" if f is not None else ""
 
@@ -83,6 +86,7 @@ def load_specs(target: str, builtin: tuple[str, ...] = ()) -> list[OpSpec]:
     """The OpSpecs ``target`` names (see the module docstring); LoadError when it names none."""
     if target in builtin:
         from ..ops import get_spec
+
         return [get_spec(target)]
     module_part, colon, attr = target.rpartition(":")
     # "C:\\specs.py" is a Windows path, not module:NAME
@@ -97,8 +101,10 @@ def load_specs(target: str, builtin: tuple[str, ...] = ()) -> list[OpSpec]:
         return [v]
     if not _is_file(target) and "." not in target:
         names = ", ".join(builtin)
-        raise LoadError(f"unknown op {target!r}; built-in ops: {names}; or a spec file (path/to/specs.py), a module "
-                        "(mypkg.specs) or one spec (mypkg.specs:MY_SPEC)")
+        raise LoadError(
+            f"unknown op {target!r}; built-in ops: {names}; or a spec file (path/to/specs.py), a module "
+            "(mypkg.specs) or one spec (mypkg.specs:MY_SPEC)"
+        )
     specs = specs_in(_import(target))
     if not specs:
         raise LoadError(f"{target}: defines no OpSpec at its top level")

@@ -41,8 +41,10 @@ class Comparison:
         if self.passed:
             return f"error {self.error:.3g} (max abs {self.max_abs:.3g}, rel L2 {self.rel_l2:.3g})"
         o, r = self.first_bad_values or (math.nan, math.nan)
-        return (f"{self.mismatches}/{self.numel} elements mismatch, error {self.error:.3g}; first at "
-                f"{self.first_bad}: got {o!r}, expected {r!r}")
+        return (
+            f"{self.mismatches}/{self.numel} elements mismatch, error {self.error:.3g}; first at "
+            f"{self.first_bad}: got {o!r}, expected {r!r}"
+        )
 
 
 def _expected(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
@@ -56,8 +58,9 @@ def _expected(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
         limit = fmax + 0.5 * top_ulp
         over = ref.abs() >= limit
         if over.any():
-            ref = torch.where(over, torch.copysign(torch.tensor(math.inf, dtype=ref.dtype, device=ref.device), ref),
-                              ref)
+            ref = torch.where(
+                over, torch.copysign(torch.tensor(math.inf, dtype=ref.dtype, device=ref.device), ref), ref
+            )
     return ref
 
 
@@ -74,8 +77,8 @@ def _compare_exact(out: torch.Tensor, ref: torch.Tensor) -> Comparison:
     bad_total = 0
     first_bad = first_vals = None
     for start in range(0, n, _CHUNK):
-        o = o_all[start:start + _CHUNK].to(torch.int64 if as_int else torch.float64)
-        r = r_all[start:start + _CHUNK].to(device=o.device, dtype=o.dtype)
+        o = o_all[start : start + _CHUNK].to(torch.int64 if as_int else torch.float64)
+        r = r_all[start : start + _CHUNK].to(device=o.device, dtype=o.dtype)
         bad = o != r
         nb = int(bad.sum())
         if nb:
@@ -114,8 +117,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, scale: torch.T
     first_bad = None
     first_vals = None
     for start in range(0, max(n, 1), _CHUNK):
-        o = o_all[start:start + _CHUNK].to(torch.float64)
-        r = _expected(r_all[start:start + _CHUNK].to(device=o.device, dtype=torch.float64), out_dtype)
+        o = o_all[start : start + _CHUNK].to(torch.float64)
+        r = _expected(r_all[start : start + _CHUNK].to(device=o.device, dtype=torch.float64), out_dtype)
         if o.numel() == 0:
             break
         r_fin = torch.isfinite(r)
@@ -125,7 +128,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, scale: torch.T
         diff = torch.where(r_fin & o_fin, (o - r).abs(), torch.zeros_like(o))
         bound = tol.atol + tol.rtol * r.abs().where(r_fin, torch.zeros_like(r))
         if s_all is not None:
-            sc = s_all[start:start + _CHUNK].to(device=o.device, dtype=torch.float64)
+            sc = s_all[start : start + _CHUNK].to(device=o.device, dtype=torch.float64)
             bound = bound + tol.compute_eps * sc.where(torch.isfinite(sc), torch.zeros_like(sc))
         ratio = diff / bound
         ratio = torch.where(r_fin & ~o_fin, torch.full_like(ratio, math.inf), ratio)

@@ -20,12 +20,14 @@ def progress(total: int):
     else:
         rich_ok = sys.stderr.isatty()
     if rich_ok:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      transient=True) as p:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+        ) as p:
             task = p.add_task("validate", total=total)
 
             def advance(r):
                 p.update(task, advance=1, description=f"{r.op} {r.dtype} {r.family}")
+
             yield advance
         return
     done = [0]
@@ -37,6 +39,7 @@ def progress(total: int):
         if done[0] % 80 == 0 or done[0] == total:
             sys.stderr.write(f" {done[0]}/{total}\n")
         sys.stderr.flush()
+
     yield advance
 
 
@@ -44,7 +47,7 @@ WIDTH = 120  # the table fits a 120-column terminal: a long shape is cut, a fail
 
 
 def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(width - 1, 0)] + "\u2026"
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "\u2026"
 
 
 def print_table(results, failures_only: bool = False, every_row: bool = False, width: int = WIDTH) -> None:
@@ -53,8 +56,10 @@ def print_table(results, failures_only: bool = False, every_row: bool = False, w
     rows = [r for r in results if every_row or not r.passed]
     if rows:
         head = ("op", "shape", "dtype", "family", "error", "rtol/atol", "result")
-        data = [[r.op, r.shape, r.dtype, r.family, _fmt(r.error), f"{r.rtol:g}/{r.atol:g}",
-                 "pass" if r.passed else "FAIL"] for r in rows]
+        data = [
+            [r.op, r.shape, r.dtype, r.family, _fmt(r.error), f"{r.rtol:g}/{r.atol:g}", "pass" if r.passed else "FAIL"]
+            for r in rows
+        ]
         widths = [max(len(h), *(len(d[i]) for d in data)) for i, h in enumerate(head)]
         # the shape column takes what the others leave of the width
         widths[1] = max(len(head[1]), min(widths[1], width - sum(widths) + widths[1] - 2 * (len(head) - 1)))
@@ -65,8 +70,16 @@ def print_table(results, failures_only: bool = False, every_row: bool = False, w
             d[1] = _cut(d[1], widths[1])
             print("  ".join(c.ljust(w) for c, w in zip(d, widths)).rstrip())
             if not r.passed:
-                print(textwrap.fill(r.detail, width, initial_indent="    ", subsequent_indent="      ",
-                                    break_long_words=True, break_on_hyphens=False))
+                print(
+                    textwrap.fill(
+                        r.detail,
+                        width,
+                        initial_indent="    ",
+                        subsequent_indent="      ",
+                        break_long_words=True,
+                        break_on_hyphens=False,
+                    )
+                )
     if every_row or failures_only:
         return
     passed: dict[str, list] = {}
@@ -78,5 +91,10 @@ def print_table(results, failures_only: bool = False, every_row: bool = False, w
     for op, rs in passed.items():
         total = sum(r.op == op for r in results)
         w = max(rs, key=lambda r: r.error)
-        print(_cut(f"{op}: {len(rs)} of {total} cases pass, worst error {_fmt(w.error)} ({w.dtype} {w.family} "
-                   f"{w.shape}); --all lists them", width))
+        print(
+            _cut(
+                f"{op}: {len(rs)} of {total} cases pass, worst error {_fmt(w.error)} ({w.dtype} {w.family} "
+                f"{w.shape}); --all lists them",
+                width,
+            )
+        )

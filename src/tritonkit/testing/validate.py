@@ -76,14 +76,22 @@ def quiet_interpreter() -> Iterator[None]:
     with numpy, which warns on the overflow, NaN and inf that the input families exist for, and on its own
     ``int(array)`` (numpy >= 1.25). Warnings from anywhere else, the caller's code included, still show."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero|underflow) encountered",
-                                RuntimeWarning, r"triton\.")
+        warnings.filterwarnings(
+            "ignore", r"(overflow|invalid value|divide by zero|underflow) encountered", RuntimeWarning, r"triton\."
+        )
         warnings.filterwarnings("ignore", r"Conversion of an array with ndim > 0", DeprecationWarning, r"triton\.")
         yield
 
 
-def validate_case(spec: OpSpec, shape: Shape | Mapping, dtype: torch.dtype, family: str = "randn", *,
-                  device: torch.device | str | None = None, seed: int = 0) -> CaseResult:
+def validate_case(
+    spec: OpSpec,
+    shape: Shape | Mapping,
+    dtype: torch.dtype,
+    family: str = "randn",
+    *,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+) -> CaseResult:
     """Run ``spec`` once on ``shape``/``dtype``/``family`` inputs and compare every output with the reference.
     ``shape`` is a :class:`~tritonkit.spec.Shape` or a dict of named sizes.
 
@@ -112,14 +120,17 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
         scales = spec.error_scale(ref_inputs) if spec.error_scale else {}
         for what, d in (("call", outs), ("reference", refs)):
             if not isinstance(d, Mapping):
-                raise TypeError(f"{what} returned {type(d).__name__}, not a dict of named outputs "
-                                f"({{'out': tensor}} matches the default call of an fn returning one tensor)")
+                raise TypeError(
+                    f"{what} returned {type(d).__name__}, not a dict of named outputs "
+                    f"({{'out': tensor}} matches the default call of an fn returning one tensor)"
+                )
         if set(outs) != set(refs):
             raise AssertionError(f"op returned outputs {sorted(outs)}, reference {sorted(refs)}")
         undeclared = sorted(set(spec.output_dtypes) - set(outs))
         if undeclared:
-            raise AssertionError(f"output_dtypes names {undeclared}, which the op does not return (it returns "
-                                 f"{sorted(outs)})")
+            raise AssertionError(
+                f"output_dtypes names {undeclared}, which the op does not return (it returns {sorted(outs)})"
+            )
         for name, t in outs.items():
             # an op allocates its outputs in the case's dtype (x's dtype, q's dtype), or the one its contract fixes,
             # on the inputs' device: a kernel that skipped its final cast would otherwise pass, and hide overflow
@@ -128,14 +139,21 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
                 continue
             want = spec.output_dtypes.get(name, dtype)
             if t.dtype != want or t.device.type != device.type:
-                raise AssertionError(f"output {name} is {dtype_name(t.dtype)} on {t.device.type}, expected "
-                                     f"{dtype_name(want)} on {device.type}")
+                raise AssertionError(
+                    f"output {name} is {dtype_name(t.dtype)} on {t.device.type}, expected "
+                    f"{dtype_name(want)} on {device.type}"
+                )
         worst: tuple[str, Comparison] | None = None
         for name in outs:
             got = outs[name] if rows.get(name) is None else outs[name][rows[name]]
             c = compare(got, refs[name], tol, scales.get(name))
-            res.outputs[name] = {"error": c.error, "max_abs": c.max_abs, "rel_l2": c.rel_l2,
-                                 "mismatches": c.mismatches, "numel": c.numel}
+            res.outputs[name] = {
+                "error": c.error,
+                "max_abs": c.max_abs,
+                "rel_l2": c.rel_l2,
+                "mismatches": c.mismatches,
+                "numel": c.numel,
+            }
             if worst is None or (c.error > worst[1].error) or (not c.passed and worst[1].passed):
                 worst = (name, c)
         assert worst is not None
@@ -148,8 +166,9 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
         del ref_inputs
         if res.violations:
             res.passed, res.error = False, float("inf")
-            res.detail = res.violations[0] + (f" (and {len(res.violations) - 1} more)" if len(res.violations) > 1
-                                              else "")
+            res.detail = res.violations[0] + (
+                f" (and {len(res.violations) - 1} more)" if len(res.violations) > 1 else ""
+            )
     except Exception as e:  # noqa: BLE001 - reported as a failed case, with the exception, so one bad case never hides the rest
         # "0 active drivers" from a user's kernel gets the sentence tritonkit's own ops give
         better = explain_launch_error(e)
@@ -160,13 +179,16 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
     return res
 
 
-def _eager(spec: OpSpec, ref_inputs: dict, in_dtypes: dict, dtype: torch.dtype, refs: Mapping, tol,
-           scales: Mapping) -> str:
+def _eager(
+    spec: OpSpec, ref_inputs: dict, in_dtypes: dict, dtype: torch.dtype, refs: Mapping, tol, scales: Mapping
+) -> str:
     """The reference run in the op's dtype on the case's inputs (the float64 copies cast back: exact), compared
     with the float64 reference like the kernel was: its worst output, described."""
     try:
-        inputs = {k: v.to(in_dtypes[k]) if k in in_dtypes and isinstance(v, torch.Tensor) else v
-                  for k, v in ref_inputs.items()}
+        inputs = {
+            k: v.to(in_dtypes[k]) if k in in_dtypes and isinstance(v, torch.Tensor) else v
+            for k, v in ref_inputs.items()
+        }
         got = spec.reference(inputs, dtype)
         worst = max(((k, compare(got[k], refs[k], tol, scales.get(k))) for k in refs), key=lambda kc: kc[1].error)
     except Exception as e:  # noqa: BLE001 - the comparison is a hint; the case has failed already
@@ -178,8 +200,11 @@ def _guarded_call(spec: OpSpec, inputs: dict, device: torch.device, res: CaseRes
     """``spec.call`` with every tensor inside guard regions (see :mod:`.guard`); what broke them, and the inputs
     the op changed without owning them, go to ``res.violations``."""
     inputs, in_guards = guard_inputs(inputs)
-    before = {k: t.clone() for k, t in inputs.items()
-              if isinstance(t, torch.Tensor) and k not in spec.inplace and t.untyped_storage().nbytes() <= COPY_LIMIT}
+    before = {
+        k: t.clone()
+        for k, t in inputs.items()
+        if isinstance(t, torch.Tensor) and k not in spec.inplace and t.untyped_storage().nbytes() <= COPY_LIMIT
+    }
     mode = GuardAllocations()
     with poison_outputs(), mode:
         outs = spec.call(inputs)
@@ -189,8 +214,9 @@ def _guarded_call(spec: OpSpec, inputs: dict, device: torch.device, res: CaseRes
         name_allocations(mode.guards, outs)
         # an input whose storage comes back as an output (or holds an in-place one) is the op's to write
         owned = {t.untyped_storage().data_ptr() for t in outs.values() if isinstance(t, torch.Tensor)}
-        owned |= {inputs[k].untyped_storage().data_ptr() for k in spec.inplace if isinstance(inputs.get(k),
-                                                                                                torch.Tensor)}
+        owned |= {
+            inputs[k].untyped_storage().data_ptr() for k in spec.inplace if isinstance(inputs.get(k), torch.Tensor)
+        }
         before = {k: v for k, v in before.items() if inputs[k].untyped_storage().data_ptr() not in owned}
     for g in in_guards + mode.guards:
         if (why := g.breach()) is not None:
@@ -199,19 +225,23 @@ def _guarded_call(spec: OpSpec, inputs: dict, device: torch.device, res: CaseRes
     return outs
 
 
-def assert_valid(spec: OpSpec, shape: Shape | Mapping, dtype: torch.dtype, family: str = "randn",
-                 **kw) -> CaseResult:
+def assert_valid(spec: OpSpec, shape: Shape | Mapping, dtype: torch.dtype, family: str = "randn", **kw) -> CaseResult:
     """``validate_case`` that raises AssertionError with the details when the case fails."""
     r = validate_case(spec, shape, dtype, family, **kw)
     if not r.passed:
         tb = r.outputs.get("exception", {}).get("traceback", "")
-        raise AssertionError(f"{r.op} [{r.shape}] {r.dtype} {r.family}: {r.detail} "
-                             f"(rtol {r.rtol}, atol {r.atol})\n{tb}")
+        raise AssertionError(
+            f"{r.op} [{r.shape}] {r.dtype} {r.family}: {r.detail} (rtol {r.rtol}, atol {r.atol})\n{tb}"
+        )
     return r
 
 
-def iter_cases(spec: OpSpec, space: str = "boundary", dtypes: Sequence[torch.dtype] | None = None,
-               families: Sequence[str] | None = None) -> Iterator[tuple[Shape, torch.dtype, str]]:
+def iter_cases(
+    spec: OpSpec,
+    space: str = "boundary",
+    dtypes: Sequence[torch.dtype] | None = None,
+    families: Sequence[str] | None = None,
+) -> Iterator[tuple[Shape, torch.dtype, str]]:
     """Every (shape, dtype, family) of a shape space, restricted to what the spec supports."""
     dts = [d for d in (dtypes or spec.dtypes) if d in spec.dtypes]
     fams = [f for f in (families or spec.families) if f in spec.families]
@@ -222,8 +252,15 @@ def iter_cases(spec: OpSpec, space: str = "boundary", dtypes: Sequence[torch.dty
         yield shape, dtype, fam
 
 
-def run(specs: Iterable[OpSpec], space: str = "boundary", dtypes=None, families=None, *,
-        device=None, on_result: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+def run(
+    specs: Iterable[OpSpec],
+    space: str = "boundary",
+    dtypes=None,
+    families=None,
+    *,
+    device=None,
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> list[CaseResult]:
     results = []
     for spec in specs:
         for shape, dtype, fam in iter_cases(spec, space, dtypes, families):

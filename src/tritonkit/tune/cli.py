@@ -33,22 +33,44 @@ class _Usage(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     from .fused_moe import BUDGET_S, DEFAULT_BUCKETS, MAX_JOBS
-    p = _Parser(prog="tritonkit tune", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Time an op's tile configs on this GPU and write the table its config lookup reads.")
+
+    p = _Parser(
+        prog="tritonkit tune",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Time an op's tile configs on this GPU and write the table its config lookup reads.",
+    )
     p.add_argument("op", metavar="OP", help=f"the op to tune: {', '.join(TUNABLE)}")
     p.add_argument("--model", required=True, metavar="NAME", help="the model whose layer shapes are tuned")
     p.add_argument("--dtype", default="bfloat16", metavar="DTYPE", help="bfloat16 or float16 (default: bfloat16)")
-    p.add_argument("--num-tokens", nargs="+", type=int, metavar="M",
-                   help=f"buckets (default: {' '.join(map(str, DEFAULT_BUCKETS))}: the bench's sweep through "
-                        f"16384; the lookup takes the nearest bucket in log2)")
+    p.add_argument(
+        "--num-tokens",
+        nargs="+",
+        type=int,
+        metavar="M",
+        help=f"buckets (default: {' '.join(map(str, DEFAULT_BUCKETS))}: the bench's sweep through "
+        f"16384; the lookup takes the nearest bucket in log2)",
+    )
     p.add_argument("--out", metavar="DIR", help="where the table goes (default: the op's package configs/ folder)")
-    p.add_argument("--progress", metavar="FILE",
-                   help="progress JSON, rewritten after each bucket (default: DIR/.progress/<table name>)")
-    p.add_argument("--budget-s", type=float, default=BUDGET_S, metavar="S",
-                   help=f"search seconds per bucket; past it each remaining phase times only its seed config "
-                        f"(default: {BUDGET_S:.0f})")
-    p.add_argument("--jobs", type=int, metavar="N",
-                   help=f"compile worker processes; 0 compiles in the timing loop (default: min({MAX_JOBS}, CPUs))")
+    p.add_argument(
+        "--progress",
+        metavar="FILE",
+        help="progress JSON, rewritten after each bucket (default: DIR/.progress/<table name>)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=BUDGET_S,
+        metavar="S",
+        help=f"search seconds per bucket; past it each remaining phase times only its seed config "
+        f"(default: {BUDGET_S:.0f})",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help=f"compile worker processes; 0 compiles in the timing loop (default: min({MAX_JOBS}, CPUs))",
+    )
     return p
 
 
@@ -71,6 +93,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     from ..models import MODELS
+
     mod = importlib.import_module(TUNABLE[args.op])
     having = [m for m, cfg in MODELS.items() if mod.has_layer(cfg)]
     if args.model not in MODELS:
@@ -86,15 +109,26 @@ def main(argv: list[str]) -> int:
     if args.jobs is not None and args.jobs < 0:
         return _err(f"--jobs must be >= 0, got {args.jobs}")
     if not torch.cuda.is_available():
-        return _err("no CUDA GPU found (torch.cuda.is_available() is False): a table is measured on the card it is "
-                    "for; run this on that GPU")
+        return _err(
+            "no CUDA GPU found (torch.cuda.is_available() is False): a table is measured on the card it is "
+            "for; run this on that GPU"
+        )
     kw = {"num_tokens": args.num_tokens} if args.num_tokens else {}
     try:
-        mod.tune(MODELS[args.model], names[args.dtype], out_dir=args.out, progress=args.progress,
-                 budget_s=args.budget_s, jobs=args.jobs, **kw)
+        mod.tune(
+            MODELS[args.model],
+            names[args.dtype],
+            out_dir=args.out,
+            progress=args.progress,
+            budget_s=args.budget_s,
+            jobs=args.jobs,
+            **kw,
+        )
     except KeyboardInterrupt:
-        print("tritonkit tune: interrupted; finished buckets are in the progress file, rerun the same command to "
-              "resume", file=sys.stderr)
+        print(
+            "tritonkit tune: interrupted; finished buckets are in the progress file, rerun the same command to resume",
+            file=sys.stderr,
+        )
         return 130
     except OSError as e:
         return _err(f"cannot write {e.filename or ''}: {e.strerror or e}")

@@ -52,7 +52,7 @@ MAX_JOBS = 8
 COMPILE_TOKENS = 16
 #: largest |candidate - default| over max |default| accepted: sum-order and rounding-point differences stay near one
 #: bf16 ulp (2^-8) of the largest output; a missed tile or a wrong expert is off by O(max)
-CHECK_RTOL = 2.0 ** -5
+CHECK_RTOL = 2.0**-5
 #: routing seeds are ROUTING_SEED + routing; the weights' are their first expert's index
 ROUTING_SEED = 1000
 #: experts per make_inputs call: its float32 temporaries of all 256 DeepSeek-V3 experts would take ~200 GB; 4, ~3 GB
@@ -71,6 +71,7 @@ def has_layer(model: ModelConfig) -> bool:
 def describe(cfg: FusedMoeConfig) -> str:
     def one(g: GemmConfig) -> str:
         return f"n{g.block_n} k{g.block_k} g{g.group_m} w{g.num_warps} s{g.num_stages}"
+
     return f"block_m {cfg.block_size}, gemm1 {one(cfg.gemm1)}, gemm2 {one(cfg.gemm2)}"
 
 
@@ -119,9 +120,18 @@ class _Bucket:
         return short[min(means)[1]] if means else None
 
 
-def search_bucket(M: int, layer: Layer, elem_bytes: int, timer: Timer, *, space: Space = SPACE,
-                  routings: int = ROUTINGS, budget_s: float = BUDGET_S, banned: dict | None = None,
-                  clock: Callable[[], float] = time.monotonic) -> BucketResult:
+def search_bucket(
+    M: int,
+    layer: Layer,
+    elem_bytes: int,
+    timer: Timer,
+    *,
+    space: Space = SPACE,
+    routings: int = ROUTINGS,
+    budget_s: float = BUDGET_S,
+    banned: dict | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> BucketResult:
     """The best config at bucket M (module docstring). ``banned``: {(gemm, GemmConfig): why} that did not compile."""
     banned = banned or {}
     default = layer.default(M)
@@ -152,9 +162,19 @@ def compile_experts(E: int) -> int:
 
 
 def _call(inputs: dict, cfg: FusedMoeConfig, quant: str, out: torch.Tensor | None = None) -> torch.Tensor:
-    return forward(inputs["hidden_states"], inputs["w1"], inputs["w2"], inputs["topk_weights"], inputs["topk_ids"],
-                    out, w1_scale=inputs.get("w1_scale"), w2_scale=inputs.get("w2_scale"),
-                    block_shape=inputs.get("block_shape"), quant=quant, config=cfg)
+    return forward(
+        inputs["hidden_states"],
+        inputs["w1"],
+        inputs["w2"],
+        inputs["topk_weights"],
+        inputs["topk_ids"],
+        out,
+        w1_scale=inputs.get("w1_scale"),
+        w2_scale=inputs.get("w2_scale"),
+        block_shape=inputs.get("block_shape"),
+        quant=quant,
+        config=cfg,
+    )
 
 
 def layer_weights(layer: Layer, dtype: torch.dtype, device: torch.device, experts: int | None = None) -> dict:
@@ -169,14 +189,15 @@ def layer_weights(layer: Layer, dtype: torch.dtype, device: torch.device, expert
             if k in got:
                 if k not in out:
                     out[k] = torch.empty((experts, *got[k].shape[1:]), dtype=got[k].dtype, device=device)
-                out[k][i:i + n].copy_(got[k])
+                out[k][i : i + n].copy_(got[k])
         if "block_shape" in got:
             out["block_shape"] = got["block_shape"]
     return out
 
 
-def routing(layer: Layer, M: int, dtype: torch.dtype, device: torch.device, seed: int,
-            experts: int | None = None) -> dict:
+def routing(
+    layer: Layer, M: int, dtype: torch.dtype, device: torch.device, seed: int, experts: int | None = None
+) -> dict:
     """The spec's x [M, K] and random softmax top-k routing over ``experts`` (default E) experts (its weights, of
     one intermediate column and unquantized, are not kept)."""
     shape = layer.shape(M, experts=experts or layer.E, inter=1, quant="none")
@@ -212,15 +233,17 @@ def _compile_one(cfg: dict) -> str | None:
     return None
 
 
-def precompile(units: dict, layer: Layer, dtype: torch.dtype, device: torch.device, jobs: int,
-               log: Callable[[str], None] = print) -> dict:
+def precompile(
+    units: dict, layer: Layer, dtype: torch.dtype, device: torch.device, jobs: int, log: Callable[[str], None] = print
+) -> dict:
     """Run every unit once in ``jobs`` spawned worker processes. Returns {(gemm, GemmConfig): error} of the units
     that failed; if the pool breaks (a worker crashed), the units not done are left to the timing loop."""
     failed: dict = {}
     t0 = time.monotonic()
     ctx = multiprocessing.get_context("spawn")  # a forked CUDA context is unusable
-    pool = cf.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                  initargs=(layer, dtype_name(dtype), str(device)))
+    pool = cf.ProcessPoolExecutor(
+        jobs, mp_context=ctx, initializer=_init_worker, initargs=(layer, dtype_name(dtype), str(device))
+    )
     futures = {pool.submit(_compile_one, cfg.as_dict()): key for key, cfg in units.items()}
     try:
         for fut in cf.as_completed(futures):
@@ -264,11 +287,26 @@ class GraphTimer:
         self.layer, self.dtype, self.device = Layer.of(model), dtype, torch.device(device)
         self.weights = layer_weights(self.layer, dtype, self.device)
         w = routing(self.layer, 1, dtype, self.device, ROUTING_SEED) | self.weights
-        self.quant = check_args(w["hidden_states"], w["w1"], w["w2"], w["topk_weights"], w["topk_ids"], None, "silu",
-                            False, None, w.get("w1_scale"), w.get("w2_scale"), None, None, w.get("block_shape"))
+        self.quant = check_args(
+            w["hidden_states"],
+            w["w1"],
+            w["w2"],
+            w["topk_weights"],
+            w["topk_ids"],
+            None,
+            "silu",
+            False,
+            None,
+            w.get("w1_scale"),
+            w.get("w2_scale"),
+            None,
+            None,
+            w.get("block_shape"),
+        )
         self.flush = None
         if self.device.type == "cuda":
             from ..bench.timing import L2Flush
+
             self.flush = L2Flush(self.device)
         self._M, self._sets, self._ref, self._checked = None, {}, None, set()
 
@@ -295,32 +333,46 @@ class GraphTimer:
 
     def __call__(self, cfg: FusedMoeConfig, M: int, r: int) -> float:
         from ..bench.timing import time_graph
+
         self.inputs(M, r)
         if cfg not in self._checked:
             self.check(cfg, M)
             self._checked.add(cfg)
-        t = time_graph(lambda inp: _call(inp, cfg, self.quant), [self.inputs(M, r)], self.device,
-                       before_replay=self.flush)
+        t = time_graph(
+            lambda inp: _call(inp, cfg, self.quant), [self.inputs(M, r)], self.device, before_replay=self.flush
+        )
         return t.median_us * 1e-6
 
 
 def table_key(layer: Layer, dtype: torch.dtype, device_name: str, triton_version: str) -> dict:
-    return {"E": layer.E, "N": layer.N, "K": layer.K, "dtype": dtype_name(dtype), "quant": layer.quant,
-            "device": device_name, "triton": triton_version}
+    return {
+        "E": layer.E,
+        "N": layer.N,
+        "K": layer.K,
+        "dtype": dtype_name(dtype),
+        "quant": layer.quant,
+        "device": device_name,
+        "triton": triton_version,
+    }
 
 
 def table(key: dict, finished: dict) -> dict:
     """The table file's content (config.py's format) of the finished buckets {M: {"config": ..., ...}}."""
     buckets = sorted(finished)
-    return {"op": "fused_moe", "format": _config.TABLE_FORMAT, "key": key, "buckets": buckets,
-            "configs": {str(m): finished[m]["config"] for m in buckets}}
+    return {
+        "op": "fused_moe",
+        "format": _config.TABLE_FORMAT,
+        "key": key,
+        "buckets": buckets,
+        "configs": {str(m): finished[m]["config"] for m in buckets},
+    }
 
 
 def format_table(d: dict) -> str:
     """A table's JSON laid out as config.py's docstring shows it: one line per bucket (diffs read per bucket)."""
     configs = ",\n".join(f"    {json.dumps(m)}: {json.dumps(c)}" for m, c in d["configs"].items())
     head = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in d.items() if k != "configs")
-    return f"{{\n{head},\n  \"configs\": {{\n{configs}\n  }}\n}}\n"
+    return f'{{\n{head},\n  "configs": {{\n{configs}\n  }}\n}}\n'
 
 
 def write_text(path: Path, text: str) -> None:
@@ -344,11 +396,22 @@ def load_progress(path: Path, key: dict, log: Callable[[str], None] = print) -> 
     return {int(m): v for m, v in d["finished"].items()}
 
 
-def tune(model: ModelConfig, dtype: torch.dtype = torch.bfloat16, *, num_tokens: Iterable[int] = DEFAULT_BUCKETS,
-         out_dir: str | Path | None = None, progress: str | Path | None = None, budget_s: float = BUDGET_S,
-         jobs: int | None = None, device: str | torch.device = "cuda", device_name: str | None = None,
-         timer: Timer | None = None, space: Space = SPACE, routings: int = ROUTINGS,
-         log: Callable[[str], None] = lambda s: print(s, flush=True)) -> Path:
+def tune(
+    model: ModelConfig,
+    dtype: torch.dtype = torch.bfloat16,
+    *,
+    num_tokens: Iterable[int] = DEFAULT_BUCKETS,
+    out_dir: str | Path | None = None,
+    progress: str | Path | None = None,
+    budget_s: float = BUDGET_S,
+    jobs: int | None = None,
+    device: str | torch.device = "cuda",
+    device_name: str | None = None,
+    timer: Timer | None = None,
+    space: Space = SPACE,
+    routings: int = ROUTINGS,
+    log: Callable[[str], None] = lambda s: print(s, flush=True),
+) -> Path:
     """Tune ``model``'s expert layer at ``num_tokens`` buckets; write and return the table's path.
 
     ``out_dir``: where the table goes (default: the package's CONFIG_DIR); ``progress``: the progress file (default
@@ -356,6 +419,7 @@ def tune(model: ModelConfig, dtype: torch.dtype = torch.bfloat16, *, num_tokens:
     default min(MAX_JOBS, CPUs)); ``timer``: :data:`Timer` (default :class:`GraphTimer`, which needs CUDA);
     ``device_name``: the table key's device (default ``torch.cuda.get_device_name``)."""
     import triton
+
     t0 = time.monotonic()
     layer, device = Layer.of(model), torch.device(device)
     if device.type == "cuda" and device.index is None:
@@ -363,12 +427,15 @@ def tune(model: ModelConfig, dtype: torch.dtype = torch.bfloat16, *, num_tokens:
     if device_name is None:
         device_name = torch.cuda.get_device_name(device)
     key = table_key(layer, dtype, device_name, triton.__version__)
-    name = _config.fused_moe_table_name(layer.E, layer.N, layer.K, key["dtype"], layer.quant, device_name,
-                                        key["triton"])
+    name = _config.fused_moe_table_name(
+        layer.E, layer.N, layer.K, key["dtype"], layer.quant, device_name, key["triton"]
+    )
     out_dir = Path(out_dir or _config.CONFIG_DIR)
     progress = Path(progress) if progress else out_dir / PROGRESS_DIR / name
-    log(f"fused_moe {model.name} {key['dtype']}: E={layer.E} N={layer.N} K={layer.K} topk={layer.topk} "
-        f"quant={layer.quant} on {device_name}; progress: {progress}")
+    log(
+        f"fused_moe {model.name} {key['dtype']}: E={layer.E} N={layer.N} K={layer.K} topk={layer.topk} "
+        f"quant={layer.quant} on {device_name}; progress: {progress}"
+    )
     finished = load_progress(progress, key, log)
     todo = [m for m in sorted(set(num_tokens)) if m not in finished]
     if finished:
@@ -381,14 +448,25 @@ def tune(model: ModelConfig, dtype: torch.dtype = torch.bfloat16, *, num_tokens:
     for m in todo:
         t = time.monotonic()
         r = search_bucket(m, layer, eb, timer, space=space, routings=routings, budget_s=budget_s, banned=banned)
-        finished[m] = {"config": r.config.as_dict(), "us": round(r.seconds * 1e6, 3), "tried": r.tried,
-                       "elapsed_s": round(time.monotonic() - t, 1), "notes": r.notes}
-        state = {"op": "fused_moe", "key": key, "finished": {str(k): v for k, v in sorted(finished.items())},
-                 "table": table(key, finished)}
+        finished[m] = {
+            "config": r.config.as_dict(),
+            "us": round(r.seconds * 1e6, 3),
+            "tried": r.tried,
+            "elapsed_s": round(time.monotonic() - t, 1),
+            "notes": r.notes,
+        }
+        state = {
+            "op": "fused_moe",
+            "key": key,
+            "finished": {str(k): v for k, v in sorted(finished.items())},
+            "table": table(key, finished),
+        }
         write_text(progress, json.dumps(state, indent=1) + "\n")
         dropped = f", {len(r.notes)} dropped" if r.notes else ""
-        log(f"M={m:>6}: {r.tried:4d} configs{dropped}, best {r.seconds * 1e6:9.2f} us ({describe(r.config)}), "
-            f"{time.monotonic() - t:.1f} s")
+        log(
+            f"M={m:>6}: {r.tried:4d} configs{dropped}, best {r.seconds * 1e6:9.2f} us ({describe(r.config)}), "
+            f"{time.monotonic() - t:.1f} s"
+        )
     if not finished:
         raise ValueError("fused_moe tune: no buckets to tune (num_tokens is empty)")
     path = out_dir / name

@@ -72,8 +72,9 @@ class Layer:
 
     def shape(self, M: int, **kw) -> Shape:
         """The spec's shape of this layer at M tokens (``kw`` replaces keys)."""
-        return Shape(num_tokens=M, hidden=self.K, inter=self.N, experts=self.E, topk=self.topk,
-                     quant=self.quant).replace(**kw)
+        return Shape(
+            num_tokens=M, hidden=self.K, inter=self.N, experts=self.E, topk=self.topk, quant=self.quant
+        ).replace(**kw)
 
     def default(self, M: int) -> FusedMoeConfig:
         return default_config(M, self.E, self.N, self.K, self.topk, self.quant)
@@ -143,8 +144,17 @@ def _changed(g: GemmConfig, near: GemmConfig) -> int:
     return sum(getattr(g, f) != getattr(near, f) for f in ("block_n", "block_k", "group_m", "num_warps", "num_stages"))
 
 
-def gemm_candidates(gemm: str, block_m: int, M: int, E: int, topk: int, quant: str, elem_bytes: int,
-                    space: Space = SPACE, near: GemmConfig | None = None) -> list[GemmConfig]:
+def gemm_candidates(
+    gemm: str,
+    block_m: int,
+    M: int,
+    E: int,
+    topk: int,
+    quant: str,
+    elem_bytes: int,
+    space: Space = SPACE,
+    near: GemmConfig | None = None,
+) -> list[GemmConfig]:
     """Every kept tile of one GEMM at ``block_m`` for bucket M (rules 1-4). With ``near``, the fewest fields away
     from it come first (a time budget that runs out has covered the default's neighbourhood), else grid order."""
     out = []
@@ -175,8 +185,16 @@ def seed(default: FusedMoeConfig, block_m: int) -> FusedMoeConfig:
     return FusedMoeConfig(move(default.gemm1), move(default.gemm2))
 
 
-def phase_candidates(gemm: str, M: int, block_m: int, layer: Layer, elem_bytes: int, space: Space, near: GemmConfig,
-                     banned: Iterable = ()) -> list[GemmConfig]:
+def phase_candidates(
+    gemm: str,
+    M: int,
+    block_m: int,
+    layer: Layer,
+    elem_bytes: int,
+    space: Space,
+    near: GemmConfig,
+    banned: Iterable = (),
+) -> list[GemmConfig]:
     """One search phase's tiles: the seed tile ``near`` first, then the kept tiles nearest it; ``banned`` (gemm,
     GemmConfig) pairs (those that failed to compile) left out."""
     cands = gemm_candidates(gemm, block_m, M, layer.E, layer.topk, layer.quant, elem_bytes, space, near=near)

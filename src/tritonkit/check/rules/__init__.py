@@ -72,13 +72,19 @@ class Context:
         for info in self.capture.kernels.values():
             for unit in info.units.values():
                 if unit.compiled.error:
-                    self.problem("compile", f"{info.name} ({info.file}:{info.line})",
-                                 f"failed to compile for {self.arch}: {unit.compiled.error}")
+                    self.problem(
+                        "compile",
+                        f"{info.name} ({info.file}:{info.line})",
+                        f"failed to compile for {self.arch}: {unit.compiled.error}",
+                    )
                     continue
                 parsed = unit.func()
                 if parsed is None:
-                    self.problem("ir", f"{info.name} ({info.file}:{info.line})",
-                                 f"its TTIR could not be read: {unit._parse_error}")
+                    self.problem(
+                        "ir",
+                        f"{info.name} ({info.file}:{info.line})",
+                        f"its TTIR could not be read: {unit._parse_error}",
+                    )
                     continue
                 yield unit, parsed[0], parsed[1]
 
@@ -144,8 +150,14 @@ class Context:
 
     def launch_ranges(self, unit: Unit, f: Func, ln: Launch, **extra) -> RangeAnalysis:
         """The ranges of one launch (cached by what it binds: launches binding the same values share them)."""
-        key = (id(unit), ln.grid, tuple(sorted(ln.int_args.items())), tuple(sorted(ln.loaded_bounds.items())),
-               tuple(sorted(ln.nondecreasing.items())), tuple(sorted(extra.items())))
+        key = (
+            id(unit),
+            ln.grid,
+            tuple(sorted(ln.int_args.items())),
+            tuple(sorted(ln.loaded_bounds.items())),
+            tuple(sorted(ln.nondecreasing.items())),
+            tuple(sorted(extra.items())),
+        )
         ra = self._per_launch.get(key)
         if ra is None:
             ra = self._per_launch[key] = RangeAnalysis(f, self.bindings(unit, f, [ln], **extra)).run()
@@ -184,10 +196,12 @@ def declaration_note(ctx: Context, unit: Unit, f: Func, ln: Launch, still, **ext
     names = [a for a, _t, _l in f.args]
     param = dict(zip(names, unit.ir_params)) if len(names) == len(unit.ir_params) else {}
     shown = [param.get(a, a) for a in arrays]
-    return (f". The extreme comes from a difference of two elements of {', '.join(f'`{p}`' for p in shown)}: if "
-            f"{'that array never decreases' if len(shown) == 1 else 'those arrays never decrease'} (cumulative "
-            f"offsets such as cu_seqlens), declare it in the case, `nondecreasing={shown!r}`, and the difference "
-            f"is a length (>= 0)")
+    return (
+        f". The extreme comes from a difference of two elements of {', '.join(f'`{p}`' for p in shown)}: if "
+        f"{'that array never decreases' if len(shown) == 1 else 'those arrays never decrease'} (cumulative "
+        f"offsets such as cu_seqlens), declare it in the case, `nondecreasing={shown!r}`, and the difference "
+        f"is a length (>= 0)"
+    )
 
 
 def source_line(file: str, line: int) -> str:
@@ -219,5 +233,4 @@ def all_rules():
     return {m.RULE.id: m for m in mods}
 
 
-__all__ = ["Context", "Finding", "RuleInfo", "all_rules", "declaration_note", "display", "rule_page",
-           "source_line"]
+__all__ = ["Context", "Finding", "RuleInfo", "all_rules", "declaration_note", "display", "rule_page", "source_line"]

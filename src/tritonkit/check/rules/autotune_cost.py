@@ -6,9 +6,12 @@ from __future__ import annotations
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
-    "autotune-cost", "info", "autotuning startup cost",
+    "autotune-cost",
+    "info",
+    "autotuning startup cost",
     "Every distinct autotune key compiles and benchmarks every config before the first result: startup a user "
-    "pays, and again on every new key in the middle of serving.")
+    "pays, and again on every new key in the middle of serving.",
+)
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -23,15 +26,22 @@ def check(ctx: Context) -> list[Finding]:
         per = sum(times) / len(times) if times else 0.0
         keys = ", ".join(rec.key_names) or "(none)"
         case = next((u.launches[0].case for u in rec.units if u.launches), {})
-        out.append(Finding(
-            RULE.id, RULE.severity, rec.name, rec.file, rec.line,
-            f"`{rec.name}` is autotuned over {rec.n_configs} configs; the cases hit {len(rec.keys)} distinct keys "
-            f"(key={keys} plus argument dtypes): {runs} benchmark runs and {compiles} compiles (one per config and "
-            f"specialization) at startup. One config takes {per * 1000:.0f} ms here to TTGIR (frontend + TTIR + "
-            f"TTGIR passes on this CPU; LLVM and ptxas add more on the GPU host): at least {compiles * per:.1f} s "
-            f"of compiling before the first result, plus the benchmarks",
-            case,
-            fix="prune configs (`prune_configs_by`), coarsen the key (bucket sizes, e.g. next power of 2), or pick "
+        out.append(
+            Finding(
+                RULE.id,
+                RULE.severity,
+                rec.name,
+                rec.file,
+                rec.line,
+                f"`{rec.name}` is autotuned over {rec.n_configs} configs; the cases hit {len(rec.keys)} distinct keys "
+                f"(key={keys} plus argument dtypes): {runs} benchmark runs and {compiles} compiles (one per config and "
+                f"specialization) at startup. One config takes {per * 1000:.0f} ms here to TTGIR (frontend + TTIR + "
+                f"TTGIR passes on this CPU; LLVM and ptxas add more on the GPU host): at least {compiles * per:.1f} s "
+                f"of compiling before the first result, plus the benchmarks",
+                case,
+                fix="prune configs (`prune_configs_by`), coarsen the key (bucket sizes, e.g. next power of 2), or pick "
                 "the config with a small heuristic; autotune only matmul-like kernels",
-            tag="autotune"))
+                tag="autotune",
+            )
+        )
     return out

@@ -5,9 +5,12 @@ from __future__ import annotations
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
-    "grid-limit", "error", "launch grid over the CUDA limit",
+    "grid-limit",
+    "error",
+    "launch grid over the CUDA limit",
     "CUDA caps gridDim.y and gridDim.z at 65535 (gridDim.x at 2^31-1): the launch fails with an invalid-argument "
-    "error, or, where the error is not checked, the kernel silently does not run.")
+    "error, or, where the error is not checked, the kernel silently does not run.",
+)
 
 LIMITS = (2**31 - 1, 65535, 65535)
 
@@ -28,15 +31,26 @@ def check(ctx: Context) -> list[Finding]:
             v = first.grid[dim]
             file, line = first.site or (info.file, info.line)
             more = f"; {n} launches exceed it, up to {mx:,}" if n > 1 else ""
-            out.append(Finding(
-                RULE.id, RULE.severity, info.name, file, line,
-                f"`{info.name}` is launched with grid[{dim}] = {v:,}, over the CUDA limit of {LIMITS[dim]:,} "
-                f"for grid[{dim}]{more}",
-                first.case,
-                fix=("put the dimension that grows with tokens or sequences in grid[0] and keep grid[1]/grid[2] "
-                     "for model-bounded sizes (heads, splits), or loop over it inside the program"
-                     if dim else "tile more work per program so grid[0] stays below 2^31"),
-                tag=f"grid[{dim}]", count=n))
+            out.append(
+                Finding(
+                    RULE.id,
+                    RULE.severity,
+                    info.name,
+                    file,
+                    line,
+                    f"`{info.name}` is launched with grid[{dim}] = {v:,}, over the CUDA limit of {LIMITS[dim]:,} "
+                    f"for grid[{dim}]{more}",
+                    first.case,
+                    fix=(
+                        "put the dimension that grows with tokens or sequences in grid[0] and keep grid[1]/grid[2] "
+                        "for model-bounded sizes (heads, splits), or loop over it inside the program"
+                        if dim
+                        else "tile more work per program so grid[0] stays below 2^31"
+                    ),
+                    tag=f"grid[{dim}]",
+                    count=n,
+                )
+            )
     return out
 
 
@@ -45,18 +59,32 @@ def _empty_dims(ctx: Context) -> list[Finding]:
     launch fails or runs no program. (grid[0] = 0 is an empty batch, which launches nothing on purpose.)"""
     out = []
     for info in ctx.capture.kernels.values():
-        bad = [(ln, d) for ln in info.launches if ln.grid for d in range(3)
-               if ln.grid[d] < 0 or (d and ln.grid[d] == 0 and ln.grid[0] > 0)]
+        bad = [
+            (ln, d)
+            for ln in info.launches
+            if ln.grid
+            for d in range(3)
+            if ln.grid[d] < 0 or (d and ln.grid[d] == 0 and ln.grid[0] > 0)
+        ]
         if not bad:
             continue
         first, dim = bad[0]
         file, line = first.site or (info.file, info.line)
         n = len({id(ln) for ln, _ in bad})
         more = f"; {n} launches have an empty or negative dimension" if n > 1 else ""
-        out.append(Finding(
-            RULE.id, RULE.severity, info.name, file, line,
-            f"`{info.name}` is launched with grid[{dim}] = {first.grid[dim]} (grid {first.grid}): "
-            f"{'a negative dimension is an invalid launch' if first.grid[dim] < 0 else 'no program runs'}{more}",
-            first.case, fix="compute every grid dimension as at least 1 (triton.cdiv of a positive size, max(1, n))",
-            tag=f"grid[{dim}]<1", count=n))
+        out.append(
+            Finding(
+                RULE.id,
+                RULE.severity,
+                info.name,
+                file,
+                line,
+                f"`{info.name}` is launched with grid[{dim}] = {first.grid[dim]} (grid {first.grid}): "
+                f"{'a negative dimension is an invalid launch' if first.grid[dim] < 0 else 'no program runs'}{more}",
+                first.case,
+                fix="compute every grid dimension as at least 1 (triton.cdiv of a positive size, max(1, n))",
+                tag=f"grid[{dim}]<1",
+                count=n,
+            )
+        )
     return out

@@ -15,9 +15,12 @@ from ..source import binop_at, dedent_col, within
 from . import Context, Finding, RuleInfo, declaration_note, display
 
 RULE = RuleInfo(
-    "int32-offset", "error", "pointer offset overflows int32",
+    "int32-offset",
+    "error",
+    "pointer offset overflows int32",
     "Triton computes `a * b` in int32 when both operands are int32; past 2^31 - 1 it wraps to a negative offset, "
-    "so the access lands far from the intended element: silent corruption or an illegal-address fault.")
+    "so the access lands far from the intended element: silent corruption or an illegal-address fault.",
+)
 
 #: distinct launch bindings tried when looking for the case that shows an overflow
 MAX_WITNESS_TRIES = 512
@@ -70,8 +73,12 @@ def _describe(f: Func, name: str, label: str, v, grid_note: str) -> str | None:
         d = f.defs.get(name)
         if v.data and d is not None and d.name == "tt.load":
             return f"`{label}` is loaded from memory (any value of its type)"
-        src = {"pid": f" ({grid_note})", "loop": " (loop variable)", "arg": " (kernel argument, largest seen)",
-               "load": " (derived from a value loaded from memory)"}
+        src = {
+            "pid": f" ({grid_note})",
+            "loop": " (loop variable)",
+            "arg": " (kernel argument, largest seen)",
+            "load": " (derived from a value loaded from memory)",
+        }
         return f"`{label}` in [{_fmt(v.lo)}, {_fmt(v.hi)}]{src.get(o, '')}"
     return f"`{label}` unbounded"
 
@@ -115,8 +122,10 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             sides[k] = hit[0] if len(hit) == 1 else None
             folded = folded or not hit
     if folded:
-        names = [_fmt_plain(v.lo) if isinstance(v, Iv) and v.lo == v.hi else _own_name(f, strip(f, n)) or "the operand"
-                 for n, v in zip((a, b), ov.operands)]
+        names = [
+            _fmt_plain(v.lo) if isinstance(v, Iv) and v.lo == v.hi else _own_name(f, strip(f, n)) or "the operand"
+            for n, v in zip((a, b), ov.operands)
+        ]
         return src.text, names, ["folded", "folded"]
     if sides[0] == sides[1] or None in sides:
         known = next((x for x in sides if x is not None), None)
@@ -139,8 +148,13 @@ def _own_name(f: Func, name: str) -> str:
     return "" if any(display(r) == shown for r in later) else shown
 
 
-_ARITH = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
-          ast.FloorDiv: lambda x, y: x // y if y else None, ast.LShift: lambda x, y: x << y if 0 <= y < 64 else None}
+_ARITH = {
+    ast.Add: lambda x, y: x + y,
+    ast.Sub: lambda x, y: x - y,
+    ast.Mult: lambda x, y: x * y,
+    ast.FloorDiv: lambda x, y: x // y if y else None,
+    ast.LShift: lambda x, y: x << y if 0 <= y < 64 else None,
+}
 
 
 def _text_value(text: str, consts: dict) -> int | None:
@@ -185,18 +199,25 @@ def _cast_target(f: Func, op: Op, ov: Overflow) -> str | None:
 def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid) -> tuple[str, str]:
     expr, labels, sides = _labels(ctx, unit, f, op, ov)
     grid_note = f"program id < grid {grid}" if grid else "program id"
-    parts = [d for n, label, v in zip(op.operands, labels, ov.operands)
-             if (d := _describe(f, strip(f, n), label, v, grid_note)) is not None]
+    parts = [
+        d
+        for n, label, v in zip(op.operands, labels, ov.operands)
+        if (d := _describe(f, strip(f, n), label, v, grid_note)) is not None
+    ]
     if sides[0] == "folded":
-        parts += [f"times {_fmt(v.lo)}, the expression's constants folded into one" for v in ov.operands
-                  if isinstance(v, Iv) and v.lo == v.hi]
+        parts += [
+            f"times {_fmt(v.lo)}, the expression's constants folded into one"
+            for v in ov.operands
+            if isinstance(v, Iv) and v.lo == v.hi
+        ]
     # the extreme that leaves the range, with its sign: below -2^31 the offset wraps to a large positive one
     if ov.iv.hi > _INT32_MAX:
         reach = f"can reach {_fmt(ov.iv.hi)}, past the int32 limit of {_fmt(_INT32_MAX)}"
     else:
-        reach = f"can reach {_fmt(ov.iv.lo)}, below the int32 limit of {_fmt(-2**31)}, where it wraps"
-    msg = (f"`{expr}` is computed in int{ov.bits} and {reach}, before it offsets a pointer"
-           + (f" ({'; '.join(parts)})" if parts else ""))
+        reach = f"can reach {_fmt(ov.iv.lo)}, below the int32 limit of {_fmt(-(2**31))}, where it wraps"
+    msg = f"`{expr}` is computed in int{ov.bits} and {reach}, before it offsets a pointer" + (
+        f" ({'; '.join(parts)})" if parts else ""
+    )
     target = _cast_target(f, op, ov)
     sym = _SYM.get(op.name, op.name)
     k = op.operands.index(target) if target is not None else None
@@ -205,16 +226,21 @@ def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid) -> tuple[s
         t = labels[k]
         hits = re.findall(rf"(?<![\w.]){re.escape(t)}(?!\w)", expr)
         cast = re.sub(rf"(?<![\w.]){re.escape(t)}(?!\w)", f"{t}.to(tl.int64)", expr) if len(hits) == 1 else None
-        fix = (f"cast `{t}` to tl.int64 before it meets the other factors"
-               + (f": `{cast}`" if cast else f" (where it enters `{expr}`)" if not hits else "")
-               + "; cast program ids and loaded indices before they meet a stride")
+        fix = (
+            f"cast `{t}` to tl.int64 before it meets the other factors"
+            + (f": `{cast}`" if cast else f" (where it enters `{expr}`)" if not hits else "")
+            + "; cast program ids and loaded indices before they meet a stride"
+        )
     elif k is not None:
         t, other = labels[k], labels[1 - k]
         wrapped = t if _atom(t) else f"({t})"
-        cast = f"{wrapped}.to(tl.int64) {sym} {other}" if sides[k] == "left" else \
-            f"{other} {sym} {wrapped}.to(tl.int64)"
-        fix = (f"cast `{t}` to tl.int64 before the {_WHAT.get(op.name, 'arithmetic')}: `{cast}`; cast program ids "
-               f"and loaded indices before they meet a stride")
+        cast = (
+            f"{wrapped}.to(tl.int64) {sym} {other}" if sides[k] == "left" else f"{other} {sym} {wrapped}.to(tl.int64)"
+        )
+        fix = (
+            f"cast `{t}` to tl.int64 before the {_WHAT.get(op.name, 'arithmetic')}: `{cast}`; cast program ids "
+            f"and loaded indices before they meet a stride"
+        )
     else:
         fix = "cast one operand to tl.int64 before this operation so the offset is computed in 64 bits"
     return msg, fix
@@ -235,8 +261,19 @@ _WHAT = {"arith.muli": "multiply", "arith.addi": "addition", "arith.subi": "subt
 
 
 #: ops whose int32 result is exact modulo 2^32: a wrapped intermediate comes back right when the final value fits
-_RING = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.select", "tt.splat", "tt.broadcast",
-         "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout"}
+_RING = {
+    "arith.addi",
+    "arith.subi",
+    "arith.muli",
+    "arith.shli",
+    "arith.select",
+    "tt.splat",
+    "tt.broadcast",
+    "tt.expand_dims",
+    "tt.reshape",
+    "tt.trans",
+    "ttg.convert_layout",
+}
 _INT32_MAX = 2**31 - 1
 
 
@@ -300,8 +337,11 @@ def check(ctx: Context) -> list[Finding]:
         for ln in tried:
             one = ctx.launch_ranges(unit, f, ln)
             for pos in cands:
-                if pos in one.overflows and pos not in witness \
-                        and not _in_bounds_fit(ln, feeds[pos], param_of, one.overflows[pos]):
+                if (
+                    pos in one.overflows
+                    and pos not in witness
+                    and not _in_bounds_fit(ln, feeds[pos], param_of, one.overflows[pos])
+                ):
                     witness[pos] = (ln, one.overflows[pos])
             if len(witness) == len(cands):
                 break

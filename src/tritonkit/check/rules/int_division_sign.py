@@ -11,10 +11,13 @@ from ..source import binop_at, call_at
 from . import Context, Finding, RuleInfo, declaration_note
 
 RULE = RuleInfo(
-    "int-division-sign", "warning", "integer // or % of a value that can be negative",
+    "int-division-sign",
+    "warning",
+    "integer // or % of a value that can be negative",
     "Triton divides integers like C: `//` rounds toward zero and `%` takes the dividend's sign, where Python "
     "floors (-1 // 16 is 0 in a kernel, -1 in Python; -1 % 16 is -1, not 15). A negative index, a padding slot "
-    "of -1 or a ring-buffer position behind its window then lands on the wrong element.")
+    "of -1 or a ring-buffer position behind its window then lands on the wrong element.",
+)
 
 _OPS = {"arith.divsi": "//", "arith.remsi": "%"}
 #: distinct launch bindings tried when looking for the case that shows a negative operand
@@ -33,10 +36,28 @@ def _negative(f: Func, op: Op, ra) -> tuple[Iv, Iv] | None:
 
 
 #: ops the result passes through unchanged (per lane), and ops that compute something new from it
-_CARRY = {"arith.extsi", "arith.extui", "tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans",
-          "ttg.convert_layout"}
-_FLOW = {"arith.addi", "arith.subi", "arith.muli", "arith.shli", "arith.divsi", "arith.remsi", "arith.trunci",
-         "arith.maxsi", "arith.minsi", "tt.addptr"}
+_CARRY = {
+    "arith.extsi",
+    "arith.extui",
+    "tt.splat",
+    "tt.broadcast",
+    "tt.expand_dims",
+    "tt.reshape",
+    "tt.trans",
+    "ttg.convert_layout",
+}
+_FLOW = {
+    "arith.addi",
+    "arith.subi",
+    "arith.muli",
+    "arith.shli",
+    "arith.divsi",
+    "arith.remsi",
+    "arith.trunci",
+    "arith.maxsi",
+    "arith.minsi",
+    "tt.addptr",
+}
 
 
 def _users(f: Func) -> dict[str, list[tuple[Op, int]]]:
@@ -87,8 +108,9 @@ def _unused_when_negative(f: Func, ra, users, by_block, op: Op) -> bool:
                 if _requires_nonneg(f, ra, u.operands[0], key, holds=k == 1):
                     continue
                 stack += [(r, plain) for r in u.results]
-            elif plain and u.name == "scf.for" and k == 1 and isinstance(lb := ra.get(u.operands[0]), Iv) \
-                    and lb.lo >= 0:
+            elif (
+                plain and u.name == "scf.for" and k == 1 and isinstance(lb := ra.get(u.operands[0]), Iv) and lb.lo >= 0
+            ):
                 continue
             elif plain and u.name == "arith.maxsi" and isinstance(o := ra.get(u.operands[1 - k]), Iv) and o.lo >= 0:
                 continue
@@ -123,8 +145,11 @@ def check(ctx: Context) -> list[Finding]:
         # for a dividend the kernel's own arithmetic, a negative constant or a declared bound makes negative
         union = ctx.union_ranges(unit, f, loads_nonneg=True)
         users, by_block = _users(f), block_facts(f)
-        cands = [op for op in ops if _negative(f, op, union) is not None
-                 and not _unused_when_negative(f, union, users, by_block, op)]
+        cands = [
+            op
+            for op in ops
+            if _negative(f, op, union) is not None and not _unused_when_negative(f, union, users, by_block, op)
+        ]
         if not cands:
             continue
         witness: dict[int, tuple] = {}
@@ -155,14 +180,25 @@ def check(ctx: Context) -> list[Finding]:
                 why = f"{who} can be as low as {a.lo:,}"
             else:
                 why = f"the divisor can be as low as {b.lo:,}"
-            note = declaration_note(ctx, unit, f, ln, lambda r, op=op: _negative(f, op, r) is not None,
-                                    loads_nonneg=True)
-            out.append(Finding(
-                RULE.id, RULE.severity, unit.kernel.name, file, line,
-                f"`{expr}` divides like C, not like Python, and {why}: {_example(a, b, sym)}{note}",
-                ln.case,
-                fix=("make the value non-negative first (skip negative indices: `if slot < 0: return`; shift a ring "
-                     "position by a multiple of the size: `(pos - window + cap) % cap`), or declare "
-                     "`loaded_bounds` in the case only as low as loaded values really go"),
-                col=col, tag=sym))
+            note = declaration_note(
+                ctx, unit, f, ln, lambda r, op=op: _negative(f, op, r) is not None, loads_nonneg=True
+            )
+            out.append(
+                Finding(
+                    RULE.id,
+                    RULE.severity,
+                    unit.kernel.name,
+                    file,
+                    line,
+                    f"`{expr}` divides like C, not like Python, and {why}: {_example(a, b, sym)}{note}",
+                    ln.case,
+                    fix=(
+                        "make the value non-negative first (skip negative indices: `if slot < 0: return`; shift a ring "
+                        "position by a multiple of the size: `(pos - window + cap) % cap`), or declare "
+                        "`loaded_bounds` in the case only as low as loaded values really go"
+                    ),
+                    col=col,
+                    tag=sym,
+                )
+            )
     return out

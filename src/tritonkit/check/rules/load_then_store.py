@@ -18,10 +18,13 @@ from ..pointers import decompose
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
-    "load-then-store", "error", "store may overwrite what another thread has not loaded yet",
+    "load-then-store",
+    "error",
+    "store may overwrite what another thread has not loaded yet",
     "Triton does not order a global load before a later store to the same memory in the same program: when the "
     "two map elements to threads differently, one thread can overwrite an element another thread has not read "
-    "yet, which then reads the new value.")
+    "yet, which then reads the new value.",
+)
 
 
 def _differs(f: Func, ld: Op, st: Op, loop) -> str:
@@ -40,8 +43,10 @@ def _differs(f: Func, ld: Op, st: Op, loop) -> str:
         return "through the same pointer expression under another mask (the lanes that store are not those that load)"
     if loop is not None:
         return "through the same pointer expression, which the loop gives another value in each iteration"
-    return ("through the same pointer expression, which gives several lanes (threads) one element (a broadcast axis, "
-            "`offs // 2`)")
+    return (
+        "through the same pointer expression, which gives several lanes (threads) one element (a broadcast axis, "
+        "`offs // 2`)"
+    )
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -50,14 +55,32 @@ def check(ctx: Context) -> list[Finding]:
         for s, ld, loop, hit in races(ctx, unit, f, write_first=False):
             file, line, col = ctx.frame(unit, s)
             _lf, lline, _ = ctx.frame(unit, ld)
-            when = (f"in the previous iteration of the loop at line {ctx.frame(unit, loop)[1]}"
-                    if loop is not None else "earlier in the same program")
-            msg = (f"this store writes {hit.why} that the load at line {lline} read {when} "
-                   f"{_differs(f, ld, s, loop)}, with no tl.debug_barrier() between them: a thread may overwrite an "
-                   f"element another thread has not loaded yet")
-            fix = (f"put tl.debug_barrier() between the load (line {lline}) and this store, or load and store "
-                   f"through the same index expression")
-            out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg,
-                               hit.launch.case, fix=fix, col=col,
-                               tag=f"load@{lline}"))
+            when = (
+                f"in the previous iteration of the loop at line {ctx.frame(unit, loop)[1]}"
+                if loop is not None
+                else "earlier in the same program"
+            )
+            msg = (
+                f"this store writes {hit.why} that the load at line {lline} read {when} "
+                f"{_differs(f, ld, s, loop)}, with no tl.debug_barrier() between them: a thread may overwrite an "
+                f"element another thread has not loaded yet"
+            )
+            fix = (
+                f"put tl.debug_barrier() between the load (line {lline}) and this store, or load and store "
+                f"through the same index expression"
+            )
+            out.append(
+                Finding(
+                    RULE.id,
+                    RULE.severity,
+                    unit.kernel.name,
+                    file,
+                    line,
+                    msg,
+                    hit.launch.case,
+                    fix=fix,
+                    col=col,
+                    tag=f"load@{lline}",
+                )
+            )
     return out

@@ -9,10 +9,13 @@ from collections import defaultdict
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
-    "recompile", "warning", "recompiles across a sweep",
+    "recompile",
+    "warning",
+    "recompiles across a sweep",
     "Triton compiles once per specialization: integer arguments equal to 1 or divisible by 16, 16-byte-aligned "
     "pointers, every constexpr value and launch option. A per-call size that reaches any of them compiles the "
-    "kernel again for new values, in the middle of serving.")
+    "kernel again for new values, in the middle of serving.",
+)
 
 _INTS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
 #: launch options a per-call size may choose (each value is a compile of its own)
@@ -94,9 +97,12 @@ def check(ctx: Context) -> list[Finding]:
             if len(units) < 2:
                 continue
             firsts = [lns[0] for lns in units.values()]
-            split = [i for i in range(len(params)) if len({ln.spec[i] for ln in firsts}) > 1
-                     or (params[i].is_constexpr
-                         and len({repr(ln.constexprs.get(params[i].name)) for ln in firsts}) > 1)]
+            split = [
+                i
+                for i in range(len(params))
+                if len({ln.spec[i] for ln in firsts}) > 1
+                or (params[i].is_constexpr and len({repr(ln.constexprs.get(params[i].name)) for ln in firsts}) > 1)
+            ]
             opts = _option_names([ln.unit for ln in firsts])
             names = [params[i].name for i in split] + opts
             if (tuple(names), group, uses) in seen:
@@ -133,8 +139,11 @@ def check(ctx: Context) -> list[Finding]:
                     v = tuple(ln.case.get(k) for k in keys)
                     if v not in seen_vals:
                         seen_vals.append(v)
-                what = ", ".join(f"{params[i].name}={lns[0].constexprs[params[i].name]!r}"
-                                 for i in split if params[i].is_constexpr and params[i].name in lns[0].constexprs)
+                what = ", ".join(
+                    f"{params[i].name}={lns[0].constexprs[params[i].name]!r}"
+                    for i in split
+                    if params[i].is_constexpr and params[i].name in lns[0].constexprs
+                )
                 named = ", ".join(f"{o}={getattr(lns[0].unit.options, o)}" for o in opts)
                 what += (", " if what and opts else "") + named
                 if len(keys) == 1:
@@ -150,15 +159,24 @@ def check(ctx: Context) -> list[Finding]:
             if ptrs:
                 fixes.append(f"@triton.jit(do_not_specialize_on_alignment={ptrs!r})")
             if consts or opts:
-                fixes.append(f"make {', '.join(f'`{n}`' for n in consts + opts)} a function of the model's sizes "
-                             f"(or of a few coarse buckets), not of the per-call size; a value needed per call "
-                             f"belongs in a runtime argument and a loop")
+                fixes.append(
+                    f"make {', '.join(f'`{n}`' for n in consts + opts)} a function of the model's sizes "
+                    f"(or of a few coarse buckets), not of the per-call size; a value needed per call "
+                    f"belongs in a runtime argument and a loop"
+                )
             where = f" within sweep {group}" if group else ""
-            out.append(Finding(
-                RULE.id, RULE.severity, info.name, info.file, info.line,
-                f"`{info.name}` compiles {len(units)} times{where}, split by {' and '.join(parts)}: "
-                f"{'; '.join(listed)}{more}",
-                exposer.case,
-                fix="; ".join(fixes) + " (keep a specialization only where the kernel really gets faster)",
-                tag=",".join(names)))
+            out.append(
+                Finding(
+                    RULE.id,
+                    RULE.severity,
+                    info.name,
+                    info.file,
+                    info.line,
+                    f"`{info.name}` compiles {len(units)} times{where}, split by {' and '.join(parts)}: "
+                    f"{'; '.join(listed)}{more}",
+                    exposer.case,
+                    fix="; ".join(fixes) + " (keep a specialization only where the kernel really gets faster)",
+                    tag=",".join(names),
+                )
+            )
     return out

@@ -11,9 +11,12 @@ from ..memory import races
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
-    "store-then-load", "error", "load may read this program's earlier store without a barrier",
+    "store-then-load",
+    "error",
+    "load may read this program's earlier store without a barrier",
     "Triton does not order a global store before a later load in the same program: the load may be done by a "
-    "different thread than the store of the same element, and read the old value.")
+    "different thread than the store of the same element, and read the old value.",
+)
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -22,15 +25,34 @@ def check(ctx: Context) -> list[Finding]:
         for ld, s, loop, hit in races(ctx, unit, f, write_first=True):
             file, line, col = ctx.frame(unit, ld)
             _sf, sline, _ = ctx.frame(unit, s)
-            when = (f"in the next iteration of the loop at line {ctx.frame(unit, loop)[1]}" if loop is not None
-                    else "earlier in the same program")
-            msg = (f"this load reads {hit.why} that the store at line {sline} wrote {when}, with no "
-                   f"tl.debug_barrier() between them: a thread may read an element another thread has not "
-                   f"stored yet")
-            fix = (f"put tl.debug_barrier() between the store (line {sline}) and this load, or keep the stored "
-                   f"values in registers instead of reading them back")
+            when = (
+                f"in the next iteration of the loop at line {ctx.frame(unit, loop)[1]}"
+                if loop is not None
+                else "earlier in the same program"
+            )
+            msg = (
+                f"this load reads {hit.why} that the store at line {sline} wrote {when}, with no "
+                f"tl.debug_barrier() between them: a thread may read an element another thread has not "
+                f"stored yet"
+            )
+            fix = (
+                f"put tl.debug_barrier() between the store (line {sline}) and this load, or keep the stored "
+                f"values in registers instead of reading them back"
+            )
             # an aliasing finding shows the case whose launch passed the two views
             case = hit.launch.case
-            out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, case, fix=fix,
-                               col=col, tag=f"store@{sline}"))
+            out.append(
+                Finding(
+                    RULE.id,
+                    RULE.severity,
+                    unit.kernel.name,
+                    file,
+                    line,
+                    msg,
+                    case,
+                    fix=fix,
+                    col=col,
+                    tag=f"store@{sline}",
+                )
+            )
     return out

@@ -49,6 +49,7 @@ def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map
     """(sorted_token_ids, expert_ids, num_tokens_post_padded) of moe_align_block_size (imported at the call: a
     test substitutes this function)."""
     from ..moe_align_block_size.api import moe_align_block_size
+
     return moe_align_block_size(topk_ids, block_size, num_experts, expert_map=expert_map)
 
 
@@ -76,8 +77,9 @@ def _act_mode(block: bool, static: torch.Tensor | None, per_token: bool) -> str:
     return "row" if per_token else "tensor"
 
 
-def quantize_fp8(x: torch.Tensor, mode: str,
-                 static: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+def quantize_fp8(
+    x: torch.Tensor, mode: str, static: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     """The op's named surface (the bench's vLLM peer quantizes with it): fp8 copy of ``x [rows, cols]`` and its
     scales, (q, scale, row stride of scale, column stride of scale); ``mode`` one of row, group, static, tensor."""
     rows, cols = x.shape
@@ -93,23 +95,48 @@ def quantize_fp8(x: torch.Tensor, mode: str,
         amax = torch.zeros((1,), dtype=torch.float32, device=x.device)
         s = _alloc.empty((1,), torch.float32, x.device)
         s_strides = (0, 0)
-        launch(_fused_moe_quant_kernel, (rows,), (x, q, s, amax, rows, cols, x.stride(0), q.stride(0), 0),
-               {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE["tensor_amax"], "GROUPS": 1}, QUANT_WARPS)
+        launch(
+            _fused_moe_quant_kernel,
+            (rows,),
+            (x, q, s, amax, rows, cols, x.stride(0), q.stride(0), 0),
+            {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE["tensor_amax"], "GROUPS": 1},
+            QUANT_WARPS,
+        )
         static = amax
     else:
         s = static
         s_strides = (0, 0)
     groups = QUANT_GROUPS if mode == "group" else 1
-    launch(_fused_moe_quant_kernel, (rows, cdiv(cols, SCALE_BLOCK * groups) if mode == "group" else 1),
-           (x, q, s, static if static is not None else s, rows, cols, x.stride(0), q.stride(0), s_strides[0]),
-           {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE[mode], "GROUPS": groups}, QUANT_WARPS)
+    launch(
+        _fused_moe_quant_kernel,
+        (rows, cdiv(cols, SCALE_BLOCK * groups) if mode == "group" else 1),
+        (x, q, s, static if static is not None else s, rows, cols, x.stride(0), q.stride(0), s_strides[0]),
+        {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE[mode], "GROUPS": groups},
+        QUANT_WARPS,
+    )
     return q, s, s_strides[0], s_strides[1]
 
 
-def forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation: str = "silu",
-            apply_router_weight_on_input: bool = False, expert_map=None, w1_scale=None, w2_scale=None,
-            a1_scale=None, a2_scale=None, block_shape=None, per_act_token_quant: bool = True, *,
-            quant: str | None = None, config: FusedMoeConfig | None = None) -> torch.Tensor:
+def forward(
+    hidden_states,
+    w1,
+    w2,
+    topk_weights,
+    topk_ids,
+    out=None,
+    activation: str = "silu",
+    apply_router_weight_on_input: bool = False,
+    expert_map=None,
+    w1_scale=None,
+    w2_scale=None,
+    a1_scale=None,
+    a2_scale=None,
+    block_shape=None,
+    per_act_token_quant: bool = True,
+    *,
+    quant: str | None = None,
+    config: FusedMoeConfig | None = None,
+) -> torch.Tensor:
     """Launch the layer on checked arguments. ``config`` (private, for the tuner) replaces the table/default
     config; ``quant`` is the scheme ``check_args`` returned (recomputed when None)."""
     x = hidden_states
@@ -122,8 +149,11 @@ def forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation:
         return out
     if quant is None:
         quant = _scale_scheme("w1_scale", w1_scale, w1, block_shape) if w1.dtype == FP8_DTYPE else "none"
-    cfg = config if config is not None else fused_moe_config(M, E, N, K, topk, dtype_name(x.dtype), quant,
-                                                             _device_name(x.device))
+    cfg = (
+        config
+        if config is not None
+        else fused_moe_config(M, E, N, K, topk, dtype_name(x.dtype), quant, _device_name(x.device))
+    )
     if config is not None:
         _config.validate(cfg, quant)
     fp8, block = quant != "none", quant == "fp8_block128"
@@ -149,15 +179,50 @@ def forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation:
         h = _alloc.empty((numel, N), FP8_DTYPE if block else x.dtype, x.device)
     h_s = _alloc.empty((numel, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
     g1 = cfg.gemm1
-    launch(_fused_moe_gemm1_kernel, (num_pid_m * cdiv(N, g1.block_n),),
-           (a, a_s, w1, w1_scale, h, h_s, topk_weights, sorted_ids, expert_ids, num_post,
-            numel, num_pid_m, N, K, E,
-            a.stride(0), stride_asm, stride_ask, w1.stride(0), w1.stride(1), *w1s,
-            h.stride(0), h_s.stride(0) if block else 0),
-           {"TOPK": topk, "BLOCK_M": g1.block_m, "BLOCK_N": g1.block_n, "BLOCK_K": g1.block_k,
-            "GROUP_M": g1.group_m, "QUANT": kq, "ROUTED_ON_INPUT": bool(apply_router_weight_on_input),
-            "GELU": activation == "gelu", "ACT_BF16": act_bf16, "H_FP8": block, "SWAP_AB": bool(g1.swap_ab)},
-           g1.num_warps, g1.num_stages)
+    launch(
+        _fused_moe_gemm1_kernel,
+        (num_pid_m * cdiv(N, g1.block_n),),
+        (
+            a,
+            a_s,
+            w1,
+            w1_scale,
+            h,
+            h_s,
+            topk_weights,
+            sorted_ids,
+            expert_ids,
+            num_post,
+            numel,
+            num_pid_m,
+            N,
+            K,
+            E,
+            a.stride(0),
+            stride_asm,
+            stride_ask,
+            w1.stride(0),
+            w1.stride(1),
+            *w1s,
+            h.stride(0),
+            h_s.stride(0) if block else 0,
+        ),
+        {
+            "TOPK": topk,
+            "BLOCK_M": g1.block_m,
+            "BLOCK_N": g1.block_n,
+            "BLOCK_K": g1.block_k,
+            "GROUP_M": g1.group_m,
+            "QUANT": kq,
+            "ROUTED_ON_INPUT": bool(apply_router_weight_on_input),
+            "GELU": activation == "gelu",
+            "ACT_BF16": act_bf16,
+            "H_FP8": block,
+            "SWAP_AB": bool(g1.swap_ab),
+        },
+        g1.num_warps,
+        g1.num_stages,
+    )
 
     # GEMM2 operand A (the intermediate) and its scales
     if block:
@@ -169,54 +234,179 @@ def forward(hidden_states, w1, w2, topk_weights, topk_ids, out=None, activation:
     w2s = _weight_scale_strides(w2_scale, quant) if fp8 else (0, 0, 0)
     c = _alloc.empty((numel, K), x.dtype, x.device)
     g2 = cfg.gemm2
-    launch(_fused_moe_gemm2_kernel, (num_pid_m * cdiv(K, g2.block_n),),
-           (h, h_s, w2, w2_scale if fp8 else x, c, topk_weights, sorted_ids, expert_ids, num_post,
-            numel, num_pid_m, K, N, E,
-            h.stride(0), *hs_strides, w2.stride(0), w2.stride(1), *w2s, c.stride(0)),
-           {"BLOCK_M": g2.block_m, "BLOCK_N": g2.block_n, "BLOCK_K": g2.block_k, "GROUP_M": g2.group_m,
-            "QUANT": kq, "MUL_WEIGHT": not apply_router_weight_on_input, "ACT_BF16": act_bf16,
-            "SWAP_AB": bool(g2.swap_ab)},
-           g2.num_warps, g2.num_stages)
+    launch(
+        _fused_moe_gemm2_kernel,
+        (num_pid_m * cdiv(K, g2.block_n),),
+        (
+            h,
+            h_s,
+            w2,
+            w2_scale if fp8 else x,
+            c,
+            topk_weights,
+            sorted_ids,
+            expert_ids,
+            num_post,
+            numel,
+            num_pid_m,
+            K,
+            N,
+            E,
+            h.stride(0),
+            *hs_strides,
+            w2.stride(0),
+            w2.stride(1),
+            *w2s,
+            c.stride(0),
+        ),
+        {
+            "BLOCK_M": g2.block_m,
+            "BLOCK_N": g2.block_n,
+            "BLOCK_K": g2.block_k,
+            "GROUP_M": g2.group_m,
+            "QUANT": kq,
+            "MUL_WEIGHT": not apply_router_weight_on_input,
+            "ACT_BF16": act_bf16,
+            "SWAP_AB": bool(g2.swap_ab),
+        },
+        g2.num_warps,
+        g2.num_stages,
+    )
 
     out2, stride_om = _checks.rows_and_stride("out", out, output=True)
-    launch(_fused_moe_sum_kernel, (M, cdiv(K, SUM_BLOCK)),
-           (c, out2, topk_ids, expert_map if expert_map is not None else topk_ids,
-            M, K, num_global, E, c.stride(0), stride_om, topk_ids.stride(0)),
-           {"TOPK": topk, "BLOCK": SUM_BLOCK, "HAS_MAP": expert_map is not None, "ACT_BF16": act_bf16},
-           SUM_WARPS)
+    launch(
+        _fused_moe_sum_kernel,
+        (M, cdiv(K, SUM_BLOCK)),
+        (
+            c,
+            out2,
+            topk_ids,
+            expert_map if expert_map is not None else topk_ids,
+            M,
+            K,
+            num_global,
+            E,
+            c.stride(0),
+            stride_om,
+            topk_ids.stride(0),
+        ),
+        {"TOPK": topk, "BLOCK": SUM_BLOCK, "HAS_MAP": expert_map is not None, "ACT_BF16": act_bf16},
+        SUM_WARPS,
+    )
     return out
 
 
 @torch.library.custom_op("tritonkit::fused_moe", mutates_args=())
-def _fused_moe_op(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                  topk_ids: torch.Tensor, activation: str, apply_router_weight_on_input: bool,
-                  expert_map: torch.Tensor | None, w1_scale: torch.Tensor | None, w2_scale: torch.Tensor | None,
-                  a1_scale: torch.Tensor | None, a2_scale: torch.Tensor | None,
-                  block_shape: list[int] | None, per_act_token_quant: bool) -> torch.Tensor:
-    return forward(hidden_states, w1, w2, topk_weights, topk_ids, None, activation, apply_router_weight_on_input,
-                    expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant)
+def _fused_moe_op(
+    hidden_states: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    activation: str,
+    apply_router_weight_on_input: bool,
+    expert_map: torch.Tensor | None,
+    w1_scale: torch.Tensor | None,
+    w2_scale: torch.Tensor | None,
+    a1_scale: torch.Tensor | None,
+    a2_scale: torch.Tensor | None,
+    block_shape: list[int] | None,
+    per_act_token_quant: bool,
+) -> torch.Tensor:
+    return forward(
+        hidden_states,
+        w1,
+        w2,
+        topk_weights,
+        topk_ids,
+        None,
+        activation,
+        apply_router_weight_on_input,
+        expert_map,
+        w1_scale,
+        w2_scale,
+        a1_scale,
+        a2_scale,
+        block_shape,
+        per_act_token_quant,
+    )
 
 
 @_fused_moe_op.register_fake
-def _(hidden_states, w1, w2, topk_weights, topk_ids, activation, apply_router_weight_on_input, expert_map,
-      w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant):
+def _(
+    hidden_states,
+    w1,
+    w2,
+    topk_weights,
+    topk_ids,
+    activation,
+    apply_router_weight_on_input,
+    expert_map,
+    w1_scale,
+    w2_scale,
+    a1_scale,
+    a2_scale,
+    block_shape,
+    per_act_token_quant,
+):
     return hidden_states.new_empty(hidden_states.shape)
 
 
 @torch.library.custom_op("tritonkit::fused_moe_out", mutates_args=("out",))
-def _fused_moe_out_op(out: torch.Tensor, hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
-                      topk_weights: torch.Tensor, topk_ids: torch.Tensor, activation: str,
-                      apply_router_weight_on_input: bool, expert_map: torch.Tensor | None,
-                      w1_scale: torch.Tensor | None, w2_scale: torch.Tensor | None, a1_scale: torch.Tensor | None,
-                      a2_scale: torch.Tensor | None, block_shape: list[int] | None,
-                      per_act_token_quant: bool) -> None:
-    forward(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
-             expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant)
+def _fused_moe_out_op(
+    out: torch.Tensor,
+    hidden_states: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    activation: str,
+    apply_router_weight_on_input: bool,
+    expert_map: torch.Tensor | None,
+    w1_scale: torch.Tensor | None,
+    w2_scale: torch.Tensor | None,
+    a1_scale: torch.Tensor | None,
+    a2_scale: torch.Tensor | None,
+    block_shape: list[int] | None,
+    per_act_token_quant: bool,
+) -> None:
+    forward(
+        hidden_states,
+        w1,
+        w2,
+        topk_weights,
+        topk_ids,
+        out,
+        activation,
+        apply_router_weight_on_input,
+        expert_map,
+        w1_scale,
+        w2_scale,
+        a1_scale,
+        a2_scale,
+        block_shape,
+        per_act_token_quant,
+    )
 
 
 @_fused_moe_out_op.register_fake
-def _(out, hidden_states, w1, w2, topk_weights, topk_ids, activation, apply_router_weight_on_input, expert_map,
-      w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant):
+def _(
+    out,
+    hidden_states,
+    w1,
+    w2,
+    topk_weights,
+    topk_ids,
+    activation,
+    apply_router_weight_on_input,
+    expert_map,
+    w1_scale,
+    w2_scale,
+    a1_scale,
+    a2_scale,
+    block_shape,
+    per_act_token_quant,
+):
     return None
 
 
@@ -228,20 +418,38 @@ def _scale_scheme(name: str, s, w: torch.Tensor, block_shape) -> str:
     if block_shape is not None:
         want = (E, cdiv(rows, SCALE_BLOCK), cdiv(cols, SCALE_BLOCK))
         if shape != want:
-            raise ValueError(f"{name} must have shape {want} for block_shape [128, 128] (one scale per 128 x 128 block "
-                             f"of [E, {rows}, {cols}]), got {shape}")
+            raise ValueError(
+                f"{name} must have shape {want} for block_shape [128, 128] (one scale per 128 x 128 block "
+                f"of [E, {rows}, {cols}]), got {shape}"
+            )
         return "fp8_block128"
     if shape in ((E,), (E, 1, 1)):
         return "fp8_tensor"
     if shape == (E, rows, 1):
         return "fp8_channel"
-    raise ValueError(f"{name} must be per-tensor [{E}] or [{E}, 1, 1], or per-channel [{E}, {rows}, 1] (or pass "
-                     f"block_shape=[128, 128] for [E, {cdiv(rows, SCALE_BLOCK)}, {cdiv(cols, SCALE_BLOCK)}] "
-                     f"blocks), got {shape}")
+    raise ValueError(
+        f"{name} must be per-tensor [{E}] or [{E}, 1, 1], or per-channel [{E}, {rows}, 1] (or pass "
+        f"block_shape=[128, 128] for [E, {cdiv(rows, SCALE_BLOCK)}, {cdiv(cols, SCALE_BLOCK)}] "
+        f"blocks), got {shape}"
+    )
 
 
-def check_args(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
-               expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape) -> str:
+def check_args(
+    hidden_states,
+    w1,
+    w2,
+    topk_weights,
+    topk_ids,
+    out,
+    activation,
+    apply_router_weight_on_input,
+    expert_map,
+    w1_scale,
+    w2_scale,
+    a1_scale,
+    a2_scale,
+    block_shape,
+) -> str:
     """Every argument checked on metadata alone (no device sync); returns the quant scheme."""
     _checks.inference_only(hidden_states=hidden_states, w1=w1, w2=w2, topk_weights=topk_weights, out=out)
     x = _checks.tensor("hidden_states", hidden_states, dtypes=ACT_DTYPES, ndim=2, last_contiguous=True)
@@ -249,36 +457,42 @@ def check_args(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, a
     _checks.tensor("w1", w1, ndim=3, last_contiguous=True)
     _checks.tensor("w2", w2, ndim=3, last_contiguous=True)
     if w1.dtype not in (x.dtype, FP8_DTYPE):
-        raise TypeError(f"w1 must have hidden_states's dtype {dtype_name(x.dtype)} or float8_e4m3fn, got "
-                        f"{dtype_name(w1.dtype)}")
+        raise TypeError(
+            f"w1 must have hidden_states's dtype {dtype_name(x.dtype)} or float8_e4m3fn, got {dtype_name(w1.dtype)}"
+        )
     _checks.same_dtype("w2", w2, "w1", w1)
     E, two_n, w1_k = w1.shape
     if w1_k != K:
-        raise ValueError(f"w1 must have shape [E, 2N, K] with K = hidden_states.shape[1] = {K}, got "
-                         f"{tuple(w1.shape)}")
+        raise ValueError(f"w1 must have shape [E, 2N, K] with K = hidden_states.shape[1] = {K}, got {tuple(w1.shape)}")
     if two_n % 2 or two_n == 0:
-        raise ValueError(f"w1 must have an even, nonzero second dimension (gate rows [0, N), up rows [N, 2N)), got "
-                         f"{tuple(w1.shape)}")
+        raise ValueError(
+            f"w1 must have an even, nonzero second dimension (gate rows [0, N), up rows [N, 2N)), got {tuple(w1.shape)}"
+        )
     N = two_n // 2
     _checks.shape_equal("w2", w2, (E, K, N), "[E, K, N] with E, N from w1 and K from hidden_states")
     _checks.tensor("topk_weights", topk_weights, dtypes=(torch.float32, x.dtype), ndim=2)
     _checks.tensor("topk_ids", topk_ids, dtypes=_checks.INDEX_DTYPES, ndim=2)
     if topk_ids.shape[0] != M or topk_ids.shape[1] < 1:
-        raise ValueError(f"topk_ids must have shape [M, topk] with M = hidden_states.shape[0] = {M} and topk >= 1, "
-                         f"got {tuple(topk_ids.shape)}")
+        raise ValueError(
+            f"topk_ids must have shape [M, topk] with M = hidden_states.shape[0] = {M} and topk >= 1, "
+            f"got {tuple(topk_ids.shape)}"
+        )
     _checks.shape_equal("topk_weights", topk_weights, tuple(topk_ids.shape), "topk_ids's [M, topk]")
     if not topk_ids.is_contiguous():
         raise ValueError(f"topk_ids must be contiguous, got strides {tuple(topk_ids.stride())}")
     if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
     if apply_router_weight_on_input and topk_ids.shape[1] != 1:
-        raise ValueError(f"apply_router_weight_on_input needs topk == 1 (the weight scales the token's input, "
-                         f"shared by all its experts), got topk {topk_ids.shape[1]}")
+        raise ValueError(
+            f"apply_router_weight_on_input needs topk == 1 (the weight scales the token's input, "
+            f"shared by all its experts), got topk {topk_ids.shape[1]}"
+        )
     if expert_map is not None:
         _checks.tensor("expert_map", expert_map, dtypes=(torch.int32,), ndim=1)
         if expert_map.shape[0] < 1 or expert_map.stride(0) != 1 and expert_map.shape[0] > 1:
-            raise ValueError(f"expert_map must be a non-empty contiguous [E_global] tensor, got shape "
-                             f"{tuple(expert_map.shape)}")
+            raise ValueError(
+                f"expert_map must be a non-empty contiguous [E_global] tensor, got shape {tuple(expert_map.shape)}"
+            )
     quant = "none"
     if w1.dtype == FP8_DTYPE:
         if w1_scale is None:
@@ -290,20 +504,28 @@ def check_args(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, a
         quant = _scale_scheme("w1_scale", w1_scale, w1, block_shape)
         q2 = _scale_scheme("w2_scale", w2_scale, w2, block_shape)
         if q2 != quant:
-            raise ValueError(f"w2_scale must follow w1_scale's scheme ({quant}), got a {q2} shape "
-                             f"{tuple(w2_scale.shape)}")
+            raise ValueError(
+                f"w2_scale must follow w1_scale's scheme ({quant}), got a {q2} shape {tuple(w2_scale.shape)}"
+            )
         for name, s in (("a1_scale", a1_scale), ("a2_scale", a2_scale)):
             if s is None:
                 continue
             if block_shape is not None:
-                raise ValueError(f"{name} must be None with block_shape: block-wise activations are quantized "
-                                 "dynamically per 128-column group")
+                raise ValueError(
+                    f"{name} must be None with block_shape: block-wise activations are quantized "
+                    "dynamically per 128-column group"
+                )
             _checks.tensor(name, s, dtypes=(torch.float32,))
             if s.numel() != 1:
                 raise ValueError(f"{name} must hold one static per-tensor scale, got shape {tuple(s.shape)}")
     else:
-        for name, s in (("w1_scale", w1_scale), ("w2_scale", w2_scale), ("a1_scale", a1_scale),
-                        ("a2_scale", a2_scale), ("block_shape", block_shape)):
+        for name, s in (
+            ("w1_scale", w1_scale),
+            ("w2_scale", w2_scale),
+            ("a1_scale", a1_scale),
+            ("a2_scale", a2_scale),
+            ("block_shape", block_shape),
+        ):
             if s is not None:
                 raise ValueError(f"{name} must be None: w1 is {dtype_name(w1.dtype)}, not float8_e4m3fn")
     if out is not None:
@@ -311,24 +533,47 @@ def check_args(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, a
         _checks.shape_equal("out", out, (M, K), "hidden_states's [M, K]")
         if out.shape[0] > 1 and out.stride(0) < K:
             raise ValueError(f"out's rows must not overlap (row stride >= {K}), got strides {tuple(out.stride())}")
-    _checks.same_device(hidden_states=x, w1=w1, w2=w2, topk_weights=topk_weights, topk_ids=topk_ids, out=out,
-                        expert_map=expert_map, w1_scale=w1_scale, w2_scale=w2_scale, a1_scale=a1_scale,
-                        a2_scale=a2_scale)
+    _checks.same_device(
+        hidden_states=x,
+        w1=w1,
+        w2=w2,
+        topk_weights=topk_weights,
+        topk_ids=topk_ids,
+        out=out,
+        expert_map=expert_map,
+        w1_scale=w1_scale,
+        w2_scale=w2_scale,
+        a1_scale=a1_scale,
+        a2_scale=a2_scale,
+    )
     if _checks.indices_checked():
         e_global = expert_map.shape[0] if expert_map is not None else E
-        _checks.index_range("topk_ids", topk_ids, e_global, "expert ids" + (" (expert_map's length)"
-                                                                            if expert_map is not None else ""))
+        _checks.index_range(
+            "topk_ids", topk_ids, e_global, "expert ids" + (" (expert_map's length)" if expert_map is not None else "")
+        )
         if expert_map is not None:
             _checks.index_range("expert_map", expert_map, E, "local expert indices (-1: another rank's)", low=-1)
     return quant
 
 
-def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-              topk_ids: torch.Tensor, *, activation: str = "silu", apply_router_weight_on_input: bool = False,
-              expert_map: torch.Tensor | None = None, w1_scale: torch.Tensor | None = None,
-              w2_scale: torch.Tensor | None = None, a1_scale: torch.Tensor | None = None,
-              a2_scale: torch.Tensor | None = None, block_shape: list[int] | None = None,
-              per_act_token_quant: bool = True, out: torch.Tensor | None = None) -> torch.Tensor:
+def fused_moe(
+    hidden_states: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    *,
+    activation: str = "silu",
+    apply_router_weight_on_input: bool = False,
+    expert_map: torch.Tensor | None = None,
+    w1_scale: torch.Tensor | None = None,
+    w2_scale: torch.Tensor | None = None,
+    a1_scale: torch.Tensor | None = None,
+    a2_scale: torch.Tensor | None = None,
+    block_shape: list[int] | None = None,
+    per_act_token_quant: bool = True,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """A mixture-of-experts MLP over routed tokens (vLLM's ``fused_experts``):
     ``out[m] = sum_j w[m, j] * W2[e] @ (act(W1[e, :N] @ x[m]) * (W1[e, N:] @ x[m]))`` with ``e = topk_ids[m, j]``.
 
@@ -363,26 +608,43 @@ def fused_moe(hidden_states: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, t
     rounded to the activation dtype (then fp8-quantized under fp8), each expert's weighted output is rounded to the
     activation dtype, and the topk sum runs in float32 in j order (deterministic) with one rounding at the end.
     """
-    quant = check_args(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
-                   expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape)
+    quant = check_args(
+        hidden_states,
+        w1,
+        w2,
+        topk_weights,
+        topk_ids,
+        out,
+        activation,
+        apply_router_weight_on_input,
+        expert_map,
+        w1_scale,
+        w2_scale,
+        a1_scale,
+        a2_scale,
+        block_shape,
+    )
     if not isinstance(per_act_token_quant, bool):
         raise TypeError(f"per_act_token_quant must be a bool, got {type(per_act_token_quant).__name__}")
     if not per_act_token_quant and quant == "fp8_block128":
-        raise ValueError("per_act_token_quant=False needs per-tensor or per-channel fp8 weights: block-wise "
-                         "activations are quantized per 128-column group")
+        raise ValueError(
+            "per_act_token_quant=False needs per-tensor or per-channel fp8 weights: block-wise "
+            "activations are quantized per 128-column group"
+        )
     bs = [int(b) for b in block_shape] if block_shape is not None else None
     args = (hidden_states, w1, w2, topk_weights, topk_ids)
     opt = (expert_map, w1_scale, w2_scale, a1_scale, a2_scale)
     per_token = bool(per_act_token_quant)
     if through_dispatcher(*args, out, *opt):
         if out is None:
-            return torch.ops.tritonkit.fused_moe(*args, activation, bool(apply_router_weight_on_input), *opt, bs,
-                                                 per_token)
-        torch.ops.tritonkit.fused_moe_out(out, *args, activation, bool(apply_router_weight_on_input), *opt, bs,
-                                          per_token)
+            return torch.ops.tritonkit.fused_moe(
+                *args, activation, bool(apply_router_weight_on_input), *opt, bs, per_token
+            )
+        torch.ops.tritonkit.fused_moe_out(
+            out, *args, activation, bool(apply_router_weight_on_input), *opt, bs, per_token
+        )
         return out
     return forward(*args, out, activation, apply_router_weight_on_input, *opt, bs, per_token, quant=quant)
-
 
 
 def reload_tables() -> None:

@@ -73,8 +73,10 @@ class FusedMoeConfig:
 
     def __post_init__(self):
         if self.gemm1.block_m != self.gemm2.block_m:
-            raise ValueError(f"config: gemm1.block_m ({self.gemm1.block_m}) and gemm2.block_m ({self.gemm2.block_m})"
-                             " must be equal: both GEMMs read one sorted layout")
+            raise ValueError(
+                f"config: gemm1.block_m ({self.gemm1.block_m}) and gemm2.block_m ({self.gemm2.block_m})"
+                " must be equal: both GEMMs read one sorted layout"
+            )
 
     @property
     def block_size(self) -> int:
@@ -102,18 +104,24 @@ def validate(cfg: FusedMoeConfig, quant: str) -> None:
                 raise ValueError(f"config.{name}.{f} must be a power of two, got {getattr(g, f)}")
         # tensor-core dots: M >= 16, K >= 16 (16-bit) or >= 32 (fp8 on sm_90)
         if g.block_m < 16 or g.block_n < 16 or g.block_k < (32 if fp8 else 16):
-            raise ValueError(f"config.{name} needs block_m >= 16, block_n >= 16 and block_k >= {32 if fp8 else 16} "
-                             f"(tensor-core dot shapes), got {g}")
+            raise ValueError(
+                f"config.{name} needs block_m >= 16, block_n >= 16 and block_k >= {32 if fp8 else 16} "
+                f"(tensor-core dot shapes), got {g}"
+            )
         if g.swap_ab not in (0, 1):
             raise ValueError(f"config.{name}.swap_ab must be 0 or 1, got {g.swap_ab}")
         if g.group_m < 1 or g.num_stages < 1:
             raise ValueError(f"config.{name} needs group_m >= 1 and num_stages >= 1, got {g}")
         if quant == "fp8_block128" and SCALE_BLOCK % g.block_k:
-            raise ValueError(f"config.{name}.block_k must divide {SCALE_BLOCK} for block-wise fp8 (one scale per K "
-                             f"tile), got {g.block_k}")
+            raise ValueError(
+                f"config.{name}.block_k must divide {SCALE_BLOCK} for block-wise fp8 (one scale per K "
+                f"tile), got {g.block_k}"
+            )
     if quant == "fp8_block128" and cfg.gemm1.block_n != SCALE_BLOCK:
-        raise ValueError(f"config.gemm1.block_n must be {SCALE_BLOCK} for block-wise fp8 (its epilogue computes the "
-                         f"intermediate's per-{SCALE_BLOCK}-column scales), got {cfg.gemm1.block_n}")
+        raise ValueError(
+            f"config.gemm1.block_n must be {SCALE_BLOCK} for block-wise fp8 (its epilogue computes the "
+            f"intermediate's per-{SCALE_BLOCK}-column scales), got {cfg.gemm1.block_n}"
+        )
 
 
 def _programs(blocks: int, width: int, block_n: int) -> int:
@@ -155,13 +163,17 @@ def default_config(M: int, E: int, N: int, K: int, topk: int, quant: str) -> Fus
         # activation epilogue needs whole sums, and GEMM2's would need a second reduction or atomics.
         blocks = min(M * topk, E)  # busy blocks: about the distinct experts touched
         if block_quant:
-            return FusedMoeConfig(GemmConfig(16, SCALE_BLOCK, 128, 1, 4, 3, swap_ab(quant, 16, SCALE_BLOCK)),
-                                  GemmConfig(16, 64, 128, 1, 4, 5, swap_ab(quant, 16, 64)))
+            return FusedMoeConfig(
+                GemmConfig(16, SCALE_BLOCK, 128, 1, 4, 3, swap_ab(quant, 16, SCALE_BLOCK)),
+                GemmConfig(16, 64, 128, 1, 4, 5, swap_ab(quant, 16, 64)),
+            )
         # fp8 stops at 64 columns: narrower tiles cannot swap onto wgmma (ops.fused_moe.kernel._mma)
         bn1 = _narrowest_filling(blocks, N, (128, 64) if fp8 else (64, 32))
         bn2 = _narrowest_filling(blocks, K, (128, 64) if fp8 else (128, 64, 32))
-        return FusedMoeConfig(GemmConfig(16, bn1, 128, 1, 4, 4, swap_ab(quant, 16, bn1)),
-                              GemmConfig(16, bn2, 128, 1, 4, 4, swap_ab(quant, 16, bn2)))
+        return FusedMoeConfig(
+            GemmConfig(16, bn1, 128, 1, 4, 4, swap_ab(quant, 16, bn1)),
+            GemmConfig(16, bn2, 128, 1, 4, 4, swap_ab(quant, 16, bn2)),
+        )
     if block_quant:
         # two 128-wide float32 accumulators plus each K tile's scaled dot: 64 rows at 8 warps take 245 registers,
         # 64 at 4 and 128 at 8 spill (ptxas for sm_90, docs/notes/fused-moe-resources.md); 64 rows from 8 rows
@@ -215,8 +227,17 @@ def nearest_bucket(M: int, buckets: list[int]) -> int:
     return min(buckets, key=lambda b: (abs(math.log2(b) - lm), -b))
 
 
-def lookup(M: int, E: int, N: int, K: int, dtype: str, quant: str, device_name: str | None,
-           triton_version: str | None = None, config_dir: str | None = None) -> FusedMoeConfig | None:
+def lookup(
+    M: int,
+    E: int,
+    N: int,
+    K: int,
+    dtype: str,
+    quant: str,
+    device_name: str | None,
+    triton_version: str | None = None,
+    config_dir: str | None = None,
+) -> FusedMoeConfig | None:
     if device_name is None:
         return None
     versions = _tables(str(config_dir or CONFIG_DIR)).get((E, N, K, dtype, quant, device_name))
@@ -224,6 +245,7 @@ def lookup(M: int, E: int, N: int, K: int, dtype: str, quant: str, device_name: 
         return None
     if triton_version is None:
         import triton
+
         triton_version = triton.__version__
     ver = triton_version if triton_version in versions else max(versions, key=_version_key)
     buckets, cfgs = versions[ver]
@@ -231,8 +253,9 @@ def lookup(M: int, E: int, N: int, K: int, dtype: str, quant: str, device_name: 
 
 
 @functools.lru_cache(maxsize=1024)
-def fused_moe_config(M: int, E: int, N: int, K: int, topk: int, dtype: str, quant: str,
-                     device_name: str | None) -> FusedMoeConfig:
+def fused_moe_config(
+    M: int, E: int, N: int, K: int, topk: int, dtype: str, quant: str, device_name: str | None
+) -> FusedMoeConfig:
     """The config of one call: the tuned table's (see the module docstring), else :func:`default_config`.
     ``dtype`` is the activation dtype's name ("bfloat16"), ``device_name`` None off CUDA (meta, the interpreter)."""
     cfg = lookup(M, E, N, K, dtype, quant, device_name)

@@ -148,25 +148,51 @@ def _block_rows(sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_
 
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
 def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M bucket: a compile per config
-    a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, h_ptr, h_scale_ptr, topk_weights_ptr,
-    sorted_ids_ptr, expert_ids_ptr, num_post_ptr,
-    numel, num_pid_m, N, K, num_experts,
-    stride_am, stride_asm, stride_ask,
-    stride_we, stride_wn,
-    stride_wse, stride_wsn, stride_wsk,
-    stride_hm, stride_hsm,
+    a_ptr,
+    a_scale_ptr,
+    w_ptr,
+    w_scale_ptr,
+    h_ptr,
+    h_scale_ptr,
+    topk_weights_ptr,
+    sorted_ids_ptr,
+    expert_ids_ptr,
+    num_post_ptr,
+    numel,
+    num_pid_m,
+    N,
+    K,
+    num_experts,
+    stride_am,
+    stride_asm,
+    stride_ask,
+    stride_we,
+    stride_wn,
+    stride_wse,
+    stride_wsn,
+    stride_wsk,
+    stride_hm,
+    stride_hsm,
     TOPK: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    QUANT: tl.constexpr, ROUTED_ON_INPUT: tl.constexpr, GELU: tl.constexpr, ACT_BF16: tl.constexpr,
-    H_FP8: tl.constexpr, SWAP_AB: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    QUANT: tl.constexpr,
+    ROUTED_ON_INPUT: tl.constexpr,
+    GELU: tl.constexpr,
+    ACT_BF16: tl.constexpr,
+    H_FP8: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     """``h[slot, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of
     BLOCK_M sorted slots (one expert) and BLOCK_N columns of each half: two float32 accumulators, one rounding to
     the activation dtype at the store. With H_FP8 (block-wise fp8, BLOCK_N == 128) the rounded values are quantized
     per 128-column group in the epilogue: h in fp8 and one float32 scale per (slot, group)."""
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(N, BLOCK_N), GROUP_M)
-    expert, busy, slot, mask_m = _block_rows(sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel,
-                                             num_experts, BLOCK_M)
+    expert, busy, slot, mask_m = _block_rows(
+        sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_experts, BLOCK_M
+    )
     if busy:
         # masked rows divide 0, not a negative slot (C division), though nothing reads through them
         token = tl.where(mask_m, slot, 0) // TOPK
@@ -242,22 +268,45 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
 
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
 def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M bucket: a compile per config
-    h_ptr, h_scale_ptr, w_ptr, w_scale_ptr, c_ptr, topk_weights_ptr,
-    sorted_ids_ptr, expert_ids_ptr, num_post_ptr,
-    numel, num_pid_m, K, N, num_experts,
-    stride_hm, stride_hsm, stride_hsk,
-    stride_we, stride_wk,
-    stride_wse, stride_wsk, stride_wsn,
+    h_ptr,
+    h_scale_ptr,
+    w_ptr,
+    w_scale_ptr,
+    c_ptr,
+    topk_weights_ptr,
+    sorted_ids_ptr,
+    expert_ids_ptr,
+    num_post_ptr,
+    numel,
+    num_pid_m,
+    K,
+    N,
+    num_experts,
+    stride_hm,
+    stride_hsm,
+    stride_hsk,
+    stride_we,
+    stride_wk,
+    stride_wse,
+    stride_wsk,
+    stride_wsn,
     stride_cm,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    QUANT: tl.constexpr, MUL_WEIGHT: tl.constexpr, ACT_BF16: tl.constexpr, SWAP_AB: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    QUANT: tl.constexpr,
+    MUL_WEIGHT: tl.constexpr,
+    ACT_BF16: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     """``c[slot, k] = topk_weight[slot] * (h[slot] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
     and BLOCK_N output columns (of K); the reduction runs over the intermediate width N in BLOCK_K steps. float32
     accumulation and weighting, one rounding to the activation dtype at the store."""
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(K, BLOCK_N), GROUP_M)
-    expert, busy, slot, mask_m = _block_rows(sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel,
-                                             num_experts, BLOCK_M)
+    expert, busy, slot, mask_m = _block_rows(
+        sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_experts, BLOCK_M
+    )
     if busy:
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output columns, rows of w2[e]
         mask_n = offs_n < K
@@ -295,16 +344,30 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
         if MUL_WEIGHT:
             wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
             acc = acc * wt[:, None]
-        tl.store(c_ptr + slot[:, None] * stride_cm + offs_n[None, :], _round(acc, ACT_BF16),
-                 mask=mask_m[:, None] & mask_n[None, :])
+        tl.store(
+            c_ptr + slot[:, None] * stride_cm + offs_n[None, :],
+            _round(acc, ACT_BF16),
+            mask=mask_m[:, None] & mask_n[None, :],
+        )
 
 
 @triton.jit(do_not_specialize=["num_tokens"])
 def _fused_moe_sum_kernel(
-    c_ptr, out_ptr, topk_ids_ptr, expert_map_ptr,
-    num_tokens, K, num_global, num_local,
-    stride_cm, stride_om, stride_idm,
-    TOPK: tl.constexpr, BLOCK: tl.constexpr, HAS_MAP: tl.constexpr, ACT_BF16: tl.constexpr,
+    c_ptr,
+    out_ptr,
+    topk_ids_ptr,
+    expert_map_ptr,
+    num_tokens,
+    K,
+    num_global,
+    num_local,
+    stride_cm,
+    stride_om,
+    stride_idm,
+    TOPK: tl.constexpr,
+    BLOCK: tl.constexpr,
+    HAS_MAP: tl.constexpr,
+    ACT_BF16: tl.constexpr,
 ):
     """``out[m] = sum_j c[m * TOPK + j]`` in float32, in j order (deterministic), rounded once. A slot whose id is
     out of [0, num_global), or maps to no expert of this rank, adds nothing: its row of c is never read (no GEMM
@@ -326,10 +389,18 @@ def _fused_moe_sum_kernel(
 
 @triton.jit(do_not_specialize=["rows"])
 def _fused_moe_quant_kernel(
-    x_ptr, q_ptr, s_ptr, static_ptr,
-    rows, cols,
-    stride_xm, stride_qm, stride_sm,
-    BLOCK: tl.constexpr, MODE: tl.constexpr, GROUPS: tl.constexpr,
+    x_ptr,
+    q_ptr,
+    s_ptr,
+    static_ptr,
+    rows,
+    cols,
+    stride_xm,
+    stride_qm,
+    stride_sm,
+    BLOCK: tl.constexpr,
+    MODE: tl.constexpr,
+    GROUPS: tl.constexpr,
 ):
     """fp8 e4m3 activations of one row: MODE 0 one dynamic scale per row, 1 one per BLOCK-column group (GROUPS
     groups per program along grid axis 1; the other modes launch one program per row), 2 the static

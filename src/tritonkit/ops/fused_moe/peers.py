@@ -39,21 +39,45 @@ def fp8_block_default(M: int) -> dict:
     """vLLM 0.33.0's get_default_config for block-wise fp8 on CUDA (fused_moe.py): 64-wide N tiles and deeper
     pipelines for the smallest batches, 16-row tiles through M 64."""
     small = M <= 8
-    return {"BLOCK_SIZE_M": 16 if M <= 64 else 64, "BLOCK_SIZE_N": 64 if small else FP8_BLOCK,
-            "BLOCK_SIZE_K": FP8_BLOCK, "GROUP_SIZE_M": 1 if M <= 16 else 32, "num_warps": 4,
-            "num_stages": (4 if M <= 4 else 3) if small else 3}
+    return {
+        "BLOCK_SIZE_M": 16 if M <= 64 else 64,
+        "BLOCK_SIZE_N": 64 if small else FP8_BLOCK,
+        "BLOCK_SIZE_K": FP8_BLOCK,
+        "GROUP_SIZE_M": 1 if M <= 16 else 32,
+        "num_warps": 4,
+        "num_stages": (4 if M <= 4 else 3) if small else 3,
+    }
 
 
 def _swap_ab(cfg: dict, device: torch.device) -> bool:
     """vLLM's enable_swap_ab: fp8 on sm_90 with tiles under 64 rows and at least 64 columns."""
-    return (device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0)
-            and cfg["BLOCK_SIZE_M"] < 64 and cfg["BLOCK_SIZE_N"] >= 64)
+    return (
+        device.type == "cuda"
+        and torch.cuda.get_device_capability(device) == (9, 0)
+        and cfg["BLOCK_SIZE_M"] < 64
+        and cfg["BLOCK_SIZE_N"] >= 64
+    )
 
 
-def _fp8_gemm(peer, A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_ids, total, mul_routed_weight,
-              top_k, cfg, compute_type):
+def _fp8_gemm(
+    peer,
+    A,
+    A_scale,
+    B,
+    B_scale,
+    C,
+    topk_weights,
+    sorted_ids,
+    expert_ids,
+    total,
+    mul_routed_weight,
+    top_k,
+    cfg,
+    compute_type,
+):
     """One block-fp8 launch of vLLM's fused_moe_kernel, with invoke_fused_moe_triton_kernel's arguments."""
     import triton
+
     M = A.size(0)
     EM = sorted_ids.size(0)
     if M < cfg["BLOCK_SIZE_M"]:
@@ -61,15 +85,51 @@ def _fp8_gemm(peer, A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_
     kw = {k: v for k, v in cfg.items() if k not in ("BLOCK_SIZE_K", "SPLIT_K")}
     grid = (triton.cdiv(EM, cfg["BLOCK_SIZE_M"]) * triton.cdiv(B.size(1), cfg["BLOCK_SIZE_N"]),)
     peer.fused_moe_kernel[grid](
-        A, B, C, None, A_scale, B_scale, topk_weights, sorted_ids, expert_ids, total,
-        B.size(1), B.size(2), EM, M * top_k,
-        A.stride(0), A.stride(1), B.stride(0), B.stride(2), B.stride(1), C.stride(-2), C.stride(-1),
-        A_scale.stride(0), A_scale.stride(1), B_scale.stride(0), B_scale.stride(2), B_scale.stride(1), 0, 0,
-        FP8_BLOCK, FP8_BLOCK,
-        MUL_ROUTED_WEIGHT=mul_routed_weight, top_k=top_k, compute_type=compute_type, use_fp8_w8a8=True,
-        use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False, naive_block_assignment=False,
-        HAS_BIAS=False, BLOCK_SIZE_K=min(cfg["BLOCK_SIZE_K"], FP8_BLOCK), SPLIT_K=1,
-        SWAP_AB=_swap_ab(cfg, A.device), USE_TD=False, **kw)
+        A,
+        B,
+        C,
+        None,
+        A_scale,
+        B_scale,
+        topk_weights,
+        sorted_ids,
+        expert_ids,
+        total,
+        B.size(1),
+        B.size(2),
+        EM,
+        M * top_k,
+        A.stride(0),
+        A.stride(1),
+        B.stride(0),
+        B.stride(2),
+        B.stride(1),
+        C.stride(-2),
+        C.stride(-1),
+        A_scale.stride(0),
+        A_scale.stride(1),
+        B_scale.stride(0),
+        B_scale.stride(2),
+        B_scale.stride(1),
+        0,
+        0,
+        FP8_BLOCK,
+        FP8_BLOCK,
+        MUL_ROUTED_WEIGHT=mul_routed_weight,
+        top_k=top_k,
+        compute_type=compute_type,
+        use_fp8_w8a8=True,
+        use_int8_w8a8=False,
+        use_int8_w8a16=False,
+        per_channel_quant=False,
+        naive_block_assignment=False,
+        HAS_BIAS=False,
+        BLOCK_SIZE_K=min(cfg["BLOCK_SIZE_K"], FP8_BLOCK),
+        SPLIT_K=1,
+        SWAP_AB=_swap_ab(cfg, A.device),
+        USE_TD=False,
+        **kw,
+    )
 
 
 def vllm(spec: OpSpec, dtype: torch.dtype) -> Peer:
@@ -78,8 +138,10 @@ def vllm(spec: OpSpec, dtype: torch.dtype) -> Peer:
         peer = importlib.import_module(PEER_MODULE)
         peer.fused_moe_kernel  # noqa: B018 - the driver imports vLLM's kernel: a stand-in without it is no peer
     except Exception as e:  # noqa: BLE001 - ImportError, or a stand-in module the peer script did not write
-        raise Unavailable(f"vLLM's fused-MoE peer not importable ({type(e).__name__}: {e}); run "
-                          f"shared/peers/vllm-fused-moe.sh DIR and put DIR on PYTHONPATH") from None
+        raise Unavailable(
+            f"vLLM's fused-MoE peer not importable ({type(e).__name__}: {e}); run "
+            f"shared/peers/vllm-fused-moe.sh DIR and put DIR on PYTHONPATH"
+        ) from None
 
     def prepare(inputs: dict) -> dict:
         skip = [k for k in ("expert_map", "a1_scale", "a2_scale") if inputs.get(k) is not None]
@@ -97,23 +159,38 @@ def vllm(spec: OpSpec, dtype: torch.dtype) -> Peer:
         E, N2, _ = w1.shape
         topk = ids.shape[1]
         if block:
-            cfg = peer.get_config(M, E, N2 // 2, K, topk, FP8_BLOCK_KEY) if peer._table(E, N2 // 2, FP8_BLOCK_KEY) \
+            cfg = (
+                peer.get_config(M, E, N2 // 2, K, topk, FP8_BLOCK_KEY)
+                if peer._table(E, N2 // 2, FP8_BLOCK_KEY)
                 else fp8_block_default(M)
+            )
         else:
             cfg = peer.get_config(M, E, N2 // 2, K, topk)
         sorted_ids, expert_ids, total = peer.align(ids.long(), cfg["BLOCK_SIZE_M"], E)
-        kw = {"x": x, "w1": w1, "w2": w2, "weights": weights, "topk": topk, "cfg": cfg, "block": block,
-                "sorted": sorted_ids, "experts": expert_ids, "total": total,
-                "w1_scale": inputs.get("w1_scale"), "w2_scale": inputs.get("w2_scale"),
-                "c1": torch.empty(M, topk, N2, dtype=x.dtype, device=x.device),
-                "c3": torch.empty(M, topk, K, dtype=x.dtype, device=x.device)}
+        kw = {
+            "x": x,
+            "w1": w1,
+            "w2": w2,
+            "weights": weights,
+            "topk": topk,
+            "cfg": cfg,
+            "block": block,
+            "sorted": sorted_ids,
+            "experts": expert_ids,
+            "total": total,
+            "w1_scale": inputs.get("w1_scale"),
+            "w2_scale": inputs.get("w2_scale"),
+            "c1": torch.empty(M, topk, N2, dtype=x.dtype, device=x.device),
+            "c3": torch.empty(M, topk, K, dtype=x.dtype, device=x.device),
+        }
         return inputs_of_gemms(kw)
 
     def gemm1(kw: dict, a: torch.Tensor, a_s: torch.Tensor | None) -> None:
         routing = (kw["weights"], kw["sorted"], kw["experts"], kw["total"])
         if kw["block"]:
-            _fp8_gemm(peer, a, a_s, kw["w1"], kw["w1_scale"], kw["c1"], *routing, False, kw["topk"], kw["cfg"],
-                      kw["ct"])
+            _fp8_gemm(
+                peer, a, a_s, kw["w1"], kw["w1_scale"], kw["c1"], *routing, False, kw["topk"], kw["cfg"], kw["ct"]
+            )
         else:
             peer.gemm(a, kw["w1"], kw["c1"], *routing, False, kw["topk"], kw["cfg"])
 
@@ -136,6 +213,7 @@ def vllm(spec: OpSpec, dtype: torch.dtype) -> Peer:
         """The two GEMMs' operands, made once outside the timing from the point's own data."""
         if kw["block"]:
             import triton.language as tl
+
             kw["ct"] = tl.bfloat16 if kw["x"].dtype == torch.bfloat16 else tl.float16
             kw["a"], kw["a_s"], *_ = quantize_fp8(kw["x"], "group", None)
         else:
@@ -146,7 +224,7 @@ def vllm(spec: OpSpec, dtype: torch.dtype) -> Peer:
 
     def whole(kw: dict) -> dict:
         """The layer from x, for the check: GEMM1, SiLU-and-mul, GEMM2, the top_k sum."""
-        a, a_s = (quantize_fp8(kw["x"], "group", None)[:2] if kw["block"] else (kw["x"], None))
+        a, a_s = quantize_fp8(kw["x"], "group", None)[:2] if kw["block"] else (kw["x"], None)
         gemm1(kw, a, a_s)
         gemm2(kw, *glue(kw))
         return {"out": kw["c3"].sum(dim=1)}
@@ -157,7 +235,12 @@ def vllm(spec: OpSpec, dtype: torch.dtype) -> Peer:
         gemm2(kw, kw["h"], kw["h_s"])
         return {"c3": kw["c3"]}
 
-    return Peer("vLLM 0.33.0's fused_moe_kernel with its tuned table or default rule: its two GEMM "
-                "launches alone are timed (alignment, SiLU-and-mul, fp8 quantization and the top_k sum "
-                "are vLLM CUDA ops, left out; the check runs the whole layer)", gemms,
-                (PEER_MODULE,), prepare=prepare, check_fn=whole)
+    return Peer(
+        "vLLM 0.33.0's fused_moe_kernel with its tuned table or default rule: its two GEMM "
+        "launches alone are timed (alignment, SiLU-and-mul, fp8 quantization and the top_k sum "
+        "are vLLM CUDA ops, left out; the check runs the whole layer)",
+        gemms,
+        (PEER_MODULE,),
+        prepare=prepare,
+        check_fn=whole,
+    )

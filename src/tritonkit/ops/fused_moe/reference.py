@@ -69,11 +69,27 @@ def _act(g: torch.Tensor, activation: str) -> torch.Tensor:
     return torch.nn.functional.silu(g)
 
 
-def fused_moe_reference(hidden_states, w1, w2, topk_weights, topk_ids, *, activation="silu",
-                        apply_router_weight_on_input=False, expert_map=None, w1_scale=None, w2_scale=None,
-                        a1_scale=None, a2_scale=None, block_shape=None, per_act_token_quant=True, act_dtype=None,
-                        round_intermediate=True,
-                        round_expert_output=True, return_magnitude=False):
+def fused_moe_reference(
+    hidden_states,
+    w1,
+    w2,
+    topk_weights,
+    topk_ids,
+    *,
+    activation="silu",
+    apply_router_weight_on_input=False,
+    expert_map=None,
+    w1_scale=None,
+    w2_scale=None,
+    a1_scale=None,
+    a2_scale=None,
+    block_shape=None,
+    per_act_token_quant=True,
+    act_dtype=None,
+    round_intermediate=True,
+    round_expert_output=True,
+    return_magnitude=False,
+):
     """``[M, K]``: rounded to ``act_dtype`` (default hidden_states's dtype), returned in float64 for float64 inputs.
 
     ``return_magnitude`` also returns, per output element, ``sum_j |w_j| (|W2_e| @ |h_j|)`` (the size of the
@@ -89,7 +105,7 @@ def fused_moe_reference(hidden_states, w1, w2, topk_weights, topk_ids, *, activa
 
     def expert(w, scale, e):
         # one expert at a time: dequantized copies of all of DeepSeek-V3's experts in float64 would take 90 GB
-        return dequantize_weight(w[e:e + 1].to(ct), None if scale is None else scale[e:e + 1], block_shape)[0]
+        return dequantize_weight(w[e : e + 1].to(ct), None if scale is None else scale[e : e + 1], block_shape)[0]
 
     N = two_n // 2
     if fp8:

@@ -111,8 +111,17 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
     return inputs
 
 
-_ARGS = ("activation", "apply_router_weight_on_input", "expert_map", "w1_scale", "w2_scale", "a1_scale", "a2_scale",
-         "block_shape", "per_act_token_quant")
+_ARGS = (
+    "activation",
+    "apply_router_weight_on_input",
+    "expert_map",
+    "w1_scale",
+    "w2_scale",
+    "a1_scale",
+    "a2_scale",
+    "block_shape",
+    "per_act_token_quant",
+)
 
 
 def _split(inputs: dict) -> tuple[tuple, dict]:
@@ -160,8 +169,8 @@ def oracle_inputs(inputs: dict) -> tuple[dict, dict]:
 
 # Unit roundoffs: of the activation dtypes (the intermediate and each expert's output are rounded to them) and of
 # e4m3 (3 mantissa bits).
-_U = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
-U_FP8 = 2.0 ** -4
+_U = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
+U_FP8 = 2.0**-4
 # fp8 rounding flips of the intermediate one output element may see (each of its own h_i, or a group scale moved)
 FP8_FLIPS = 2
 
@@ -212,8 +221,14 @@ def sweep_shape(model, num_tokens: int) -> Shape | None:
     """One expert layer of ``model`` at num_tokens tokens (None for a dense model)."""
     if not model.is_moe:
         return None
-    return Shape(num_tokens=num_tokens, hidden=model.hidden, inter=model.moe_intermediate, experts=model.num_experts,
-                 topk=model.topk, quant=model.moe_quant or "none")
+    return Shape(
+        num_tokens=num_tokens,
+        hidden=model.hidden,
+        inter=model.moe_intermediate,
+        experts=model.num_experts,
+        topk=model.topk,
+        quant=model.moe_quant or "none",
+    )
 
 
 def _s(**kw) -> Shape:
@@ -255,10 +270,12 @@ _LARGE = (
 # and the reference share (compute_eps 1: error_scale is already absolute). Under the interpreter the kernels round
 # float32 to bf16 and to e4m3 to nearest even by hand, as the GPU does, so the same tolerance holds there.
 _TOLERANCE = {
-    torch.bfloat16: Tolerance(8e-3, 1e-5, "output rounding to bf16; rounding-point flips through error_scale",
-                              compute_eps=1.0),
-    torch.float16: Tolerance(1e-3, 1e-5, "output rounding to fp16; rounding-point flips through error_scale",
-                             compute_eps=1.0),
+    torch.bfloat16: Tolerance(
+        8e-3, 1e-5, "output rounding to bf16; rounding-point flips through error_scale", compute_eps=1.0
+    ),
+    torch.float16: Tolerance(
+        1e-3, 1e-5, "output rounding to fp16; rounding-point flips through error_scale", compute_eps=1.0
+    ),
 }
 
 SPEC = OpSpec(
@@ -279,6 +296,6 @@ SPEC = OpSpec(
     interpreter_tolerance=_TOLERANCE,
     peers={"vllm": peers.vllm},
     not_compilable="its reference gathers each expert's tokens with data-dependent sizes (nonzero), a graph break "
-                   "per expert; vllm (vLLM's tuned Triton GEMM) is the peer",
+    "per expert; vllm (vLLM's tuned Triton GEMM) is the peer",
     description="mixture-of-experts MLP over routed tokens (vLLM's fused_experts): grouped GEMMs, bf16/fp16/fp8",
 )

@@ -21,8 +21,9 @@ from .kernel import (
 _INT32_MAX = 2**31 - 1
 
 
-def forward(topk_ids: torch.Tensor, block_size: int, num_experts: int,
-            expert_map: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def forward(
+    topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The op's named surface: (sorted_token_ids, expert_ids, num_tokens_post_padded) on arguments check_args
     accepted; no host sync."""
     numel, dev = topk_ids.numel(), topk_ids.device
@@ -37,41 +38,75 @@ def forward(topk_ids: torch.Tensor, block_size: int, num_experts: int,
     has_map = expert_map is not None
     map_ptr = expert_map if has_map else topk_ids
     if numel <= config.SMALL_MAX:
-        launch(_moe_align_small_kernel, (1,),
-               (topk_ids, sorted_ids, expert_ids, post_padded, map_ptr,
-                numel, num_experts, block_size, padded, num_blocks),
-               {"HAS_MAP": has_map, "CHUNK": config.SMALL_MAX, "SUB": config.SUB, "BLOCK_E": cfg.block_e,
-                "FILL_BLOCK": config.FILL_BLOCK}, cfg.num_warps)
+        launch(
+            _moe_align_small_kernel,
+            (1,),
+            (
+                topk_ids,
+                sorted_ids,
+                expert_ids,
+                post_padded,
+                map_ptr,
+                numel,
+                num_experts,
+                block_size,
+                padded,
+                num_blocks,
+            ),
+            {
+                "HAS_MAP": has_map,
+                "CHUNK": config.SMALL_MAX,
+                "SUB": config.SUB,
+                "BLOCK_E": cfg.block_e,
+                "FILL_BLOCK": config.FILL_BLOCK,
+            },
+            cfg.num_warps,
+        )
         return sorted_ids, expert_ids, post_padded
     num_chunks = cdiv(numel, config.CHUNK)
     # per chunk and expert: the counts, then the slots in earlier chunks; then each expert's total
     work = torch.empty((2 * num_chunks + 1) * num_experts, dtype=torch.int32, device=dev)
-    counts, prefix = work[:num_chunks * num_experts], work[num_chunks * num_experts:2 * num_chunks * num_experts]
-    totals = work[2 * num_chunks * num_experts:]
-    launch(_moe_align_count_kernel, (num_chunks,),
-           (topk_ids, counts, sorted_ids, expert_ids, numel, num_experts, padded, num_blocks),
-           {"CHUNK": config.CHUNK, "BLOCK_E": cfg.block_e, "FILL_BLOCK": config.FILL_BLOCK}, cfg.num_warps)
-    launch(_moe_align_scan_kernel, (cdiv(num_experts, config.BLOCK_ES),),
-           (counts, prefix, totals, num_chunks, num_experts),
-           {"BLOCK_C": config.BLOCK_C, "BLOCK_ES": config.BLOCK_ES}, 4)
-    launch(_moe_align_place_kernel, (num_chunks,),
-           (topk_ids, prefix, totals, sorted_ids, expert_ids, post_padded, map_ptr, numel, num_experts, block_size),
-           {"HAS_MAP": has_map, "CHUNK": config.CHUNK, "SUB": config.SUB, "BLOCK_E": cfg.block_e}, cfg.num_warps)
+    counts, prefix = work[: num_chunks * num_experts], work[num_chunks * num_experts : 2 * num_chunks * num_experts]
+    totals = work[2 * num_chunks * num_experts :]
+    launch(
+        _moe_align_count_kernel,
+        (num_chunks,),
+        (topk_ids, counts, sorted_ids, expert_ids, numel, num_experts, padded, num_blocks),
+        {"CHUNK": config.CHUNK, "BLOCK_E": cfg.block_e, "FILL_BLOCK": config.FILL_BLOCK},
+        cfg.num_warps,
+    )
+    launch(
+        _moe_align_scan_kernel,
+        (cdiv(num_experts, config.BLOCK_ES),),
+        (counts, prefix, totals, num_chunks, num_experts),
+        {"BLOCK_C": config.BLOCK_C, "BLOCK_ES": config.BLOCK_ES},
+        4,
+    )
+    launch(
+        _moe_align_place_kernel,
+        (num_chunks,),
+        (topk_ids, prefix, totals, sorted_ids, expert_ids, post_padded, map_ptr, numel, num_experts, block_size),
+        {"HAS_MAP": has_map, "CHUNK": config.CHUNK, "SUB": config.SUB, "BLOCK_E": cfg.block_e},
+        cfg.num_warps,
+    )
     return sorted_ids, expert_ids, post_padded
 
 
 @torch.library.custom_op("tritonkit::moe_align_block_size", mutates_args=())
-def _moe_align_block_size_op(topk_ids: torch.Tensor, block_size: int, num_experts: int,
-                             expert_map: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _moe_align_block_size_op(
+    topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return forward(topk_ids, block_size, num_experts, expert_map)
 
 
 @_moe_align_block_size_op.register_fake
 def _(topk_ids, block_size, num_experts, expert_map):
     padded = max_padded(topk_ids.numel(), block_size, num_experts)
-    return (topk_ids.new_empty((padded,), dtype=torch.int32),
-            topk_ids.new_empty((cdiv(padded, block_size),), dtype=torch.int32),
-            topk_ids.new_empty((1,), dtype=torch.int32))
+    return (
+        topk_ids.new_empty((padded,), dtype=torch.int32),
+        topk_ids.new_empty((cdiv(padded, block_size),), dtype=torch.int32),
+        topk_ids.new_empty((1,), dtype=torch.int32),
+    )
 
 
 def _int32_span(numel: int, block_size: int, num_experts: int) -> int:
@@ -94,15 +129,19 @@ def check_args(topk_ids, block_size, num_experts, expert_map) -> None:
     naming the bad one; nothing is written."""
     _checks.tensor("topk_ids", topk_ids, dtypes=_checks.INDEX_DTYPES, ndim=2)
     if not topk_ids.is_contiguous():
-        raise ValueError(f"topk_ids must be contiguous (slot m * topk + j is element m * topk + j), got strides "
-                         f"{tuple(topk_ids.stride())} for shape {tuple(topk_ids.shape)}")
+        raise ValueError(
+            f"topk_ids must be contiguous (slot m * topk + j is element m * topk + j), got strides "
+            f"{tuple(topk_ids.stride())} for shape {tuple(topk_ids.shape)}"
+        )
     _int("block_size", block_size, 1, "rows of the expert GEMM's tile")
     _int("num_experts", num_experts, 1, "experts the ids index")
     if num_experts > config.MAX_EXPERTS:
         raise ValueError(f"num_experts must be at most {config.MAX_EXPERTS}, got {num_experts}")
     if _int32_span(topk_ids.numel(), block_size, num_experts) > _INT32_MAX:
-        raise ValueError(f"topk_ids has {topk_ids.numel()} slots: with block_size {block_size} and {num_experts} "
-                         f"experts the kernels' int32 positions would overflow (split the batch)")
+        raise ValueError(
+            f"topk_ids has {topk_ids.numel()} slots: with block_size {block_size} and {num_experts} "
+            f"experts the kernels' int32 positions would overflow (split the batch)"
+        )
     if expert_map is not None:
         _checks.tensor("expert_map", expert_map, dtypes=(torch.int32,), ndim=1)
         _checks.shape_equal("expert_map", expert_map, (num_experts,), "num_experts: global id -> local index or -1")
@@ -113,8 +152,9 @@ def check_args(topk_ids, block_size, num_experts, expert_map) -> None:
         _checks.index_range("topk_ids", topk_ids, num_experts, "expert ids")
 
 
-def moe_align_block_size(topk_ids: torch.Tensor, block_size: int, num_experts: int,
-                         expert_map: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def moe_align_block_size(
+    topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sort a MoE layer's token slots by expert and pad each expert's run to a multiple of ``block_size``, the
     layout the grouped GEMM reads. No host synchronisation: every output size is a function of the shapes, so the
     call can be captured in a CUDA graph.

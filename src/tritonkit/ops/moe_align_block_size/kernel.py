@@ -27,8 +27,20 @@ def _padded_starts(counts, block_size):
 
 
 @triton.jit
-def _place(ids_ptr, sorted_ptr, expert_ids_ptr, map_ptr, running, start, end, num_experts, block_size,
-           HAS_MAP: tl.constexpr, SUB: tl.constexpr, BLOCK_E: tl.constexpr):
+def _place(
+    ids_ptr,
+    sorted_ptr,
+    expert_ids_ptr,
+    map_ptr,
+    running,
+    start,
+    end,
+    num_experts,
+    block_size,
+    HAS_MAP: tl.constexpr,
+    SUB: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+):
     """Write slots ``[start, end)`` to ``sorted_ptr`` in ascending order within each expert. ``running[e]`` is
     where expert e's next slot goes; the slot that opens a block (every block of a run opens with a real slot:
     padding only ends a run) writes that block's expert id."""
@@ -61,8 +73,16 @@ def _fill(ptr, start, end, step, value, FILL_BLOCK: tl.constexpr):
 
 @triton.jit(do_not_specialize=["numel", "max_padded", "num_blocks", "block_size"])
 def _moe_align_small_kernel(
-    ids_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, map_ptr,
-    numel, num_experts, block_size, max_padded, num_blocks,
+    ids_ptr,
+    sorted_ptr,
+    expert_ids_ptr,
+    post_padded_ptr,
+    map_ptr,
+    numel,
+    num_experts,
+    block_size,
+    max_padded,
+    num_blocks,
     HAS_MAP: tl.constexpr,
     CHUNK: tl.constexpr,
     SUB: tl.constexpr,
@@ -80,14 +100,21 @@ def _moe_align_small_kernel(
     tl.store(post_padded_ptr, total)
     # the fill above and the placement below write the same sorted_ptr elements, from different threads
     tl.debug_barrier()
-    _place(ids_ptr, sorted_ptr, expert_ids_ptr, map_ptr, starts, 0, numel, num_experts, block_size,
-           HAS_MAP, SUB, BLOCK_E)
+    _place(
+        ids_ptr, sorted_ptr, expert_ids_ptr, map_ptr, starts, 0, numel, num_experts, block_size, HAS_MAP, SUB, BLOCK_E
+    )
 
 
 @triton.jit(do_not_specialize=["numel", "max_padded", "num_blocks"])
 def _moe_align_count_kernel(
-    ids_ptr, counts_ptr, sorted_ptr, expert_ids_ptr,
-    numel, num_experts, max_padded, num_blocks,
+    ids_ptr,
+    counts_ptr,
+    sorted_ptr,
+    expert_ids_ptr,
+    numel,
+    num_experts,
+    max_padded,
+    num_blocks,
     CHUNK: tl.constexpr,
     BLOCK_E: tl.constexpr,
     FILL_BLOCK: tl.constexpr,
@@ -97,8 +124,7 @@ def _moe_align_count_kernel(
     pid_c = tl.program_id(0)
     e, valid = _load_experts(ids_ptr, pid_c * CHUNK + tl.arange(0, CHUNK), numel, num_experts)
     offs_e = tl.arange(0, BLOCK_E)
-    tl.store(counts_ptr + pid_c * num_experts + offs_e, tl.histogram(e, BLOCK_E, mask=valid),
-             mask=offs_e < num_experts)
+    tl.store(counts_ptr + pid_c * num_experts + offs_e, tl.histogram(e, BLOCK_E, mask=valid), mask=offs_e < num_experts)
     step = tl.num_programs(0) * FILL_BLOCK
     _fill(sorted_ptr, pid_c * FILL_BLOCK, max_padded, step, numel, FILL_BLOCK)
     _fill(expert_ids_ptr, pid_c * FILL_BLOCK, num_blocks, step, -1, FILL_BLOCK)
@@ -106,8 +132,11 @@ def _moe_align_count_kernel(
 
 @triton.jit(do_not_specialize=["num_chunks"])
 def _moe_align_scan_kernel(
-    counts_ptr, prefix_ptr, totals_ptr,
-    num_chunks, num_experts,
+    counts_ptr,
+    prefix_ptr,
+    totals_ptr,
+    num_chunks,
+    num_experts,
     BLOCK_C: tl.constexpr,
     BLOCK_ES: tl.constexpr,
 ):
@@ -128,8 +157,16 @@ def _moe_align_scan_kernel(
 
 @triton.jit(do_not_specialize=["numel", "block_size"])
 def _moe_align_place_kernel(
-    ids_ptr, prefix_ptr, totals_ptr, sorted_ptr, expert_ids_ptr, post_padded_ptr, map_ptr,
-    numel, num_experts, block_size,
+    ids_ptr,
+    prefix_ptr,
+    totals_ptr,
+    sorted_ptr,
+    expert_ids_ptr,
+    post_padded_ptr,
+    map_ptr,
+    numel,
+    num_experts,
+    block_size,
     HAS_MAP: tl.constexpr,
     CHUNK: tl.constexpr,
     SUB: tl.constexpr,
@@ -145,5 +182,17 @@ def _moe_align_place_kernel(
     if pid_c == 0:
         tl.store(post_padded_ptr, total)
     start = pid_c * CHUNK
-    _place(ids_ptr, sorted_ptr, expert_ids_ptr, map_ptr, running, start, tl.minimum(start + CHUNK, numel),
-           num_experts, block_size, HAS_MAP, SUB, BLOCK_E)
+    _place(
+        ids_ptr,
+        sorted_ptr,
+        expert_ids_ptr,
+        map_ptr,
+        running,
+        start,
+        tl.minimum(start + CHUNK, numel),
+        num_experts,
+        block_size,
+        HAS_MAP,
+        SUB,
+        BLOCK_E,
+    )

@@ -5,9 +5,9 @@ import torch
 from .config import max_padded
 
 
-def moe_align_block_size_reference(topk_ids: torch.Tensor, block_size: int, num_experts: int,
-                                   expert_map: torch.Tensor | None = None
-                                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def moe_align_block_size_reference(
+    topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(sorted_token_ids, expert_ids, num_tokens_post_padded)``, int32, as the op documents: ids outside
     [0, num_experts) dropped, each expert's slots in ascending order padded with numel, blocks past the total -1."""
     ids = topk_ids.reshape(-1).long()
@@ -31,5 +31,5 @@ def moe_align_block_size_reference(topk_ids: torch.Tensor, block_size: int, num_
     block_expert = torch.repeat_interleave(torch.arange(num_experts, device=dev), padded // block_size)
     if expert_map is not None:
         block_expert = expert_map.to(dev).long()[block_expert]
-    expert_ids[:total // block_size] = block_expert.to(torch.int32)
+    expert_ids[: total // block_size] = block_expert.to(torch.int32)
     return sorted_ids, expert_ids, torch.tensor([total], dtype=torch.int32, device=dev)

@@ -34,7 +34,7 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
         bad = [-1, e] + ([2**32 + 1] if ids_dtype == torch.int64 else [])
         flat = ids.view(-1)
         for i, b in enumerate(bad):
-            flat[5 * i + 4::5 * len(bad)] = b
+            flat[5 * i + 4 :: 5 * len(bad)] = b
     inputs = {"topk_ids": ids, "block_size": shape["block_size"], "num_experts": e, "expert_map": None}
     if shape["expert_map"]:
         inputs["expert_map"] = _expert_map(e, fill.device)
@@ -42,14 +42,16 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
 
 
 def call(inputs: dict) -> dict:
-    s, b, n = moe_align_block_size(inputs["topk_ids"], inputs["block_size"], inputs["num_experts"],
-                                   inputs["expert_map"])
+    s, b, n = moe_align_block_size(
+        inputs["topk_ids"], inputs["block_size"], inputs["num_experts"], inputs["expert_map"]
+    )
     return {"sorted_token_ids": s, "expert_ids": b, "num_tokens_post_padded": n}
 
 
 def reference(inputs: dict, dtype: torch.dtype) -> dict:
-    s, b, n = moe_align_block_size_reference(inputs["topk_ids"], inputs["block_size"], inputs["num_experts"],
-                                             inputs["expert_map"])
+    s, b, n = moe_align_block_size_reference(
+        inputs["topk_ids"], inputs["block_size"], inputs["num_experts"], inputs["expert_map"]
+    )
     return {"sorted_token_ids": s, "expert_ids": b, "num_tokens_post_padded": n}
 
 
@@ -71,8 +73,9 @@ def sweep_shape(model, num_tokens: int) -> Shape | None:
 
 
 def _shape(t, k, e, bs, ids_dtype="int32", ids="routed", expert_map=0) -> Shape:
-    return Shape(num_tokens=t, topk=k, num_experts=e, block_size=bs, ids_dtype=ids_dtype, ids=ids,
-                 expert_map=expert_map)
+    return Shape(
+        num_tokens=t, topk=k, num_experts=e, block_size=bs, ids_dtype=ids_dtype, ids=ids, expert_map=expert_map
+    )
 
 
 _T_SMALL = SMALL_MAX // 8  # tokens at top-8 that fill the one-program path
@@ -115,5 +118,5 @@ SPEC = OpSpec(
     output_dtypes={"sorted_token_ids": torch.int32, "expert_ids": torch.int32, "num_tokens_post_padded": torch.int32},
     not_compilable="its reference sorts with data-dependent sizes (boolean-mask indexing): a graph break",
     description="group MoE token slots by expert, each run padded to the GEMM's block size (vLLM's "
-                "moe_align_block_size)",
+    "moe_align_block_size)",
 )

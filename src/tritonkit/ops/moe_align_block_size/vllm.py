@@ -15,9 +15,16 @@ from . import api
 from .config import max_padded
 
 
-def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: int, sorted_token_ids: torch.Tensor,
-                         experts_ids: torch.Tensor, num_tokens_post_pad: torch.Tensor,
-                         expert_map: torch.Tensor | None = None, scatter_idx=None) -> None:
+def moe_align_block_size(
+    topk_ids: torch.Tensor,
+    num_experts: int,
+    block_size: int,
+    sorted_token_ids: torch.Tensor,
+    experts_ids: torch.Tensor,
+    num_tokens_post_pad: torch.Tensor,
+    expert_map: torch.Tensor | None = None,
+    scatter_idx=None,
+) -> None:
     """``vllm._custom_ops.moe_align_block_size``: slots ``m * topk + j`` of ``topk_ids`` sorted by expert, each
     expert's run padded to a multiple of block_size with ``numel``, into the caller's int32 buffers
     ``sorted_token_ids`` (at least ``min(numel * block_size, numel + num_experts * (block_size - 1))`` long, as
@@ -30,18 +37,28 @@ def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: i
     api.check_args(topk_ids, block_size, num_experts, expert_map)
     numel = topk_ids.numel()
     need = max_padded(numel, block_size, num_experts)
-    for name, t, n in (("sorted_token_ids", sorted_token_ids, need), ("experts_ids", experts_ids,
-                                                                       cdiv(need, block_size)),
-                       ("num_tokens_post_pad", num_tokens_post_pad, 1)):
+    for name, t, n in (
+        ("sorted_token_ids", sorted_token_ids, need),
+        ("experts_ids", experts_ids, cdiv(need, block_size)),
+        ("num_tokens_post_pad", num_tokens_post_pad, 1),
+    ):
         _checks.inference_only(**{name: t})
         _checks.tensor(name, t, dtypes=(torch.int32,), ndim=1)
         if t.shape[0] < n:
-            raise ValueError(f"{name} must hold at least {n} entries for {numel} slots, {num_experts} experts and "
-                             f"block_size {block_size}, got shape {tuple(t.shape)}")
-    _checks.same_device(topk_ids=topk_ids, sorted_token_ids=sorted_token_ids, experts_ids=experts_ids,
-                        num_tokens_post_pad=num_tokens_post_pad, expert_map=expert_map)
-    _checks.distinct_outputs(sorted_token_ids=sorted_token_ids, experts_ids=experts_ids,
-                      num_tokens_post_pad=num_tokens_post_pad)
+            raise ValueError(
+                f"{name} must hold at least {n} entries for {numel} slots, {num_experts} experts and "
+                f"block_size {block_size}, got shape {tuple(t.shape)}"
+            )
+    _checks.same_device(
+        topk_ids=topk_ids,
+        sorted_token_ids=sorted_token_ids,
+        experts_ids=experts_ids,
+        num_tokens_post_pad=num_tokens_post_pad,
+        expert_map=expert_map,
+    )
+    _checks.distinct_outputs(
+        sorted_token_ids=sorted_token_ids, experts_ids=experts_ids, num_tokens_post_pad=num_tokens_post_pad
+    )
     ids = topk_ids
     if expert_map is not None:
         # slots of other ranks' experts drop out (local -1 is out of range); the run ids are local indices
@@ -54,6 +71,6 @@ def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: i
         s, e, n = api.forward(ids, block_size, num_experts, None)
     sorted_token_ids[:need].copy_(s)
     sorted_token_ids[need:].fill_(numel)
-    experts_ids[:e.shape[0]].copy_(e)
-    experts_ids[e.shape[0]:].fill_(-1)
+    experts_ids[: e.shape[0]].copy_(e)
+    experts_ids[e.shape[0] :].fill_(-1)
     num_tokens_post_pad[:1].copy_(n)

@@ -38,9 +38,25 @@ def _unused_partials(device: torch.device) -> torch.Tensor:
     return t
 
 
-def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_seqlen_q: int, max_seqlen_k: int,
-            scale: float, causal: bool, window_left: int, window_right: int, softcap: float, sinks, k_scale,
-            v_scale) -> None:
+def _launch(
+    q,
+    k_cache,
+    v_cache,
+    out,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    sinks,
+    k_scale,
+    v_scale,
+) -> None:
     num_tokens, num_heads, head_dim = q.shape
     num_seqs = seqused_k.shape[0]
     if num_tokens == 0 or num_seqs == 0:
@@ -58,22 +74,54 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
     qk_scale = scale * LOG2E
     softcap_in = scale / softcap if use_softcap else 0.0
     softcap_out = softcap * LOG2E
-    features = dict(LIMIT_LEFT=limit_left, LIMIT_RIGHT=limit_right, SOFTCAP=use_softcap, SINKS=sinks is not None,
-                    KV_FP8=kv_fp8)
-    common = (win_left, win_right, qk_scale, softcap_in, softcap_out,
-              q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-              k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-              v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0))
+    features = dict(
+        LIMIT_LEFT=limit_left, LIMIT_RIGHT=limit_right, SOFTCAP=use_softcap, SINKS=sinks is not None, KV_FP8=kv_fp8
+    )
+    common = (
+        win_left,
+        win_right,
+        qk_scale,
+        softcap_in,
+        softcap_out,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        v_cache.stride(2),
+        block_table.stride(0),
+    )
 
     max_keys = config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left)
     sms = config.num_sms(q.device)
-    dec = config.decode_config(group, head_dim, k_cache.element_size(), num_seqs, num_kv_heads, max_keys, sms,
-                               max_seqlen_q)
+    dec = config.decode_config(
+        group, head_dim, k_cache.element_size(), num_seqs, num_kv_heads, max_keys, sms, max_seqlen_q
+    )
     prefill = max_seqlen_q > dec.max_q
     if config.prefill_alone(num_seqs, group, max_seqlen_q, max_keys, dec.max_q):
         # one sequence longer than a decode program holds, or a short prompt: the prefill kernel alone, one launch
-        _launch_prefill(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-                        max_seqlen_q, max_keys, sms, 0, common, features)
+        _launch_prefill(
+            q,
+            k_cache,
+            v_cache,
+            out,
+            cu_seqlens_q,
+            seqused_k,
+            block_table,
+            sinks,
+            k_scale,
+            v_scale,
+            max_seqlen_q,
+            max_keys,
+            sms,
+            0,
+            common,
+            features,
+        )
         return
     # a property of the device, not of the call: the decode kernel's trigger stays one specialization whether or
     # not this call has splits (the trigger is a no-op without a dependent launch)
@@ -87,32 +135,113 @@ def _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_
         # unused with one split (the kernel writes out directly)
         part_acc = part_m = part_l = _unused_partials(q.device)
     launch(
-        _paged_attention_decode_kernel, (num_seqs, num_kv_heads, dec.num_splits),
-        (q, k_cache, v_cache, out, part_acc, part_m, part_l,
-         cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-         dec.num_splits, dec.tiles_per_split, block_table.shape[1], num_tokens, k_cache.shape[0], *common),
-        {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "BLOCK_N": dec.block_n,
-         "BLOCK_SIZE": block_size, "MAX_Q": dec.max_q, **features,
-         "PDL_TRIGGER": pdl},
-        dec.num_warps, dec.num_stages,
+        _paged_attention_decode_kernel,
+        (num_seqs, num_kv_heads, dec.num_splits),
+        (
+            q,
+            k_cache,
+            v_cache,
+            out,
+            part_acc,
+            part_m,
+            part_l,
+            cu_seqlens_q,
+            seqused_k,
+            block_table,
+            sinks,
+            k_scale,
+            v_scale,
+            dec.num_splits,
+            dec.tiles_per_split,
+            block_table.shape[1],
+            num_tokens,
+            k_cache.shape[0],
+            *common,
+        ),
+        {
+            "GROUP": group,
+            "HEAD_DIM": head_dim,
+            "HEAD_DIM_PAD": d_pad,
+            "BLOCK_M": dec.block_m,
+            "BLOCK_N": dec.block_n,
+            "BLOCK_SIZE": block_size,
+            "MAX_Q": dec.max_q,
+            **features,
+            "PDL_TRIGGER": pdl,
+        },
+        dec.num_warps,
+        dec.num_stages,
     )
     if dec.num_splits > 1:
         launch(
-            _paged_attention_merge_kernel, (num_seqs, num_heads),
-            (out, part_acc, part_m, part_l, cu_seqlens_q, sinks, v_scale,
-             dec.num_splits, num_tokens, out.stride(0), out.stride(1)),
-            {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": dec.block_m, "MAX_Q": dec.max_q,
-             "MAX_SPLITS": config.MAX_SPLITS, "SINKS": sinks is not None, "KV_FP8": kv_fp8, "PDL": pdl},
-            config.merge_warps(head_dim), launch_pdl=pdl,
+            _paged_attention_merge_kernel,
+            (num_seqs, num_heads),
+            (
+                out,
+                part_acc,
+                part_m,
+                part_l,
+                cu_seqlens_q,
+                sinks,
+                v_scale,
+                dec.num_splits,
+                num_tokens,
+                out.stride(0),
+                out.stride(1),
+            ),
+            {
+                "GROUP": group,
+                "HEAD_DIM": head_dim,
+                "HEAD_DIM_PAD": d_pad,
+                "BLOCK_M": dec.block_m,
+                "MAX_Q": dec.max_q,
+                "MAX_SPLITS": config.MAX_SPLITS,
+                "SINKS": sinks is not None,
+                "KV_FP8": kv_fp8,
+                "PDL": pdl,
+            },
+            config.merge_warps(head_dim),
+            launch_pdl=pdl,
         )
     if prefill:
-        _launch_prefill(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-                        max_seqlen_q, max_keys, sms, dec.max_q, common, features)
+        _launch_prefill(
+            q,
+            k_cache,
+            v_cache,
+            out,
+            cu_seqlens_q,
+            seqused_k,
+            block_table,
+            sinks,
+            k_scale,
+            v_scale,
+            max_seqlen_q,
+            max_keys,
+            sms,
+            dec.max_q,
+            common,
+            features,
+        )
 
 
-def _launch_prefill(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
-                    max_seqlen_q: int, max_keys: int, sms: int, decode_max_q: int, common: tuple,
-                    features: dict) -> None:
+def _launch_prefill(
+    q,
+    k_cache,
+    v_cache,
+    out,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    sinks,
+    k_scale,
+    v_scale,
+    max_seqlen_q: int,
+    max_keys: int,
+    sms: int,
+    decode_max_q: int,
+    common: tuple,
+    features: dict,
+) -> None:
     """The prefill kernel over the sequences longer than ``decode_max_q`` tokens (0: all of them), with its KV
     splits and their merge where the batch's query tiles cannot fill the card."""
     num_tokens, num_heads, head_dim = q.shape
@@ -120,8 +249,9 @@ def _launch_prefill(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_tab
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
     d_pad = config.head_dim_pad(head_dim)
-    pre = config.prefill_config(group, head_dim, k_cache.element_size(), num_seqs, num_tokens, max_seqlen_q,
-                                num_kv_heads, max_keys, sms)
+    pre = config.prefill_config(
+        group, head_dim, k_cache.element_size(), num_seqs, num_tokens, max_seqlen_q, num_kv_heads, max_keys, sms
+    )
     # an upper bound on the batch's query tiles from host integers: sum_s ceil(n_s / BQ) <= T // BQ + num_seqs
     programs = (num_seqs + num_tokens // pre.block_q) * num_kv_heads
     split = pre.num_splits > 1
@@ -132,67 +262,229 @@ def _launch_prefill(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_tab
         part_l = torch.empty(rows, dtype=torch.float32, device=q.device)
     else:
         part_acc = part_m = part_l = _unused_partials(q.device)
-    tile = {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m,
-            "BLOCK_Q": pre.block_q}
+    tile = {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m, "BLOCK_Q": pre.block_q}
     launch(
-        _paged_attention_prefill_kernel, (programs, pre.num_splits),
-        (q, k_cache, v_cache, out, part_acc, part_m, part_l, cu_seqlens_q, seqused_k, block_table, sinks, k_scale,
-         v_scale, num_seqs, num_kv_heads, block_table.shape[1], num_tokens, k_cache.shape[0], *common,
-         pre.num_splits, decode_max_q),
+        _paged_attention_prefill_kernel,
+        (programs, pre.num_splits),
+        (
+            q,
+            k_cache,
+            v_cache,
+            out,
+            part_acc,
+            part_m,
+            part_l,
+            cu_seqlens_q,
+            seqused_k,
+            block_table,
+            sinks,
+            k_scale,
+            v_scale,
+            num_seqs,
+            num_kv_heads,
+            block_table.shape[1],
+            num_tokens,
+            k_cache.shape[0],
+            *common,
+            pre.num_splits,
+            decode_max_q,
+        ),
         {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split},
-        pre.num_warps, pre.num_stages,
+        pre.num_warps,
+        pre.num_stages,
     )
     if split:
         launch(
-            _paged_attention_prefill_merge_kernel, (programs, pre.block_m // config.PREFILL_MERGE_ROWS),
-            (out, part_acc, part_m, part_l, cu_seqlens_q, sinks, v_scale, num_seqs, num_kv_heads, pre.num_splits,
-             num_tokens, decode_max_q, out.stride(0), out.stride(1)),
-            {**tile, "ROWS": config.PREFILL_MERGE_ROWS, "SINKS": sinks is not None,
-             "KV_FP8": features["KV_FP8"]},
+            _paged_attention_prefill_merge_kernel,
+            (programs, pre.block_m // config.PREFILL_MERGE_ROWS),
+            (
+                out,
+                part_acc,
+                part_m,
+                part_l,
+                cu_seqlens_q,
+                sinks,
+                v_scale,
+                num_seqs,
+                num_kv_heads,
+                pre.num_splits,
+                num_tokens,
+                decode_max_q,
+                out.stride(0),
+                out.stride(1),
+            ),
+            {**tile, "ROWS": config.PREFILL_MERGE_ROWS, "SINKS": sinks is not None, "KV_FP8": features["KV_FP8"]},
             config.PREFILL_MERGE_WARPS,
         )
 
 
-def forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale, causal,
-            window_left, window_right, softcap, sinks, k_scale, v_scale, out=None):
+def forward(
+    q,
+    k_cache,
+    v_cache,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    max_seqlen_q,
+    max_seqlen_k,
+    scale,
+    causal,
+    window_left,
+    window_right,
+    softcap,
+    sinks,
+    k_scale,
+    v_scale,
+    out=None,
+):
     """The op's named surface: launch on arguments check_args accepted; writes a fresh output (or the caller's
     ``out``, which may not alias the inputs)."""
     if out is None:
         out = _alloc.empty(q.shape, q.dtype, q.device)
-    _launch(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale,
-            causal, window_left, window_right, softcap, sinks, k_scale, v_scale)
+    _launch(
+        q,
+        k_cache,
+        v_cache,
+        out,
+        cu_seqlens_q,
+        seqused_k,
+        block_table,
+        max_seqlen_q,
+        max_seqlen_k,
+        scale,
+        causal,
+        window_left,
+        window_right,
+        softcap,
+        sinks,
+        k_scale,
+        v_scale,
+    )
     return out
 
 
 @torch.library.custom_op("tritonkit::paged_attention", mutates_args=())
-def _paged_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cu_seqlens_q: torch.Tensor,
-                        seqused_k: torch.Tensor, block_table: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
-                        softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
-                        sinks: torch.Tensor | None, k_scale: torch.Tensor | None,
-                        v_scale: torch.Tensor | None) -> torch.Tensor:
-    return forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k,
-                    softmax_scale, causal, window_left, window_right, softcap, sinks, k_scale, v_scale)
+def _paged_attention_op(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seqused_k: torch.Tensor,
+    block_table: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    sinks: torch.Tensor | None,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
+) -> torch.Tensor:
+    return forward(
+        q,
+        k_cache,
+        v_cache,
+        cu_seqlens_q,
+        seqused_k,
+        block_table,
+        max_seqlen_q,
+        max_seqlen_k,
+        softmax_scale,
+        causal,
+        window_left,
+        window_right,
+        softcap,
+        sinks,
+        k_scale,
+        v_scale,
+    )
 
 
 @_paged_attention_op.register_fake
-def _(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-      window_left, window_right, softcap, sinks, k_scale, v_scale):
+def _(
+    q,
+    k_cache,
+    v_cache,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    max_seqlen_q,
+    max_seqlen_k,
+    softmax_scale,
+    causal,
+    window_left,
+    window_right,
+    softcap,
+    sinks,
+    k_scale,
+    v_scale,
+):
     return q.new_empty(q.shape)
 
 
 @torch.library.custom_op("tritonkit::paged_attention_out", mutates_args=("out",))
-def _paged_attention_out_op(out: torch.Tensor, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                            cu_seqlens_q: torch.Tensor, seqused_k: torch.Tensor, block_table: torch.Tensor,
-                            max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool,
-                            window_left: int, window_right: int, softcap: float, sinks: torch.Tensor | None,
-                            k_scale: torch.Tensor | None, v_scale: torch.Tensor | None) -> None:
-    forward(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
-             causal, window_left, window_right, softcap, sinks, k_scale, v_scale, out=out)
+def _paged_attention_out_op(
+    out: torch.Tensor,
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seqused_k: torch.Tensor,
+    block_table: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    sinks: torch.Tensor | None,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
+) -> None:
+    forward(
+        q,
+        k_cache,
+        v_cache,
+        cu_seqlens_q,
+        seqused_k,
+        block_table,
+        max_seqlen_q,
+        max_seqlen_k,
+        softmax_scale,
+        causal,
+        window_left,
+        window_right,
+        softcap,
+        sinks,
+        k_scale,
+        v_scale,
+        out=out,
+    )
 
 
 @_paged_attention_out_op.register_fake
-def _(out, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
-      causal, window_left, window_right, softcap, sinks, k_scale, v_scale):
+def _(
+    out,
+    q,
+    k_cache,
+    v_cache,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    max_seqlen_q,
+    max_seqlen_k,
+    softmax_scale,
+    causal,
+    window_left,
+    window_right,
+    softcap,
+    sinks,
+    k_scale,
+    v_scale,
+):
     return None
 
 
@@ -227,8 +519,24 @@ def _scale_tensor(name: str, s, device: torch.device) -> torch.Tensor:
     return torch.full((1,), v, dtype=torch.float32, device=device)
 
 
-def check_args(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
-               causal, window_size, softcap, sinks, out, k_scale, v_scale):
+def check_args(
+    q,
+    k_cache,
+    v_cache,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    max_seqlen_q,
+    max_seqlen_k,
+    softmax_scale,
+    causal,
+    window_size,
+    softcap,
+    sinks,
+    out,
+    k_scale,
+    v_scale,
+):
     """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
     naming the bad one; nothing is written."""
     _checks.inference_only(q=q, k_cache=k_cache, v_cache=v_cache, sinks=sinks, out=out)
@@ -237,20 +545,27 @@ def check_args(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_se
     _checks.tensor("k_cache", k_cache, ndim=4, last_contiguous=True)
     _checks.tensor("v_cache", v_cache, ndim=4, last_contiguous=True)
     if k_cache.dtype not in (q.dtype, FP8_DTYPE):
-        raise TypeError(f"k_cache must have q's dtype {_checks.dtype_name(q.dtype)} or float8_e4m3fn, "
-                        f"got {_checks.dtype_name(k_cache.dtype)}")
+        raise TypeError(
+            f"k_cache must have q's dtype {_checks.dtype_name(q.dtype)} or float8_e4m3fn, "
+            f"got {_checks.dtype_name(k_cache.dtype)}"
+        )
     _checks.same_dtype("v_cache", v_cache, "k_cache", k_cache)
-    _checks.shape_equal("v_cache", v_cache, tuple(k_cache.shape), "k_cache's [num_blocks, block_size, "
-                        "num_kv_heads, head_dim]")
+    _checks.shape_equal(
+        "v_cache", v_cache, tuple(k_cache.shape), "k_cache's [num_blocks, block_size, num_kv_heads, head_dim]"
+    )
     num_blocks, block_size, num_kv_heads, cache_head_dim = k_cache.shape
     if cache_head_dim != head_dim:
-        raise ValueError(f"k_cache head_dim {cache_head_dim} must equal q's head_dim {head_dim} "
-                         f"(caches are [num_blocks, block_size, num_kv_heads, head_dim])")
+        raise ValueError(
+            f"k_cache head_dim {cache_head_dim} must equal q's head_dim {head_dim} "
+            f"(caches are [num_blocks, block_size, num_kv_heads, head_dim])"
+        )
     if not 1 <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(f"q's head_dim must be in [1, {MAX_HEAD_DIM}], got {head_dim}")
     if num_blocks < 1 or block_size < 1 or num_kv_heads < 1:
-        raise ValueError(f"k_cache must have num_blocks >= 1, block_size >= 1 and num_kv_heads >= 1, got shape "
-                         f"{tuple(k_cache.shape)}")
+        raise ValueError(
+            f"k_cache must have num_blocks >= 1, block_size >= 1 and num_kv_heads >= 1, got shape "
+            f"{tuple(k_cache.shape)}"
+        )
     if num_heads < 1:
         raise ValueError(f"q must have at least one head, got shape {tuple(q.shape)}")
     if num_heads % num_kv_heads:
@@ -263,24 +578,33 @@ def check_args(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_se
     num_seqs = seqused_k.shape[0]
     _checks.tensor("cu_seqlens_q", cu_seqlens_q, dtypes=(torch.int32,), ndim=1, last_contiguous=True)
     if cu_seqlens_q.shape[0] != num_seqs + 1:
-        raise ValueError(f"cu_seqlens_q must have num_seqs + 1 = {num_seqs + 1} entries (num_seqs = "
-                         f"len(seqused_k)), got shape {tuple(cu_seqlens_q.shape)}")
+        raise ValueError(
+            f"cu_seqlens_q must have num_seqs + 1 = {num_seqs + 1} entries (num_seqs = "
+            f"len(seqused_k)), got shape {tuple(cu_seqlens_q.shape)}"
+        )
     _checks.tensor("block_table", block_table, dtypes=(torch.int32,), ndim=2, last_contiguous=True)
     if block_table.shape[0] != num_seqs:
-        raise ValueError(f"block_table must have num_seqs = {num_seqs} rows (num_seqs = len(seqused_k)), "
-                         f"got shape {tuple(block_table.shape)}")
+        raise ValueError(
+            f"block_table must have num_seqs = {num_seqs} rows (num_seqs = len(seqused_k)), "
+            f"got shape {tuple(block_table.shape)}"
+        )
     _int("max_seqlen_q", max_seqlen_q, 0)
     _int("max_seqlen_k", max_seqlen_k, 0)
     if block_table.shape[1] * block_size < max_seqlen_k:
-        raise ValueError(f"block_table is too narrow for max_seqlen_k {max_seqlen_k}: {block_table.shape[1]} "
-                         f"blocks x block_size {block_size} = {block_table.shape[1] * block_size} keys")
+        raise ValueError(
+            f"block_table is too narrow for max_seqlen_k {max_seqlen_k}: {block_table.shape[1]} "
+            f"blocks x block_size {block_size} = {block_table.shape[1] * block_size} keys"
+        )
 
     if softmax_scale is not None and not _real("softmax_scale", softmax_scale) > 0:
         raise ValueError(f"softmax_scale must be > 0, got {softmax_scale}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
-            or any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)):
+    if (
+        not isinstance(window_size, (tuple, list))
+        or len(window_size) != 2
+        or any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)
+    ):
         raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
     if any(w < -1 for w in window_size):
         raise ValueError(f"window_size sides must be >= 0, or -1 for unbounded, got {tuple(window_size)}")
@@ -298,44 +622,99 @@ def check_args(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_se
         if fp8 and s is None:
             raise ValueError(f"{name} is required with a float8_e4m3fn cache (the cache holds value / scale)")
         if not fp8 and s is not None:
-            raise ValueError(f"{name} applies only to a float8_e4m3fn cache; k_cache is "
-                             f"{_checks.dtype_name(k_cache.dtype)}")
-    _checks.same_device(q=q, k_cache=k_cache, v_cache=v_cache, cu_seqlens_q=cu_seqlens_q, seqused_k=seqused_k,
-                        block_table=block_table, sinks=sinks, out=out,
-                        k_scale=k_scale if isinstance(k_scale, torch.Tensor) else None,
-                        v_scale=v_scale if isinstance(v_scale, torch.Tensor) else None)
+            raise ValueError(
+                f"{name} applies only to a float8_e4m3fn cache; k_cache is {_checks.dtype_name(k_cache.dtype)}"
+            )
+    _checks.same_device(
+        q=q,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        cu_seqlens_q=cu_seqlens_q,
+        seqused_k=seqused_k,
+        block_table=block_table,
+        sinks=sinks,
+        out=out,
+        k_scale=k_scale if isinstance(k_scale, torch.Tensor) else None,
+        v_scale=v_scale if isinstance(v_scale, torch.Tensor) else None,
+    )
     # the kernels write out while reading everything else: no element twice, no shared memory
     _checks.distinct_elements("out", out)
-    _checks.no_overlap("out", out, q=q, k_cache=k_cache, v_cache=v_cache, cu_seqlens_q=cu_seqlens_q,
-                       seqused_k=seqused_k, block_table=block_table, sinks=sinks, k_scale=k_scale, v_scale=v_scale)
+    _checks.no_overlap(
+        "out",
+        out,
+        q=q,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        cu_seqlens_q=cu_seqlens_q,
+        seqused_k=seqused_k,
+        block_table=block_table,
+        sinks=sinks,
+        k_scale=k_scale,
+        v_scale=v_scale,
+    )
     if _checks.indices_checked():
         _check_indices(cu_seqlens_q, seqused_k, block_table, num_tokens, num_blocks, block_size, max_seqlen_q)
 
 
-def _check_indices(cu_seqlens_q, seqused_k, block_table, num_tokens: int, num_blocks: int, block_size: int,
-                   max_seqlen_q: int) -> None:
+def _check_indices(
+    cu_seqlens_q, seqused_k, block_table, num_tokens: int, num_blocks: int, block_size: int, max_seqlen_q: int
+) -> None:
     """``TRITONKIT_CHECK_INDICES=1``: the index inputs' values (a device sync), each error naming the argument, the
     first bad value and its position; off, the kernels drop what these would refuse, inside the tensors' bounds."""
-    _checks.index_range("cu_seqlens_q", cu_seqlens_q, num_tokens + 1, f"token offsets into q ({num_tokens} tokens)",
-                        otherwise="a sequence whose rows fall outside q is not computed")
+    _checks.index_range(
+        "cu_seqlens_q",
+        cu_seqlens_q,
+        num_tokens + 1,
+        f"token offsets into q ({num_tokens} tokens)",
+        otherwise="a sequence whose rows fall outside q is not computed",
+    )
     _checks.nondecreasing("cu_seqlens_q", cu_seqlens_q, otherwise="a sequence of negative length is not computed")
-    _checks.at_most("query length (cu_seqlens_q[s + 1] - cu_seqlens_q[s])", cu_seqlens_q[1:] - cu_seqlens_q[:-1],
-                    "max_seqlen_q", max_seqlen_q)
+    _checks.at_most(
+        "query length (cu_seqlens_q[s + 1] - cu_seqlens_q[s])",
+        cu_seqlens_q[1:] - cu_seqlens_q[:-1],
+        "max_seqlen_q",
+        max_seqlen_q,
+    )
     width = block_table.shape[1]
-    _checks.index_range("seqused_k", seqused_k, width * block_size + 1, f"key counts (block_table's {width} blocks "
-                        f"x block_size {block_size} hold {width * block_size})", otherwise="that sequence sees no key")
+    _checks.index_range(
+        "seqused_k",
+        seqused_k,
+        width * block_size + 1,
+        f"key counts (block_table's {width} blocks x block_size {block_size} hold {width * block_size})",
+        otherwise="that sequence sees no key",
+    )
     # only the entries that hold a sequence's keys: the rest of a row is never read
     blocks = (seqused_k.to(torch.int64) + block_size - 1) // block_size
     used = torch.arange(width, device=block_table.device)[None, :] < blocks[:, None]
-    _checks.index_range("block_table", block_table, num_blocks, f"block ids of k_cache's {num_blocks} blocks",
-                        otherwise="such an id reads block 0", used=used)
+    _checks.index_range(
+        "block_table",
+        block_table,
+        num_blocks,
+        f"block ids of k_cache's {num_blocks} blocks",
+        otherwise="such an id reads block 0",
+        used=used,
+    )
 
 
-def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, cu_seqlens_q: torch.Tensor,
-                    seqused_k: torch.Tensor, block_table: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
-                    softmax_scale: float | None = None, causal: bool = True, window_size=(-1, -1),
-                    softcap: float = 0.0, sinks: torch.Tensor | None = None, out: torch.Tensor | None = None,
-                    k_scale=None, v_scale=None) -> torch.Tensor:
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    *,
+    cu_seqlens_q: torch.Tensor,
+    seqused_k: torch.Tensor,
+    block_table: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float | None = None,
+    causal: bool = True,
+    window_size=(-1, -1),
+    softcap: float = 0.0,
+    sinks: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    k_scale=None,
+    v_scale=None,
+) -> torch.Tensor:
     """Attention of a varlen batch of queries over a paged KV cache (decode, prefill, chunked prefill, mixed).
 
     q             ``[T, Hq, D]`` float16/bfloat16: the new tokens of every sequence, concatenated; contiguous in D.
@@ -368,16 +747,48 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     statistics and both dots accumulate in float32; the probabilities are rounded to q's dtype for the P @ V dot.
     No tensor data is read on the host: the call is CUDA-graph capturable.
     """
-    check_args(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
-           causal, window_size, softcap, sinks, out, k_scale, v_scale)
+    check_args(
+        q,
+        k_cache,
+        v_cache,
+        cu_seqlens_q,
+        seqused_k,
+        block_table,
+        max_seqlen_q,
+        max_seqlen_k,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        sinks,
+        out,
+        k_scale,
+        v_scale,
+    )
     scale = float(softmax_scale) if softmax_scale is not None else q.shape[-1] ** -0.5
     left, right = int(window_size[0]), int(window_size[1])
     softcap = float(softcap)
     if k_scale is not None:
         k_scale = _scale_tensor("k_scale", k_scale, q.device)
         v_scale = _scale_tensor("v_scale", v_scale, q.device)
-    args = (q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, scale, causal,
-            left, right, softcap, sinks, k_scale, v_scale)
+    args = (
+        q,
+        k_cache,
+        v_cache,
+        cu_seqlens_q,
+        seqused_k,
+        block_table,
+        max_seqlen_q,
+        max_seqlen_k,
+        scale,
+        causal,
+        left,
+        right,
+        softcap,
+        sinks,
+        k_scale,
+        v_scale,
+    )
     if through_dispatcher(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, out):
         if out is None:
             return torch.ops.tritonkit.paged_attention(*args)

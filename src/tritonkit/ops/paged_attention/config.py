@@ -166,8 +166,9 @@ def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
     return n * 2 if kv_elem_bytes == 1 else n
 
 
-def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int, kv_elem_bytes: int = 2,
-                  wide: bool = False) -> int:
+def num_kv_splits(
+    num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int, kv_elem_bytes: int = 2, wide: bool = False
+) -> int:
     """Splits of each sequence's KV range so that num_seqs x num_kv_heads x splits fills (without exceeding) one
     wave of resident decode programs (programs per SM x SMs), with at least MIN_KEYS_PER_SPLIT keys per split
     and at most MAX_SPLITS. Batches that fill a wave on their own get one split (no merge kernel). Wide programs
@@ -179,16 +180,31 @@ def num_kv_splits(num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int,
     return max(1, min(want, by_work, MAX_SPLITS))
 
 
-def decode_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int, num_kv_heads: int,
-                  max_keys: int, num_sms: int, max_seqlen_q: int = 1) -> DecodeConfig:
+def decode_config(
+    group: int,
+    head_dim: int,
+    kv_elem_bytes: int,
+    num_seqs: int,
+    num_kv_heads: int,
+    max_keys: int,
+    num_sms: int,
+    max_seqlen_q: int = 1,
+) -> DecodeConfig:
     block_m = decode_block_m(group, head_dim, max_seqlen_q)
     wide = block_m != _narrow_rows(group)
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes, wide)
     # 3 stages keep the paged loads in flight (Hopper)
     tiles_per_split = cdiv(cdiv(max(max_keys, 1), block_n), splits)
-    return DecodeConfig(block_m, block_n, block_m // group, splits, tiles_per_split,
-                        num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS, num_stages=3)
+    return DecodeConfig(
+        block_m,
+        block_n,
+        block_m // group,
+        splits,
+        tiles_per_split,
+        num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS,
+        num_stages=3,
+    )
 
 
 def prefill_tiles(num_seqs: int, num_tokens: int, max_seqlen_q: int, block_q: int) -> int:
@@ -197,9 +213,14 @@ def prefill_tiles(num_seqs: int, num_tokens: int, max_seqlen_q: int, block_q: in
     return max(1, min(num_seqs * cdiv(max(max_seqlen_q, 1), block_q), num_seqs + num_tokens // block_q))
 
 
-def prefill_splits(tiles: int, num_kv_heads: int, max_keys: int, num_sms: int,
-                   programs_per_sm: int = PREFILL_PROGRAMS_PER_SM,
-                   min_keys: int | None = None) -> int:
+def prefill_splits(
+    tiles: int,
+    num_kv_heads: int,
+    max_keys: int,
+    num_sms: int,
+    programs_per_sm: int = PREFILL_PROGRAMS_PER_SM,
+    min_keys: int | None = None,
+) -> int:
     """KV splits of each query tile: enough (tiles x kv_heads x splits) programs for programs_per_sm a SM, with at
     least min_keys keys a split (PREFILL_MIN_KEYS_PER_SPLIT) and at most MAX_SPLITS. A batch that fills the card,
     or whose tiles see few keys, gets one (no partials, no merge)."""
@@ -208,9 +229,17 @@ def prefill_splits(tiles: int, num_kv_heads: int, max_keys: int, num_sms: int,
     return max(1, min(want, max(max_keys, 1) // min_keys, MAX_SPLITS))
 
 
-def prefill_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int = 0, num_tokens: int = 0,
-                   max_seqlen_q: int = 0, num_kv_heads: int = 1, max_keys: int = 0,
-                   num_sms: int = DEFAULT_NUM_SMS) -> PrefillConfig:
+def prefill_config(
+    group: int,
+    head_dim: int,
+    kv_elem_bytes: int,
+    num_seqs: int = 0,
+    num_tokens: int = 0,
+    max_seqlen_q: int = 0,
+    num_kv_heads: int = 1,
+    max_keys: int = 0,
+    num_sms: int = DEFAULT_NUM_SMS,
+) -> PrefillConfig:
     """The prefill kernel's tile and KV splits for the batch, from host integers (H200 measurements:
     docs/notes/prefill-splits.md). Without the batch's integers (num_seqs 0): the largest tile, one split.
 
@@ -226,8 +255,9 @@ def prefill_config(group: int, head_dim: int, kv_elem_bytes: int, num_seqs: int 
 
     def fit(cfg: PrefillConfig, per_sm: int = PREFILL_PROGRAMS_PER_SM, min_keys: int | None = None):
         tiles = prefill_tiles(num_seqs, num_tokens, max_seqlen_q, cfg.block_q)
-        return dataclasses.replace(cfg, num_splits=prefill_splits(tiles, num_kv_heads, max_keys, num_sms, per_sm,
-                                                                  min_keys))
+        return dataclasses.replace(
+            cfg, num_splits=prefill_splits(tiles, num_kv_heads, max_keys, num_sms, per_sm, min_keys)
+        )
 
     def programs(cfg: PrefillConfig) -> int:
         return prefill_tiles(num_seqs, num_tokens, max_seqlen_q, cfg.block_q) * num_kv_heads
@@ -289,12 +319,14 @@ def max_keys_needed(max_seqlen_q: int, max_seqlen_k: int, window_left: int) -> i
 @functools.lru_cache(maxsize=None)
 def _cuda_sms(index: int) -> int:
     import torch
+
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def num_sms(device) -> int:
     if getattr(device, "type", None) == "cuda":
         import torch
+
         return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
     return DEFAULT_NUM_SMS
 

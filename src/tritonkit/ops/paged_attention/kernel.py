@@ -42,8 +42,16 @@ def _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q: tl.constexpr):
 
 
 @triton.jit
-def _key_tiles(qpos_lo, qpos_hi, seqlen_k, win_left, win_right, BLOCK_N: tl.constexpr,
-               LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr):
+def _key_tiles(
+    qpos_lo,
+    qpos_hi,
+    seqlen_k,
+    win_left,
+    win_right,
+    BLOCK_N: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr,
+    LIMIT_RIGHT: tl.constexpr,
+):
     """KV tile bounds ``lo <= a <= b <= hi`` for query rows at positions [qpos_lo, qpos_hi]: every row sees every
     key of tiles [a, b) (no mask needed); tiles [lo, a) and [b, hi) hold some keys a row must not see."""
     key_hi = seqlen_k
@@ -64,8 +72,18 @@ def _key_tiles(qpos_lo, qpos_hi, seqlen_k, win_left, win_right, BLOCK_N: tl.cons
 
 
 @triton.jit
-def _load_kv_tile(base, page, slot, stride_page, stride_slot, offs_d, mask_n,
-                  HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, MASKED: tl.constexpr):
+def _load_kv_tile(
+    base,
+    page,
+    slot,
+    stride_page,
+    stride_slot,
+    offs_d,
+    mask_n,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    MASKED: tl.constexpr,
+):
     ptrs = base + (page * stride_page + slot * stride_slot)[:, None] + offs_d[None, :]  # [BLOCK_N, HEAD_DIM_PAD]
     if MASKED:
         if HEAD_DIM == HEAD_DIM_PAD:
@@ -93,12 +111,35 @@ def _load_pages(bt_row, offs_n, limit, num_blocks, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
-def _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, start_n, seqlen_k, win_left, win_right,
-                 qk_scale, softcap_in, softcap_out,
-                 stride_kb, stride_ks, stride_vb, stride_vs,
-                 BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 HEAD_DIM_PAD: tl.constexpr, MASKED: tl.constexpr, LIMIT_LEFT: tl.constexpr,
-                 LIMIT_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr):
+def _attend_tile(
+    acc,
+    m_i,
+    l_i,
+    q,
+    qpos,
+    k_base,
+    v_base,
+    page,
+    start_n,
+    seqlen_k,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    stride_kb,
+    stride_ks,
+    stride_vb,
+    stride_vs,
+    BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    MASKED: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr,
+    LIMIT_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+):
     """One online-softmax step over keys [start_n, start_n + BLOCK_N), scores in the log2 domain. MASKED tiles
     mask keys past seqlen_k (their loads too) and outside each row's causal/window range; interior tiles do
     neither."""
@@ -142,20 +183,73 @@ def _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, start_n, seqlen_k
 
 
 @triton.jit
-def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, num_blocks, page_first, lo, a, b, hi, seqlen_k,
-                  win_left, win_right, qk_scale, softcap_in, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs,
-                  BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-                  HEAD_DIM_PAD: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
-                  SOFTCAP: tl.constexpr):
+def _attend_range(
+    acc,
+    m_i,
+    l_i,
+    q,
+    qpos,
+    k_base,
+    v_base,
+    bt_row,
+    num_blocks,
+    page_first,
+    lo,
+    a,
+    b,
+    hi,
+    seqlen_k,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    stride_kb,
+    stride_ks,
+    stride_vb,
+    stride_vs,
+    BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr,
+    LIMIT_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+):
     """Tiles [lo, hi) with the edges [lo, a) and [b, hi) masked and the interior [a, b) not. ``page_first``: the
     pages of tile ``a`` (read only when a < b), loaded by the caller so the load can start as early as it knows a."""
     offs_n = tl.arange(0, BLOCK_N)
     for j in range(lo, a):
         page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
-        acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, j * BLOCK_N, seqlen_k,
-                                     win_left, win_right, qk_scale, softcap_in, softcap_out,
-                                     stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
-                                     HEAD_DIM_PAD, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+        acc, m_i, l_i = _attend_tile(
+            acc,
+            m_i,
+            l_i,
+            q,
+            qpos,
+            k_base,
+            v_base,
+            page,
+            j * BLOCK_N,
+            seqlen_k,
+            win_left,
+            win_right,
+            qk_scale,
+            softcap_in,
+            softcap_out,
+            stride_kb,
+            stride_ks,
+            stride_vb,
+            stride_vs,
+            BLOCK_N,
+            BLOCK_SIZE,
+            HEAD_DIM,
+            HEAD_DIM_PAD,
+            True,
+            LIMIT_LEFT,
+            LIMIT_RIGHT,
+            SOFTCAP,
+        )
     # the interior reads each tile's block-table entries one iteration ahead, so the K/V loads of a tile do not
     # wait on a load issued in the same iteration (deeper software pipelining of the paged gathers); Triton's own
     # pipelining of these indirect loads was slower (docs/notes/paged-attention-kv-loop.md)
@@ -163,16 +257,66 @@ def _attend_range(acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, num_blocks, pa
     for j in range(a, b):
         page = page_next
         page_next = _load_pages(bt_row, (j + 1) * BLOCK_N + offs_n, b * BLOCK_N, num_blocks, BLOCK_SIZE)
-        acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, j * BLOCK_N, seqlen_k,
-                                     win_left, win_right, qk_scale, softcap_in, softcap_out,
-                                     stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
-                                     HEAD_DIM_PAD, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+        acc, m_i, l_i = _attend_tile(
+            acc,
+            m_i,
+            l_i,
+            q,
+            qpos,
+            k_base,
+            v_base,
+            page,
+            j * BLOCK_N,
+            seqlen_k,
+            win_left,
+            win_right,
+            qk_scale,
+            softcap_in,
+            softcap_out,
+            stride_kb,
+            stride_ks,
+            stride_vb,
+            stride_vs,
+            BLOCK_N,
+            BLOCK_SIZE,
+            HEAD_DIM,
+            HEAD_DIM_PAD,
+            False,
+            LIMIT_LEFT,
+            LIMIT_RIGHT,
+            SOFTCAP,
+        )
     for j in range(b, hi):
         page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
-        acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q, qpos, k_base, v_base, page, j * BLOCK_N, seqlen_k,
-                                     win_left, win_right, qk_scale, softcap_in, softcap_out,
-                                     stride_kb, stride_ks, stride_vb, stride_vs, BLOCK_N, BLOCK_SIZE, HEAD_DIM,
-                                     HEAD_DIM_PAD, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+        acc, m_i, l_i = _attend_tile(
+            acc,
+            m_i,
+            l_i,
+            q,
+            qpos,
+            k_base,
+            v_base,
+            page,
+            j * BLOCK_N,
+            seqlen_k,
+            win_left,
+            win_right,
+            qk_scale,
+            softcap_in,
+            softcap_out,
+            stride_kb,
+            stride_ks,
+            stride_vb,
+            stride_vs,
+            BLOCK_N,
+            BLOCK_SIZE,
+            HEAD_DIM,
+            HEAD_DIM_PAD,
+            True,
+            LIMIT_LEFT,
+            LIMIT_RIGHT,
+            SOFTCAP,
+        )
     return acc, m_i, l_i
 
 
@@ -194,19 +338,66 @@ def _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS: tl.constexpr, KV_F
     return inv
 
 
-@triton.jit(do_not_specialize=["num_splits", "tiles_per_split", "bt_width", "num_tokens", "num_blocks", "win_left",
-                               "win_right", "stride_bt"])
+@triton.jit(
+    do_not_specialize=[
+        "num_splits",
+        "tiles_per_split",
+        "bt_width",
+        "num_tokens",
+        "num_blocks",
+        "win_left",
+        "win_right",
+        "stride_bt",
+    ]
+)
 def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows follow the longest query: 2 buckets
-    q_ptr, k_ptr, v_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr,
-    cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
-    num_splits, tiles_per_split, bt_width, num_tokens, num_blocks, win_left, win_right, qk_scale, softcap_in,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    cu_seqlens_q_ptr,
+    seqused_k_ptr,
+    block_table_ptr,
+    sinks_ptr,
+    k_scale_ptr,
+    v_scale_ptr,
+    num_splits,
+    tiles_per_split,
+    bt_width,
+    num_tokens,
+    num_blocks,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
     softcap_out,
-    stride_qt, stride_qh, stride_ot, stride_oh,
-    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, MAX_Q: tl.constexpr,
-    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, SINKS: tl.constexpr,
-    KV_FP8: tl.constexpr, PDL_TRIGGER: tl.constexpr,
+    stride_qt,
+    stride_qh,
+    stride_ot,
+    stride_oh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_vb,
+    stride_vs,
+    stride_vh,
+    stride_bt,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    MAX_Q: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr,
+    LIMIT_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    SINKS: tl.constexpr,
+    KV_FP8: tl.constexpr,
+    PDL_TRIGGER: tl.constexpr,
 ):
     """Flash-decoding: program (sequence, KV head, split) attends the split's share of the sequence's KV tiles
     for all ``q_len <= MAX_Q`` query tokens x GROUP query heads of that KV head (BLOCK_M rows), so each KV tile
@@ -286,34 +477,66 @@ def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows follow 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc, m_i, l_i = _attend_range(
-        acc, m_i, l_i, q, qpos, k_base, v_base, bt_row, num_blocks, page_first, s_lo, s_a, s_b, s_hi,
-        seqlen_k, win_left, win_right, qk_scale_k, softcap_in_k, softcap_out,
-        stride_kb, stride_ks, stride_vb, stride_vs,
-        BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+        acc,
+        m_i,
+        l_i,
+        q,
+        qpos,
+        k_base,
+        v_base,
+        bt_row,
+        num_blocks,
+        page_first,
+        s_lo,
+        s_a,
+        s_b,
+        s_hi,
+        seqlen_k,
+        win_left,
+        win_right,
+        qk_scale_k,
+        softcap_in_k,
+        softcap_out,
+        stride_kb,
+        stride_ks,
+        stride_vb,
+        stride_vs,
+        BLOCK_N,
+        BLOCK_SIZE,
+        HEAD_DIM,
+        HEAD_DIM_PAD,
+        LIMIT_LEFT,
+        LIMIT_RIGHT,
+        SOFTCAP,
+    )
 
     if num_splits == 1:
         o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
         o_rows = (q_start + tok).to(tl.int64) * stride_ot + head.to(tl.int64) * stride_oh
-        tl.store(out_ptr + o_rows[:, None] + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
-                 mask=mask_m[:, None] & mask_d[None, :])
+        tl.store(
+            out_ptr + o_rows[:, None] + offs_d[None, :],
+            o.to(out_ptr.dtype.element_ty),
+            mask=mask_m[:, None] & mask_d[None, :],
+        )
     else:
         # partials [num_seqs, num_kv_heads, BLOCK_M, num_splits] (+ [HEAD_DIM]): one row's splits are contiguous
         row = ((pid_seq.to(tl.int64) * tl.num_programs(1) + pid_kvh) * BLOCK_M + offs_m) * num_splits + pid_split
         tl.store(part_m_ptr + row, m_i, mask=mask_m)
         tl.store(part_l_ptr + row, l_i, mask=mask_m)
-        tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc,
-                 mask=mask_m[:, None] & mask_d[None, :])
+        tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=mask_m[:, None] & mask_d[None, :])
 
 
 @triton.jit
-def _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d, mask_d,
-               HEAD_DIM: tl.constexpr):
+def _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d, mask_d, HEAD_DIM: tl.constexpr):
     """Merged (unnormalized acc, max, sum) of one query row's splits: every split's m, l and acc loaded at once."""
     mask_s = offs_s < num_splits
     m_s = tl.load(part_m_ptr + row + offs_s, mask=mask_s, other=float("-inf"))  # [MAX_SPLITS]
     l_s = tl.load(part_l_ptr + row + offs_s, mask=mask_s, other=0.0)
-    part = tl.load(part_acc_ptr + (row + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
-                   mask=mask_s[:, None] & mask_d[None, :], other=0.0)  # [MAX_SPLITS, HEAD_DIM_PAD]
+    part = tl.load(
+        part_acc_ptr + (row + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+        mask=mask_s[:, None] & mask_d[None, :],
+        other=0.0,
+    )  # [MAX_SPLITS, HEAD_DIM_PAD]
     m_max = tl.max(m_s, 0)
     m_use = tl.where(m_max == float("-inf"), 0.0, m_max)
     w = tl.math.exp2(m_s - m_use)
@@ -322,10 +545,26 @@ def _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, of
 
 @triton.jit(do_not_specialize=["num_splits", "num_tokens"])
 def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] rows follow the longest query: 2 buckets
-    out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, cu_seqlens_q_ptr, sinks_ptr, v_scale_ptr,
-    num_splits, num_tokens, stride_ot, stride_oh,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-    MAX_Q: tl.constexpr, MAX_SPLITS: tl.constexpr, SINKS: tl.constexpr, KV_FP8: tl.constexpr, PDL: tl.constexpr,
+    out_ptr,
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    cu_seqlens_q_ptr,
+    sinks_ptr,
+    v_scale_ptr,
+    num_splits,
+    num_tokens,
+    stride_ot,
+    stride_oh,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    MAX_Q: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
+    SINKS: tl.constexpr,
+    KV_FP8: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """Merges the decode kernel's splits: program (sequence, query head) rescales each split's partial sum by
     exp2(m_split - m_max) and divides by the rescaled sum of l (plus the head's sink).
@@ -348,11 +587,13 @@ def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] rows follow t
         q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
         q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
         gdc_wait()
-        acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d,
-                                       mask_d, HEAD_DIM)
+        acc, m_max, l_tot = _merge_row(
+            part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d, mask_d, HEAD_DIM
+        )
     else:
-        acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d,
-                                       mask_d, HEAD_DIM)
+        acc, m_max, l_tot = _merge_row(
+            part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d, mask_d, HEAD_DIM
+        )
         q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
         q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
     # as in the decode kernel: a sequence whose rows lie outside out is dropped
@@ -361,25 +602,85 @@ def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] rows follow t
     # one row per query token (more than one with speculative decoding): rows t * GROUP + head % GROUP
     for t in range(0, q_len):
         if t > 0:
-            acc, m_max, l_tot = _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row0 + t * GROUP * num_splits,
-                                           num_splits, offs_s, offs_d, mask_d, HEAD_DIM)
+            acc, m_max, l_tot = _merge_row(
+                part_acc_ptr,
+                part_m_ptr,
+                part_l_ptr,
+                row0 + t * GROUP * num_splits,
+                num_splits,
+                offs_s,
+                offs_d,
+                mask_d,
+                HEAD_DIM,
+            )
         o = acc * _out_scale(m_max, l_tot, sinks_ptr, pid_head, v_scale_ptr, SINKS, KV_FP8)
         o_row = (q_start + t).to(tl.int64) * stride_ot + pid_head.to(tl.int64) * stride_oh
         tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
 
 
-@triton.jit(do_not_specialize=["num_seqs", "bt_width", "num_tokens", "num_blocks", "win_left", "win_right",
-                               "stride_bt", "num_splits", "decode_max_q"])
+@triton.jit(
+    do_not_specialize=[
+        "num_seqs",
+        "bt_width",
+        "num_tokens",
+        "num_blocks",
+        "win_left",
+        "win_right",
+        "stride_bt",
+        "num_splits",
+        "decode_max_q",
+    ]
+)
 def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows and splitting follow the batch
-    q_ptr, k_ptr, v_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr,
-    cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr,
-    num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks, win_left, win_right, qk_scale, softcap_in, softcap_out,
-    stride_qt, stride_qh, stride_ot, stride_oh,
-    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt, num_splits, decode_max_q,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, SINKS: tl.constexpr,
-    KV_FP8: tl.constexpr, SPLIT: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    cu_seqlens_q_ptr,
+    seqused_k_ptr,
+    block_table_ptr,
+    sinks_ptr,
+    k_scale_ptr,
+    v_scale_ptr,
+    num_seqs,
+    num_kv_heads,
+    bt_width,
+    num_tokens,
+    num_blocks,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    stride_qt,
+    stride_qh,
+    stride_ot,
+    stride_oh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_vb,
+    stride_vs,
+    stride_vh,
+    stride_bt,
+    num_splits,
+    decode_max_q,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr,
+    LIMIT_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    SINKS: tl.constexpr,
+    KV_FP8: tl.constexpr,
+    SPLIT: tl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]): BLOCK_Q consecutive query tokens of one sequence x the GROUP query
     heads of the KV head (BLOCK_M rows) against the KV tiles they can see. grid[0] is (query tiles, KV heads)
@@ -445,8 +746,7 @@ def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows a
 
     first = t0.to(tl.int32)
     last = tl.minimum(first + BLOCK_Q, q_len) - 1
-    lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT,
-                              LIMIT_RIGHT)
+    lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT)
     kvh = pid_kvh.to(tl.int64)
     if SPLIT:
         # this split's even share of the tile's KV range (the masked edges stay masked wherever they fall)
@@ -463,30 +763,77 @@ def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows a
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc, m_i, l_i = _attend_range(
-        acc, m_i, l_i, q, qpos, k_ptr + kvh * stride_kh, v_ptr + kvh * stride_vh, bt_row, num_blocks, page_first,
-        lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale_k, softcap_in_k, softcap_out,
-        stride_kb, stride_ks, stride_vb, stride_vs,
-        BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP)
+        acc,
+        m_i,
+        l_i,
+        q,
+        qpos,
+        k_ptr + kvh * stride_kh,
+        v_ptr + kvh * stride_vh,
+        bt_row,
+        num_blocks,
+        page_first,
+        lo,
+        a,
+        b,
+        hi,
+        seqlen_k,
+        win_left,
+        win_right,
+        qk_scale_k,
+        softcap_in_k,
+        softcap_out,
+        stride_kb,
+        stride_ks,
+        stride_vb,
+        stride_vs,
+        BLOCK_N,
+        BLOCK_SIZE,
+        HEAD_DIM,
+        HEAD_DIM_PAD,
+        LIMIT_LEFT,
+        LIMIT_RIGHT,
+        SOFTCAP,
+    )
 
     if SPLIT:
         row = (tl.program_id(0).to(tl.int64) * num_splits + tl.program_id(1)) * BLOCK_M + offs_m
         tl.store(part_m_ptr + row, m_i, mask=mask_m)
         tl.store(part_l_ptr + row, l_i, mask=mask_m)
-        tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc,
-                 mask=mask_m[:, None] & mask_d[None, :])
+        tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=mask_m[:, None] & mask_d[None, :])
     else:
         o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
         o_rows = (q_start + tok) * stride_ot + head.to(tl.int64) * stride_oh
-        tl.store(out_ptr + o_rows[:, None] + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
-                 mask=mask_m[:, None] & mask_d[None, :])
+        tl.store(
+            out_ptr + o_rows[:, None] + offs_d[None, :],
+            o.to(out_ptr.dtype.element_ty),
+            mask=mask_m[:, None] & mask_d[None, :],
+        )
 
 
 @triton.jit(do_not_specialize=["num_seqs", "num_splits", "num_tokens", "decode_max_q"])
 def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one per prefill tile-row bucket
-    out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, cu_seqlens_q_ptr, sinks_ptr, v_scale_ptr,
-    num_seqs, num_kv_heads, num_splits, num_tokens, decode_max_q, stride_ot, stride_oh,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_Q: tl.constexpr, ROWS: tl.constexpr, SINKS: tl.constexpr,
+    out_ptr,
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    cu_seqlens_q_ptr,
+    sinks_ptr,
+    v_scale_ptr,
+    num_seqs,
+    num_kv_heads,
+    num_splits,
+    num_tokens,
+    decode_max_q,
+    stride_ot,
+    stride_oh,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    ROWS: tl.constexpr,
+    SINKS: tl.constexpr,
     KV_FP8: tl.constexpr,
 ):
     """Merges the split prefill kernel's partials: program (prefill program, ROWS-row slice of its BLOCK_M rows)
@@ -519,8 +866,9 @@ def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one p
         row = row0 + s * BLOCK_M
         m_s = tl.load(part_m_ptr + row, mask=mask_r, other=float("-inf"))
         l_s = tl.load(part_l_ptr + row, mask=mask_r, other=0.0)
-        acc_s = tl.load(part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :],
-                        mask=mask_r[:, None] & mask_d[None, :], other=0.0)
+        acc_s = tl.load(
+            part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=mask_r[:, None] & mask_d[None, :], other=0.0
+        )
         m_new = tl.maximum(m_i, m_s)
         # rows with no key in any split so far keep m = -inf: subtract 0 so exp2 sees -inf, not NaN
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -531,5 +879,8 @@ def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one p
         m_i = m_new
     o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
     o_rows = (q_start + tok) * stride_ot + head.to(tl.int64) * stride_oh
-    tl.store(out_ptr + o_rows[:, None] + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
-             mask=mask_r[:, None] & mask_d[None, :])
+    tl.store(
+        out_ptr + o_rows[:, None] + offs_d[None, :],
+        o.to(out_ptr.dtype.element_ty),
+        mask=mask_r[:, None] & mask_d[None, :],
+    )

@@ -26,9 +26,23 @@ STEP_BUDGET_BYTES = 512 << 20
 CPU_STEP_BUDGET_BYTES = 8 << 20
 
 
-def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, block_table, softmax_scale=None,
-                              causal=True, window_size=(-1, -1), softcap=0.0, sinks=None, k_scale=None,
-                              v_scale=None, magnitude=False):
+def paged_attention_reference(
+    q,
+    k_cache,
+    v_cache,
+    *,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    softmax_scale=None,
+    causal=True,
+    window_size=(-1, -1),
+    softcap=0.0,
+    sinks=None,
+    k_scale=None,
+    v_scale=None,
+    magnitude=False,
+):
     """Attention of each sequence's new query rows over its cached keys.
 
     q: [num_tokens, Hq, D]; sequence s owns rows cu_seqlens_q[s]:cu_seqlens_q[s + 1] (n of them) and attends its
@@ -48,7 +62,7 @@ def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, b
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
-    scale = head_dim ** -0.5 if softmax_scale is None else float(softmax_scale)
+    scale = head_dim**-0.5 if softmax_scale is None else float(softmax_scale)
     left, right = window_size
     if causal:
         right = 0  # flash-attn: causal is a window whose right edge is the query itself
@@ -61,7 +75,7 @@ def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, b
     num_seqs = seqused_k.shape[0]
     # the one host read: sequence boundaries, then key counts
     bounds = torch.cat([cu_seqlens_q.long(), seqused_k.long()]).tolist()
-    cu, lens = bounds[:num_seqs + 1], bounds[len(cu_seqlens_q):]
+    cu, lens = bounds[: num_seqs + 1], bounds[len(cu_seqlens_q) :]
     buckets: dict[tuple[int, int], list[int]] = {}
     for s in range(num_seqs):
         n, n_keys = cu[s + 1] - cu[s], lens[s]
@@ -75,7 +89,7 @@ def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, b
         n_pages = math.ceil(n_keys / block_size)
         kpos = torch.arange(n_keys, device=dev)[None, :]  # [1, L]
         for b0 in range(0, len(seqs), batch):
-            sb = seqs[b0:b0 + batch]  # [B]
+            sb = seqs[b0 : b0 + batch]  # [B]
             pages = block_table[sb, :n_pages].long()  # [B, P]
             k = _gather(k_cache, pages, n_keys, compute, k_scale)  # [B, Hkv, L, D]
             v = _gather(v_cache, pages, n_keys, compute, v_scale)  # [B, Hkv, L, D]
@@ -96,8 +110,9 @@ def paged_attention_reference(q, k_cache, v_cache, *, cu_seqlens_q, seqused_k, b
     return out if magnitude else out.to(q.dtype)
 
 
-def _step_shape(budget: int, num_seqs: int, n: int, n_keys: int, num_heads: int, num_kv_heads: int,
-                head_dim: int) -> tuple[int, int]:
+def _step_shape(
+    budget: int, num_seqs: int, n: int, n_keys: int, num_heads: int, num_kv_heads: int, head_dim: int
+) -> tuple[int, int]:
     """(sequences, query rows) of one step under ``budget`` elements: as many whole sequences as fit; a sequence
     too large alone runs alone, in chunks of query rows (its keys and values stay whole: the oracle never splits L)."""
     kv = 2 * num_kv_heads * n_keys * head_dim  # one sequence's keys and values

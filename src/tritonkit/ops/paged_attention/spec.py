@@ -45,8 +45,9 @@ def _lengths(shape: Shape) -> tuple[list[int], list[int]]:
     n = shape["num_seqs"]
     q_lens, ctx = _per_seq(shape["q_len"], n), _per_seq(shape["context"], n)
     if len(q_lens) != n or len(ctx) != n:
-        raise ValueError(f"q_len and context must have num_seqs = {n} entries, got {shape['q_len']}, "
-                         f"{shape['context']}")
+        raise ValueError(
+            f"q_len and context must have num_seqs = {n} entries, got {shape['q_len']}, {shape['context']}"
+        )
     return q_lens, [c + q for c, q in zip(ctx, q_lens)]
 
 
@@ -99,8 +100,9 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
         kv_dtype = torch.float8_e4m3fn
         # per-tensor scales as reshape_and_cache(kv_cache_dtype="fp8") uses them: the cache holds x / scale
         # |x| <= 4.5 maps below e4m3's 448; the rare larger randn value saturates instead of becoming NaN
-        scales = {name: torch.full((1,), 4.5 / FP8_MAX, dtype=torch.float32, device=dev)
-                  for name in ("k_scale", "v_scale")}
+        scales = {
+            name: torch.full((1,), 4.5 / FP8_MAX, dtype=torch.float32, device=dev) for name in ("k_scale", "v_scale")
+        }
         k = torch.clamp(k / scales["k_scale"], -FP8_MAX, FP8_MAX)
         v = torch.clamp(v / scales["v_scale"], -FP8_MAX, FP8_MAX)
     nan = torch.tensor(float("nan"), device=dev)
@@ -134,14 +136,21 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
     return inputs
 
 
-_ARGS = ("cu_seqlens_q", "seqused_k", "block_table", "causal", "window_size", "softcap", "sinks", "k_scale",
-         "v_scale")
+_ARGS = ("cu_seqlens_q", "seqused_k", "block_table", "causal", "window_size", "softcap", "sinks", "k_scale", "v_scale")
 
 
 def call(inputs: dict) -> dict:
     kw = {k: inputs[k] for k in _ARGS if k in inputs}
-    return {"out": paged_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"],
-                                   max_seqlen_q=inputs["max_seqlen_q"], max_seqlen_k=inputs["max_seqlen_k"], **kw)}
+    return {
+        "out": paged_attention(
+            inputs["q"],
+            inputs["k_cache"],
+            inputs["v_cache"],
+            max_seqlen_q=inputs["max_seqlen_q"],
+            max_seqlen_k=inputs["max_seqlen_k"],
+            **kw,
+        )
+    }
 
 
 def reference(inputs: dict, dtype: torch.dtype) -> dict:
@@ -153,8 +162,7 @@ def error_scale(inputs: dict) -> dict:
     """sum(p |v|) / sum(p) per output element (the sink in the denominator): rounding each probability to q's dtype
     for the P @ V dot moves the output by at most the unit roundoff times this."""
     kw = {k: inputs[k] for k in _ARGS if k in inputs}
-    return {"out": paged_attention_reference(inputs["q"], inputs["k_cache"], inputs["v_cache"], magnitude=True,
-                                             **kw)}
+    return {"out": paged_attention_reference(inputs["q"], inputs["k_cache"], inputs["v_cache"], magnitude=True, **kw)}
 
 
 def _visible_keys(shape: Shape) -> tuple[int, int]:
@@ -202,8 +210,16 @@ def sweep_shape(model, num_tokens: int) -> Shape | None:
     if not model.has_attention:
         return None
     keys = max(1, min(SWEEP_CONTEXT, SWEEP_MAX_CACHE_TOKENS // num_tokens))
-    return Shape(num_seqs=num_tokens, q_len=1, context=keys - 1, num_heads=model.num_heads,
-                 num_kv_heads=model.num_kv_heads, head_dim=model.head_dim, block_size=16, causal=1)
+    return Shape(
+        num_seqs=num_tokens,
+        q_len=1,
+        context=keys - 1,
+        num_heads=model.num_heads,
+        num_kv_heads=model.num_kv_heads,
+        head_dim=model.head_dim,
+        block_size=16,
+        causal=1,
+    )
 
 
 #: the bench's series stop where one point's KV cache would pass this many tokens (4 GiB in bf16 at 8 KV heads x 128)
@@ -233,8 +249,9 @@ def sweep_series(model, num_tokens: int) -> dict[str, Shape | None]:
     --series`` picks some."""
     if not model.has_attention:
         return {}
-    heads = dict(num_heads=model.num_heads, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim,
-                 block_size=16, causal=1)
+    heads = dict(
+        num_heads=model.num_heads, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim, block_size=16, causal=1
+    )
     t = num_tokens
     out: dict[str, Shape | None] = {}
     for keys in SERIES_DECODE_KEYS:
@@ -242,17 +259,20 @@ def sweep_series(model, num_tokens: int) -> dict[str, Shape | None]:
         out[f"decode {keys // 1024}K keys"] = Shape(num_seqs=t, q_len=1, context=keys - 1, **heads) if fits else None
     out["prefill causal"] = Shape(num_seqs=1, q_len=t, context=0, **heads) if t >= SERIES_MIN_PROMPT else None
     c = SERIES_CHUNK_CONTEXT
-    out[f"chunked prefill to {c // 1024}K keys"] = (Shape(num_seqs=1, q_len=t, context=c - t, **heads)
-                                                   if SERIES_MIN_PROMPT <= t < c else None)
+    out[f"chunked prefill to {c // 1024}K keys"] = (
+        Shape(num_seqs=1, q_len=t, context=c - t, **heads) if SERIES_MIN_PROMPT <= t < c else None
+    )
     n = SERIES_SPEC_TOKENS
     for keys in SERIES_SPEC_KEYS:
         b = t // n
         fits = t % n == 0 and b >= 1 and b * keys <= SERIES_MAX_CACHE_TOKENS
         out[f"speculative {n} tokens at {keys // 1024}K keys"] = (
-            Shape(num_seqs=b, q_len=n, context=keys - n, **heads) if fits else None)
+            Shape(num_seqs=b, q_len=n, context=keys - n, **heads) if fits else None
+        )
     m = SERIES_MIXED_DECODE
     out[f"mixed: prompt + {m} decode at 4K"] = (
-        Shape(num_seqs=m + 1, q_len=(t - m,) + (1,) * m, context=(0,) + (4095,) * m, **heads) if t >= 2 * m else None)
+        Shape(num_seqs=m + 1, q_len=(t - m,) + (1,) * m, context=(0,) + (4095,) * m, **heads) if t >= 2 * m else None
+    )
     return out
 
 
@@ -321,15 +341,30 @@ _LARGE = (
 # |v| is (a 4096 x 256-token batch has elements past 1.1x a bound of u * 1). rtol stays the table's output
 # rounding; fp16 keeps 2u (u = 2^-11), as its rtol is tighter.
 _TOLERANCE = {
-    torch.bfloat16: Tolerance(8e-3, 1e-5, "P rounded to bf16 for the PV dot: u = 2^-8 of sum(p|v|)/sum(p) "
-                              "(error_scale), plus the table's output rounding", compute_eps=2.0 ** -8),
-    torch.float16: Tolerance(1e-3, 1e-5, "P rounded to fp16 for the PV dot: 2u = 2^-10 of sum(p|v|)/sum(p) "
-                             "(error_scale), plus the table's output rounding", compute_eps=2.0 ** -10),
+    torch.bfloat16: Tolerance(
+        8e-3,
+        1e-5,
+        "P rounded to bf16 for the PV dot: u = 2^-8 of sum(p|v|)/sum(p) "
+        "(error_scale), plus the table's output rounding",
+        compute_eps=2.0**-8,
+    ),
+    torch.float16: Tolerance(
+        1e-3,
+        1e-5,
+        "P rounded to fp16 for the PV dot: 2u = 2^-10 of sum(p|v|)/sum(p) "
+        "(error_scale), plus the table's output rounding",
+        compute_eps=2.0**-10,
+    ),
 }
 # Triton's interpreter truncates float32 -> bf16: P and out each lose up to a full ulp (2u), one-sided
 _INTERPRETER_TOLERANCE = {
-    torch.bfloat16: Tolerance(1.6e-2, 1e-5, "interpreter truncation: P to bf16 off by up to 2u = 2^-7 of "
-                              "sum(p|v|)/sum(p) (error_scale), out by two bf16 ulps", compute_eps=2.0 ** -7),
+    torch.bfloat16: Tolerance(
+        1.6e-2,
+        1e-5,
+        "interpreter truncation: P to bf16 off by up to 2u = 2^-7 of "
+        "sum(p|v|)/sum(p) (error_scale), out by two bf16 ulps",
+        compute_eps=2.0**-7,
+    ),
 }
 
 
@@ -337,9 +372,11 @@ def loaded_bounds(inputs: dict) -> dict[str, tuple[int, int]]:
     """What the kernels load, by the op's contract: token offsets within q, key counts within a row of the block
     table, physical pages within the cache."""
     bs = inputs["k_cache"].shape[-3]
-    return {"cu_seqlens_q_ptr": (0, inputs["q"].shape[0]),
-            "seqused_k_ptr": (0, inputs["block_table"].shape[1] * bs),
-            "block_table_ptr": (0, inputs["k_cache"].shape[0] - 1)}
+    return {
+        "cu_seqlens_q_ptr": (0, inputs["q"].shape[0]),
+        "seqused_k_ptr": (0, inputs["block_table"].shape[1] * bs),
+        "block_table_ptr": (0, inputs["k_cache"].shape[0] - 1),
+    }
 
 
 SPEC = OpSpec(
@@ -362,7 +399,7 @@ SPEC = OpSpec(
     peers={"vllm": peers.vllm},
     speed_of_light={"sdpa": peers.sdpa},
     not_compilable="its reference reads sequence lengths on the host and loops over them (a graph break per batch "
-                   "layout), so torch.compile of it is no peer; sdpa is the dense speed-of-light",
+    "layout), so torch.compile of it is no peer; sdpa is the dense speed-of-light",
     description="varlen attention over a paged KV cache (decode, prefill, mixed; GQA, causal, window, softcap, "
-                "sinks, fp8 cache)",
+    "sinks, fp8 cache)",
 )

@@ -29,9 +29,16 @@ def _native_fp8(device: torch.device) -> bool:
     return cap is None or cap >= (9, 0)
 
 
-def forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-            slot_mapping: torch.Tensor, kv_cache_dtype: str, k_scale: torch.Tensor | None,
-            v_scale: torch.Tensor | None) -> None:
+def forward(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    kv_cache_dtype: str,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
+) -> None:
     """The op's named surface: write key and value into the caller's caches on arguments check_args accepted."""
     num_tokens = slot_mapping.shape[0]  # key/value may hold more rows (padding to a CUDA-graph size)
     _, num_heads, head_dim = key.shape
@@ -47,23 +54,54 @@ def forward(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, val
     cfg = reshape_and_cache_config(num_heads, head_dim, key.element_size())
     grid = (cdiv(num_tokens, cfg.block_t), cdiv(num_heads, cfg.block_h))
     launch(
-        _reshape_and_cache_kernel, grid,
-        (key, value, key_cache, value_cache, slot_mapping,
-         k_scale if fp8 else slot_mapping, v_scale if fp8 else slot_mapping,
-         num_tokens, key_cache.shape[0] * key_cache.shape[1], num_heads, key_cache.shape[1],
-         key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
-         value_cache.stride(0), value_cache.stride(1), value_cache.stride(2)),
-        {"HEAD_DIM": head_dim, "BLOCK_T": cfg.block_t, "BLOCK_H": cfg.block_h, "BLOCK_D": cfg.block_d,
-         "FP8": fp8, "SOFT_FP8": soft_fp8},
+        _reshape_and_cache_kernel,
+        grid,
+        (
+            key,
+            value,
+            key_cache,
+            value_cache,
+            slot_mapping,
+            k_scale if fp8 else slot_mapping,
+            v_scale if fp8 else slot_mapping,
+            num_tokens,
+            key_cache.shape[0] * key_cache.shape[1],
+            num_heads,
+            key_cache.shape[1],
+            key.stride(0),
+            key.stride(1),
+            value.stride(0),
+            value.stride(1),
+            key_cache.stride(0),
+            key_cache.stride(1),
+            key_cache.stride(2),
+            value_cache.stride(0),
+            value_cache.stride(1),
+            value_cache.stride(2),
+        ),
+        {
+            "HEAD_DIM": head_dim,
+            "BLOCK_T": cfg.block_t,
+            "BLOCK_H": cfg.block_h,
+            "BLOCK_D": cfg.block_d,
+            "FP8": fp8,
+            "SOFT_FP8": soft_fp8,
+        },
         cfg.num_warps,
     )
 
 
 @torch.library.custom_op("tritonkit::reshape_and_cache", mutates_args=("key_cache", "value_cache"))
-def _reshape_and_cache_op(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
-                          value_cache: torch.Tensor, slot_mapping: torch.Tensor, kv_cache_dtype: str,
-                          k_scale: torch.Tensor | None, v_scale: torch.Tensor | None) -> None:
+def _reshape_and_cache_op(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    kv_cache_dtype: str,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
+) -> None:
     forward(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
 
 
@@ -74,8 +112,10 @@ def _(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale,
 
 def _check_scale(name: str, s) -> None:
     if not isinstance(s, torch.Tensor):
-        raise TypeError(f"{name} must be a float32 tensor of one element (the per-tensor fp8 scale, read on the "
-                        f"device), got {type(s).__name__}; wrap a float as torch.tensor([s], device=...)")
+        raise TypeError(
+            f"{name} must be a float32 tensor of one element (the per-tensor fp8 scale, read on the "
+            f"device), got {type(s).__name__}; wrap a float as torch.tensor([s], device=...)"
+        )
     if s.dtype != torch.float32:
         raise TypeError(f"{name} must have dtype float32, got {_checks.dtype_name(s.dtype)}")
     if s.numel() != 1:
@@ -94,31 +134,40 @@ def check_args(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
     if num_heads == 0 or head_dim == 0:
         raise ValueError(f"key must have at least one kv head and a non-empty head_dim, got shape {tuple(key.shape)}")
     if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise ValueError(f"kv_cache_dtype must be one of {', '.join(map(repr, KV_CACHE_DTYPES))}, "
-                         f"got {kv_cache_dtype!r}")
+        raise ValueError(
+            f"kv_cache_dtype must be one of {', '.join(map(repr, KV_CACHE_DTYPES))}, got {kv_cache_dtype!r}"
+        )
     fp8 = kv_cache_dtype != "auto"
     cache_dtypes = FP8_CACHE_DTYPES if fp8 else (key.dtype,)
     for name, cache in (("key_cache", key_cache), ("value_cache", value_cache)):
         _checks.tensor(name, cache, ndim=4, last_contiguous=True)
         if cache.dtype not in cache_dtypes:
-            want = ("float8_e4m3fn (or uint8 holding e4m3 bytes)" if fp8
-                    else f"key's dtype {_checks.dtype_name(key.dtype)}")
-            raise TypeError(f"{name} must have dtype {want} for kv_cache_dtype="
-                            f"{kv_cache_dtype!r}, got {_checks.dtype_name(cache.dtype)}")
+            want = (
+                "float8_e4m3fn (or uint8 holding e4m3 bytes)" if fp8 else f"key's dtype {_checks.dtype_name(key.dtype)}"
+            )
+            raise TypeError(
+                f"{name} must have dtype {want} for kv_cache_dtype="
+                f"{kv_cache_dtype!r}, got {_checks.dtype_name(cache.dtype)}"
+            )
         if tuple(cache.shape[2:]) != (num_heads, head_dim):
-            raise ValueError(f"{name} must have shape [num_blocks, block_size, {num_heads}, {head_dim}] "
-                             f"(num_kv_heads and head_dim of key), got {tuple(cache.shape)}")
+            raise ValueError(
+                f"{name} must have shape [num_blocks, block_size, {num_heads}, {head_dim}] "
+                f"(num_kv_heads and head_dim of key), got {tuple(cache.shape)}"
+            )
         if cache.shape[1] == 0:
             raise ValueError(f"{name} must have a block_size (dim 1) of at least 1, got shape {tuple(cache.shape)}")
     _checks.same_dtype("value_cache", value_cache, "key_cache", key_cache)
     _checks.shape_equal("value_cache", value_cache, tuple(key_cache.shape), "key_cache's shape")
     _checks.tensor("slot_mapping", slot_mapping, dtypes=_checks.INDEX_DTYPES, ndim=1, last_contiguous=True)
     if slot_mapping.shape[0] > num_tokens:
-        raise ValueError(f"slot_mapping must have at most {num_tokens} entries (one per row of key; key may hold "
-                         f"more rows, which are not written), got shape {tuple(slot_mapping.shape)}")
+        raise ValueError(
+            f"slot_mapping must have at most {num_tokens} entries (one per row of key; key may hold "
+            f"more rows, which are not written), got shape {tuple(slot_mapping.shape)}"
+        )
     scales = {n: s for n, s in (("k_scale", k_scale), ("v_scale", v_scale)) if isinstance(s, torch.Tensor)}
-    _checks.same_device(key=key, value=value, key_cache=key_cache, value_cache=value_cache,
-                        slot_mapping=slot_mapping, **scales)
+    _checks.same_device(
+        key=key, value=value, key_cache=key_cache, value_cache=value_cache, slot_mapping=slot_mapping, **scales
+    )
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
         if s is None:
             if fp8:
@@ -128,19 +177,42 @@ def check_args(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
     # the caches are written while key, value, the slots and the scales are read, and each other is written
     _checks.distinct_elements("key_cache", key_cache)
     _checks.distinct_elements("value_cache", value_cache)
-    _checks.no_overlap("value_cache", value_cache, key_cache=key_cache, key=key, value=value,
-                       slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale)
-    _checks.no_overlap("key_cache", key_cache, key=key, value=value, slot_mapping=slot_mapping, k_scale=k_scale,
-                       v_scale=v_scale)
+    _checks.no_overlap(
+        "value_cache",
+        value_cache,
+        key_cache=key_cache,
+        key=key,
+        value=value,
+        slot_mapping=slot_mapping,
+        k_scale=k_scale,
+        v_scale=v_scale,
+    )
+    _checks.no_overlap(
+        "key_cache", key_cache, key=key, value=value, slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale
+    )
     if _checks.indices_checked():
         num_slots = key_cache.shape[0] * key_cache.shape[1]
-        _checks.index_range("slot_mapping", slot_mapping, num_slots, f"cache slots (num_blocks x block_size = "
-                            f"{num_slots}; negative: padding)", low=None, otherwise="that token is not written")
+        _checks.index_range(
+            "slot_mapping",
+            slot_mapping,
+            num_slots,
+            f"cache slots (num_blocks x block_size = {num_slots}; negative: padding)",
+            low=None,
+            otherwise="that token is not written",
+        )
 
 
-def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                      slot_mapping: torch.Tensor, *, kv_cache_dtype: str = "auto",
-                      k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
+def reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    *,
+    kv_cache_dtype: str = "auto",
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
+) -> None:
     """Write ``key``/``value`` rows into the paged caches in place (vLLM's ``reshape_and_cache_flash``).
 
     key, value    ``[num_rows, num_kv_heads, head_dim]`` float16/bfloat16/float32, same dtype and shape. Any
@@ -168,8 +240,9 @@ def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.T
     """
     check_args(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
     if through_dispatcher(key, value, key_cache, value_cache, slot_mapping):
-        torch.ops.tritonkit.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
-                                              k_scale, v_scale)
+        torch.ops.tritonkit.reshape_and_cache(
+            key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale
+        )
         return None
     forward(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
     return None

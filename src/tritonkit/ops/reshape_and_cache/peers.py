@@ -34,9 +34,16 @@ def vllm(outputs: Callable[[dict], dict]) -> Callable[[OpSpec, torch.dtype], Pee
                 one = scales[key.device] = torch.ones((), dtype=torch.float32, device=key.device)
             k_scale = inputs.get("k_scale")
             v_scale = inputs.get("v_scale")
-            kernel(key, inputs["value"], inputs["key_cache"], inputs["value_cache"], inputs["slot_mapping"],
-                   inputs.get("kv_cache_dtype", "auto"),
-                   one if k_scale is None else k_scale, one if v_scale is None else v_scale)
+            kernel(
+                key,
+                inputs["value"],
+                inputs["key_cache"],
+                inputs["value_cache"],
+                inputs["slot_mapping"],
+                inputs.get("kv_cache_dtype", "auto"),
+                one if k_scale is None else k_scale,
+                one if v_scale is None else v_scale,
+            )
             return outputs(inputs)
 
         return Peer(f"{mod_name}.triton_reshape_and_cache_flash", fn, (mod_name,))

@@ -18,8 +18,9 @@ def quantize_e4m3(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return q.clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
 
 
-def reshape_and_cache_reference(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype="auto",
-                                k_scale=None, v_scale=None):
+def reshape_and_cache_reference(
+    key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype="auto", k_scale=None, v_scale=None
+):
     """Write into ``key_cache``/``value_cache`` in place, as the op does, and return them."""
     valid = slot_mapping >= 0
     padded = not bool(valid.all())

@@ -27,10 +27,10 @@ V_SCALE_RATIO = 1.37
 
 def _fp8_k_scale(family: str, dtype: torch.dtype) -> float:
     if family == "tiny":
-        return torch.finfo(dtype).tiny * 2.0 ** 7
+        return torch.finfo(dtype).tiny * 2.0**7
     if family == "near_max":
         return 2.0 ** round(math.log2(0.7 * torch.finfo(dtype).max / 448.0))
-    return 2.0 ** -5
+    return 2.0**-5
 
 
 def _slot_mapping(shape: Shape, fill) -> torch.Tensor:
@@ -43,7 +43,7 @@ def _slot_mapping(shape: Shape, fill) -> torch.Tensor:
     slots = (total - 1) - fill.randperm(span)[:t]
     every = shape["padding"]
     if every:
-        slots[every - 1::every] = -1
+        slots[every - 1 :: every] = -1
     return slots.to(getattr(torch, shape["slot_dtype"]))
 
 
@@ -74,11 +74,18 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
         hq = 2 * h  # query heads ahead of k and v in the fused projection's output
         # odd_views: a token stride that is no multiple of 16 elements, so no 16-byte vectors
         qkv = fill((t, (hq + 2 * h) * d + (5 if shape["layout"] == "odd_views" else 0)), dtype)
-        key = qkv[:, hq * d:(hq + h) * d].view(t, h, d)
-        value = qkv[:, (hq + h) * d:(hq + 2 * h) * d].view(t, h, d)
+        key = qkv[:, hq * d : (hq + h) * d].view(t, h, d)
+        value = qkv[:, (hq + h) * d : (hq + 2 * h) * d].view(t, h, d)
     key_cache, value_cache, guard = _caches(shape, torch.float8_e4m3fn if fp8 else dtype, fill.device)
-    inputs = {"key": key, "value": value, "key_cache": key_cache, "value_cache": value_cache,
-              "slot_mapping": _slot_mapping(shape, fill), "kv_cache_dtype": shape["kv_cache_dtype"], "guard": guard}
+    inputs = {
+        "key": key,
+        "value": value,
+        "key_cache": key_cache,
+        "value_cache": value_cache,
+        "slot_mapping": _slot_mapping(shape, fill),
+        "kv_cache_dtype": shape["kv_cache_dtype"],
+        "guard": guard,
+    }
     if fp8:
         s = _fp8_k_scale(fill.family, dtype)
         inputs["k_scale"] = torch.full((1,), s, dtype=torch.float32, device=fill.device)
@@ -96,19 +103,37 @@ def outputs(inputs: dict) -> dict:
 
 
 def call(inputs: dict) -> dict:
-    reshape_and_cache(inputs["key"], inputs["value"], inputs["key_cache"], inputs["value_cache"],
-                      inputs["slot_mapping"], kv_cache_dtype=inputs["kv_cache_dtype"],
-                      k_scale=inputs.get("k_scale"), v_scale=inputs.get("v_scale"))
+    reshape_and_cache(
+        inputs["key"],
+        inputs["value"],
+        inputs["key_cache"],
+        inputs["value_cache"],
+        inputs["slot_mapping"],
+        kv_cache_dtype=inputs["kv_cache_dtype"],
+        k_scale=inputs.get("k_scale"),
+        v_scale=inputs.get("v_scale"),
+    )
     return outputs(inputs)
 
 
 def reference(inputs: dict, dtype: torch.dtype) -> dict:
-    kc, vc = reshape_and_cache_reference(inputs["key"], inputs["value"], inputs["key_cache"], inputs["value_cache"],
-                                         inputs["slot_mapping"], inputs["kv_cache_dtype"], inputs.get("k_scale"),
-                                         inputs.get("v_scale"))
+    kc, vc = reshape_and_cache_reference(
+        inputs["key"],
+        inputs["value"],
+        inputs["key_cache"],
+        inputs["value_cache"],
+        inputs["slot_mapping"],
+        inputs["kv_cache_dtype"],
+        inputs.get("k_scale"),
+        inputs.get("v_scale"),
+    )
     out = {"key_cache": kc, "value_cache": vc}
-    out.update({f"guard{i}": torch.full(g.shape, math.nan, dtype=torch.float64, device=kc.device)
-                for i, g in enumerate(inputs["guard"])})
+    out.update(
+        {
+            f"guard{i}": torch.full(g.shape, math.nan, dtype=torch.float64, device=kc.device)
+            for i, g in enumerate(inputs["guard"])
+        }
+    )
     return out
 
 
@@ -135,15 +160,31 @@ SWEEP_BLOCK_SIZE = 16
 def sweep_shape(model, num_tokens: int) -> Shape | None:
     if not model.has_attention:
         return None
-    return Shape(num_tokens=num_tokens, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim,
-                 block_size=SWEEP_BLOCK_SIZE, num_blocks=-(-num_tokens // SWEEP_BLOCK_SIZE) + 1,
-                 kv_cache_dtype="fp8" if model.name in FP8_SWEEP_MODELS else "auto", layout="packed", padding=0,
-                 slot_dtype="int64")
+    return Shape(
+        num_tokens=num_tokens,
+        num_kv_heads=model.num_kv_heads,
+        head_dim=model.head_dim,
+        block_size=SWEEP_BLOCK_SIZE,
+        num_blocks=-(-num_tokens // SWEEP_BLOCK_SIZE) + 1,
+        kv_cache_dtype="fp8" if model.name in FP8_SWEEP_MODELS else "auto",
+        layout="packed",
+        padding=0,
+        slot_dtype="int64",
+    )
 
 
 def _shape(t, h, d, bs, nb, kv="auto", layout="packed", padding=0, slot_dtype="int64") -> Shape:
-    return Shape(num_tokens=t, num_kv_heads=h, head_dim=d, block_size=bs, num_blocks=nb, kv_cache_dtype=kv,
-                 layout=layout, padding=padding, slot_dtype=slot_dtype)
+    return Shape(
+        num_tokens=t,
+        num_kv_heads=h,
+        head_dim=d,
+        block_size=bs,
+        num_blocks=nb,
+        kv_cache_dtype=kv,
+        layout=layout,
+        padding=padding,
+        slot_dtype=slot_dtype,
+    )
 
 
 _BOUNDARY = (
@@ -195,5 +236,5 @@ SPEC = OpSpec(
     inplace=("key_cache", "value_cache", "guard0", "guard1", "guard2", "guard3"),
     peers={"vllm": peers.vllm(outputs)},
     description="write key/value rows into a paged KV cache at slot_mapping (vLLM's reshape_and_cache_flash), "
-                "optionally quantized to fp8 e4m3 with per-tensor scales",
+    "optionally quantized to fp8 e4m3 with per-tensor scales",
 )

@@ -12,8 +12,14 @@ from .config import rms_norm_config
 from .kernel import _rms_norm_fwd_kernel
 
 
-def launch_into(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None,
-                y: torch.Tensor, r: torch.Tensor | None) -> None:
+def launch_into(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    residual: torch.Tensor | None,
+    y: torch.Tensor,
+    r: torch.Tensor | None,
+) -> None:
     """``y`` and ``r`` are outputs of x's shape whose rows can be addressed by one stride (fresh contiguous ones,
     or the caller's, which may be x and residual themselves: each row is read before it is written)."""
     hidden = x.shape[-1]
@@ -28,11 +34,23 @@ def launch_into(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: tor
         residual, stride_res = _checks.rows_and_stride("residual", residual)
         r, stride_r = _checks.rows_and_stride("residual", r, output=True)
     launch(
-        _rms_norm_fwd_kernel, (n_rows,),
-        (x, residual if has_res else x, weight, y, r if has_res else y,
-         stride_x, stride_res if has_res else 0, stride_y, stride_r if has_res else 0,
-         hidden, eps),
-        {"HAS_RESIDUAL": has_res, "BLOCK": cfg.block, "SINGLE_PASS": cfg.single_pass}, cfg.num_warps,
+        _rms_norm_fwd_kernel,
+        (n_rows,),
+        (
+            x,
+            residual if has_res else x,
+            weight,
+            y,
+            r if has_res else y,
+            stride_x,
+            stride_res if has_res else 0,
+            stride_y,
+            stride_r if has_res else 0,
+            hidden,
+            eps,
+        ),
+        {"HAS_RESIDUAL": has_res, "BLOCK": cfg.block, "SINGLE_PASS": cfg.single_pass},
+        cfg.num_warps,
     )
 
 
@@ -43,8 +61,9 @@ def forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return y
 
 
-def _forward_fused(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                   eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _forward_fused(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     y = _alloc.empty(x.shape, x.dtype, x.device)
     r = _alloc.empty(x.shape, x.dtype, x.device)
     launch_into(x, weight, eps, residual, y, r)
@@ -62,8 +81,9 @@ def _(x, weight, eps):
 
 
 @torch.library.custom_op("tritonkit::fused_add_rms_norm", mutates_args=())
-def _fused_add_rms_norm_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                           eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _fused_add_rms_norm_op(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     return _forward_fused(x, residual, weight, eps)
 
 
@@ -80,8 +100,9 @@ def check_args(x, weight, eps, residual, x_name: str = "x", eps_name: str = "eps
         raise ValueError(f"{x_name} must have a non-empty last (hidden) dimension, got shape {tuple(x.shape)}")
     _checks.tensor("weight", weight, dtypes=_checks.FLOAT_DTYPES, ndim=1, last_contiguous=True)
     if weight.shape[0] != x.shape[-1]:
-        raise ValueError(f"weight must have shape ({x.shape[-1]},) to match {x_name}'s hidden size, got "
-                         f"{tuple(weight.shape)}")
+        raise ValueError(
+            f"weight must have shape ({x.shape[-1]},) to match {x_name}'s hidden size, got {tuple(weight.shape)}"
+        )
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
         raise ValueError(f"{eps_name} must be a non-negative float, got {eps!r}")
     if residual is not None:

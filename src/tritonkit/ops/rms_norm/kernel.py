@@ -6,9 +6,17 @@ FLT_MAX = tl.constexpr(3.4028234663852886e38)
 
 @triton.jit
 def _rms_norm_fwd_kernel(
-    x_ptr, res_ptr, w_ptr, y_ptr, r_ptr,
-    stride_x, stride_res, stride_y, stride_r,
-    hidden, eps,
+    x_ptr,
+    res_ptr,
+    w_ptr,
+    y_ptr,
+    r_ptr,
+    stride_x,
+    stride_res,
+    stride_y,
+    stride_r,
+    hidden,
+    eps,
     HAS_RESIDUAL: tl.constexpr,
     BLOCK: tl.constexpr,
     SINGLE_PASS: tl.constexpr,

@@ -61,8 +61,10 @@ SPEC = OpSpec(
     boundary=_BOUNDARY,
     sweep_shape=sweep_shape,
     # 2^31 + 4096 elements: row offsets past int32 (pid * stride) on both sides of the residual fusion
-    large=(Shape(num_tokens=(1 << 31) // 4096 + 1, hidden=4096, residual=0),
-           Shape(num_tokens=(1 << 31) // 4096 + 1, hidden=4096, residual=1)),
+    large=(
+        Shape(num_tokens=(1 << 31) // 4096 + 1, hidden=4096, residual=0),
+        Shape(num_tokens=(1 << 31) // 4096 + 1, hidden=4096, residual=1),
+    ),
     work=work,
     families=("randn", "near_max", "tiny", "constant", "outlier", "cancellation"),
     description="RMSNorm over the last dim, optionally fused with a residual add (vLLM's fused_add_rms_norm)",

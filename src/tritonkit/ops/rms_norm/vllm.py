@@ -40,8 +40,7 @@ def rms_norm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsil
 
 
 @torch.library.custom_op("tritonkit::vllm_fused_add_rms_norm", mutates_args=("input", "residual"))
-def _fused_add_rms_norm_op(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                           epsilon: float) -> None:
+def _fused_add_rms_norm_op(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
     api.launch_into(input, weight, epsilon, residual, input, residual)
 
 

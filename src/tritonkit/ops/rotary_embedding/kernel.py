@@ -4,7 +4,15 @@ import triton.language as tl
 
 @triton.jit
 def _rotate_heads(
-    x_ptr, stride_t, stride_h, num_heads, head_start, offs_t, mask_t, cs, mask_cs,
+    x_ptr,
+    stride_t,
+    stride_h,
+    num_heads,
+    head_start,
+    offs_t,
+    mask_t,
+    cs,
+    mask_cs,
     ROT_HALF: tl.constexpr,
     IS_NEOX: tl.constexpr,
     BLOCK_T: tl.constexpr,
@@ -43,9 +51,20 @@ def _rotate_heads(
 
 @triton.jit(do_not_specialize=["num_tokens"])
 def _rotary_embedding_fwd_kernel(
-    pos_ptr, q_ptr, k_ptr, cache_ptr,
-    num_tokens, num_q_heads, num_k_heads, max_position,
-    stride_pos, stride_qt, stride_qh, stride_kt, stride_kh, stride_cache,
+    pos_ptr,
+    q_ptr,
+    k_ptr,
+    cache_ptr,
+    num_tokens,
+    num_q_heads,
+    num_k_heads,
+    max_position,
+    stride_pos,
+    stride_qt,
+    stride_qh,
+    stride_kt,
+    stride_kh,
+    stride_cache,
     ROT_HALF: tl.constexpr,
     IS_NEOX: tl.constexpr,
     BLOCK_T: tl.constexpr,
@@ -68,8 +87,36 @@ def _rotary_embedding_fwd_kernel(
     cs = cache_ptr + pos[:, None] * stride_cache + offs_j[None, :]  # [BLOCK_T, BLOCK_HALF]
     n_q_blocks = tl.cdiv(num_q_heads, BLOCK_HQ)
     if pid_h < n_q_blocks:
-        _rotate_heads(q_ptr, stride_qt, stride_qh, num_q_heads, pid_h * BLOCK_HQ, offs_t, mask_t, cs, mask_cs,
-                      ROT_HALF, IS_NEOX, BLOCK_T, BLOCK_HQ, BLOCK_HALF)
+        _rotate_heads(
+            q_ptr,
+            stride_qt,
+            stride_qh,
+            num_q_heads,
+            pid_h * BLOCK_HQ,
+            offs_t,
+            mask_t,
+            cs,
+            mask_cs,
+            ROT_HALF,
+            IS_NEOX,
+            BLOCK_T,
+            BLOCK_HQ,
+            BLOCK_HALF,
+        )
     else:
-        _rotate_heads(k_ptr, stride_kt, stride_kh, num_k_heads, (pid_h - n_q_blocks) * BLOCK_HK, offs_t, mask_t,
-                      cs, mask_cs, ROT_HALF, IS_NEOX, BLOCK_T, BLOCK_HK, BLOCK_HALF)
+        _rotate_heads(
+            k_ptr,
+            stride_kt,
+            stride_kh,
+            num_k_heads,
+            (pid_h - n_q_blocks) * BLOCK_HK,
+            offs_t,
+            mask_t,
+            cs,
+            mask_cs,
+            ROT_HALF,
+            IS_NEOX,
+            BLOCK_T,
+            BLOCK_HK,
+            BLOCK_HALF,
+        )

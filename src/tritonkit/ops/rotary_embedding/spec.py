@@ -26,8 +26,9 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
         positions[0], positions[-1] = max_pos - 1, 0
     inputs = {
         "positions": positions,
-        "cos_sin_cache": _cos_sin_cache(max_pos, shape["rot_dim"], torch.float32 if shape["cache_fp32"] else dtype,
-                                        fill.device),
+        "cos_sin_cache": _cos_sin_cache(
+            max_pos, shape["rot_dim"], torch.float32 if shape["cache_fp32"] else dtype, fill.device
+        ),
         "is_neox": bool(shape["is_neox"]),
     }
     if fill.family == "near_max" and fill.device.type != "meta":
@@ -48,7 +49,7 @@ def _q_k(inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
         return inputs["q"], inputs["k"]
     qkv, hq, hk = inputs["qkv"], inputs["num_q_heads"], inputs["num_kv_heads"]
     t, d = qkv.shape[0], qkv.shape[1] // (hq + 2 * hk)
-    return qkv[:, :hq * d].view(t, hq, d), qkv[:, hq * d:(hq + hk) * d].view(t, hk, d)
+    return qkv[:, : hq * d].view(t, hq, d), qkv[:, hq * d : (hq + hk) * d].view(t, hk, d)
 
 
 def call(inputs: dict) -> dict:
@@ -61,18 +62,20 @@ def reference(inputs: dict, dtype: torch.dtype) -> dict:
     if "qkv" not in inputs:
         return {"q": q, "k": k}
     t = q.shape[0]
-    return {"qkv": torch.cat((q.reshape(t, -1), k.reshape(t, -1), inputs["qkv"][:, q[0].numel() + k[0].numel():]),
-                             dim=1)}
+    return {
+        "qkv": torch.cat((q.reshape(t, -1), k.reshape(t, -1), inputs["qkv"][:, q[0].numel() + k[0].numel() :]), dim=1)
+    }
 
 
 def error_scale(inputs: dict) -> dict:
     """|x1 cos| + |x2 sin| per rotated element: a float32 rotation errs by ulps of these, not of its result."""
-    q, k = rotary_embedding_reference(inputs["positions"], *_q_k(inputs), inputs["cos_sin_cache"], inputs["is_neox"],
-                                      magnitude=True)
+    q, k = rotary_embedding_reference(
+        inputs["positions"], *_q_k(inputs), inputs["cos_sin_cache"], inputs["is_neox"], magnitude=True
+    )
     if "qkv" not in inputs:
         return {"q": q, "k": k}
     t = q.shape[0]
-    v = torch.zeros_like(inputs["qkv"][:, q[0].numel() + k[0].numel():])
+    v = torch.zeros_like(inputs["qkv"][:, q[0].numel() + k[0].numel() :])
     return {"qkv": torch.cat((q.reshape(t, -1), k.reshape(t, -1), v), dim=1)}
 
 
@@ -82,22 +85,44 @@ def work(shape: Shape, dtype: torch.dtype) -> Work:
     cache_e = 4 if shape["cache_fp32"] else e
     # the rotated dims of q and k read and written once, each position read, one cache row per distinct position
     rows = min(t, shape["max_position"])
-    return Work(bytes=2 * t * heads * rot * e + t * (4 if shape["pos_int32"] else 8) + rows * rot * cache_e,
-                flops=3 * t * heads * rot)  # per pair: 4 mul, 2 add
+    return Work(
+        bytes=2 * t * heads * rot * e + t * (4 if shape["pos_int32"] else 8) + rows * rot * cache_e,
+        flops=3 * t * heads * rot,
+    )  # per pair: 4 mul, 2 add
 
 
-def _shape(num_tokens, hq, hk, head_dim, rot_dim, is_neox=1, fused=0, cache_fp32=1, pos_int32=0,
-           max_position=4096) -> Shape:
-    return Shape(num_tokens=num_tokens, num_q_heads=hq, num_kv_heads=hk, head_dim=head_dim, rot_dim=rot_dim,
-                 is_neox=is_neox, fused=fused, cache_fp32=cache_fp32, pos_int32=pos_int32, max_position=max_position)
+def _shape(
+    num_tokens, hq, hk, head_dim, rot_dim, is_neox=1, fused=0, cache_fp32=1, pos_int32=0, max_position=4096
+) -> Shape:
+    return Shape(
+        num_tokens=num_tokens,
+        num_q_heads=hq,
+        num_kv_heads=hk,
+        head_dim=head_dim,
+        rot_dim=rot_dim,
+        is_neox=is_neox,
+        fused=fused,
+        cache_fp32=cache_fp32,
+        pos_int32=pos_int32,
+        max_position=max_position,
+    )
 
 
 def sweep_shape(model, num_tokens: int) -> Shape | None:
     if not model.has_attention:
         return None
     # vLLM's layout: q and k views of the fused qkv projection, the cache in the model dtype, int64 positions
-    return _shape(num_tokens, model.num_heads, model.num_kv_heads, model.head_dim, model.rotary_dim,
-                  int(model.is_neox), fused=1, cache_fp32=0, max_position=65536)
+    return _shape(
+        num_tokens,
+        model.num_heads,
+        model.num_kv_heads,
+        model.head_dim,
+        model.rotary_dim,
+        int(model.is_neox),
+        fused=1,
+        cache_fp32=0,
+        max_position=65536,
+    )
 
 
 _BOUNDARY = (
@@ -149,5 +174,5 @@ SPEC = OpSpec(
     error_scale=error_scale,
     inplace=("q", "k", "qkv"),
     description="rotary position embedding of q and k in place, neox or gpt-j style, partial rotary "
-                "(vLLM's rotary_embedding)",
+    "(vLLM's rotary_embedding)",
 )

@@ -12,8 +12,14 @@ from .. import _checks
 from . import api
 
 
-def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor | None, head_size: int,
-                     cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
+def rotary_embedding(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor | None,
+    head_size: int,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+) -> None:
     """Rotary embedding of query and key in place, as ``vllm._custom_ops.rotary_embedding``.
 
     positions      ``[T]`` int32/int64, or ``[B, S]`` (a batch of sequences: ``T = B * S`` tokens).
@@ -28,8 +34,7 @@ def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Te
         raise ValueError(f"head_size must be a positive int, got {head_size!r}")
     _checks.tensor("positions", positions)
     if positions.dim() not in (1, 2):
-        raise ValueError(f"positions must be [num_tokens] or [batch_size, seq_len], got shape "
-                         f"{tuple(positions.shape)}")
+        raise ValueError(f"positions must be [num_tokens] or [batch_size, seq_len], got shape {tuple(positions.shape)}")
     lead = tuple(positions.shape)
     q = _heads("query", query, head_size, lead)
     k = _heads("key", key, head_size, lead) if key is not None else None
@@ -42,15 +47,18 @@ def _heads(name: str, t, head_size: int, lead: tuple) -> torch.Tensor:
     """``t`` as ``[T, H, head_size]``, a view the rotation writes through: ``t`` is ``lead`` (the positions'
     shape) followed by ``[H * head_size]`` or ``[H, head_size]``."""
     _checks.tensor(name, t, last_contiguous=True)
-    forms = (f"{name} must be [{', '.join(map(str, lead))}, num_heads * head_size] or "
-             f"[{', '.join(map(str, lead))}, num_heads, head_size] (positions' shape {list(lead)} first) with "
-             f"head_size {head_size}, got shape {tuple(t.shape)}")
+    forms = (
+        f"{name} must be [{', '.join(map(str, lead))}, num_heads * head_size] or "
+        f"[{', '.join(map(str, lead))}, num_heads, head_size] (positions' shape {list(lead)} first) with "
+        f"head_size {head_size}, got shape {tuple(t.shape)}"
+    )
     if len(lead) == 2 and tuple(t.shape[:2]) != lead and t.dim() >= 1 and t.shape[0] == lead[0] * lead[1]:
         lead = (lead[0] * lead[1],)  # [B, S] positions beside [B * S, ...] tokens: the same tokens, flattened
-    rest = tuple(t.shape[len(lead):])
-    if tuple(t.shape[:len(lead)]) != lead or not (
-            (len(rest) == 1 and rest[0] % head_size == 0 and rest[0] > 0)
-            or (len(rest) == 2 and rest[1] == head_size and rest[0] > 0)):
+    rest = tuple(t.shape[len(lead) :])
+    if tuple(t.shape[: len(lead)]) != lead or not (
+        (len(rest) == 1 and rest[0] % head_size == 0 and rest[0] > 0)
+        or (len(rest) == 2 and rest[1] == head_size and rest[0] > 0)
+    ):
         raise ValueError(forms)
     n = 1
     for x in lead:
@@ -58,6 +66,8 @@ def _heads(name: str, t, head_size: int, lead: tuple) -> torch.Tensor:
     try:
         return t.view(n, (rest[0] if len(rest) == 2 else rest[0] // head_size), head_size)
     except RuntimeError:
-        raise ValueError(f"{name} of shape {tuple(t.shape)} and strides {t.stride()} cannot be viewed as "
-                         f"[num_tokens, num_heads, head_size] (its leading dims are not evenly strided); the "
-                         f"rotation writes in place, so it needs a view, not a copy") from None
+        raise ValueError(
+            f"{name} of shape {tuple(t.shape)} and strides {t.stride()} cannot be viewed as "
+            f"[num_tokens, num_heads, head_size] (its leading dims are not evenly strided); the "
+            f"rotation writes in place, so it needs a view, not a copy"
+        ) from None

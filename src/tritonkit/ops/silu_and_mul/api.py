@@ -23,8 +23,13 @@ def forward(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     y2, stride_y = _checks.rows_and_stride("out", y, output=True)
     cfg = silu_and_mul_config(d, x.element_size())
     grid = (cdiv(n_rows, cfg.block_m), cdiv(d, cfg.block_n))
-    launch(_silu_and_mul_fwd_kernel, grid, (x, y2, n_rows, d, stride_x, stride_y),
-           {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}, cfg.num_warps)
+    launch(
+        _silu_and_mul_fwd_kernel,
+        grid,
+        (x, y2, n_rows, d, stride_x, stride_y),
+        {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n},
+        cfg.num_warps,
+    )
     return y
 
 
@@ -44,8 +49,9 @@ def check_args(x, x_name: str = "x") -> None:
     _checks.inference_only(**{x_name: x})
     _checks.tensor(x_name, x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
     if x.shape[-1] % 2:
-        raise ValueError(f"{x_name} must have an even last dimension (gate and up halves, [..., 2d]), got shape "
-                         f"{tuple(x.shape)}")
+        raise ValueError(
+            f"{x_name} must have an even last dimension (gate and up halves, [..., 2d]), got shape {tuple(x.shape)}"
+        )
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:

@@ -4,9 +4,12 @@ import triton.language as tl
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _silu_and_mul_fwd_kernel(
-    x_ptr, y_ptr,
-    n_rows, d,
-    stride_x, stride_y,
+    x_ptr,
+    y_ptr,
+    n_rows,
+    d,
+    stride_x,
+    stride_y,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):

@@ -13,7 +13,7 @@ def silu_and_mul_reference(x: torch.Tensor) -> torch.Tensor:
     x2 = x.reshape(-1, 2 * d)
     y = torch.empty((x2.shape[0], d), dtype=x.dtype, device=x.device)
     for start in range(0, x2.shape[0], _CHUNK_ROWS):
-        xc = x2[start:start + _CHUNK_ROWS].to(compute)
+        xc = x2[start : start + _CHUNK_ROWS].to(compute)
         # silu(g) = g * sigmoid(g); silu(-inf) is NaN, as the kernel's g / (1 + exp(-g))
-        y[start:start + _CHUNK_ROWS] = (torch.nn.functional.silu(xc[:, :d]) * xc[:, d:]).to(x.dtype)
+        y[start : start + _CHUNK_ROWS] = (torch.nn.functional.silu(xc[:, :d]) * xc[:, d:]).to(x.dtype)
     return y.reshape(*x.shape[:-1], d)

@@ -33,16 +33,37 @@ def sweep_shape(model, num_tokens: int) -> Shape:
 
 # column tiles: 2048 elements for 16-bit dtypes, 1024 for float32; narrower rows stack TILE / next_pow2(d) rows
 _TILE_16, _TILE_32 = TILE_BYTES // 2, TILE_BYTES // 4
-_BOUNDARY = tuple(Shape(num_tokens=t, d=d) for t, d in (
-    (1, 1), (17, 1), (3, 8), (257, 8),
-    # d=80 stacks 16 (16-bit) or 8 (float32) rows per program: row counts around both
-    (7, 80), (8, 80), (9, 80), (15, 80), (16, 80), (17, 80), (255, 96),
-    (1, 127), (17, 127), (1, 128), (17, 128), (5, 129),
-    (1, _TILE_32 - 1), (7, _TILE_32), (3, _TILE_32 + 1),
-    (1, _TILE_16 - 1), (5, _TILE_16), (3, _TILE_16 + 1),
-    # real per-rank widths: Llama-3-70B at TP 8 (3.5 tiles) and a 5120-wide one
-    (3, 3584), (2, 5120),
-))
+_BOUNDARY = tuple(
+    Shape(num_tokens=t, d=d)
+    for t, d in (
+        (1, 1),
+        (17, 1),
+        (3, 8),
+        (257, 8),
+        # d=80 stacks 16 (16-bit) or 8 (float32) rows per program: row counts around both
+        (7, 80),
+        (8, 80),
+        (9, 80),
+        (15, 80),
+        (16, 80),
+        (17, 80),
+        (255, 96),
+        (1, 127),
+        (17, 127),
+        (1, 128),
+        (17, 128),
+        (5, 129),
+        (1, _TILE_32 - 1),
+        (7, _TILE_32),
+        (3, _TILE_32 + 1),
+        (1, _TILE_16 - 1),
+        (5, _TILE_16),
+        (3, _TILE_16 + 1),
+        # real per-rank widths: Llama-3-70B at TP 8 (3.5 tiles) and a 5120-wide one
+        (3, 3584),
+        (2, 5120),
+    )
+)
 
 SPEC = OpSpec(
     name="silu_and_mul",

@@ -28,8 +28,9 @@ def silu_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
     api.check_args(input, x_name="input")
     _checks.inference_only(out=out)
     _checks.tensor("out", out, dtypes=(input.dtype,), last_contiguous=True)
-    _checks.shape_equal("out", out, (*input.shape[:-1], input.shape[-1] // 2), "input's shape with half its last "
-                        "dimension")
+    _checks.shape_equal(
+        "out", out, (*input.shape[:-1], input.shape[-1] // 2), "input's shape with half its last dimension"
+    )
     _checks.same_device(out=out, input=input)
     _checks.distinct_elements("out", out)
     _checks.no_overlap("out", out, input=input)

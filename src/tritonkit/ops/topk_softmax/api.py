@@ -12,6 +12,7 @@ from .._library import through_dispatcher
 from .config import MAX_EXPERTS, topk_softmax_config
 from .kernel import _topk_softmax_kernel
 
+
 def forward(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """The op's named surface: (topk_weights, topk_ids) on arguments check_args accepted."""
     num_tokens, num_experts = gating_output.shape
@@ -22,24 +23,35 @@ def forward(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[
     cfg = topk_softmax_config(num_experts, topk)
     bf16_bits = gating_output.dtype == torch.bfloat16
     logits = gating_output.view(torch.int16) if bf16_bits else gating_output
-    launch(_topk_softmax_kernel, (cdiv(num_tokens, cfg.block_m),),
-           (logits, weights, ids, num_tokens, num_experts, gating_output.stride(0)),
-           {"TOPK": topk, "RENORMALIZE": renormalize, "BF16_BITS": bf16_bits, "BLOCK_M": cfg.block_m,
-            "BLOCK_E": cfg.block_e, "BLOCK_K": cfg.block_k}, cfg.num_warps)
+    launch(
+        _topk_softmax_kernel,
+        (cdiv(num_tokens, cfg.block_m),),
+        (logits, weights, ids, num_tokens, num_experts, gating_output.stride(0)),
+        {
+            "TOPK": topk,
+            "RENORMALIZE": renormalize,
+            "BF16_BITS": bf16_bits,
+            "BLOCK_M": cfg.block_m,
+            "BLOCK_E": cfg.block_e,
+            "BLOCK_K": cfg.block_k,
+        },
+        cfg.num_warps,
+    )
     return weights, ids
 
 
 @torch.library.custom_op("tritonkit::topk_softmax", mutates_args=())
-def _topk_softmax_op(gating_output: torch.Tensor, topk: int,
-                     renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _topk_softmax_op(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
     return forward(gating_output, topk, renormalize)
 
 
 @_topk_softmax_op.register_fake
 def _(gating_output, topk, renormalize):
     m = gating_output.shape[0]
-    return (gating_output.new_empty((m, topk), dtype=torch.float32),
-            gating_output.new_empty((m, topk), dtype=torch.int32))
+    return (
+        gating_output.new_empty((m, topk), dtype=torch.float32),
+        gating_output.new_empty((m, topk), dtype=torch.int32),
+    )
 
 
 def check_args(gating_output, topk, renormalize) -> None:
@@ -49,11 +61,15 @@ def check_args(gating_output, topk, renormalize) -> None:
     _checks.tensor("gating_output", gating_output, dtypes=_checks.FLOAT_DTYPES, ndim=2, last_contiguous=True)
     num_experts = gating_output.shape[1]
     if num_experts == 0:
-        raise ValueError(f"gating_output must have at least one expert (shape [num_tokens, num_experts]), got shape "
-                         f"{tuple(gating_output.shape)}")
+        raise ValueError(
+            f"gating_output must have at least one expert (shape [num_tokens, num_experts]), got shape "
+            f"{tuple(gating_output.shape)}"
+        )
     if num_experts > MAX_EXPERTS:
-        raise ValueError(f"gating_output must have at most {MAX_EXPERTS} experts (one row is one tile), got shape "
-                         f"{tuple(gating_output.shape)}")
+        raise ValueError(
+            f"gating_output must have at most {MAX_EXPERTS} experts (one row is one tile), got shape "
+            f"{tuple(gating_output.shape)}"
+        )
     if isinstance(topk, bool) or not isinstance(topk, int):
         raise TypeError(f"topk must be an int, got {type(topk).__name__}")
     if not 1 <= topk <= num_experts:
@@ -62,8 +78,9 @@ def check_args(gating_output, topk, renormalize) -> None:
         raise TypeError(f"renormalize must be a bool, got {type(renormalize).__name__}")
 
 
-def topk_softmax(gating_output: torch.Tensor, topk: int, *,
-                 renormalize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def topk_softmax(
+    gating_output: torch.Tensor, topk: int, *, renormalize: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Route each token to its ``topk`` most probable experts: ``softmax(gating_output)`` over the experts in
     float32, then the ``topk`` largest probabilities in descending order.
 

@@ -7,8 +7,11 @@ _KEY_NONE = tl.constexpr(-(2**63))
 
 @triton.jit(do_not_specialize=["num_tokens"])
 def _topk_softmax_kernel(
-    g_ptr, w_ptr, ids_ptr,
-    num_tokens, num_experts,
+    g_ptr,
+    w_ptr,
+    ids_ptr,
+    num_tokens,
+    num_experts,
     stride_g,
     TOPK: tl.constexpr,
     RENORMALIZE: tl.constexpr,

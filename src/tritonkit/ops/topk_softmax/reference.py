@@ -3,8 +3,9 @@
 import torch
 
 
-def topk_softmax_reference(gating_output: torch.Tensor, topk: int,
-                           renormalize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def topk_softmax_reference(
+    gating_output: torch.Tensor, topk: int, renormalize: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(topk_weights, topk_ids)``: weights in the compute dtype, ids int32.
 
     The experts are ranked by their logits, stable and descending: softmax is strictly increasing in the logit,

@@ -46,8 +46,7 @@ def sweep_shape(model, num_tokens: int) -> Shape | None:
         return None
     # Mixtral and Qwen3-MoE renormalize their top-k; DeepSeek-V3 routes with grouped sigmoid scores instead, but
     # its 256 x top-8 is the geometry a softmax router of that size has
-    return Shape(num_tokens=num_tokens, num_experts=model.num_experts, topk=model.topk, renormalize=1,
-                 layout="packed")
+    return Shape(num_tokens=num_tokens, num_experts=model.num_experts, topk=model.topk, renormalize=1, layout="packed")
 
 
 def _shape(t, e, k, renormalize=0, layout="packed") -> Shape:

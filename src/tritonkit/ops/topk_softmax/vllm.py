@@ -12,15 +12,24 @@ from .. import _checks
 from . import api
 
 
-def topk_softmax(topk_weights: torch.Tensor, topk_ids: torch.Tensor, token_expert_indices: torch.Tensor,
-                 gating_output: torch.Tensor, renormalize: bool = False, e_score_correction_bias=None,
-                 is_padding=None) -> None:
+def topk_softmax(
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    token_expert_indices: torch.Tensor,
+    gating_output: torch.Tensor,
+    renormalize: bool = False,
+    e_score_correction_bias=None,
+    is_padding=None,
+) -> None:
     """The router's float32 softmax over ``gating_output [M, E]`` and its top ``topk`` experts, written into
     ``topk_weights [M, topk]`` float32, ``topk_ids [M, topk]`` int32/int64 and ``token_expert_indices [M, topk]``
     int32 (``j * M + m``: slot (m, j)'s row in the expert-major order, as vLLM's kernel writes it). Ties go to the
     lower expert. ``e_score_correction_bias`` and ``is_padding`` are not supported (pass None)."""
-    bad = [n for n, v in (("e_score_correction_bias", e_score_correction_bias), ("is_padding", is_padding))
-           if v is not None]
+    bad = [
+        n
+        for n, v in (("e_score_correction_bias", e_score_correction_bias), ("is_padding", is_padding))
+        if v is not None
+    ]
     if bad:
         raise NotImplementedError(f"topk_softmax: {', '.join(bad)} not supported (pass None)")
     _checks.inference_only(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices)
@@ -33,8 +42,12 @@ def topk_softmax(topk_weights: torch.Tensor, topk_ids: torch.Tensor, token_exper
     _checks.tensor("gating_output", gating_output, ndim=2)
     if gating_output.shape[0] != m:
         raise ValueError(f"gating_output must have topk_weights's {m} rows, got shape {tuple(gating_output.shape)}")
-    _checks.same_device(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices,
-                        gating_output=gating_output)
+    _checks.same_device(
+        topk_weights=topk_weights,
+        topk_ids=topk_ids,
+        token_expert_indices=token_expert_indices,
+        gating_output=gating_output,
+    )
     _checks.distinct_outputs(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices)
     api.check_args(gating_output, k, bool(renormalize))
     w, ids = api.topk_softmax(gating_output, k, renormalize=bool(renormalize))
