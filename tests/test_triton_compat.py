@@ -13,7 +13,7 @@ import triton.language as tl
 from triton import knobs
 
 from tritonkit import _triton_compat as compat
-from tritonkit.check.target import StubDriver, interpreter_off, parse_arch, stub_driver
+from tritonkit.check.target import StubDriver, parse_arch, stub_driver
 
 SM90 = compat.GPUTarget("cuda", 90, 32)
 
@@ -87,12 +87,33 @@ def test_pack_args_gives_the_signature_and_constexprs_run_compiles(packed):
     assert 64 in constexprs.values() and hasattr(opts, "num_warps") and isinstance(attrs, dict)
 
 
-def test_lowering_a_specialization_to_ttir(jit, backend, packed):
-    opts, signature, constexprs, attrs = packed
-    with interpreter_off():
-        mod, stages = compat.lower_to_ttir(jit, signature, constexprs, attrs, opts, SM90, backend)
-    text = str(mod)
-    assert "tt.func" in text and "_add_one" in text and "ttgir" in stages
+LOWER = """
+import torch, triton.language as tl
+from tritonkit import _triton_compat as compat
+from tritonkit.check.target import interpreter_off
+
+def _add_one(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+target = compat.GPUTarget("cuda", 90, 32)
+jit, backend = compat.JITFunction(_add_one), compat.make_backend(target)
+bound, spec, options = compat.make_binder(jit, backend)(torch.empty(64, device="meta"), 50, BLOCK=64, debug=False)
+opts, signature, constexprs, attrs = compat.pack_args(jit, backend, {"BLOCK": 64, "debug": False}, bound, spec, options)
+with interpreter_off():
+    mod, stages = compat.lower_to_ttir(jit, signature, constexprs, attrs, opts, target, backend)
+print("tt.func" in str(mod), "_add_one" in str(mod), "ttgir" in stages)
+"""
+
+
+def test_lowering_a_specialization_to_ttir(tmp_path):
+    # in a fresh process: once the interpreter has run here, triton.language is patched and nothing compiles
+    script = tmp_path / "lower_add_one.py"  # a file: Triton reads a kernel's source
+    script.write_text(LOWER)
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "True", "True"]
 
 
 def test_capture_internals_are_there():
