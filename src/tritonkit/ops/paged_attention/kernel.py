@@ -42,6 +42,17 @@ def _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q: tl.constexpr):
 
 
 @triton.jit
+def _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q: tl.constexpr):
+    """(first token of tile ``pid_q`` within sequence ``seq``, as int64 for the q/out strides; whether the prefill
+    path owns it). It does not when the sequence is the decode kernel's (at most ``decode_max_q`` tokens), the tile
+    lies past the sequence's last token, or the sequence's rows lie outside q: scalar compares, once a program."""
+    q_len = q_end - q_start
+    t0 = (pid_q - (q_start // BLOCK_Q + seq)).to(tl.int64) * BLOCK_Q
+    mine = (q_len > decode_max_q) & (t0 < q_len) & (t0 >= 0) & (q_start >= 0) & (q_end <= num_tokens)
+    return t0, mine
+
+
+@triton.jit
 def _key_tiles(
     qpos_lo,
     qpos_hi,
@@ -710,13 +721,9 @@ def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows a
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_end = tl.load(cu_seqlens_q_ptr + seq + 1)
     q_len = q_end - q_start
-    # int64: the token offset meets the q/out strides below
-    t0 = (pid_q - (q_start // BLOCK_Q + seq)).to(tl.int64) * BLOCK_Q
-    # short sequences are the decode kernel's, and programs past a sequence's last tile have none: they see no
-    # query row and no key (no early return, which would let the compiler sink the loads above past it). As in
-    # the decode kernel, a sequence whose rows lie outside q is dropped and one whose seqused_k is negative or
-    # past its block-table row sees no key: scalar compares, once per program
-    mine = (q_len > decode_max_q) & (t0 < q_len) & (t0 >= 0) & (q_start >= 0) & (q_end <= num_tokens)
+    # programs that own no tile see no query row and no key (no early return, which would let the compiler sink
+    # the loads above past it); one whose seqused_k is negative or past its block-table row sees no key
+    t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
     keys_ok = (seqlen_k >= 0) & (seqlen_k.to(tl.int64) <= bt_width.to(tl.int64) * BLOCK_SIZE)
     q_len = tl.where(mine, q_len, 0)
     seqlen_k = tl.where(mine & keys_ok, seqlen_k, 0)
@@ -848,8 +855,7 @@ def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one p
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_end = tl.load(cu_seqlens_q_ptr + seq + 1)
     q_len = q_end - q_start
-    t0 = (pid_q - (q_start // BLOCK_Q + seq)).to(tl.int64) * BLOCK_Q
-    mine = (q_len > decode_max_q) & (t0 < q_len) & (t0 >= 0) & (q_start >= 0) & (q_end <= num_tokens)
+    t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
     if not mine:
         return
     offs_r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
