@@ -112,10 +112,7 @@ def _prefill_pick(shape):
     q = shape["q_len"] if isinstance(shape["q_len"], tuple) else (shape["q_len"],) * n
     c = shape["context"] if isinstance(shape["context"], tuple) else (shape["context"],) * n
     keys = max(a + b for a, b in zip(q, c))
-    dec = cfg.decode_config(4, 128, 2, n, 8, keys, cfg.DEFAULT_NUM_SMS, max(q))
-    if max(q) <= dec.max_q and not cfg.prefill_alone(n, 4, max(q), keys, dec.max_q):
-        return None
-    return cfg.prefill_config(4, 128, 2, n, sum(q), max(q), 8, keys, cfg.DEFAULT_NUM_SMS)
+    return cfg.launch_plan(4, 128, 2, n, sum(q), 8, max(q), keys, cfg.DEFAULT_NUM_SMS).prefill
 
 
 def test_moe_align_block_size_one_compile_per_kernel_across_the_sweep(monkeypatch):

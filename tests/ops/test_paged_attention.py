@@ -449,16 +449,13 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
     for s in shapes:
         q = s["q_len"] if isinstance(s["q_len"], tuple) else (s["q_len"],) * s["num_seqs"]
         c = s["context"] if isinstance(s["context"], tuple) else (s["context"],) * s["num_seqs"]
-        keys = max(a + b for a, b in zip(q, c))
-        dec = config.decode_config(4, 128, 2, s["num_seqs"], 8, keys, sms, max(q))
-        alone = config.prefill_alone(s["num_seqs"], 4, max(q), keys, dec.max_q)
-        if max(q) > dec.max_q or alone:
-            pre = config.prefill_config(4, 128, 2, s["num_seqs"], sum(q), max(q), 8, keys, sms)
-            picks.add((pre.block_m, pre.num_splits > 1))
-        if not alone:
-            rows.add(dec.block_m)
-            if dec.num_splits > 1:
-                merged.add(dec.block_m)
+        plan = config.launch_plan(4, 128, 2, s["num_seqs"], sum(q), 8, max(q), max(a + b for a, b in zip(q, c)), sms)
+        if plan.prefill is not None:
+            picks.add((plan.prefill.block_m, plan.prefill.num_splits > 1))
+        if plan.decode is not None:
+            rows.add(plan.decode.block_m)
+            if plan.decode.num_splits > 1:
+                merged.add(plan.decode.block_m)
     assert len(picks) >= 3 and rows
     expect = {
         "_paged_attention_prefill_kernel": len(picks),

@@ -61,10 +61,9 @@ def _launch(
     num_seqs = seqused_k.shape[0]
     if num_tokens == 0 or num_seqs == 0:
         return
-    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    num_kv_heads = k_cache.shape[2]
     group = num_heads // num_kv_heads
     kv_fp8 = k_cache.dtype == FP8_DTYPE
-    d_pad = config.head_dim_pad(head_dim)
     # flash-attn semantics: causal is the window (left, 0); -1 is an unbounded side
     limit_right = causal or window_right >= 0
     win_right = 0 if causal else max(window_right, 0)
@@ -96,14 +95,34 @@ def _launch(
         block_table.stride(0),
     )
 
-    max_keys = config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left)
-    sms = config.num_sms(q.device)
-    dec = config.decode_config(
-        group, head_dim, k_cache.element_size(), num_seqs, num_kv_heads, max_keys, sms, max_seqlen_q
+    plan = config.launch_plan(
+        group,
+        head_dim,
+        k_cache.element_size(),
+        num_seqs,
+        num_tokens,
+        num_kv_heads,
+        max_seqlen_q,
+        config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left),
+        config.num_sms(q.device),
     )
-    prefill = max_seqlen_q > dec.max_q
-    if config.prefill_alone(num_seqs, group, max_seqlen_q, max_keys, dec.max_q):
-        # one sequence longer than a decode program holds, or a short prompt: the prefill kernel alone, one launch
+    if plan.decode is not None:
+        _launch_decode(
+            q,
+            k_cache,
+            v_cache,
+            out,
+            cu_seqlens_q,
+            seqused_k,
+            block_table,
+            sinks,
+            k_scale,
+            v_scale,
+            plan.decode,
+            common,
+            features,
+        )
+    if plan.prefill is not None:
         _launch_prefill(
             q,
             k_cache,
@@ -115,14 +134,22 @@ def _launch(
             sinks,
             k_scale,
             v_scale,
-            max_seqlen_q,
-            max_keys,
-            sms,
-            0,
+            plan.prefill,
+            plan.prefill_skips_q,
             common,
             features,
         )
-        return
+
+
+def _launch_decode(
+    q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale, dec, common, features
+) -> None:
+    """The decode kernel over the sequences a decode program holds, and the merge of its KV splits."""
+    num_tokens, num_heads, head_dim = q.shape
+    num_seqs = seqused_k.shape[0]
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_heads // num_kv_heads
+    d_pad = config.head_dim_pad(head_dim)
     # a property of the device, not of the call: the decode kernel's trigger stays one specialization whether or
     # not this call has splits (the trigger is a no-op without a dependent launch)
     pdl = gdc_wait is not None and config.merge_pdl(q.device)
@@ -197,30 +224,11 @@ def _launch(
                 "MAX_Q": dec.max_q,
                 "MAX_SPLITS": config.MAX_SPLITS,
                 "SINKS": sinks is not None,
-                "KV_FP8": kv_fp8,
+                "KV_FP8": features["KV_FP8"],
                 "PDL": pdl,
             },
             config.merge_warps(head_dim),
             launch_pdl=pdl,
-        )
-    if prefill:
-        _launch_prefill(
-            q,
-            k_cache,
-            v_cache,
-            out,
-            cu_seqlens_q,
-            seqused_k,
-            block_table,
-            sinks,
-            k_scale,
-            v_scale,
-            max_seqlen_q,
-            max_keys,
-            sms,
-            dec.max_q,
-            common,
-            features,
         )
 
 
@@ -235,9 +243,7 @@ def _launch_prefill(
     sinks,
     k_scale,
     v_scale,
-    max_seqlen_q: int,
-    max_keys: int,
-    sms: int,
+    pre,
     decode_max_q: int,
     common: tuple,
     features: dict,
@@ -249,9 +255,6 @@ def _launch_prefill(
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
     d_pad = config.head_dim_pad(head_dim)
-    pre = config.prefill_config(
-        group, head_dim, k_cache.element_size(), num_seqs, num_tokens, max_seqlen_q, num_kv_heads, max_keys, sms
-    )
     # an upper bound on the batch's query tiles from host integers: sum_s ceil(n_s / BQ) <= T // BQ + num_seqs
     programs = (num_seqs + num_tokens // pre.block_q) * num_kv_heads
     split = pre.num_splits > 1

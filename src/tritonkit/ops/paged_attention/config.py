@@ -276,6 +276,37 @@ def prefill_config(
     return fit(mid if programs(mid) >= num_sms else small)
 
 
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    decode: DecodeConfig | None  # None: no decode launch
+    prefill: PrefillConfig | None  # None: no prefill launch
+    # the prefill kernel leaves sequences of at most this many query tokens to the decode kernel (0: takes all)
+    prefill_skips_q: int
+
+
+def launch_plan(
+    group: int,
+    head_dim: int,
+    kv_elem_bytes: int,
+    num_seqs: int,
+    num_tokens: int,
+    num_kv_heads: int,
+    max_seqlen_q: int,
+    max_keys: int,
+    num_sms: int,
+) -> LaunchPlan:
+    """Which kernels a call launches, with their configs: the decode path where every query fits a decode program,
+    the prefill path alone where prefill_alone says so, both otherwise (each skipping the other's sequences)."""
+    dec = decode_config(group, head_dim, kv_elem_bytes, num_seqs, num_kv_heads, max_keys, num_sms, max_seqlen_q)
+    alone = prefill_alone(num_seqs, group, max_seqlen_q, max_keys, dec.max_q)
+    if not alone and max_seqlen_q <= dec.max_q:
+        return LaunchPlan(dec, None, 0)
+    pre = prefill_config(
+        group, head_dim, kv_elem_bytes, num_seqs, num_tokens, max_seqlen_q, num_kv_heads, max_keys, num_sms
+    )
+    return LaunchPlan(None, pre, 0) if alone else LaunchPlan(dec, pre, dec.max_q)
+
+
 def prefill_alone(num_seqs: int, group: int, max_seqlen_q: int, max_keys: int, decode_rows_q: int) -> bool:
     """Whether the prefill kernel takes the whole batch in one launch (no decode launch): one sequence longer than
     a decode program holds (``decode_rows_q`` tokens), or one short prompt past the narrow decode rows."""
