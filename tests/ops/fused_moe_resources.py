@@ -11,9 +11,11 @@ import os
 os.environ["TRITON_INTERPRET"] = "0"
 
 import torch  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 from tritonkit.check.resources import compile_resources  # noqa: E402
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP  # noqa: E402
+from tritonkit.ops.fused_moe import api as A  # noqa: E402
 from tritonkit.ops.fused_moe import config as C  # noqa: E402
 from tritonkit.ops.fused_moe import kernel as K  # noqa: E402
 
@@ -28,6 +30,7 @@ def meta(*size, dtype=torch.bfloat16):
 def gemm_resources(which, g, E, N, Kd, topk, quant):
     wdt = FP8 if quant != "none" else torch.bfloat16
     block = quant == "fp8_block128"
+    tma = g.block_m >= C.TMA_MIN_ROWS
     ids, blocks, total = meta(1024, dtype=torch.int32), meta(128, dtype=torch.int32), meta(1, dtype=torch.int32)
     weights, scales = meta(64, topk, dtype=torch.float32), meta(64, 64, dtype=torch.float32)
     ce = dict(
@@ -44,11 +47,12 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
     if which == "gemm1":
         a, w = meta(64, Kd, dtype=wdt), meta(E, 2 * N, Kd, dtype=wdt)
         h = meta(128, N, dtype=FP8 if block else torch.bfloat16)
+        # the model widths are 16-byte aligned: wgmma tiles load the weights through tensor descriptors, as on the card
         return compile_resources(
             K._fused_moe_gemm1_kernel,
             a,
             scales,
-            w,
+            A._gate_up_desc(w, g) if tma else w,
             scales,
             h,
             scales,
@@ -75,14 +79,15 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
             ROUTED_ON_INPUT=False,
             GELU=False,
             H_FP8=block,
+            W_TMA=tma,
             **ce,
         )
     h, w, c = meta(128, N, dtype=wdt), meta(E, Kd, N, dtype=wdt), meta(128, Kd)
     return compile_resources(
         K._fused_moe_gemm2_kernel,
-        h,
+        TensorDescriptor(h, list(h.shape), list(h.stride()), [g.block_m, g.block_k]) if tma else h,
         scales,
-        w,
+        A._weight_desc(w, g) if tma else w,
         scales,
         c,
         weights,
@@ -104,6 +109,7 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
         1,
         Kd,
         MUL_WEIGHT=True,
+        TMA=tma,
         **ce,
     )
 

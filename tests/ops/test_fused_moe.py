@@ -166,6 +166,33 @@ def test_swapped_operands_compute_the_same_layer(quant):
     _check(api.forward(*pos, None, **kw, config=config.FusedMoeConfig(g1, g2)), inputs)
 
 
+@pytest.mark.parametrize("quant", ["none", "fp8_channel", "fp8_block128"])
+@pytest.mark.parametrize("swap", [0, 1])
+def test_descriptor_and_pointer_loads_compute_the_same_layer(quant, swap, monkeypatch):
+    # weights (and GEMM2's sorted h) through tensor descriptors where TMA can address them, else pointer loads: the
+    # same tiles, the same float32 sums in the same K order, so the same bits
+    if swap and quant == "none":
+        pytest.skip("bf16 tiles do not swap")
+    inputs = _inputs(num_tokens=9, quant=quant, hidden=256, inter=160)
+    pos, kw = _args(inputs)
+    rows = config.TMA_MIN_ROWS  # the smallest tile that loads through descriptors
+    g1 = config.GemmConfig(rows, 128, 64, 1, 4, 2, swap_ab=swap)
+    cfg = config.FusedMoeConfig(g1, config.GemmConfig(rows, 64, 64, 1, 4, 2, swap))
+    assert api._tma_ok(pos[1]) and api._tma_ok(pos[2])
+    tma = api.forward(*pos, None, **kw, config=cfg)
+    monkeypatch.setattr(api, "_tma_ok", lambda w: False)
+    pointers = api.forward(*pos, None, **kw, config=cfg)
+    assert torch.equal(tma, pointers)
+    _check(tma, inputs)
+
+
+def test_descriptors_only_where_tma_can_address():
+    w = torch.empty(4, 64, 200, dtype=torch.float8_e4m3fn)
+    assert not api._tma_ok(w)  # 200-byte rows: not a multiple of 16
+    assert api._tma_ok(torch.empty(4, 64, 256, dtype=torch.float8_e4m3fn))
+    assert not api._tma_ok(torch.empty(4, 256, 64, dtype=torch.bfloat16).transpose(1, 2))
+
+
 def test_fp8_decode_tiles_swap_operands():
     # Hopper's fp8 MMA is wgmma only: a 16-row fp8 tile swaps A and B; bf16 and 64-row tiles do not
     for q in ("fp8_block128", "fp8_channel"):

@@ -15,6 +15,7 @@ Launches, all on a static grid (no host sync, CUDA-graph capturable):
 from __future__ import annotations
 
 import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ...spec import dtype_name
 from .. import _alloc, _checks
@@ -51,6 +52,25 @@ def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map
     from ..moe_align_block_size.api import moe_align_block_size
 
     return moe_align_block_size(topk_ids, block_size, num_experts, expert_map=expert_map)
+
+
+def _weight_desc(w: torch.Tensor, g) -> TensorDescriptor:
+    """A descriptor of ``w`` [E, R, C] as [E * R, C], tiles of block_n rows by block_k columns."""
+    w2d = w.view(w.shape[0] * w.shape[1], w.shape[2])
+    return TensorDescriptor(w2d, list(w2d.shape), list(w2d.stride()), [g.block_n, g.block_k])
+
+
+def _tma_ok(w: torch.Tensor) -> bool:
+    """Whether a descriptor over ``w`` [E, R, C] as rows of C can address it: contiguous, 16-byte aligned base and
+    row stride."""
+    return w.is_contiguous() and w.data_ptr() % 16 == 0 and w.shape[-1] * w.element_size() % 16 == 0
+
+
+def _gate_up_desc(w1: torch.Tensor, g) -> TensorDescriptor:
+    """A descriptor of w1 [E, 2N, K] as [E, 2, N, K], tiles of one expert's gate and up block_n rows together."""
+    E, N2, K = w1.shape
+    w4 = w1.view(E, 2, N2 // 2, K)
+    return TensorDescriptor(w4, list(w4.shape), list(w4.stride()), [1, 2, g.block_n, g.block_k])
 
 
 def _device_name(device: torch.device) -> str | None:
@@ -172,20 +192,26 @@ def forward(
     else:
         a, a_s, stride_asm, stride_ask = x, x, 0, 0
         w1_scale, w1s = x, (0, 0, 0)
+    g1, g2 = cfg.gemm1, cfg.gemm2
+    # weights (and GEMM2's h) through tensor descriptors on wgmma tiles, where TMA can address them (16-byte aligned
+    # bases and rows)
+    tma1 = g1.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w1)
+    tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and N * (1 if block else x.element_size()) % 16 == 0
+    # h's rows in sorted order, a block's rows contiguous: GEMM2 reads a block's h as one tile
+    h_rows = num_pid_m * cfg.block_size
     if fp8 and not block and a2_scale is None and not per_act_token_quant:
         # one amax over all of h: rows of slots no expert here takes are never written, and must read as zeros
-        h = torch.zeros((numel, N), dtype=x.dtype, device=x.device)
+        h = torch.zeros((h_rows, N), dtype=x.dtype, device=x.device)
     else:
-        h = _alloc.empty((numel, N), FP8_DTYPE if block else x.dtype, x.device)
-    h_s = _alloc.empty((numel, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
-    g1 = cfg.gemm1
+        h = _alloc.empty((h_rows, N), FP8_DTYPE if block else x.dtype, x.device)
+    h_s = _alloc.empty((h_rows, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
     launch(
         _fused_moe_gemm1_kernel,
         (num_pid_m * cdiv(N, g1.block_n),),
         (
             a,
             a_s,
-            w1,
+            _gate_up_desc(w1, g1) if tma1 else w1,
             w1_scale,
             h,
             h_s,
@@ -219,6 +245,7 @@ def forward(
             "ACT_BF16": act_bf16,
             "H_FP8": block,
             "SWAP_AB": bool(g1.swap_ab),
+            "W_TMA": tma1,
         },
         g1.num_warps,
         g1.num_stages,
@@ -233,14 +260,13 @@ def forward(
         hs_strides = (0, 0)
     w2s = _weight_scale_strides(w2_scale, quant) if fp8 else (0, 0, 0)
     c = _alloc.empty((numel, K), x.dtype, x.device)
-    g2 = cfg.gemm2
     launch(
         _fused_moe_gemm2_kernel,
         (num_pid_m * cdiv(K, g2.block_n),),
         (
-            h,
+            TensorDescriptor(h, list(h.shape), list(h.stride()), [g2.block_m, g2.block_k]) if tma2 else h,
             h_s,
-            w2,
+            _weight_desc(w2, g2) if tma2 else w2,
             w2_scale if fp8 else x,
             c,
             topk_weights,
@@ -268,6 +294,7 @@ def forward(
             "MUL_WEIGHT": not apply_router_weight_on_input,
             "ACT_BF16": act_bf16,
             "SWAP_AB": bool(g2.swap_ab),
+            "TMA": tma2,
         },
         g2.num_warps,
         g2.num_stages,

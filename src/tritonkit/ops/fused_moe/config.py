@@ -136,6 +136,10 @@ def _narrowest_filling(blocks: int, width: int, choices: tuple[int, ...]) -> int
     return choices[-1]
 
 
+#: tiles of at least this many rows (wgmma's) load the weights, and GEMM2 its h, through tensor descriptors (TMA):
+#: Mixtral M=16384 17.6 ms against 21.3 through pointers, Qwen3 2.21 against 2.57 ms (docs/notes/fused-moe-tma.md);
+#: decode tiles (mma.sync) keep pointer loads: within 2% either way, and GEMM2's 16 x 128 tile spills through TMA
+TMA_MIN_ROWS = 64
 #: mean rows per expert (M * topk / E) up to which a layer is weight-bandwidth bound and takes 16-row tiles, and up to
 #: which 64-row tiles beat 128-row ones (H200, docs/notes/fused-moe-h200.md: Mixtral M=64, 16 rows per expert, 956 us
 #: at 16 rows against 674 at 64; Qwen3 M=256, 16 per expert, 346 against 325; 128 rows from 64 per expert)

@@ -77,6 +77,16 @@ def _w_tile(base, offs_n, offs_k, stride_n, SWAP_AB: tl.constexpr):
 
 
 @triton.jit
+def _w_desc_tile(desc, row, k0, SWAP_AB: tl.constexpr):
+    """A weight tile through a tensor descriptor (rows past the tensor read as zeros): ``[BLOCK_K, BLOCK_N]`` for
+    ``a . w``, ``[BLOCK_N, BLOCK_K]`` with SWAP_AB."""
+    w = desc.load([row, k0])
+    if not SWAP_AB:
+        w = tl.trans(w)
+    return w
+
+
+@triton.jit
 def _w_mask(mask_n, mask_k, SWAP_AB: tl.constexpr):
     """The mask of :func:`_w_tile`'s tile."""
     if SWAP_AB:
@@ -184,11 +194,15 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     ACT_BF16: tl.constexpr,
     H_FP8: tl.constexpr,
     SWAP_AB: tl.constexpr,
+    W_TMA: tl.constexpr,
 ):
-    """``h[slot, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of
-    BLOCK_M sorted slots (one expert) and BLOCK_N columns of each half: two float32 accumulators, one rounding to
-    the activation dtype at the store. With H_FP8 (block-wise fp8, BLOCK_N == 128) the rounded values are quantized
-    per 128-column group in the epilogue: h in fp8 and one float32 scale per (slot, group)."""
+    """``h[row, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of BLOCK_M
+    sorted slots (one expert) and BLOCK_N columns of each half, h's rows in sorted order (row = the slot's sorted
+    position). One weight tile holds the gate's BLOCK_N rows and then the up half's: one dot of 2 x BLOCK_N columns
+    into one float32 accumulator, split in the epilogue, one rounding to the activation dtype at the store. W_TMA:
+    ``w_ptr`` is a tensor descriptor of w1 as [E, 2, N, K] that loads both halves' rows at once. With H_FP8
+    (block-wise fp8, BLOCK_N == 128) the rounded values are quantized per 128-column group in the epilogue: h in fp8
+    and one float32 scale per (row, group)."""
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(N, BLOCK_N), GROUP_M)
     expert, busy, slot, mask_m = _block_rows(
         sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_experts, BLOCK_M
@@ -198,70 +212,69 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
         token = tl.where(mask_m, slot, 0) // TOPK
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         mask_n = offs_n < N
+        # the tile's rows: gate columns offs_n, then up columns offs_n (w1[e] is [2N, K] row-major)
+        offs_r = tl.arange(0, 2 * BLOCK_N)
+        col_r = pid_n * BLOCK_N + offs_r % BLOCK_N
+        mask_r = col_r < N
+        row_r = (offs_r // BLOCK_N) * N + col_r
         offs_k = tl.arange(0, BLOCK_K)
         a_ptrs = a_ptr + token[:, None] * stride_am + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
-        # w1[e] is [2N, K] row-major, contiguous along K: gate rows offs_n, up rows N + offs_n
-        g_ptrs = _w_tile(w_ptr + expert * stride_we, offs_n, offs_k, stride_wn, SWAP_AB)
-        u_ptrs = g_ptrs + N * stride_wn
+        if not W_TMA:
+            w_ptrs = _w_tile(w_ptr + expert * stride_we, row_r, offs_k, stride_wn, SWAP_AB)
         if QUANT == QUANT_BLOCK:
-            ws_base = w_scale_ptr + expert * stride_wse
-            ws_g_ptrs = ws_base + (offs_n // SCALE_BLOCK) * stride_wsn  # [BLOCK_N]
-            ws_u_ptrs = ws_base + ((N + offs_n) // SCALE_BLOCK) * stride_wsn
+            ws_ptrs = w_scale_ptr + expert * stride_wse + (row_r // SCALE_BLOCK) * stride_wsn  # [2 * BLOCK_N]
             as_ptrs = a_scale_ptr + token * stride_asm  # [BLOCK_M]
         if SWAP_AB:
-            acc_g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-            acc_u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            acc = tl.zeros((2 * BLOCK_N, BLOCK_M), dtype=tl.float32)
         else:
-            acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
             mask_k = offs_k < K - k0
             a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-            mask_w = _w_mask(mask_n, mask_k, SWAP_AB)
-            wg = tl.load(g_ptrs, mask=mask_w, other=0.0)
-            wu = tl.load(u_ptrs, mask=mask_w, other=0.0)
+            if W_TMA:
+                # rows and columns past w1 read as zeros; columns past N of the gate are up rows, never stored
+                w = tl.reshape(w_ptr.load([expert.to(tl.int32), 0, pid_n * BLOCK_N, k0]), (2 * BLOCK_N, BLOCK_K))
+                if not SWAP_AB:
+                    w = tl.trans(w)
+            else:
+                w = tl.load(w_ptrs, mask=_w_mask(mask_r, mask_k, SWAP_AB), other=0.0)
+                w_ptrs += BLOCK_K
             if QUANT == QUANT_BLOCK:
                 # BLOCK_K divides 128: one scale per row and per column for this tile
                 kb = k0 // SCALE_BLOCK
                 a_s = tl.load(as_ptrs + kb * stride_ask, mask=mask_m, other=0.0)
-                ws_g = tl.load(ws_g_ptrs + kb * stride_wsk, mask=mask_n, other=0.0)
-                ws_u = tl.load(ws_u_ptrs + kb * stride_wsk, mask=mask_n, other=0.0)
+                w_s = tl.load(ws_ptrs + kb * stride_wsk, mask=mask_r, other=0.0)
             else:
-                a_s, ws_g, ws_u = 0.0, 0.0, 0.0  # no per-tile scales
-            acc_g = _mma(a, wg, acc_g, a_s, ws_g, QUANT, SWAP_AB)
-            acc_u = _mma(a, wu, acc_u, a_s, ws_u, QUANT, SWAP_AB)
+                a_s, w_s = 0.0, 0.0  # no per-tile scales
+            acc = _mma(a, w, acc, a_s, w_s, QUANT, SWAP_AB)
             a_ptrs += BLOCK_K
-            g_ptrs += BLOCK_K
-            u_ptrs += BLOCK_K
         if SWAP_AB:
-            acc_g = tl.trans(acc_g)
-            acc_u = tl.trans(acc_u)
+            acc = tl.trans(acc)
         if QUANT == QUANT_CHANNEL:
             # per-token (or static: stride 0) activation scale x per-column (or per-tensor: stride 0) weight scale
             a_s = tl.load(a_scale_ptr + token * stride_asm, mask=mask_m, other=0.0)
-            ws_base = w_scale_ptr + expert * stride_wse
-            ws_g = tl.load(ws_base + offs_n * stride_wsn, mask=mask_n, other=0.0)
-            ws_u = tl.load(ws_base + (N + offs_n) * stride_wsn, mask=mask_n, other=0.0)
-            acc_g = acc_g * a_s[:, None] * ws_g[None, :]
-            acc_u = acc_u * a_s[:, None] * ws_u[None, :]
+            w_s = tl.load(w_scale_ptr + expert * stride_wse + row_r * stride_wsn, mask=mask_r, other=0.0)
+            acc = acc * a_s[:, None] * w_s[None, :]
         if ROUTED_ON_INPUT:
             # the router weight scales x (topk == 1): GEMM1 is linear, so it scales both halves' float32 sums
             wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
-            acc_g = acc_g * wt[:, None]
-            acc_u = acc_u * wt[:, None]
+            acc = acc * wt[:, None]
+        # columns [0, BLOCK_N) are the gate's, [BLOCK_N, 2 BLOCK_N) the up half's
+        acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N)), (0, 2, 1)))
         if GELU:
             act = 0.5 * acc_g * (1.0 + tl.math.erf(acc_g * 0.7071067811865476))
         else:
             act = acc_g / (1.0 + tl.exp(-acc_g))
         h = _round(act * acc_u, ACT_BF16)  # [BLOCK_M, BLOCK_N]
         mask = mask_m[:, None] & mask_n[None, :]
-        h_ptrs = h_ptr + slot[:, None] * stride_hm + offs_n[None, :]
+        h_row = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        h_ptrs = h_ptr + h_row[:, None] * stride_hm + offs_n[None, :]
         if H_FP8:
             # this program holds the whole 128-column group of its rows: the group scale needs no other program
             hf = tl.where(mask, h.to(tl.float32), 0.0)
             s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(hf), axis=1), AMAX_FLOOR), FP8_MAX)  # [BLOCK_M]
             tl.store(h_ptrs, _quant_fp8(hf, s[:, None]), mask=mask)
-            tl.store(h_scale_ptr + slot * stride_hsm + pid_n, s, mask=mask_m)
+            tl.store(h_scale_ptr + h_row * stride_hsm + pid_n, s, mask=mask_m)
         else:
             tl.store(h_ptrs, h, mask=mask)
 
@@ -299,10 +312,12 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     MUL_WEIGHT: tl.constexpr,
     ACT_BF16: tl.constexpr,
     SWAP_AB: tl.constexpr,
+    TMA: tl.constexpr,
 ):
-    """``c[slot, k] = topk_weight[slot] * (h[slot] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
-    and BLOCK_N output columns (of K); the reduction runs over the intermediate width N in BLOCK_K steps. float32
-    accumulation and weighting, one rounding to the activation dtype at the store."""
+    """``c[slot, k] = topk_weight[slot] * (h[row] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
+    and BLOCK_N output columns (of K), h's rows in sorted order (a block's rows are contiguous); the reduction runs
+    over the intermediate width N in BLOCK_K steps. TMA: ``h_ptr`` and ``w_ptr`` are tensor descriptors (h as is,
+    w2 as [E * K, N]). float32 accumulation and weighting, one rounding to the activation dtype at the store."""
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(K, BLOCK_N), GROUP_M)
     expert, busy, slot, mask_m = _block_rows(
         sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_experts, BLOCK_M
@@ -311,21 +326,31 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output columns, rows of w2[e]
         mask_n = offs_n < K
         offs_k = tl.arange(0, BLOCK_K)  # the reduction, over N
-        h_ptrs = h_ptr + slot[:, None] * stride_hm + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
-        # w2[e] is [K, N] row-major: rows offs_n (output columns), contiguous along the reduction
-        w_ptrs = _w_tile(w_ptr + expert * stride_we, offs_n, offs_k, stride_wk, SWAP_AB)
+        h_row = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        if not TMA:
+            h_ptrs = h_ptr + h_row[:, None] * stride_hm + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
+            # w2[e] is [K, N] row-major: rows offs_n (output columns), contiguous along the reduction
+            w_ptrs = _w_tile(w_ptr + expert * stride_we, offs_n, offs_k, stride_wk, SWAP_AB)
+        # the descriptor's rows: expert e's output columns start at e * K (rows past K are never stored)
+        w_row = (expert * K + pid_n * BLOCK_N).to(tl.int32)
         if QUANT == QUANT_BLOCK:
             ws_ptrs = w_scale_ptr + expert * stride_wse + (offs_n // SCALE_BLOCK) * stride_wsk  # [BLOCK_N]
-            hs_ptrs = h_scale_ptr + slot * stride_hsm  # [BLOCK_M]
+            hs_ptrs = h_scale_ptr + h_row * stride_hsm  # [BLOCK_M]
         if SWAP_AB:
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
         else:
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(0, N, BLOCK_K):
             mask_k = offs_k < N - k0
-            h = tl.load(h_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-            mask_w = _w_mask(mask_n, mask_k, SWAP_AB)
-            w = tl.load(w_ptrs, mask=mask_w, other=0.0)
+            if TMA:
+                # a padding row of the block reads whatever h holds there: its output row is never stored
+                h = h_ptr.load([(pid_m * BLOCK_M).to(tl.int32), k0])
+                w = _w_desc_tile(w_ptr, w_row, k0, SWAP_AB)
+            else:
+                h = tl.load(h_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+                w = tl.load(w_ptrs, mask=_w_mask(mask_n, mask_k, SWAP_AB), other=0.0)
+                h_ptrs += BLOCK_K
+                w_ptrs += BLOCK_K
             if QUANT == QUANT_BLOCK:
                 kb = k0 // SCALE_BLOCK
                 h_s = tl.load(hs_ptrs + kb * stride_hsk, mask=mask_m, other=0.0)
@@ -333,12 +358,10 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             else:
                 h_s, w_s = 0.0, 0.0  # no per-tile scales
             acc = _mma(h, w, acc, h_s, w_s, QUANT, SWAP_AB)
-            h_ptrs += BLOCK_K
-            w_ptrs += BLOCK_K
         if SWAP_AB:
             acc = tl.trans(acc)
         if QUANT == QUANT_CHANNEL:
-            h_s = tl.load(h_scale_ptr + slot * stride_hsm, mask=mask_m, other=0.0)
+            h_s = tl.load(h_scale_ptr + h_row * stride_hsm, mask=mask_m, other=0.0)
             w_s = tl.load(w_scale_ptr + expert * stride_wse + offs_n * stride_wsk, mask=mask_n, other=0.0)
             acc = acc * h_s[:, None] * w_s[None, :]
         if MUL_WEIGHT:
