@@ -6,7 +6,7 @@ import torch
 from conftest import DEVICE
 
 from tritonkit.ops import _checks, get_spec, paged_attention
-from tritonkit.ops.paged_attention import api
+from tritonkit.ops.paged_attention import api, config
 from tritonkit.spec import Shape
 from tritonkit.testing import Fill
 
@@ -144,3 +144,22 @@ def test_checked_layouts_are_bounded():
     assert None not in memo
     assert _checks.hashable_key(lambda: ([1], 2)) is None
     assert _checks.hashable_key(lambda: ((1,), 2)) == ((1,), 2)
+
+
+def test_launch_plans_are_remembered_until_a_name_of_config_changes(monkeypatch):
+    args = (4, 128, 2, 1, 1, 8, 1, 4096, 132)  # Llama-3-8B heads, decode of one sequence over 4K keys
+    plan = config.launch_plan(*args)
+    assert config.launch_plan(*args) is plan and plan.decode.num_splits == 16
+    # a patched threshold holds from the next call on, and so does its undo
+    monkeypatch.setattr(config, "MIN_KEYS_PER_SPLIT", 1024)
+    assert config.launch_plan(*args).decode.num_splits == 4
+    monkeypatch.undo()
+    assert config.launch_plan(*args) == plan
+
+
+def test_launch_plan_memo_is_bounded(monkeypatch):
+    monkeypatch.setattr(config, "PLAN_MEMO_SIZE", 5)
+    for keys in range(1000, 1020):
+        plan = config.launch_plan(4, 128, 2, 1, 1, 8, 1, keys, 132)
+        assert plan == config._plan(4, 128, 2, 1, 1, 8, 1, keys, 132)
+        assert len(config._PLANS) <= 5
