@@ -289,6 +289,7 @@ class LaunchPlan:
 # launch plans by their arguments: a plan is a pure function of them and of this module's names, and computing one
 # costs an eager call 3-15 us of host time (a cached one ~0.5). Emptied when full and whenever a name of this module
 # is rebound (_Config), so a patched threshold or merge_pdl holds from the next call on.
+# docs/notes/paged-attention-host.md.
 _PLANS: dict[tuple, LaunchPlan] = {}
 PLAN_MEMO_SIZE = 4096
 
