@@ -101,6 +101,47 @@ def rows_and_stride(name: str, t: torch.Tensor, output: bool = False) -> tuple[t
     return t2, t2.stride(0)
 
 
+def layout(t) -> tuple | None:
+    """Everything a metadata check reads of ``t`` (dtype, shape, strides, device), as a key; None for None. A
+    non-tensor is keyed by its type: a check of it raises whatever its value."""
+    if t is None:
+        return None
+    if not isinstance(t, torch.Tensor):
+        return (type(t),)
+    return (t.dtype, t.shape, t.stride(), t.device)
+
+
+class CheckedLayouts:
+    """Keys of argument layouts that passed an op's metadata checks, so a repeated call skips them (the checks
+    cost an op's host path ~10 us a call; a key ~2 us). A key must hold everything those checks read: the
+    :func:`layout` of each tensor, and each scalar with its type (``True == 1`` and ``1 == 1.0`` in a dict). Bounded:
+    emptied when full, as a serving loop's varying token counts would otherwise grow it without end."""
+
+    def __init__(self, maxsize: int = 4096):
+        self.maxsize = maxsize
+        self.keys: set = set()
+
+    def __contains__(self, key) -> bool:
+        return key is not None and key in self.keys
+
+    def add(self, key) -> None:
+        if key is None:
+            return
+        if len(self.keys) >= self.maxsize:
+            self.keys.clear()
+        self.keys.add(key)
+
+
+def hashable_key(make) -> tuple | None:
+    """``make()``, or None where it cannot be a dict key (a symbolic shape while torch.compile traces)."""
+    try:
+        key = make()
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 #: ``TRITONKIT_CHECK_INDICES=1``: ops that take indices into their other arguments (topk ids) check their values too
 CHECK_INDICES_ENV = "TRITONKIT_CHECK_INDICES"
 

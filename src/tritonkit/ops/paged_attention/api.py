@@ -541,8 +541,100 @@ def check_args(
     v_scale,
 ):
     """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
-    naming the bad one; nothing is written."""
+    naming the bad one; nothing is written. A layout that passed before skips the metadata checks (_CHECKED)."""
     _checks.inference_only(q=q, k_cache=k_cache, v_cache=v_cache, sinks=sinks, out=out)
+    key = _checks.hashable_key(
+        lambda: (
+            _checks.layout(q),
+            _checks.layout(k_cache),
+            _checks.layout(v_cache),
+            _checks.layout(cu_seqlens_q),
+            _checks.layout(seqused_k),
+            _checks.layout(block_table),
+            type(max_seqlen_q),
+            max_seqlen_q,
+            type(max_seqlen_k),
+            max_seqlen_k,
+            type(softmax_scale),
+            softmax_scale,
+            type(causal),
+            causal,
+            type(window_size),
+            tuple((type(w), w) for w in window_size) if isinstance(window_size, (tuple, list)) else window_size,
+            type(softcap),
+            softcap,
+            _checks.layout(sinks),
+            _checks.layout(out),
+            _checks.layout(k_scale),
+            _checks.layout(v_scale),
+        )
+    )
+    if key not in _CHECKED:
+        _check_layout(
+            q,
+            k_cache,
+            v_cache,
+            cu_seqlens_q,
+            seqused_k,
+            block_table,
+            max_seqlen_q,
+            max_seqlen_k,
+            softmax_scale,
+            causal,
+            window_size,
+            softcap,
+            sinks,
+            out,
+            k_scale,
+            v_scale,
+        )
+        _CHECKED.add(key)
+    # data pointers and index values, every call: the kernels write out while reading everything else, so no
+    # element twice and no shared memory
+    _checks.distinct_elements("out", out)
+    _checks.no_overlap(
+        "out",
+        out,
+        q=q,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        cu_seqlens_q=cu_seqlens_q,
+        seqused_k=seqused_k,
+        block_table=block_table,
+        sinks=sinks,
+        k_scale=k_scale,
+        v_scale=v_scale,
+    )
+    if _checks.indices_checked():
+        _check_indices(
+            cu_seqlens_q, seqused_k, block_table, q.shape[0], k_cache.shape[0], k_cache.shape[1], max_seqlen_q
+        )
+
+
+# layouts (and scalars) check_args accepted; a key of every argument it reads, data pointers and values aside
+# (10 -> 7 us a call on a CPU: docs/notes/paged-attention-host.md)
+_CHECKED = _checks.CheckedLayouts()
+
+
+def _check_layout(
+    q,
+    k_cache,
+    v_cache,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    max_seqlen_q,
+    max_seqlen_k,
+    softmax_scale,
+    causal,
+    window_size,
+    softcap,
+    sinks,
+    out,
+    k_scale,
+    v_scale,
+) -> None:
+    """check_args' checks of metadata and scalars: nothing here reads a data pointer or grad state."""
     _checks.tensor("q", q, dtypes=Q_DTYPES, ndim=3, last_contiguous=True)
     num_tokens, num_heads, head_dim = q.shape
     _checks.tensor("k_cache", k_cache, ndim=4, last_contiguous=True)
@@ -640,23 +732,6 @@ def check_args(
         k_scale=k_scale if isinstance(k_scale, torch.Tensor) else None,
         v_scale=v_scale if isinstance(v_scale, torch.Tensor) else None,
     )
-    # the kernels write out while reading everything else: no element twice, no shared memory
-    _checks.distinct_elements("out", out)
-    _checks.no_overlap(
-        "out",
-        out,
-        q=q,
-        k_cache=k_cache,
-        v_cache=v_cache,
-        cu_seqlens_q=cu_seqlens_q,
-        seqused_k=seqused_k,
-        block_table=block_table,
-        sinks=sinks,
-        k_scale=k_scale,
-        v_scale=v_scale,
-    )
-    if _checks.indices_checked():
-        _check_indices(cu_seqlens_q, seqused_k, block_table, num_tokens, num_blocks, block_size, max_seqlen_q)
 
 
 def _check_indices(

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
+import types
 
 from .. import _device
 from .._ints import cdiv, next_power_of_2
@@ -284,6 +286,24 @@ class LaunchPlan:
     prefill_skips_q: int
 
 
+# launch plans by their arguments: a plan is a pure function of them and of this module's names, and computing one
+# costs an eager call 3-15 us of host time (a cached one ~0.5). Emptied when full and whenever a name of this module
+# is rebound (_Config), so a patched threshold or merge_pdl holds from the next call on.
+# docs/notes/paged-attention-host.md.
+_PLANS: dict[tuple, LaunchPlan] = {}
+PLAN_MEMO_SIZE = 4096
+
+
+class _Config(types.ModuleType):
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        _PLANS.clear()
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        _PLANS.clear()
+
+
 def launch_plan(
     group: int,
     head_dim: int,
@@ -297,6 +317,27 @@ def launch_plan(
 ) -> LaunchPlan:
     """Which kernels a call launches, with their configs: the decode path where every query fits a decode program,
     the prefill path alone where prefill_alone says so, both otherwise (each skipping the other's sequences)."""
+    key = (group, head_dim, kv_elem_bytes, num_seqs, num_tokens, num_kv_heads, max_seqlen_q, max_keys, num_sms)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(*key)
+        if len(_PLANS) >= PLAN_MEMO_SIZE:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+def _plan(
+    group: int,
+    head_dim: int,
+    kv_elem_bytes: int,
+    num_seqs: int,
+    num_tokens: int,
+    num_kv_heads: int,
+    max_seqlen_q: int,
+    max_keys: int,
+    num_sms: int,
+) -> LaunchPlan:
     dec = decode_config(group, head_dim, kv_elem_bytes, num_seqs, num_kv_heads, max_keys, num_sms, max_seqlen_q)
     alone = prefill_alone(num_seqs, group, max_seqlen_q, max_keys, dec.max_q)
     if not alone and max_seqlen_q <= dec.max_q:
@@ -368,3 +409,7 @@ def merge_pdl(device) -> bool:
     ``--arch``); CPU tensors (the interpreter) and unknown targets never do."""
     cap = _device.capability(device)
     return MERGE_PDL and cap is not None and cap >= (9, 0)
+
+
+# after every definition: rebinding a name of this module from here on empties _PLANS
+sys.modules[__name__].__class__ = _Config
