@@ -61,10 +61,10 @@ def test_the_check_fails_without_do_not_specialize(monkeypatch, name):
 
 @pytest.mark.parametrize("pdl", [False, True], ids=["no-pdl", "pdl"])
 def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(monkeypatch, pdl):
-    # decode batches, context lengths, prefill lengths and a mixed batch: one key per kernel (path), two for the
-    # decode and merge kernels (their rows follow the longest query: DECODE_BLOCK_M, or DECODE_WIDE_ROWS for chunks
-    # of up to 32 tokens), with the merge as a programmatic dependent launch (sm_90+ CUDA devices) or not (this CPU,
-    # older GPUs)
+    # decode batches, context lengths, prefill lengths and a mixed batch: one key per kernel (path), three for the
+    # decode kernel (its rows follow the longest query: DECODE_BLOCK_M, or the wide 64 and 128 rows for short queries
+    # of batches that fill the card, which never split: one for the merge), with the merge as a programmatic
+    # dependent launch (sm_90+ CUDA devices) or not (this CPU, older GPUs)
     api = tritonkit.ops.paged_attention.api
     monkeypatch.setattr(tritonkit.ops.paged_attention.config, "merge_pdl", lambda device: pdl)
     spec = get_spec("paged_attention")
@@ -83,18 +83,19 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     shapes += [Shape(num_seqs=b, q_len=1, context=c, **heads) for b in (1, 3) for c in (0, 100, 4095, 32767)]
     shapes += [Shape(num_seqs=1, q_len=t, context=0, **heads) for t in (1024, 4097)]
     shapes += [Shape(num_seqs=3, q_len=(1, 700, 1), context=(5000, 2000, 17), **heads)]
-    # chunks of up to 32 tokens (wide decode rows), with and without splits; chunks past them (prefill KV splits)
+    # short queries of batches that fill the card (wide decode rows: 64, and 128 past 64 query rows); of smaller
+    # batches and longer chunks (prefill, with and without KV splits)
     shapes += [
         Shape(num_seqs=b, q_len=t, context=c, **heads)
-        for b, t, c in ((1, 16, 16368), (2, 20, 300), (1, 64, 16320), (1, 256, 16128))
+        for b, t, c in ((17, 8, 1100), (17, 20, 300), (1, 16, 16368), (2, 20, 2000), (1, 64, 16320), (1, 256, 16128))
     ]
     for shape in shapes:
         spec.call(spec.make_inputs(shape, torch.bfloat16, MetaFill()))
     # the prefill kernel: one compile per (tile rows, split or not) its config picks; its merge, one per split rows
     picks = {(c.block_m, c.num_splits > 1) for c in (_prefill_pick(s) for s in shapes) if c is not None}
     want = {
-        "_paged_attention_decode_kernel": 2,
-        "_paged_attention_merge_kernel": 2,
+        "_paged_attention_decode_kernel": 3,
+        "_paged_attention_merge_kernel": 1,
         "_paged_attention_prefill_kernel": len(picks),
         "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split}),
     }

@@ -501,23 +501,33 @@ def test_interpreter_tolerance_follows_the_interpreter_at_call_time(monkeypatch)
     assert SPEC.tolerance_for(torch.float16) is SPEC.tolerance[torch.float16]
 
 
-def test_chunks_of_up_to_32_tokens_take_the_split_decode_path(monkeypatch):
-    # a 16-token chunk over a long context at group 4: the wide decode rows with KV splits and the merge, no prefill
-    # launch (the prefill kernel ran 8 programs for the whole card there)
+def test_short_queries_take_the_wide_decode_rows_only_where_the_batch_fills_the_card(monkeypatch):
+    # queries of 5-32 tokens at group 4: the wide decode rows (64, or 128 past 64 query rows) where sequences x KV
+    # heads fill the SMs; a smaller batch takes the prefill kernel and its KV splits (docs/notes/prefill-splits.md)
     from tritonkit.ops.paged_attention import api
 
-    shape = Shape(num_seqs=1, q_len=16, context=2000, num_heads=8, num_kv_heads=2, head_dim=64, block_size=16)
-    cfg = config.decode_config(4, 64, 2, 1, 2, 2016, config.num_sms(torch.device(DEVICE)), 16)
-    assert cfg.block_m == config.DECODE_WIDE_ROWS and cfg.max_q == 32 and cfg.num_splits > 1
-    launched = []
+    keys = config.PREFILL_SHORT_KEYS + 1
+    assert config.decode_block_m(4, 64, 8, 66, 2, 132, keys) == config.decode_block_m(4, 64, 16, 66, 2, 132, keys) == 64
+    assert config.decode_block_m(4, 64, 20, 66, 2, 132, keys) == config.DECODE_WIDE_ROWS == 128
+    assert config.decode_block_m(4, 64, 16, 65, 2, 132, keys) == 16  # 130 programs for 132 SMs: the prefill kernel
+    assert config.decode_block_m(4, 64, 16, 65, 2, 132, keys - 1) == 64  # few keys: the wide rows still
+    assert config.decode_block_m(4, 64, 33, 66, 2, 132, keys) == config.decode_block_m(4, 64, 1, 66, 2, 132, 9) == 16
+    assert config.decode_block_m(4, 256, 16, 66, 2, 132, keys) == 16  # head_dim 256: the wide rows would not fit
     real = api.launch
-    monkeypatch.setattr(api, "launch", lambda kernel, *a, **k: launched.append(kernel) or real(kernel, *a, **k))
-    assert_valid(SPEC, shape, torch.bfloat16, "randn")
-    assert api._paged_attention_prefill_kernel not in launched
-    assert api._paged_attention_merge_kernel in launched
-    # one token longer than the wide rows hold: the prefill kernel, the narrow decode rows for the rest
-    assert config.decode_block_m(4, 64, 33) == config.decode_block_m(4, 64, 1) == 16
-    assert config.decode_block_m(4, 256, 16) == 16  # head_dim 256: the wide rows would not fit the registers
+    for num_seqs, sms, wide in ((2, 4, True), (1, 4, False)):
+        monkeypatch.setattr(config, "num_sms", lambda device, sms=sms: sms)
+        shape = Shape(
+            num_seqs=num_seqs, q_len=16, context=1100, num_heads=8, num_kv_heads=2, head_dim=64, block_size=16
+        )
+        launched = []
+        monkeypatch.setattr(
+            api, "launch", lambda kernel, *a, **k: launched.append((kernel, a, k)) or real(kernel, *a, **k)
+        )
+        assert_valid(SPEC, shape, torch.bfloat16, "randn")
+        kernels = [k for k, _, _ in launched]
+        assert (api._paged_attention_prefill_kernel not in kernels) is wide
+        rows = {a[2]["BLOCK_M"] for k, a, _ in launched if k is api._paged_attention_decode_kernel}
+        assert rows == {64} if wide else rows <= {16}, rows  # one sequence: the prefill kernel alone
 
 
 def test_the_prefill_tile_and_splits_follow_the_batch():

@@ -44,12 +44,15 @@ from .._ints import cdiv, next_power_of_2
 # Rows of a decode program: the smallest M of a tensor-core dot. Packing more query tokens (speculative decoding)
 # into the same 16 rows is free: decode is memory bound and the rows are there anyway.
 DECODE_BLOCK_M = 16
-# Rows of a decode program for a batch whose longest query is longer than DECODE_BLOCK_M's tokens but fits this
-# many rows (chunked prefill and speculative decoding of up to 128 // group tokens, head_dim up to 128): the split
-# decode path at 8 warps instead of the prefill kernel's one program per (query tile, KV head), which runs 8
-# programs for a 16-token chunk over 16K keys (587 us on the H200 against SDPA's 79). One more compile of the decode
-# and merge kernels (two BLOCK_M buckets); a mixed batch with a longer prompt keeps DECODE_BLOCK_M.
+# Most rows of a decode program for a batch whose longest query is longer than DECODE_BLOCK_M's tokens (speculative
+# decoding and short chunks of up to 128 // group tokens, head_dim up to 128): the split decode path at 8 warps, 64
+# rows up to 64 query rows, else 128. Only for batches whose sequences x KV heads fill the SMs: a smaller batch takes
+# the prefill kernel and its KV splits (H200, Llama-3-8B heads: 8 x 16 tokens at 4K keys 69.7 us against 94.1 on
+# the wide rows, 32-token chunk over 16K keys 52.5 against 83.4; 32 x 16 tokens at 4K keys 202 on 64 rows against
+# 263 on 128 and 328 through prefill; docs/notes/prefill-splits.md). A mixed batch with a longer prompt keeps
+# DECODE_BLOCK_M.
 DECODE_WIDE_ROWS = 128
+DECODE_WIDE_ROWS_MIN = 64
 DECODE_WIDE_WARPS = 8
 # Split cap; the merge kernel loads this many splits of a row at once ([64, head_dim] float32). Batch 1 with 8
 # KV heads takes 64 (4 x 132 // 8 = 66): a 32K context then gives each program 16 tiles of 32 keys.
@@ -151,12 +154,24 @@ def decode_max_q(group: int) -> int:
     return _narrow_rows(group) // group
 
 
-def decode_block_m(group: int, head_dim: int, max_seqlen_q: int) -> int:
-    """Rows of a decode program: the narrow rows, or DECODE_WIDE_ROWS when every query of the batch fits those
-    rows but not the narrow ones (see DECODE_WIDE_ROWS)."""
+def decode_block_m(
+    group: int,
+    head_dim: int,
+    max_seqlen_q: int,
+    num_seqs: int = 0,
+    num_kv_heads: int = 1,
+    num_sms: int = 0,
+    max_keys: int = 0,
+) -> int:
+    """Rows of a decode program: the narrow rows, or (see DECODE_WIDE_ROWS) the wide rows, the query's rows rounded
+    up to DECODE_WIDE_ROWS_MIN or DECODE_WIDE_ROWS, when every query of the batch fits those but not the narrow
+    ones, and either the batch's sequences x KV heads fill the SMs or its keys are few (at most PREFILL_SHORT_KEYS:
+    two 16-token prompts, 8.4 us on the wide rows against 9.9 through prefill)."""
     narrow = _narrow_rows(group)
-    wide = max_seqlen_q * group <= DECODE_WIDE_ROWS and head_dim_pad(head_dim) <= 128
-    return DECODE_WIDE_ROWS if max_seqlen_q > narrow // group and wide else narrow
+    rows = max(DECODE_WIDE_ROWS_MIN, next_power_of_2(max_seqlen_q * group))
+    fits = rows <= DECODE_WIDE_ROWS and head_dim_pad(head_dim) <= 128
+    fills = num_seqs * num_kv_heads >= num_sms or max_keys <= PREFILL_SHORT_KEYS
+    return rows if max_seqlen_q > narrow // group and fits and fills else narrow
 
 
 def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
@@ -192,7 +207,7 @@ def decode_config(
     num_sms: int,
     max_seqlen_q: int = 1,
 ) -> DecodeConfig:
-    block_m = decode_block_m(group, head_dim, max_seqlen_q)
+    block_m = decode_block_m(group, head_dim, max_seqlen_q, num_seqs, num_kv_heads, num_sms, max_keys)
     wide = block_m != _narrow_rows(group)
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes, wide)
