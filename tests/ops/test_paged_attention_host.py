@@ -163,3 +163,15 @@ def test_launch_plan_memo_is_bounded(monkeypatch):
         plan = config.launch_plan(4, 128, 2, 1, 1, 8, 1, keys, 132)
         assert plan == config._plan(4, 128, 2, 1, 1, 8, 1, keys, 132)
         assert len(config._PLANS) <= 5
+
+
+def test_no_layout_key_while_torch_compile_traces():
+    # Dynamo cannot trace hash() of a tuple (the H200's torch.compile test of paged_attention failed on it): a
+    # traced call takes no key, so it checks everything at trace time
+    def f(x):
+        key = _checks.hashable_key(lambda: (_checks.layout(x), 3))
+        return x + (1 if key is None else 2)
+
+    x = torch.ones(2)
+    assert torch.equal(f(x), x + 2)
+    assert torch.equal(torch.compile(f, fullgraph=True, backend="eager")(x), x + 1)

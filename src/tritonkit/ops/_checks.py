@@ -133,7 +133,10 @@ class CheckedLayouts:
 
 
 def hashable_key(make) -> tuple | None:
-    """``make()``, or None where it cannot be a dict key (a symbolic shape while torch.compile traces)."""
+    """``make()``, or None where it cannot be a dict key (a symbolic shape), and None while torch.compile traces
+    (Dynamo cannot trace ``hash`` of a tuple; a traced call checks everything once, at trace time)."""
+    if torch.compiler.is_compiling():
+        return None
     try:
         key = make()
         hash(key)
