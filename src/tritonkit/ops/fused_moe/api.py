@@ -5,10 +5,14 @@ Launches, all on a static grid (no host sync, CUDA-graph capturable):
 1. ``moe_align_block_size``: slots m * topk + j sorted by expert, each expert's run padded to block_m.
 2. (fp8) ``_fused_moe_quant_kernel``: x to fp8, per token (or per 128-column group, or by a static scale; a
    dynamic per-tensor scale takes an amax launch first).
-3. ``_fused_moe_gemm1_kernel``: h = act(x W1g^T) * (x W1u^T) per slot, the activation fused in the epilogue
-   (block-wise fp8: h quantized per 128 columns there too).
-4. (fp8, per-tensor/per-channel weights) ``_fused_moe_quant_kernel``: h to fp8 per slot (or by a2_scale).
-5. ``_fused_moe_gemm2_kernel``: c[slot] = w_slot * (h[slot] W2^T), in the activation dtype.
+3. ``_fused_moe_gemm1_kernel``: h = act(x W1g^T) * (x W1u^T) per slot, gate and up in one dot, the activation
+   fused in the epilogue (block-wise fp8: h quantized per 128 columns there too). h's rows are the slots' sorted
+   positions (padding rows unwritten), so a block's rows are one tile.
+4. (fp8, per-tensor/per-channel weights) ``_fused_moe_quant_kernel``: h to fp8 per row (or by a2_scale).
+5. ``_fused_moe_gemm2_kernel``: c[slot] = w_slot * (h[row] W2^T), in the activation dtype.
+
+Tiles of ``config.TMA_MIN_ROWS`` rows and more load the weights (and GEMM2 its h) through tensor descriptors
+where TMA can address them (:func:`_tma_ok`), else through pointers: the same tiles, the same bits.
 6. ``_fused_moe_sum_kernel``: out[m] = sum_j c[m * topk + j] in float32, in j order: deterministic.
 """
 
