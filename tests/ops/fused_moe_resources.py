@@ -11,7 +11,6 @@ import os
 os.environ["TRITON_INTERPRET"] = "0"
 
 import torch  # noqa: E402
-from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 from tritonkit.check.resources import compile_resources  # noqa: E402
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP  # noqa: E402
@@ -52,7 +51,7 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
             K._fused_moe_gemm1_kernel,
             a,
             scales,
-            A._gate_up_desc(w, g) if tma else w,
+            A._desc(w.view(E, 2, N, Kd), 1, 2, g.block_n, g.block_k) if tma else w,
             scales,
             h,
             scales,
@@ -85,9 +84,9 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
     h, w, c = meta(128, N, dtype=wdt), meta(E, Kd, N, dtype=wdt), meta(128, Kd)
     return compile_resources(
         K._fused_moe_gemm2_kernel,
-        TensorDescriptor(h, list(h.shape), list(h.stride()), [g.block_m, g.block_k]) if tma else h,
+        A._desc(h, g.block_m, g.block_k) if tma else h,
         scales,
-        A._weight_desc(w, g) if tma else w,
+        A._desc(w.view(E * Kd, N), g.block_n, g.block_k) if tma else w,
         scales,
         c,
         weights,

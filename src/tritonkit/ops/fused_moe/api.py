@@ -10,10 +10,10 @@ Launches, all on a static grid (no host sync, CUDA-graph capturable):
    positions (padding rows unwritten), so a block's rows are one tile.
 4. (fp8, per-tensor/per-channel weights) ``_fused_moe_quant_kernel``: h to fp8 per row (or by a2_scale).
 5. ``_fused_moe_gemm2_kernel``: c[slot] = w_slot * (h[row] W2^T), in the activation dtype.
+6. ``_fused_moe_sum_kernel``: out[m] = sum_j c[m * topk + j] in float32, in j order: deterministic.
 
 Tiles of ``config.TMA_MIN_ROWS`` rows and more load the weights (and GEMM2 its h) through tensor descriptors
 where TMA can address them (:func:`_tma_ok`), else through pointers: the same tiles, the same bits.
-6. ``_fused_moe_sum_kernel``: out[m] = sum_j c[m * topk + j] in float32, in j order: deterministic.
 """
 
 from __future__ import annotations
@@ -58,23 +58,15 @@ def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map
     return moe_align_block_size(topk_ids, block_size, num_experts, expert_map=expert_map)
 
 
-def _weight_desc(w: torch.Tensor, g) -> TensorDescriptor:
-    """A descriptor of ``w`` [E, R, C] as [E * R, C], tiles of block_n rows by block_k columns."""
-    w2d = w.view(w.shape[0] * w.shape[1], w.shape[2])
-    return TensorDescriptor(w2d, list(w2d.shape), list(w2d.stride()), [g.block_n, g.block_k])
+def _desc(t: torch.Tensor, *block: int) -> TensorDescriptor:
+    """A tensor descriptor of ``t`` with tiles of ``block``."""
+    return TensorDescriptor.from_tensor(t, list(block))
 
 
 def _tma_ok(w: torch.Tensor) -> bool:
-    """Whether a descriptor over ``w`` [E, R, C] as rows of C can address it: contiguous, 16-byte aligned base and
-    row stride."""
+    """Whether a descriptor over ``w`` (h [R, C], or weights [E, R, C] as rows of C) can address it: contiguous,
+    16-byte aligned base and row stride."""
     return w.is_contiguous() and w.data_ptr() % 16 == 0 and w.shape[-1] * w.element_size() % 16 == 0
-
-
-def _gate_up_desc(w1: torch.Tensor, g) -> TensorDescriptor:
-    """A descriptor of w1 [E, 2N, K] as [E, 2, N, K], tiles of one expert's gate and up block_n rows together."""
-    E, N2, K = w1.shape
-    w4 = w1.view(E, 2, N2 // 2, K)
-    return TensorDescriptor(w4, list(w4.shape), list(w4.stride()), [1, 2, g.block_n, g.block_k])
 
 
 def _device_name(device: torch.device) -> str | None:
@@ -197,10 +189,8 @@ def forward(
         a, a_s, stride_asm, stride_ask = x, x, 0, 0
         w1_scale, w1s = x, (0, 0, 0)
     g1, g2 = cfg.gemm1, cfg.gemm2
-    # weights (and GEMM2's h) through tensor descriptors on wgmma tiles, where TMA can address them (16-byte aligned
-    # bases and rows)
+    # the weights through a tensor descriptor on wgmma tiles, where TMA can address them (16-byte aligned base, rows)
     tma1 = g1.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w1)
-    tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and N * (1 if block else x.element_size()) % 16 == 0
     # h's rows in sorted order, a block's rows contiguous: GEMM2 reads a block's h as one tile
     h_rows = num_pid_m * cfg.block_size
     if fp8 and not block and a2_scale is None and not per_act_token_quant:
@@ -215,7 +205,8 @@ def forward(
         (
             a,
             a_s,
-            _gate_up_desc(w1, g1) if tma1 else w1,
+            # w1 [E, 2N, K] as [E, 2, N, K]: one load holds an expert's gate and up rows
+            _desc(w1.view(E, 2, N, K), 1, 2, g1.block_n, g1.block_k) if tma1 else w1,
             w1_scale,
             h,
             h_s,
@@ -263,14 +254,16 @@ def forward(
     else:
         hs_strides = (0, 0)
     w2s = _weight_scale_strides(w2_scale, quant) if fp8 else (0, 0, 0)
+    # w2 and the h GEMM2 reads (fp8 rows of N bytes once quantized) through descriptors, as GEMM1's weights
+    tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and _tma_ok(h)
     c = _alloc.empty((numel, K), x.dtype, x.device)
     launch(
         _fused_moe_gemm2_kernel,
         (num_pid_m * cdiv(K, g2.block_n),),
         (
-            TensorDescriptor(h, list(h.shape), list(h.stride()), [g2.block_m, g2.block_k]) if tma2 else h,
+            _desc(h, g2.block_m, g2.block_k) if tma2 else h,
             h_s,
-            _weight_desc(w2, g2) if tma2 else w2,
+            _desc(w2.view(E * K, N), g2.block_n, g2.block_k) if tma2 else w2,
             w2_scale if fp8 else x,
             c,
             topk_weights,

@@ -77,10 +77,10 @@ def _w_tile(base, offs_n, offs_k, stride_n, SWAP_AB: tl.constexpr):
 
 
 @triton.jit
-def _w_desc_tile(desc, row, k0, SWAP_AB: tl.constexpr):
-    """A weight tile through a tensor descriptor (rows past the tensor read as zeros): ``[BLOCK_K, BLOCK_N]`` for
-    ``a . w``, ``[BLOCK_N, BLOCK_K]`` with SWAP_AB."""
-    w = desc.load([row, k0])
+def _w_desc_tile(desc, offsets, ROWS: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr):
+    """A weight tile of ROWS rows through a tensor descriptor (its block's leading dims flattened into the rows;
+    rows past the tensor read as zeros): ``[BLOCK_K, ROWS]`` for ``a . w``, ``[ROWS, BLOCK_K]`` with SWAP_AB."""
+    w = tl.reshape(desc.load(offsets), (ROWS, BLOCK_K))
     if not SWAP_AB:
         w = tl.trans(w)
     return w
@@ -233,9 +233,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
             if W_TMA:
                 # rows and columns past w1 read as zeros; columns past N of the gate are up rows, never stored
-                w = tl.reshape(w_ptr.load([expert.to(tl.int32), 0, pid_n * BLOCK_N, k0]), (2 * BLOCK_N, BLOCK_K))
-                if not SWAP_AB:
-                    w = tl.trans(w)
+                w = _w_desc_tile(w_ptr, [expert.to(tl.int32), 0, pid_n * BLOCK_N, k0], 2 * BLOCK_N, BLOCK_K, SWAP_AB)
             else:
                 w = tl.load(w_ptrs, mask=_w_mask(mask_r, mask_k, SWAP_AB), other=0.0)
                 w_ptrs += BLOCK_K
@@ -345,7 +343,7 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             if TMA:
                 # a padding row of the block reads whatever h holds there: its output row is never stored
                 h = h_ptr.load([(pid_m * BLOCK_M).to(tl.int32), k0])
-                w = _w_desc_tile(w_ptr, w_row, k0, SWAP_AB)
+                w = _w_desc_tile(w_ptr, [w_row, k0], BLOCK_N, BLOCK_K, SWAP_AB)
             else:
                 h = tl.load(h_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
                 w = tl.load(w_ptrs, mask=_w_mask(mask_n, mask_k, SWAP_AB), other=0.0)
