@@ -155,13 +155,7 @@ def decode_max_q(group: int) -> int:
 
 
 def decode_block_m(
-    group: int,
-    head_dim: int,
-    max_seqlen_q: int,
-    num_seqs: int = 0,
-    num_kv_heads: int = 1,
-    num_sms: int = 0,
-    max_keys: int = 0,
+    group: int, head_dim: int, max_seqlen_q: int, num_seqs: int, num_kv_heads: int, num_sms: int, max_keys: int
 ) -> int:
     """Rows of a decode program: the narrow rows, or (see DECODE_WIDE_ROWS) the wide rows, the query's rows rounded
     up to DECODE_WIDE_ROWS_MIN or DECODE_WIDE_ROWS, when every query of the batch fits those but not the narrow
