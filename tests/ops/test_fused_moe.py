@@ -250,8 +250,13 @@ def test_default_rule_decode_and_prefill():
     for m in (1, 16, 64, 65, 1024, 65536):
         for q in config.QUANT_SCHEMES:
             config.validate(config.default_config(m, 128, 768, 2048, 8, q), q)
-    # decode narrows GEMM1's columns until there are two programs per SM (Qwen3-30B's N 768, 8 experts)
+    # decode narrows 16-bit GEMM1's columns until there are three programs per SM (Qwen3-30B's N 768, 128 experts:
+    # M=4 touches 32 of them, 384 programs at 64 columns; Mixtral at M=1 has 448), fp8's until two
     assert config.default_config(1, 128, 768, 2048, 8, "none").gemm1.block_n == 32
+    assert config.default_config(4, 128, 768, 2048, 8, "none").gemm1.block_n == 32
+    assert config.default_config(8, 128, 768, 2048, 8, "none").gemm1.block_n == 64
+    assert config.default_config(1, 8, 14336, 4096, 2, "none").gemm1.block_n == 64
+    assert config.default_config(4, 8, 14336, 4096, 2, "fp8_channel").gemm1.block_n == 128
     # tiles follow the rows per expert (M * topk / E), not M: Mixtral at M=64 has 16 per expert, Qwen3-30B 4
     assert config.default_config(64, 8, 14336, 4096, 2, "none").block_size == 64
     assert config.default_config(64, 128, 768, 2048, 8, "none").block_size == 16

@@ -128,10 +128,11 @@ def _programs(blocks: int, width: int, block_n: int) -> int:
     return blocks * cdiv(width, block_n)
 
 
-def _narrowest_filling(blocks: int, width: int, choices: tuple[int, ...]) -> int:
-    """The widest block_n of ``choices`` (widest first) that still gives two programs per SM, else the narrowest."""
+def _narrowest_filling(blocks: int, width: int, choices: tuple[int, ...], per_sm: int = 2) -> int:
+    """The widest block_n of ``choices`` (widest first) that still gives ``per_sm`` programs per SM, else the
+    narrowest."""
     for bn in choices:
-        if _programs(blocks, width, bn) >= 2 * NUM_SMS:
+        if _programs(blocks, width, bn) >= per_sm * NUM_SMS:
             return bn
     return choices[-1]
 
@@ -171,8 +172,10 @@ def default_config(M: int, E: int, N: int, K: int, topk: int, quant: str) -> Fus
                 GemmConfig(16, SCALE_BLOCK, 128, 1, 4, 3, swap_ab(quant, 16, SCALE_BLOCK)),
                 GemmConfig(16, 64, 128, 1, 4, 5, swap_ab(quant, 16, 64)),
             )
-        # fp8 stops at 64 columns: narrower tiles cannot swap onto wgmma (ops.fused_moe.kernel._mma)
-        bn1 = _narrowest_filling(blocks, N, (128, 64) if fp8 else (64, 32))
+        # fp8 stops at 64 columns: narrower tiles cannot swap onto wgmma (ops.fused_moe.kernel._mma). 16-bit GEMM1
+        # wants 3 programs per SM: Qwen3 M=4 (384 programs at 64 columns) 82.6 us at 32 against 87.9, Mixtral M=1
+        # (448) 186.9 at 64 against 190.6 (docs/notes/fused-moe-decode.md)
+        bn1 = _narrowest_filling(blocks, N, (128, 64)) if fp8 else _narrowest_filling(blocks, N, (64, 32), per_sm=3)
         bn2 = _narrowest_filling(blocks, K, (128, 64) if fp8 else (128, 64, 32))
         return FusedMoeConfig(
             GemmConfig(16, bn1, 128, 1, 4, 4, swap_ab(quant, 16, bn1)),
