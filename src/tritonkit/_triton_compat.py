@@ -136,6 +136,12 @@ def device_cache(jit, device: int) -> tuple[dict, Any]:
     return caches[0], caches[3]
 
 
+def held_device_cache(jit, device: int) -> dict | None:
+    """The compiled kernels ``jit`` keeps for ``device``, or None where it keeps none (nothing is created)."""
+    caches = jit.device_caches.get(device)
+    return None if caches is None else caches[0]
+
+
 def compiled_kernels(jit) -> int:
     """How many specializations ``jit`` holds compiled, over all devices (0 for an object without a cache)."""
     return sum(len(entry[0]) for entry in list(getattr(jit, "device_caches", {}).values()))

@@ -436,3 +436,31 @@ def test_a_programmatic_dependent_launch_is_its_own_key(harness):
     assert harness.launch(launch_pdl=True) == "fast"
     assert harness.launch() == "fast"
     assert len(harness.compiles) == 2
+
+
+def test_a_bound_launch_repeats_with_new_leading_arguments(harness, monkeypatch):
+    # what paged_attention keeps per layout: the launcher, the grid and the trailing arguments, repeated with new
+    # leading tensors exactly as run would launch them, without a key; nothing at all where run must see it
+    assert _launch.launch(harness.kernel, (5, 2), *_call()) is None
+    bound = _launch.launch(harness.kernel, (5, 2), *_call(), front=2)  # compiled by the first: a fast launch
+    assert isinstance(bound, _launch.Bound) and harness.triton_runs == 1
+    assert isinstance(_launch.launch(harness.kernel, (5, 2), *_call(n=16), front=2), _launch.Bound)  # and run's
+    assert harness.triton_runs == 2 and len(harness.calls) == 3
+    x, y = torch.zeros(64, dtype=torch.float16), torch.zeros(64, dtype=torch.float32)
+    assert _launch.launch_bound((bound,), [(x, y)]) is True
+    assert harness.triton_runs == 2 and len(harness.calls) == 4
+    assert harness.launch(_call(x=x, y=y)) == "fast"
+    replayed, fast = harness.calls[-2:]
+    assert replayed[:9] == fast[:9] and replayed[9:11] == (x, y) and replayed[11:] == fast[11:]
+    with monkeypatch.context() as m:
+        m.setattr(knobs.runtime.launch_enter_hook, "calls", [print])
+        assert _launch.launch_bound((bound,), [(x, y)]) is False
+    with monkeypatch.context() as m:
+        m.setattr(harness.kernel, "pre_run_hooks", [print])
+        assert _launch.launch_bound((bound,), [(x, y)]) is False
+    with monkeypatch.context() as m:
+        m.setattr(knobs.runtime, "debug", True)
+        assert _launch.launch_bound((bound,), [(x, y)]) is False
+    harness.kernel.device_caches.clear()
+    assert _launch.launch_bound((bound,), [(x, y)]) is False
+    assert len(harness.calls) == 5

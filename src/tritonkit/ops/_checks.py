@@ -115,21 +115,29 @@ class CheckedLayouts:
     """Keys of argument layouts that passed an op's metadata checks, so a repeated call skips them (the checks
     cost an op's host path ~10 us a call; a key ~2 us). A key must hold everything those checks read: the
     :func:`layout` of each tensor, and each scalar with its type (``True == 1`` and ``1 == 1.0`` in a dict). Bounded:
-    emptied when full, as a serving loop's varying token counts would otherwise grow it without end."""
+    emptied when full, as a serving loop's varying token counts would otherwise grow it without end. Each key holds a
+    value (True unless the op gives one), so an op can keep what else it derives from the layout under one hash."""
 
     def __init__(self, maxsize: int = 4096):
         self.maxsize = maxsize
-        self.keys: set = set()
+        self.keys: dict = {}
 
     def __contains__(self, key) -> bool:
         return key is not None and key in self.keys
 
-    def add(self, key) -> None:
+    def get(self, key):
+        """The value added with ``key``, or None (never for a None key)."""
+        return None if key is None else self.keys.get(key)
+
+    def add(self, key, value=True) -> None:
         if key is None:
             return
         if len(self.keys) >= self.maxsize:
             self.keys.clear()
-        self.keys.add(key)
+        self.keys[key] = value
+
+    def clear(self) -> None:
+        self.keys.clear()
 
 
 def hashable_key(make) -> tuple | None:

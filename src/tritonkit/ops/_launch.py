@@ -25,6 +25,12 @@ profilers), a patched ``JITFunction.run`` (``tritonkit check`` captures launches
 ``TRITONKIT_FAST_LAUNCH=0`` (read at import; :func:`set_enabled` switches at run time), and a Triton whose
 internals differ from the 3.6 ones copied here (checked once: attributes at import, ``JITFunction.run``'s source
 at the first launch).
+
+An op whose launch arguments are a function of a layout it has already checked can keep what :func:`launch` returns
+with ``front=n`` (a :class:`Bound`: the compiled kernel, its grid and every argument after the first ``n``) and
+repeat it through :func:`launch_bound` with only those ``n`` leading arguments, skipping the key. The op keys that
+memo on everything the trailing arguments and the leading tensors' dtypes depend on, and checks each leading
+tensor's 16-byte alignment per call; :func:`launch_bound` re-checks every condition above but the key.
 """
 
 from __future__ import annotations
@@ -242,11 +248,14 @@ def launch(
     num_warps: int,
     num_stages: int | None = None,
     launch_pdl: bool = False,
-) -> None:
+    front: int | None = None,
+) -> Bound | None:
     """``kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)``, with the host overhead of
     ``JITFunction.run`` skipped on calls whose specialization was launched before. ``num_stages=None`` passes none
     (Triton's default); ``launch_pdl=True`` adds Triton's option of that name (a programmatic dependent launch,
-    sm_90+: the compiled kernel's launcher carries it, so the fast path launches it the same way)."""
+    sm_90+: the compiled kernel's launcher carries it, so the fast path launches it the same way). With ``front``,
+    the :class:`Bound` that repeats this launch with new first ``front`` arguments, where the fast path now holds
+    the kernel (else None)."""
     fast = _prepare(kernel, grid, args, constexprs, num_warps, num_stages, launch_pdl) if _enabled else None
     if fast is not None:
         state, key, full, drv, dev, kernel_cache = fast
@@ -265,7 +274,7 @@ def launch(
                 None,
                 *full,
             )
-            return
+            return None if front is None else Bound(kernel, entry, grid, full[front:], key)
     options = {"num_warps": num_warps}
     if num_stages is not None:
         options["num_stages"] = num_stages
@@ -279,7 +288,66 @@ def launch(
             raise
         raise better from e
     if fast is not None:
-        fast[0].remember(fast[1], compiled, fast[5])
+        state, key, full, _, _, kernel_cache = fast
+        state.remember(key, compiled, kernel_cache)
+        entry = state.entries.get(key)
+        if front is not None and entry is not None and entry.launchable(kernel_cache):
+            return Bound(kernel, entry, grid, full[front:], key)
+    return None
+
+
+class Bound:
+    """One launch the fast path holds, kept to repeat with other leading arguments: the kernel's launcher, its grid,
+    the arguments after the leading ones (constexprs included) and the options its key was taken under."""
+
+    __slots__ = ("kernel", "entry", "grid", "tail", "device", "debug", "instrumentation")
+
+    def __init__(self, kernel, entry: _Entry, grid: tuple, tail: tuple, key: tuple):
+        n = len(grid)
+        self.kernel, self.entry, self.tail = kernel, entry, tail
+        self.grid = (grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1)
+        # key[:6] is _options(): device, warps, stages, pdl, debug, instrumentation
+        self.device, self.debug, self.instrumentation = key[0], key[4], key[5]
+
+    def ready(self, device: int) -> bool:
+        """Whether Triton would launch this very kernel now (what _prepare and _Entry.launchable check, key aside)."""
+        k = self.kernel
+        if self.device != device or "run" in k.__dict__ or k.pre_run_hooks:
+            return False
+        debug = k.debug or knobs.runtime.debug
+        if debug != self.debug or knobs.compilation.instrumentation_mode != self.instrumentation:
+            return False
+        kernel_cache = _compat.held_device_cache(k, device)
+        return kernel_cache is not None and self.entry.launchable(kernel_cache)
+
+
+def launch_bound(bounds: tuple, fronts: list) -> bool:
+    """Launch each :class:`Bound` with its leading arguments from ``fronts``, in order, on the current stream; or,
+    where any of them must take the normal path now (hooks, a patched ``run``, the fast path off, another current
+    device, Triton's cache cleared, ...), launch nothing and return False."""
+    rt = knobs.runtime
+    if (
+        not _enabled
+        or _T is None
+        or _T.JITFunction.run is not _T.run
+        or _hook_set(rt.launch_enter_hook)
+        or _hook_set(rt.launch_exit_hook)
+        or rt.interpret
+    ):
+        return False
+    try:
+        drv = _T.driver.active
+        dev = drv.get_current_device()
+    except Exception:  # noqa: BLE001 - no driver: the normal path reports it
+        return False
+    for b in bounds:
+        if not b.ready(dev):
+            return False
+    stream = drv.get_current_stream(dev)
+    for b, front in zip(bounds, fronts):
+        e = b.entry
+        e.run(*b.grid, stream, e.function, e.packed_metadata, None, None, None, *front, *b.tail)
+    return True
 
 
 def cache_key(

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
+import types
+from operator import itemgetter
+from typing import NamedTuple
 
 import torch
 
 from .. import _alloc, _checks
+from .. import _launch as _launch_mod
 from .._launch import launch
 from .._library import through_dispatcher
 from . import config
@@ -18,6 +23,7 @@ from .kernel import (
     _paged_attention_prefill_merge_kernel,
     gdc_wait,
 )
+from .replay import Layout, Replay, scratch
 
 LOG2E = 1.4426950408889634
 Q_DTYPES = (torch.float16, torch.bfloat16)
@@ -26,16 +32,26 @@ FP8_DTYPE = torch.float8_e4m3fn
 MAX_GRID_YZ = 65535
 MAX_HEAD_DIM = 256
 
-# one float32 element per device, for the partial buffers a one-split decode never touches: allocated once, not
-# per call (an allocation is a few µs of host time); float32 so the kernel's signature does not change
-_UNUSED_PARTIALS: dict[torch.device, torch.Tensor] = {}
+# a call's tensors by slot: the ten the caller passes (out included), then the decode and the prefill split scratch;
+# each launch takes its leading tensors from these slots (replay.Replay repeats the launches with a call's own)
+_DECODE_FRONT = itemgetter(0, 1, 2, 3, 10, 11, 12, 4, 5, 6, 7, 8, 9)
+_DECODE_MERGE_FRONT = itemgetter(3, 10, 11, 12, 4, 7, 9)
+_PREFILL_FRONT = itemgetter(0, 1, 2, 3, 13, 14, 15, 4, 5, 6, 7, 8, 9)
+_PREFILL_MERGE_FRONT = itemgetter(3, 13, 14, 15, 4, 7, 9)
 
 
-def _unused_partials(device: torch.device) -> torch.Tensor:
-    t = _UNUSED_PARTIALS.get(device)
-    if t is None:
-        t = _UNUSED_PARTIALS[device] = torch.empty(1, dtype=torch.float32, device=device)
-    return t
+class _Step(NamedTuple):
+    """One launch as a function of the layout alone: its leading tensors come from the call's slots."""
+
+    kernel: object
+    grid: tuple
+    front: itemgetter
+    n_front: int
+    tail: tuple
+    constexprs: dict
+    num_warps: int
+    num_stages: int | None = None
+    pdl: bool = False
 
 
 def _launch(
@@ -56,11 +72,55 @@ def _launch(
     sinks,
     k_scale,
     v_scale,
+    record: Layout | None = None,
 ) -> None:
+    """Launch the call's kernels; with ``record`` (check_args' memo entry of this layout), keep them there for
+    later calls where the fast path holds every one of them (and api's ``launch`` is the real one)."""
+    steps, scratch_shapes = _steps(
+        q, k_cache, v_cache, out, block_table, seqused_k, max_seqlen_q, max_seqlen_k, scale, causal,
+        window_left, window_right, softcap, sinks,
+    )  # fmt: skip
+    if not steps:
+        return
+    dev = q.device
+    slots = (
+        (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
+        + scratch(scratch_shapes[0], dev)
+        + scratch(scratch_shapes[1], dev)
+    )
+    bounds = tuple(
+        launch(
+            s.kernel, s.grid, s.front(slots) + s.tail, s.constexprs, s.num_warps, s.num_stages,
+            launch_pdl=s.pdl, front=s.n_front,
+        )
+        for s in steps
+    )  # fmt: skip
+    if record is not None and launch is _launch_mod.launch and all(type(b) is _launch_mod.Bound for b in bounds):
+        record.replay = Replay(bounds, tuple(s.front for s in steps), scratch_shapes, dev, slots)
+
+
+def _steps(
+    q,
+    k_cache,
+    v_cache,
+    out,
+    block_table,
+    seqused_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    scale,
+    causal,
+    window_left,
+    window_right,
+    softcap,
+    sinks,
+) -> tuple[list[_Step], tuple]:
+    """The call's launches and the shapes of its decode and prefill split scratch (None: none), from metadata and
+    scalars alone (nothing here reads a data pointer)."""
     num_tokens, num_heads, head_dim = q.shape
     num_seqs = seqused_k.shape[0]
     if num_tokens == 0 or num_seqs == 0:
-        return
+        return [], (None, None)
     num_kv_heads = k_cache.shape[2]
     group = num_heads // num_kv_heads
     kv_fp8 = k_cache.dtype == FP8_DTYPE
@@ -106,116 +166,59 @@ def _launch(
         config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left),
         config.num_sms(q.device),
     )
+    steps: list[_Step] = []
+    dec_scratch = pre_scratch = None
     if plan.decode is not None:
-        _launch_decode(
-            q,
-            k_cache,
-            v_cache,
-            out,
-            cu_seqlens_q,
-            seqused_k,
-            block_table,
-            sinks,
-            k_scale,
-            v_scale,
-            plan.decode,
-            common,
-            features,
-        )
+        dec_scratch = _decode_steps(steps, q, k_cache, block_table, num_seqs, sinks, plan.decode, common, features)
     if plan.prefill is not None:
-        _launch_prefill(
-            q,
-            k_cache,
-            v_cache,
-            out,
-            cu_seqlens_q,
-            seqused_k,
-            block_table,
-            sinks,
-            k_scale,
-            v_scale,
-            plan.prefill,
-            plan.prefill_skips_q,
-            common,
-            features,
+        pre_scratch = _prefill_steps(
+            steps, q, k_cache, block_table, num_seqs, sinks, plan.prefill, plan.prefill_skips_q, common, features
         )
+    return steps, (dec_scratch, pre_scratch)
 
 
-def _launch_decode(
-    q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale, dec, common, features
-) -> None:
-    """The decode kernel over the sequences a decode program holds, and the merge of its KV splits."""
+def _decode_steps(steps, q, k_cache, block_table, num_seqs, sinks, dec, common, features) -> tuple | None:
+    """The decode kernel over the sequences a decode program holds, and the merge of its KV splits; returns the
+    split scratch's shapes (None with one split)."""
     num_tokens, num_heads, head_dim = q.shape
-    num_seqs = seqused_k.shape[0]
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
     d_pad = config.head_dim_pad(head_dim)
     # a property of the device, not of the call: the decode kernel's trigger stays one specialization whether or
     # not this call has splits (the trigger is a no-op without a dependent launch)
     pdl = gdc_wait is not None and config.merge_pdl(q.device)
-    if dec.num_splits > 1:
-        rows = (num_seqs, num_kv_heads, dec.block_m, dec.num_splits)
-        part_acc = torch.empty(rows + (head_dim,), dtype=torch.float32, device=q.device)
-        part_m = torch.empty(rows, dtype=torch.float32, device=q.device)
-        part_l = torch.empty(rows, dtype=torch.float32, device=q.device)
-    else:
-        # unused with one split (the kernel writes out directly)
-        part_acc = part_m = part_l = _unused_partials(q.device)
-    launch(
-        _paged_attention_decode_kernel,
-        (num_seqs, num_kv_heads, dec.num_splits),
-        (
-            q,
-            k_cache,
-            v_cache,
-            out,
-            part_acc,
-            part_m,
-            part_l,
-            cu_seqlens_q,
-            seqused_k,
-            block_table,
-            sinks,
-            k_scale,
-            v_scale,
-            dec.num_splits,
-            dec.tiles_per_split,
-            block_table.shape[1],
-            num_tokens,
-            k_cache.shape[0],
-            *common,
-        ),
-        {
-            "GROUP": group,
-            "HEAD_DIM": head_dim,
-            "HEAD_DIM_PAD": d_pad,
-            "BLOCK_M": dec.block_m,
-            "BLOCK_N": dec.block_n,
-            "BLOCK_SIZE": block_size,
-            "MAX_Q": dec.max_q,
-            **features,
-            "PDL_TRIGGER": pdl,
-        },
-        dec.num_warps,
-        dec.num_stages,
+    steps.append(
+        _Step(
+            _paged_attention_decode_kernel,
+            (num_seqs, num_kv_heads, dec.num_splits),
+            _DECODE_FRONT,
+            13,
+            (dec.num_splits, dec.tiles_per_split, block_table.shape[1], num_tokens, k_cache.shape[0], *common),
+            {
+                "GROUP": group,
+                "HEAD_DIM": head_dim,
+                "HEAD_DIM_PAD": d_pad,
+                "BLOCK_M": dec.block_m,
+                "BLOCK_N": dec.block_n,
+                "BLOCK_SIZE": block_size,
+                "MAX_Q": dec.max_q,
+                **features,
+                "PDL_TRIGGER": pdl,
+            },
+            dec.num_warps,
+            dec.num_stages,
+        )
     )
-    if dec.num_splits > 1:
-        launch(
+    if dec.num_splits == 1:
+        # the kernel writes out directly
+        return None
+    steps.append(
+        _Step(
             _paged_attention_merge_kernel,
             (num_seqs, num_heads),
-            (
-                out,
-                part_acc,
-                part_m,
-                part_l,
-                cu_seqlens_q,
-                sinks,
-                v_scale,
-                dec.num_splits,
-                num_tokens,
-                out.stride(0),
-                out.stride(1),
-            ),
+            _DECODE_MERGE_FRONT,
+            7,
+            (dec.num_splits, num_tokens, common[7], common[8]),
             {
                 "GROUP": group,
                 "HEAD_DIM": head_dim,
@@ -228,97 +231,63 @@ def _launch_decode(
                 "PDL": pdl,
             },
             config.merge_warps(head_dim),
-            launch_pdl=pdl,
+            pdl=pdl,
         )
+    )
+    rows = (num_seqs, num_kv_heads, dec.block_m, dec.num_splits)
+    return rows + (head_dim,), rows
 
 
-def _launch_prefill(
-    q,
-    k_cache,
-    v_cache,
-    out,
-    cu_seqlens_q,
-    seqused_k,
-    block_table,
-    sinks,
-    k_scale,
-    v_scale,
-    pre,
-    decode_max_q: int,
-    common: tuple,
-    features: dict,
-) -> None:
+def _prefill_steps(
+    steps, q, k_cache, block_table, num_seqs, sinks, pre, decode_max_q: int, common: tuple, features: dict
+) -> tuple | None:
     """The prefill kernel over the sequences longer than ``decode_max_q`` tokens (0: all of them), with its KV
-    splits and their merge where the batch's query tiles cannot fill the card."""
+    splits and their merge where the batch's query tiles cannot fill the card; returns the split scratch's shapes
+    (None without splits)."""
     num_tokens, num_heads, head_dim = q.shape
-    num_seqs = seqused_k.shape[0]
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
     d_pad = config.head_dim_pad(head_dim)
     # an upper bound on the batch's query tiles from host integers: sum_s ceil(n_s / BQ) <= T // BQ + num_seqs
     programs = (num_seqs + num_tokens // pre.block_q) * num_kv_heads
     split = pre.num_splits > 1
-    if split:
-        rows = programs * pre.num_splits * pre.block_m
-        part_acc = torch.empty((rows, head_dim), dtype=torch.float32, device=q.device)
-        part_m = torch.empty(rows, dtype=torch.float32, device=q.device)
-        part_l = torch.empty(rows, dtype=torch.float32, device=q.device)
-    else:
-        part_acc = part_m = part_l = _unused_partials(q.device)
     tile = {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m, "BLOCK_Q": pre.block_q}
-    launch(
-        _paged_attention_prefill_kernel,
-        (programs, pre.num_splits),
-        (
-            q,
-            k_cache,
-            v_cache,
-            out,
-            part_acc,
-            part_m,
-            part_l,
-            cu_seqlens_q,
-            seqused_k,
-            block_table,
-            sinks,
-            k_scale,
-            v_scale,
-            num_seqs,
-            num_kv_heads,
-            block_table.shape[1],
-            num_tokens,
-            k_cache.shape[0],
-            *common,
-            pre.num_splits,
-            decode_max_q,
-        ),
-        {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split},
-        pre.num_warps,
-        pre.num_stages,
-    )
-    if split:
-        launch(
-            _paged_attention_prefill_merge_kernel,
-            (programs, pre.block_m // config.PREFILL_MERGE_ROWS),
+    steps.append(
+        _Step(
+            _paged_attention_prefill_kernel,
+            (programs, pre.num_splits),
+            _PREFILL_FRONT,
+            13,
             (
-                out,
-                part_acc,
-                part_m,
-                part_l,
-                cu_seqlens_q,
-                sinks,
-                v_scale,
                 num_seqs,
                 num_kv_heads,
-                pre.num_splits,
+                block_table.shape[1],
                 num_tokens,
+                k_cache.shape[0],
+                *common,
+                pre.num_splits,
                 decode_max_q,
-                out.stride(0),
-                out.stride(1),
             ),
+            {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split},
+            pre.num_warps,
+            pre.num_stages,
+        )
+    )
+    if not split:
+        return None
+    steps.append(
+        _Step(
+            _paged_attention_prefill_merge_kernel,
+            (programs, pre.block_m // config.PREFILL_MERGE_ROWS),
+            _PREFILL_MERGE_FRONT,
+            7,
+            (num_seqs, num_kv_heads, pre.num_splits, num_tokens, decode_max_q, common[7], common[8]),
             {**tile, "ROWS": config.PREFILL_MERGE_ROWS, "SINKS": sinks is not None, "KV_FP8": features["KV_FP8"]},
             config.PREFILL_MERGE_WARPS,
         )
+    )
+    rows = programs * pre.num_splits * pre.block_m
+    return (rows, head_dim), (rows,)
 
 
 def forward(
@@ -339,11 +308,19 @@ def forward(
     k_scale,
     v_scale,
     out=None,
+    *,
+    _layout: Layout | None = None,
 ):
     """The op's named surface: launch on arguments check_args accepted; writes a fresh output (or the caller's
-    ``out``, which may not alias the inputs)."""
+    ``out``, which may not alias the inputs). ``_layout`` is paged_attention's own: check_args' memo entry for
+    exactly these arguments, whose recorded launches repeat with these tensors."""
     if out is None:
         out = _alloc.empty(q.shape, q.dtype, q.device)
+    if _layout is not None:
+        replay = _layout.replay
+        tensors = (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
+        if replay is not None and replay(tensors):
+            return out
     _launch(
         q,
         k_cache,
@@ -362,6 +339,7 @@ def forward(
         sinks,
         k_scale,
         v_scale,
+        _layout,
     )
     return out
 
@@ -542,6 +520,46 @@ def check_args(
 ):
     """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
     naming the bad one; nothing is written. A layout that passed before skips the metadata checks (_CHECKED)."""
+    _checked(
+        q,
+        k_cache,
+        v_cache,
+        cu_seqlens_q,
+        seqused_k,
+        block_table,
+        max_seqlen_q,
+        max_seqlen_k,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        sinks,
+        out,
+        k_scale,
+        v_scale,
+    )
+
+
+def _checked(
+    q,
+    k_cache,
+    v_cache,
+    cu_seqlens_q,
+    seqused_k,
+    block_table,
+    max_seqlen_q,
+    max_seqlen_k,
+    softmax_scale,
+    causal,
+    window_size,
+    softcap,
+    sinks,
+    out,
+    k_scale,
+    v_scale,
+) -> Layout | None:
+    """check_args, returning the memo entry of the arguments' layout (None where it has no key: symbolic shapes,
+    torch.compile tracing)."""
     _checks.inference_only(q=q, k_cache=k_cache, v_cache=v_cache, sinks=sinks, out=out)
     key = _checks.hashable_key(
         lambda: (
@@ -569,7 +587,8 @@ def check_args(
             _checks.layout(v_scale),
         )
     )
-    if key not in _CHECKED:
+    layout = _CHECKED.get(key)
+    if layout is None:
         _check_layout(
             q,
             k_cache,
@@ -588,7 +607,9 @@ def check_args(
             k_scale,
             v_scale,
         )
-        _CHECKED.add(key)
+        if key is not None:
+            layout = Layout()
+            _CHECKED.add(key, layout)
     # data pointers and index values, every call: the kernels write out while reading everything else, so no
     # element twice and no shared memory
     _checks.distinct_elements("out", out)
@@ -609,11 +630,20 @@ def check_args(
         _check_indices(
             cu_seqlens_q, seqused_k, block_table, q.shape[0], k_cache.shape[0], k_cache.shape[1], max_seqlen_q
         )
+    return layout
 
 
 # layouts (and scalars) check_args accepted; a key of every argument it reads, data pointers and values aside
-# (10 -> 7 us a call on a CPU: docs/notes/paged-attention-host.md)
+# (10 -> 7 us a call on a CPU: docs/notes/paged-attention-host.md), each holding the launches a call recorded
 _CHECKED = _checks.CheckedLayouts()
+
+
+def _forget() -> None:
+    """Drop the recorded launches (with the checked layouts that hold them): a name they were derived from changed."""
+    _CHECKED.clear()
+
+
+config._ON_REBIND.append(_forget)
 
 
 def _check_layout(
@@ -825,7 +855,7 @@ def paged_attention(
     statistics and both dots accumulate in float32; the probabilities are rounded to q's dtype for the P @ V dot.
     No tensor data is read on the host: the call is CUDA-graph capturable.
     """
-    check_args(
+    layout = _checked(
         q,
         k_cache,
         v_cache,
@@ -872,4 +902,19 @@ def paged_attention(
             return torch.ops.tritonkit.paged_attention(*args)
         torch.ops.tritonkit.paged_attention_out(out, *args)
         return out
-    return forward(*args, out=out)
+    return forward(*args, out=out, _layout=layout)
+
+
+class _Api(types.ModuleType):
+    """Rebinding a name here (a kernel, launch, a constant) drops the recorded launches, as config's names do."""
+
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        _forget()
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        _forget()
+
+
+sys.modules[__name__].__class__ = _Api

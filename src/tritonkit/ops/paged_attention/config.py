@@ -301,16 +301,24 @@ class LaunchPlan:
 # docs/notes/paged-attention-host.md.
 _PLANS: dict[tuple, LaunchPlan] = {}
 PLAN_MEMO_SIZE = 4096
+# what else holds a plan's decisions (api's recorded launches) registers its emptying here
+_ON_REBIND: list = []
+
+
+def _forget() -> None:
+    _PLANS.clear()
+    for f in _ON_REBIND:
+        f()
 
 
 class _Config(types.ModuleType):
     def __setattr__(self, name: str, value) -> None:
         super().__setattr__(name, value)
-        _PLANS.clear()
+        _forget()
 
     def __delattr__(self, name: str) -> None:
         super().__delattr__(name)
-        _PLANS.clear()
+        _forget()
 
 
 def launch_plan(
@@ -420,5 +428,5 @@ def merge_pdl(device) -> bool:
     return MERGE_PDL and cap is not None and cap >= (9, 0)
 
 
-# after every definition: rebinding a name of this module from here on empties _PLANS
+# after every definition: rebinding a name of this module from here on empties _PLANS (and _ON_REBIND's memos)
 sys.modules[__name__].__class__ = _Config

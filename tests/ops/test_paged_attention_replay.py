@@ -1,0 +1,269 @@
+"""paged_attention's launches recorded per checked layout and repeated with a call's tensors (api's Replay), without
+a GPU: the op's kernels become JITFunctions whose compile returns a stand-in with a recording launcher, on the
+checker's sm_90 stub driver, with CPU tensors taking the fast launch path (as tests/ops/test_launch.py does). A call
+that repeats its layout's launches makes no launch key (``_launch._prepare``); anything the key leaves out that
+Triton specializes on, or that must see every launch, takes the normal path."""
+
+import importlib
+import types
+
+import pytest
+import torch
+from triton import knobs
+from triton.compiler.compiler import CompiledKernel
+from triton.runtime.jit import JITFunction
+
+from tritonkit.check.target import interpreter_off, parse_arch, stub_driver
+from tritonkit.ops import _launch, get_spec, paged_attention
+from tritonkit.ops.paged_attention import api, config
+from tritonkit.spec import Shape
+from tritonkit.testing import Fill
+
+SPEC = get_spec("paged_attention")
+KERNELS = (
+    "_paged_attention_decode_kernel",
+    "_paged_attention_merge_kernel",
+    "_paged_attention_prefill_kernel",
+    "_paged_attention_prefill_merge_kernel",
+)
+TARGET = parse_arch("sm_90")
+# one sequence over 4K keys: a split decode and its merge (two launches)
+DECODE = Shape(num_seqs=1, q_len=1, context=4095, num_heads=8, num_kv_heads=2, head_dim=64, block_size=16)
+PROMPT = Shape(num_seqs=1, q_len=16, context=0, num_heads=8, num_kv_heads=2, head_dim=64, block_size=16)
+# the launcher's leading arguments: grid x, y, z, stream, function, packed metadata, launch metadata, two hooks
+HEAD = 9
+
+
+class _Stand(CompiledKernel):
+    """A compiled kernel that records its launches; ``function`` names its kernel and specialization."""
+
+    def __init__(self, name: str, key, launches: list):
+        self.metadata = types.SimpleNamespace(target=TARGET, name=name)
+        self.name = name
+        self.module = object()  # handles "loaded": run does not load a binary
+        self.function = (name, key)
+        self.packed_metadata = ()
+        self.src = None
+        self._run = lambda *a: launches.append(a)
+
+
+class _Op:
+    """The op on the stub driver: its launches (launcher arguments), compiles, and launch keys taken."""
+
+    def __init__(self, monkeypatch):
+        self.launches, self.compiles, self.keys, self.replays = [], [], 0, 0
+        for n in KERNELS:
+            monkeypatch.setattr(api, n, self._jit(n, getattr(api, n)))
+        prepare, launch_bound = _launch._prepare, _launch.launch_bound
+
+        def counted_prepare(*a, **kw):
+            self.keys += 1
+            return prepare(*a, **kw)
+
+        def counted_launch_bound(*a, **kw):
+            done = launch_bound(*a, **kw)
+            self.replays += done
+            return done
+
+        monkeypatch.setattr(_launch, "_prepare", counted_prepare)
+        monkeypatch.setattr(_launch, "launch_bound", counted_launch_bound)
+        monkeypatch.setattr(_launch, "_DEVICE_TENSOR", "is_cpu")
+
+    def _jit(self, name: str, k):
+        j = k if isinstance(k, JITFunction) else JITFunction(k.fn, do_not_specialize=k.kwargs.get("do_not_specialize"))
+
+        def do_compile(key, signature, device, constexprs, options, attrs, warmup):
+            self.compiles.append((name, key))
+            compiled = j.device_caches[device][0][key] = _Stand(name, key, self.launches)
+            return compiled
+
+        j._do_compile = do_compile
+        return j
+
+    def call(self, inp: dict, **changes) -> tuple[str, list]:
+        """One eager call: ("memo" where it repeated recorded launches and made no launch key, else "normal") and
+        its launcher calls."""
+        kw = {n: inp[n] for n in ("cu_seqlens_q", "seqused_k", "block_table", "max_seqlen_q", "max_seqlen_k")}
+        kw.update(changes)
+        n, keys, replays = len(self.launches), self.keys, self.replays
+        paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **kw)
+        memo = self.keys == keys and self.replays == replays + 1
+        return ("memo" if memo else "normal"), self.launches[n:]
+
+
+@pytest.fixture
+def op(monkeypatch):
+    # the binder imports gluon on first use, which asserts the interpreter's state: import it as the suite runs
+    importlib.import_module("triton.experimental.gluon")
+    with stub_driver(TARGET), interpreter_off():
+        yield _Op(monkeypatch)
+
+
+def _inputs(shape=DECODE, seed=0) -> dict:
+    return SPEC.make_inputs(shape, torch.bfloat16, Fill("randn", torch.device("cpu"), seed))
+
+
+def _args(launch) -> tuple:
+    return launch[HEAD:]
+
+
+def test_a_repeated_layout_launches_the_same_kernels_with_the_new_tensors(op):
+    first, second = _inputs(seed=0), _inputs(seed=1)
+    path, before = op.call(first)
+    assert path == "normal" and len(before) == 2  # the split decode and its merge
+    assert op.call(first)[0] == "memo"
+    path, after = op.call(second)
+    assert path == "memo" and len(op.compiles) == 2
+    dec, merge = after
+    # the same compiled kernels, grids and packed metadata; the stream read now
+    for a, b in zip(before, after):
+        assert a[:3] == b[:3] and a[4:6] == b[4:6] and b[6:9] == (None, None, None)
+    # the new call's tensors, a fresh out and fresh split scratch; every other argument as the first call's
+    q, k, v, out, acc, m, s, cu, used, table = _args(dec)[:10]
+    names = ("q", "k_cache", "v_cache", "cu_seqlens_q", "seqused_k", "block_table")
+    assert all(x is second[n] for x, n in zip((q, k, v, cu, used, table), names))
+    assert out is not _args(before[0])[3] and acc is not _args(before[0])[4]
+    assert all(x is y for x, y in zip(_args(merge)[:5], (out, acc, m, s, cu)))
+    assert _args(dec)[13:] == _args(before[0])[13:] and _args(merge)[7:] == _args(before[1])[7:]
+
+
+def test_a_pointer_of_another_alignment_takes_the_normal_path(op):
+    inp = _inputs()
+    op.call(inp)
+    assert op.call(inp)[0] == "memo"
+    # q's layout, 8 bytes past a 16-byte boundary: Triton specializes on it, so a kernel of its own
+    buf = torch.empty(inp["q"].numel() + 4, dtype=inp["q"].dtype)[4:]
+    q = buf.view(inp["q"].shape).copy_(inp["q"])
+    assert q.data_ptr() % 16 == 8 and q.stride() == inp["q"].stride()
+    path, launches = op.call(dict(inp, q=q))
+    assert path == "normal" and len(op.compiles) == 3
+    assert launches[0][4] != op.launches[0][4] and _args(launches[0])[0] is q
+    assert op.call(dict(inp, q=q))[0] == "memo"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda inp: dict(softmax_scale=0.5),
+        lambda inp: dict(softcap=30.0),
+        lambda inp: dict(window_size=(256, -1)),
+        lambda inp: dict(max_seqlen_k=inp["max_seqlen_k"] - 100),
+    ],
+    ids=["scale", "softcap", "window", "max_seqlen_k"],
+)
+def test_a_changed_scalar_is_a_layout_of_its_own(op, change):
+    inp = _inputs()
+    _, base = op.call(inp)
+    assert op.call(inp)[0] == "memo"
+    path, launches = op.call(inp, **change(inp))
+    assert path == "normal" and _args(launches[0])[13:] != _args(base[0])[13:]
+    path, again = op.call(inp, **change(inp))
+    assert path == "memo" and _args(again[0])[13:] == _args(launches[0])[13:]
+    assert op.call(inp)[0] == "memo"  # the first layout's entry is still there
+
+
+def test_a_changed_stride_is_a_layout_of_its_own(op):
+    inp = _inputs()
+    op.call(inp)
+    # the same caches as views of a joint [num_blocks, 2, block_size, Hkv, D] cache: k_cache.stride(0) doubles
+    joint = torch.stack([inp["k_cache"], inp["v_cache"]], dim=1)
+    k, v = joint[:, 0], joint[:, 1]
+    assert k.shape == inp["k_cache"].shape and k.stride(0) == 2 * inp["k_cache"].stride(0)
+    path, launches = op.call(dict(inp, k_cache=k, v_cache=v))
+    assert path == "normal" and k.stride(0) in _args(launches[0])[13:]
+    assert op.call(dict(inp, k_cache=k, v_cache=v))[0] == "memo"
+
+
+def test_a_rebound_config_name_drops_the_recorded_launches(op, monkeypatch):
+    inp = _inputs()
+    _, base = op.call(inp)
+    assert op.call(inp)[0] == "memo"
+    splits = base[0][2]
+    with monkeypatch.context() as m:
+        m.setattr(config, "MIN_KEYS_PER_SPLIT", 4 * config.MIN_KEYS_PER_SPLIT)
+        path, launches = op.call(inp)
+        assert path == "normal" and launches[0][2] < splits  # the patched threshold holds
+        assert op.call(inp)[0] == "memo"
+    path, launches = op.call(inp)
+    assert path == "normal" and launches[0][2] == splits
+
+
+def test_a_rebound_api_name_drops_the_recorded_launches(op, monkeypatch):
+    # tests observe launches by patching api.launch: once patched, no call bypasses it
+    inp = _inputs()
+    op.call(inp)
+    assert op.call(inp)[0] == "memo"
+    seen = []
+    real = api.launch
+    monkeypatch.setattr(api, "launch", lambda kernel, *a, **kw: (seen.append(kernel), real(kernel, *a, **kw))[1])
+    for _ in range(2):
+        op.call(inp)
+    assert seen == [api._paged_attention_decode_kernel, api._paged_attention_merge_kernel] * 2
+
+
+def test_a_prompt_repeats_its_one_launch(op):
+    inp = _inputs(PROMPT)
+    _, base = op.call(inp)
+    path, launches = op.call(_inputs(PROMPT, seed=1))
+    assert path == "memo" and len(launches) == len(base) == 1 and launches[0][4][0] == "_paged_attention_prefill_kernel"
+
+
+def _hook_chain(m):
+    m.setattr(knobs.runtime.launch_enter_hook, "calls", [lambda *a: None])
+
+
+def _fast_path_off(m):
+    m.setattr(_launch, "_enabled", False)
+
+
+def _run_patched(m):
+    m.setattr(JITFunction, "run", lambda self, *a, **kw: None)  # what tritonkit check's Capture does
+
+
+def _pre_run_hook(m):
+    m.setattr(api._paged_attention_merge_kernel, "pre_run_hooks", [lambda *a, **kw: None])
+
+
+@pytest.mark.parametrize(
+    "guard", [_hook_chain, _fast_path_off, _run_patched, _pre_run_hook],
+    ids=["launch-hook", "fast-path-off", "run-patched", "pre-run-hook"],
+)  # fmt: skip
+def test_what_must_see_every_launch_takes_the_normal_path(op, monkeypatch, guard):
+    inp = _inputs()
+    op.call(inp)
+    assert op.call(inp)[0] == "memo"
+    with monkeypatch.context() as m:
+        guard(m)
+        assert op.call(inp)[0] == "normal"
+        assert op.call(inp)[0] == "normal"
+    assert op.call(inp)[0] == "memo"
+
+
+def test_another_current_device_takes_the_normal_path(op, monkeypatch):
+    # Triton keeps one cache per device, the current one: a kernel recorded on device 0 does not launch on device 1
+    inp = _inputs()
+    op.call(inp)
+    assert op.call(inp)[0] == "memo"
+    with monkeypatch.context() as m:
+        m.setattr(_launch._T.driver.active, "get_current_device", lambda: 1)
+        assert op.call(inp)[0] == "normal" and len(op.compiles) == 4
+        assert op.call(inp)[0] == "memo"
+    assert op.call(inp)[0] == "normal" and len(op.compiles) == 4
+    assert op.call(inp)[0] == "memo"
+
+
+def test_a_cleared_triton_cache_compiles_again(op):
+    inp = _inputs()
+    op.call(inp)
+    assert op.call(inp)[0] == "memo"
+    api._paged_attention_decode_kernel.device_caches.clear()
+    assert op.call(inp)[0] == "normal" and len(op.compiles) == 3
+    assert op.call(inp)[0] == "memo"
+
+
+def test_the_memo_is_bounded_by_the_checked_layouts(op, monkeypatch):
+    monkeypatch.setattr(api, "_CHECKED", api._checks.CheckedLayouts(maxsize=2))
+    for ctx in (4000, 4001, 4002, 4000):
+        op.call(_inputs(Shape(DECODE, context=ctx)))
+        assert len(api._CHECKED.keys) <= 2
+    assert op.call(_inputs(Shape(DECODE, context=4000)))[0] == "memo"
