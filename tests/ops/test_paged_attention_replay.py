@@ -267,3 +267,20 @@ def test_the_memo_is_bounded_by_the_checked_layouts(op, monkeypatch):
         op.call(_inputs(Shape(DECODE, context=ctx)))
         assert len(api._CHECKED.keys) <= 2
     assert op.call(_inputs(Shape(DECODE, context=4000)))[0] == "memo"
+
+
+def test_the_split_scratch_is_one_allocation_at_aligned_offsets(op):
+    # an allocation is a few us of host time: one buffer, split at 16-byte boundaries, each part as large as the
+    # decode kernel writes (rows of head_dim accumulators, a maximum and a sum per row)
+    inp = _inputs()
+    heads, kv = DECODE["num_heads"], DECODE["num_kv_heads"]
+    sms = config.num_sms("cpu")
+    plan = config.launch_plan(heads // kv, DECODE["head_dim"], 2, 1, 1, kv, 1, inp["max_seqlen_k"], sms)
+    rows = kv * plan.decode.block_m * plan.decode.num_splits
+    for path in ("normal", "memo"):
+        p, (dec, _) = op.call(inp)
+        acc, m, s = _args(dec)[4:7]
+        assert p == path and dec[2] == plan.decode.num_splits > 1
+        assert len({t.untyped_storage().data_ptr() for t in (acc, m, s)}) == 1
+        assert all(t.dtype == torch.float32 and t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (acc, m, s))
+        assert acc.numel() >= rows * DECODE["head_dim"] and m.numel() >= rows and s.numel() >= rows

@@ -76,7 +76,7 @@ def _launch(
 ) -> None:
     """Launch the call's kernels; with ``record`` (check_args' memo entry of this layout), keep them there for
     later calls where the fast path holds every one of them (and api's ``launch`` is the real one)."""
-    steps, scratch_shapes = _steps(
+    steps, scratch_sizes = _steps(
         q, k_cache, v_cache, out, block_table, seqused_k, max_seqlen_q, max_seqlen_k, scale, causal,
         window_left, window_right, softcap, sinks,
     )  # fmt: skip
@@ -85,8 +85,8 @@ def _launch(
     dev = q.device
     slots = (
         (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
-        + scratch(scratch_shapes[0], dev)
-        + scratch(scratch_shapes[1], dev)
+        + scratch(scratch_sizes[0], dev)
+        + scratch(scratch_sizes[1], dev)
     )
     bounds = tuple(
         launch(
@@ -96,7 +96,7 @@ def _launch(
         for s in steps
     )  # fmt: skip
     if record is not None and launch is _launch_mod.launch and all(type(b) is _launch_mod.Bound for b in bounds):
-        record.replay = Replay(bounds, tuple(s.front for s in steps), scratch_shapes, dev, slots)
+        record.replay = Replay(bounds, tuple(s.front for s in steps), scratch_sizes, dev, slots)
 
 
 def _steps(
@@ -115,7 +115,7 @@ def _steps(
     softcap,
     sinks,
 ) -> tuple[list[_Step], tuple]:
-    """The call's launches and the shapes of its decode and prefill split scratch (None: none), from metadata and
+    """The call's launches and the sizes of its decode and prefill split scratch (None: none), from metadata and
     scalars alone (nothing here reads a data pointer)."""
     num_tokens, num_heads, head_dim = q.shape
     num_seqs = seqused_k.shape[0]
@@ -179,7 +179,7 @@ def _steps(
 
 def _decode_steps(steps, q, k_cache, block_table, num_seqs, sinks, dec, common, features) -> tuple | None:
     """The decode kernel over the sequences a decode program holds, and the merge of its KV splits; returns the
-    split scratch's shapes (None with one split)."""
+    split scratch's sizes (accumulator and row elements; None with one split)."""
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
@@ -234,15 +234,15 @@ def _decode_steps(steps, q, k_cache, block_table, num_seqs, sinks, dec, common, 
             pdl=pdl,
         )
     )
-    rows = (num_seqs, num_kv_heads, dec.block_m, dec.num_splits)
-    return rows + (head_dim,), rows
+    rows = num_seqs * num_kv_heads * dec.block_m * dec.num_splits
+    return rows * head_dim, rows
 
 
 def _prefill_steps(
     steps, q, k_cache, block_table, num_seqs, sinks, pre, decode_max_q: int, common: tuple, features: dict
 ) -> tuple | None:
     """The prefill kernel over the sequences longer than ``decode_max_q`` tokens (0: all of them), with its KV
-    splits and their merge where the batch's query tiles cannot fill the card; returns the split scratch's shapes
+    splits and their merge where the batch's query tiles cannot fill the card; returns the split scratch's sizes
     (None without splits)."""
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
@@ -287,7 +287,7 @@ def _prefill_steps(
         )
     )
     rows = programs * pre.num_splits * pre.block_m
-    return (rows, head_dim), (rows,)
+    return rows * head_dim, rows
 
 
 def forward(
