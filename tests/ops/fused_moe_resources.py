@@ -26,7 +26,7 @@ def meta(*size, dtype=torch.bfloat16):
     return torch.empty(*size, dtype=dtype, device="meta")
 
 
-def gemm_resources(which, g, E, N, Kd, topk, quant):
+def gemm_resources(which, g, E, N, Kd, topk, quant, slots):
     wdt = FP8 if quant != "none" else torch.bfloat16
     block = quant == "fp8_block128"
     tma = g.block_m >= C.TMA_MIN_ROWS
@@ -40,6 +40,8 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
         QUANT=KERNEL_QUANT[quant],
         ACT_BF16=True,
         SWAP_AB=bool(g.swap_ab),
+        SLOTS=bool(slots),
+        HAS_MAP=False,
         num_warps=g.num_warps,
         num_stages=g.num_stages,
     )
@@ -74,11 +76,18 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
             1,
             N,
             64,
+            ids,
+            ids,
+            ids,
+            E,
+            64,
+            topk,
             TOPK=topk,
             ROUTED_ON_INPUT=False,
             GELU=False,
             H_FP8=block,
             W_TMA=tma,
+            ZERO_BLOCK=16,
             **ce,
         )
     h, w, c = meta(128, N, dtype=wdt), meta(E, Kd, N, dtype=wdt), meta(128, Kd)
@@ -107,6 +116,14 @@ def gemm_resources(which, g, E, N, Kd, topk, quant):
         64,
         1,
         Kd,
+        c,
+        ids,
+        ids,
+        ids,
+        E,
+        topk,
+        Kd,
+        TOPK=topk,
         MUL_WEIGHT=True,
         TMA=tma,
         **ce,
@@ -121,10 +138,10 @@ def main():
         for M in NUM_TOKENS_SWEEP:
             cfg = C.default_config(M, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant)
             for which, g in (("gemm1", cfg.gemm1), ("gemm2", cfg.gemm2)):
-                if (name, which, g) in seen:
+                if (name, which, g, cfg.slots) in seen:
                     continue
-                seen.add((name, which, g))
-                r = gemm_resources(which, g, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant)
+                seen.add((name, which, g, cfg.slots))
+                r = gemm_resources(which, g, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant, cfg.slots)
                 print(
                     json.dumps(
                         {
@@ -132,6 +149,7 @@ def main():
                             "M": M,
                             "gemm": which,
                             "config": dict(vars(g)),
+                            "slots": cfg.slots,
                             "shared_bytes": r.shared_bytes,
                             "max_shared_bytes": r.max_shared_bytes,
                             "registers": r.registers,

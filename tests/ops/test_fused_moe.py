@@ -10,6 +10,7 @@ import tritonkit.ops.fused_moe.config as config
 import tritonkit.ops.fused_moe.reference as ref_mod
 import tritonkit.ops.fused_moe.spec as spec_mod
 from tritonkit.ops import poison_outputs
+from tritonkit.ops._launch import launch
 from tritonkit.testing import Fill, assert_valid, compare
 
 SPEC = spec_mod.SPEC
@@ -184,6 +185,67 @@ def test_descriptor_and_pointer_loads_compute_the_same_layer(quant, swap, monkey
     pointers = api.forward(*pos, None, **kw, config=cfg)
     assert torch.equal(tma, pointers)
     _check(tma, inputs)
+
+
+@pytest.mark.parametrize(
+    "quant,extra",
+    [
+        ("none", {}),
+        ("fp8_channel", {}),
+        ("fp8_block128", {}),
+        ("none", {"local": 3}),
+        ("none", {"topk": 1, "routed": True}),
+        ("fp8_tensor", {"per_token": False}),
+    ],
+    ids=["bf16", "fp8_channel", "fp8_block128", "expert_map", "routed_on_input", "fp8_tensor_amax"],
+)
+def test_slot_blocks_compute_the_same_layer(quant, extra, monkeypatch):
+    # blocks of one slot read from topk_ids and the top-k sum by GEMM2's last program: no alignment and no sum
+    # launch, the same float32 sums in the same orders as the sorted layout, so the same bits
+    extra = dict(extra)
+    routed, per_token = extra.pop("routed", False), extra.pop("per_token", True)
+    inputs = _inputs(num_tokens=5, quant=quant, hidden=200, inter=320, **extra)
+    if routed:
+        inputs["apply_router_weight_on_input"] = True
+    if not per_token:
+        inputs["per_act_token_quant"] = False
+    pos, kw = _args(inputs)
+    sorted_layout = api.forward(*pos, None, **kw)
+    q = quant if quant != "none" else "none"
+    cfg = dataclasses.replace(config.fused_moe_config(5, 8, 320, 200, pos[4].shape[1], "bfloat16", q, None), slots=1)
+    launched = []
+    monkeypatch.setattr(api, "_align", lambda *a, **k: pytest.fail("slot blocks need no alignment"))
+    monkeypatch.setattr(api, "launch", lambda kernel, *a, **k: launched.append(kernel) or launch(kernel, *a, **k))
+    out = torch.full((5, 216), 7.0, dtype=pos[0].dtype)[:, 8:208]
+    with poison_outputs():
+        got = api.forward(*pos, out, **kw, config=cfg)
+    assert got is out and api._fused_moe_sum_kernel not in launched
+    assert torch.equal(out, sorted_layout)
+    _check(out, inputs)
+
+
+def test_slot_blocks_sum_only_local_experts():
+    # ids out of range and experts elsewhere add nothing; a token with none of this rank's experts gets zeros
+    inputs = _inputs(num_tokens=4, topk=3, local=3)
+    ids = inputs["topk_ids"].clone()
+    ids[1, :] = torch.tensor([-1, 8, 1 << 30])
+    ids[2, 1] = -(1 << 30)
+    inputs["topk_ids"] = ids
+    pos, kw = _args(inputs)
+    cfg = dataclasses.replace(config.fused_moe_config(4, 3, 80, 96, 3, "bfloat16", "none", None), slots=1)
+    with poison_outputs():
+        out = api.forward(*pos, None, **kw, config=cfg)
+    assert (out[1] == 0).all()
+    _check(out, inputs)
+
+
+def test_slots_config_round_trip_and_check():
+    g = config.GemmConfig(16, 64, 128, 1, 4, 4)
+    cfg = config.FusedMoeConfig(g, g, slots=1)
+    assert config.FusedMoeConfig.from_dict(json.loads(json.dumps(cfg.as_dict()))) == cfg
+    assert "slots" not in config.FusedMoeConfig(g, g).as_dict()  # tables written before the field stay the same
+    with pytest.raises(ValueError, match=r"^config\.slots"):
+        config.validate(config.FusedMoeConfig(g, g, slots=2), "none")
 
 
 def test_descriptors_only_where_tma_can_address():

@@ -19,6 +19,7 @@ where TMA can address them (:func:`_tma_ok`), else through pointers: the same ti
 from __future__ import annotations
 
 import torch
+import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ...spec import dtype_name
@@ -177,8 +178,15 @@ def forward(
     num_global = expert_map.shape[0] if expert_map is not None else E
     numel = M * topk
     topk_weights = topk_weights.contiguous()
-    sorted_ids, expert_ids, num_post = _align(topk_ids, cfg.block_size, num_global, expert_map)
-    num_pid_m = expert_ids.shape[0]
+    slots = bool(cfg.slots)
+    map_arg = expert_map if expert_map is not None else topk_ids
+    if slots:
+        # a block per slot, its expert read from topk_ids by the GEMMs: no alignment
+        sorted_ids = expert_ids = num_post = topk_ids
+        num_pid_m = numel
+    else:
+        sorted_ids, expert_ids, num_post = _align(topk_ids, cfg.block_size, num_global, expert_map)
+        num_pid_m = expert_ids.shape[0]
     kq = _KERNEL_QUANT[quant]
 
     # GEMM1 operand A and its scales
@@ -191,8 +199,12 @@ def forward(
     g1, g2 = cfg.gemm1, cfg.gemm2
     # the weights through a tensor descriptor on wgmma tiles, where TMA can address them (16-byte aligned base, rows)
     tma1 = g1.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w1)
-    # h's rows in sorted order, a block's rows contiguous: GEMM2 reads a block's h as one tile
-    h_rows = num_pid_m * cfg.block_size
+    # h's rows in sorted order, a block's rows contiguous: GEMM2 reads a block's h as one tile (slot order with slots)
+    h_rows = numel if slots else num_pid_m * cfg.block_size
+    grid1 = num_pid_m * cdiv(N, g1.block_n)
+    # GEMM2's top-k counters, one per token and output column tile, zeroed by GEMM1's programs
+    num_counters = M * cdiv(K, g2.block_n) if slots else 0
+    counters = _alloc.empty((max(num_counters, 1),), torch.int32, x.device) if slots else topk_ids
     if fp8 and not block and a2_scale is None and not per_act_token_quant:
         # one amax over all of h: rows of slots no expert here takes are never written, and must read as zeros
         h = torch.zeros((h_rows, N), dtype=x.dtype, device=x.device)
@@ -201,7 +213,7 @@ def forward(
     h_s = _alloc.empty((h_rows, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
     launch(
         _fused_moe_gemm1_kernel,
-        (num_pid_m * cdiv(N, g1.block_n),),
+        (grid1,),
         (
             a,
             a_s,
@@ -227,6 +239,12 @@ def forward(
             *w1s,
             h.stride(0),
             h_s.stride(0) if block else 0,
+            topk_ids,
+            map_arg,
+            counters,
+            num_global,
+            num_counters,
+            topk_ids.stride(0),
         ),
         {
             "TOPK": topk,
@@ -241,6 +259,9 @@ def forward(
             "H_FP8": block,
             "SWAP_AB": bool(g1.swap_ab),
             "W_TMA": tma1,
+            "SLOTS": slots,
+            "HAS_MAP": expert_map is not None,
+            "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if slots else 16,
         },
         g1.num_warps,
         g1.num_stages,
@@ -255,8 +276,9 @@ def forward(
         hs_strides = (0, 0)
     w2s = _weight_scale_strides(w2_scale, quant) if fp8 else (0, 0, 0)
     # w2 and the h GEMM2 reads (fp8 rows of N bytes once quantized) through descriptors, as GEMM1's weights
-    tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and _tma_ok(h)
+    tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and _tma_ok(h) and not slots
     c = _alloc.empty((numel, K), x.dtype, x.device)
+    out2, stride_om = _checks.rows_and_stride("out", out, output=True)
     launch(
         _fused_moe_gemm2_kernel,
         (num_pid_m * cdiv(K, g2.block_n),),
@@ -281,8 +303,16 @@ def forward(
             w2.stride(1),
             *w2s,
             c.stride(0),
+            out2,
+            topk_ids,
+            map_arg,
+            counters,
+            num_global,
+            topk_ids.stride(0),
+            stride_om,
         ),
         {
+            "TOPK": topk,
             "BLOCK_M": g2.block_m,
             "BLOCK_N": g2.block_n,
             "BLOCK_K": g2.block_k,
@@ -292,12 +322,14 @@ def forward(
             "ACT_BF16": act_bf16,
             "SWAP_AB": bool(g2.swap_ab),
             "TMA": tma2,
+            "SLOTS": slots,
+            "HAS_MAP": expert_map is not None,
         },
         g2.num_warps,
         g2.num_stages,
     )
-
-    out2, stride_om = _checks.rows_and_stride("out", out, output=True)
+    if slots:
+        return out
     launch(
         _fused_moe_sum_kernel,
         (M, cdiv(K, SUM_BLOCK)),

@@ -70,6 +70,9 @@ class GemmConfig:
 class FusedMoeConfig:
     gemm1: GemmConfig
     gemm2: GemmConfig
+    # 1: blocks of one slot read from topk_ids (no alignment launch) and the top-k sum done by GEMM2's last program
+    # of each token and column tile (no sum launch); 0: the sorted layout
+    slots: int = 0
 
     def __post_init__(self):
         if self.gemm1.block_m != self.gemm2.block_m:
@@ -85,10 +88,13 @@ class FusedMoeConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> FusedMoeConfig:
-        return cls(GemmConfig.from_dict(d["gemm1"]), GemmConfig.from_dict(d["gemm2"]))
+        return cls(GemmConfig.from_dict(d["gemm1"]), GemmConfig.from_dict(d["gemm2"]), int(d.get("slots", 0)))
 
     def as_dict(self) -> dict:
-        return {"gemm1": dataclasses.asdict(self.gemm1), "gemm2": dataclasses.asdict(self.gemm2)}
+        d = {"gemm1": dataclasses.asdict(self.gemm1), "gemm2": dataclasses.asdict(self.gemm2)}
+        if self.slots:
+            d["slots"] = self.slots
+        return d
 
 
 def _pow2(v: int) -> bool:
@@ -98,6 +104,8 @@ def _pow2(v: int) -> bool:
 def validate(cfg: FusedMoeConfig, quant: str) -> None:
     """ValueError naming ``config`` for tiles the kernels cannot take (a tuner's explicit config included)."""
     fp8 = quant != "none"
+    if cfg.slots not in (0, 1):
+        raise ValueError(f"config.slots must be 0 or 1, got {cfg.slots}")
     for name, g in (("gemm1", cfg.gemm1), ("gemm2", cfg.gemm2)):
         for f in ("block_m", "block_n", "block_k", "num_warps"):
             if not _pow2(getattr(g, f)):
@@ -146,6 +154,20 @@ TMA_MIN_ROWS = 64
 #: at 16 rows against 674 at 64; Qwen3 M=256, 16 per expert, 346 against 325; 128 rows from 64 per expert)
 DECODE_ROWS_PER_EXPERT = 8
 MID_ROWS_PER_EXPERT = 32
+#: blocks of one slot (no alignment, no sum launch) up to this many tokens, and past SLOTS_ANY_TOKENS only while the
+#: slots are at most a quarter of the experts: a block per slot re-reads an expert that several slots share (H200,
+#: docs/notes/fused-moe-decode.md: Qwen3 M=1 34.6 us against 38.7, DeepSeek-V3 M=2 176.7 against 186.6, Qwen3 M=4
+#: 79.9 against 82.6; Mixtral M=4, 8 slots over 8 experts, 566 against 487)
+SLOTS_MAX_TOKENS = 4
+SLOTS_ANY_TOKENS = 2
+#: slot blocks of one column tile run side by side (GROUP_M past the slot count): slots sharing an expert read its
+#: tile from L2 (Mixtral M=8 808 us against 1272)
+SLOTS_GROUP_M = 64
+
+
+def use_slots(M: int, E: int, topk: int) -> bool:
+    """Whether a call of M tokens takes blocks of one slot (:attr:`FusedMoeConfig.slots`)."""
+    return M <= SLOTS_ANY_TOKENS or (M <= SLOTS_MAX_TOKENS and 4 * M * topk <= E)
 
 
 def swap_ab(quant: str, block_m: int, block_n: int) -> int:
@@ -167,10 +189,13 @@ def default_config(M: int, E: int, N: int, K: int, topk: int, quant: str) -> Fus
         # columns and 5 stages: DeepSeek-V3 M=1 156 us against 165 at 128 x 4 (the note). No split-K: GEMM1's
         # activation epilogue needs whole sums, and GEMM2's would need a second reduction or atomics.
         blocks = min(M * topk, E)  # busy blocks: about the distinct experts touched
+        slots = int(use_slots(M, E, topk))
+        group_m = SLOTS_GROUP_M if slots else 1
         if block_quant:
             return FusedMoeConfig(
-                GemmConfig(16, SCALE_BLOCK, 128, 1, 4, 3, swap_ab(quant, 16, SCALE_BLOCK)),
-                GemmConfig(16, 64, 128, 1, 4, 5, swap_ab(quant, 16, 64)),
+                GemmConfig(16, SCALE_BLOCK, 128, group_m, 4, 3, swap_ab(quant, 16, SCALE_BLOCK)),
+                GemmConfig(16, 64, 128, group_m, 4, 5, swap_ab(quant, 16, 64)),
+                slots,
             )
         # fp8 stops at 64 columns: narrower tiles cannot swap onto wgmma (ops.fused_moe.kernel._mma). 16-bit GEMM1
         # wants 3 programs per SM: Qwen3 M=4 (384 programs at 64 columns) 82.6 us at 32 against 87.9, Mixtral M=1
@@ -178,8 +203,9 @@ def default_config(M: int, E: int, N: int, K: int, topk: int, quant: str) -> Fus
         bn1 = _narrowest_filling(blocks, N, (128, 64)) if fp8 else _narrowest_filling(blocks, N, (64, 32), per_sm=3)
         bn2 = _narrowest_filling(blocks, K, (128, 64) if fp8 else (128, 64, 32))
         return FusedMoeConfig(
-            GemmConfig(16, bn1, 128, 1, 4, 4, swap_ab(quant, 16, bn1)),
-            GemmConfig(16, bn2, 128, 1, 4, 4, swap_ab(quant, 16, bn2)),
+            GemmConfig(16, bn1, 128, group_m, 4, 4, swap_ab(quant, 16, bn1)),
+            GemmConfig(16, bn2, 128, group_m, 4, 4, swap_ab(quant, 16, bn2)),
+            slots,
         )
     if block_quant:
         # two 128-wide float32 accumulators plus each K tile's scaled dot: 64 rows at 8 warps take 245 registers,

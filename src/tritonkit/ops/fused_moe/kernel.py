@@ -156,6 +156,111 @@ def _block_rows(sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_
     return expert, busy, slot, mask_m
 
 
+@triton.jit
+def _slot_expert(topk_ids_ptr, expert_map_ptr, m, j, stride_idm, num_global, num_local, HAS_MAP: tl.constexpr):
+    """The local expert (int64) of slot (m, j) and whether it is one of this rank's: an id out of [0, num_global),
+    or one the map sends to no local expert, is no work and addresses nothing."""
+    e = tl.load(topk_ids_ptr + m.to(tl.int64) * stride_idm + j).to(tl.int64)
+    ok = (e >= 0) & (e < num_global)
+    if HAS_MAP:
+        e = tl.load(expert_map_ptr + tl.where(ok, e, 0), mask=ok, other=-1).to(tl.int64)
+        ok = ok & (e >= 0) & (e < num_local)
+    return e, ok
+
+
+@triton.jit
+def _rows(
+    sorted_ids_ptr,
+    expert_ids_ptr,
+    num_post_ptr,
+    topk_ids_ptr,
+    expert_map_ptr,
+    pid_m,
+    numel,
+    num_global,
+    num_experts,
+    stride_idm,
+    TOPK: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    SLOTS: tl.constexpr,
+    HAS_MAP: tl.constexpr,
+):
+    """:func:`_block_rows` of the sorted layout; with SLOTS, block ``pid_m`` is slot ``pid_m`` alone (its row 0),
+    its expert read from ``topk_ids`` (no alignment launch)."""
+    if SLOTS:
+        expert, busy = _slot_expert(
+            topk_ids_ptr, expert_map_ptr, pid_m // TOPK, pid_m % TOPK, stride_idm, num_global, num_experts, HAS_MAP
+        )
+        first = tl.arange(0, BLOCK_M) == 0
+        slot = tl.where(first, pid_m, numel).to(tl.int64)
+        mask_m = first
+    else:
+        expert, busy, slot, mask_m = _block_rows(
+            sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_experts, BLOCK_M
+        )
+    return expert, busy, slot, mask_m
+
+
+@triton.jit
+def _h_rows(pid_m, slot, BLOCK_M: tl.constexpr, SLOTS: tl.constexpr):
+    """h's rows of a block: the block's sorted positions, or with SLOTS the slot itself (h in slot order)."""
+    if SLOTS:
+        rows = slot
+    else:
+        rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    return rows
+
+
+@triton.jit
+def _topk_sum_last(
+    c_ptr,
+    out_ptr,
+    counters_ptr,
+    topk_ids_ptr,
+    expert_map_ptr,
+    pid_m,
+    pid_n,
+    offs_n,
+    mask_n,
+    busy,
+    num_pid_n,
+    num_global,
+    num_experts,
+    stride_idm,
+    stride_cm,
+    stride_om,
+    TOPK: tl.constexpr,
+    HAS_MAP: tl.constexpr,
+    ACT_BF16: tl.constexpr,
+):
+    """GEMM2's top-k sum with blocks of one slot: the program that stores the last of token m's rows of c for this
+    column tile (a counter per token and tile, zeroed by GEMM1) sums them, ``out[m] = sum_j c[m * TOPK + j]`` in
+    float32 in j order, as the sum kernel does; a token none of whose slots is this rank's gets zeros from its
+    j = 0 program."""
+    m = pid_m // TOPK
+    valid = 0
+    for j in tl.static_range(TOPK):
+        _, ok = _slot_expert(topk_ids_ptr, expert_map_ptr, m, j, stride_idm, num_global, num_experts, HAS_MAP)
+        valid += ok.to(tl.int32)
+    if busy:
+        # every thread's row of c is stored before the release: the last program reads them all
+        tl.debug_barrier()
+        arrived = tl.atomic_add(counters_ptr + m * num_pid_n + pid_n, 1, sem="acq_rel", scope="gpu")
+        last = arrived == valid - 1
+    else:
+        last = (valid == 0) & (pid_m % TOPK == 0)
+    if last:
+        # this program's own row of c too: every thread's store before any thread's load
+        tl.debug_barrier()
+        acc = tl.zeros(offs_n.shape, dtype=tl.float32)
+        for j in tl.static_range(TOPK):
+            _, ok = _slot_expert(topk_ids_ptr, expert_map_ptr, m, j, stride_idm, num_global, num_experts, HAS_MAP)
+            # other programs' rows: from L2, past this SM's L1
+            row = c_ptr + (m.to(tl.int64) * TOPK + j) * stride_cm
+            acc += tl.load(row + offs_n, mask=mask_n & ok, other=0.0, cache_modifier=".cg").to(tl.float32)
+        tl.store(out_ptr + m.to(tl.int64) * stride_om + offs_n, _round(acc, ACT_BF16), mask=mask_n)
+
+
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
 def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M bucket: a compile per config
     a_ptr,
@@ -183,6 +288,12 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     stride_wsk,
     stride_hm,
     stride_hsm,
+    topk_ids_ptr,
+    expert_map_ptr,
+    counters_ptr,
+    num_global,
+    num_counters,
+    stride_idm,
     TOPK: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -195,6 +306,9 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     H_FP8: tl.constexpr,
     SWAP_AB: tl.constexpr,
     W_TMA: tl.constexpr,
+    SLOTS: tl.constexpr,
+    HAS_MAP: tl.constexpr,
+    ZERO_BLOCK: tl.constexpr,
 ):
     """``h[row, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of BLOCK_M
     sorted slots (one expert) and BLOCK_N columns of each half, h's rows in sorted order (row = the slot's sorted
@@ -202,11 +316,16 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     into one float32 accumulator, split in the epilogue, one rounding to the activation dtype at the store. W_TMA:
     ``w_ptr`` is a tensor descriptor of w1 as [E, 2, N, K] that loads both halves' rows at once. With H_FP8
     (block-wise fp8, BLOCK_N == 128) the rounded values are quantized per 128-column group in the epilogue: h in fp8
-    and one float32 scale per (row, group)."""
+    and one float32 scale per (row, group). SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the
+    programs zero GEMM2's top-k counters (ZERO_BLOCK each)."""
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(N, BLOCK_N), GROUP_M)
-    expert, busy, slot, mask_m = _block_rows(
-        sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_experts, BLOCK_M
-    )
+    if SLOTS:
+        offs_z = tl.program_id(0) * ZERO_BLOCK + tl.arange(0, ZERO_BLOCK)
+        tl.store(counters_ptr + offs_z, tl.zeros((ZERO_BLOCK,), dtype=tl.int32), mask=offs_z < num_counters)
+    expert, busy, slot, mask_m = _rows(
+        sorted_ids_ptr, expert_ids_ptr, num_post_ptr, topk_ids_ptr, expert_map_ptr, pid_m, numel, num_global,
+        num_experts, stride_idm, TOPK, BLOCK_M, SLOTS, HAS_MAP,
+    )  # fmt: skip
     if busy:
         # masked rows divide 0, not a negative slot (C division), though nothing reads through them
         token = tl.where(mask_m, slot, 0) // TOPK
@@ -265,7 +384,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             act = acc_g / (1.0 + tl.exp(-acc_g))
         h = _round(act * acc_u, ACT_BF16)  # [BLOCK_M, BLOCK_N]
         mask = mask_m[:, None] & mask_n[None, :]
-        h_row = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        h_row = _h_rows(pid_m, slot, BLOCK_M, SLOTS)
         h_ptrs = h_ptr + h_row[:, None] * stride_hm + offs_n[None, :]
         if H_FP8:
             # this program holds the whole 128-column group of its rows: the group scale needs no other program
@@ -302,6 +421,14 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     stride_wsk,
     stride_wsn,
     stride_cm,
+    out_ptr,
+    topk_ids_ptr,
+    expert_map_ptr,
+    counters_ptr,
+    num_global,
+    stride_idm,
+    stride_om,
+    TOPK: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -311,20 +438,26 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     ACT_BF16: tl.constexpr,
     SWAP_AB: tl.constexpr,
     TMA: tl.constexpr,
+    SLOTS: tl.constexpr,
+    HAS_MAP: tl.constexpr,
 ):
     """``c[slot, k] = topk_weight[slot] * (h[row] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
     and BLOCK_N output columns (of K), h's rows in sorted order (a block's rows are contiguous); the reduction runs
     over the intermediate width N in BLOCK_K steps. TMA: ``h_ptr`` and ``w_ptr`` are tensor descriptors (h as is,
-    w2 as [E * K, N]). float32 accumulation and weighting, one rounding to the activation dtype at the store."""
-    pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(K, BLOCK_N), GROUP_M)
-    expert, busy, slot, mask_m = _block_rows(
-        sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_experts, BLOCK_M
-    )
+    w2 as [E * K, N]). float32 accumulation and weighting, one rounding to the activation dtype at the store.
+    SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the top-k sum into ``out`` by the last program
+    of each token and column tile (:func:`_topk_sum_last`)."""
+    num_pid_n = tl.cdiv(K, BLOCK_N)
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+    expert, busy, slot, mask_m = _rows(
+        sorted_ids_ptr, expert_ids_ptr, num_post_ptr, topk_ids_ptr, expert_map_ptr, pid_m, numel, num_global,
+        num_experts, stride_idm, TOPK, BLOCK_M, SLOTS, HAS_MAP,
+    )  # fmt: skip
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output columns, rows of w2[e]
+    mask_n = offs_n < K
     if busy:
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output columns, rows of w2[e]
-        mask_n = offs_n < K
         offs_k = tl.arange(0, BLOCK_K)  # the reduction, over N
-        h_row = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        h_row = _h_rows(pid_m, slot, BLOCK_M, SLOTS)
         if not TMA:
             h_ptrs = h_ptr + h_row[:, None] * stride_hm + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
             # w2[e] is [K, N] row-major: rows offs_n (output columns), contiguous along the reduction
@@ -370,6 +503,11 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             _round(acc, ACT_BF16),
             mask=mask_m[:, None] & mask_n[None, :],
         )
+    if SLOTS:
+        _topk_sum_last(
+            c_ptr, out_ptr, counters_ptr, topk_ids_ptr, expert_map_ptr, pid_m, pid_n, offs_n, mask_n, busy,
+            num_pid_n, num_global, num_experts, stride_idm, stride_cm, stride_om, TOPK, HAS_MAP, ACT_BF16,
+        )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["num_tokens"])
@@ -398,11 +536,7 @@ def _fused_moe_sum_kernel(
     mask = offs < K
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for j in tl.static_range(TOPK):
-        e = tl.load(topk_ids_ptr + pid_m * stride_idm + j).to(tl.int64)
-        ok = (e >= 0) & (e < num_global)
-        if HAS_MAP:
-            local = tl.load(expert_map_ptr + e, mask=ok, other=-1)
-            ok = ok & (local >= 0) & (local < num_local)
+        _, ok = _slot_expert(topk_ids_ptr, expert_map_ptr, pid_m, j, stride_idm, num_global, num_local, HAS_MAP)
         c = tl.load(c_ptr + (pid_m * TOPK + j) * stride_cm + offs, mask=mask & ok, other=0.0)
         acc += c.to(tl.float32)
     tl.store(out_ptr + pid_m * stride_om + offs, _round(acc, ACT_BF16), mask=mask)
