@@ -36,8 +36,13 @@ def _g(bm, bn, gm):
     return GemmConfig(bm, bn, 64, gm, 4, 2)
 
 
-# the fake card's fastest config per bucket: block_m 16 at one token, 32 at eight, each GEMM its own tile
-FASTEST = {1: FusedMoeConfig(_g(16, 64, 1), _g(16, 32, 8)), 8: FusedMoeConfig(_g(32, 32, 8), _g(32, 64, 1))}
+# the fake card's fastest config per bucket: block_m 16 at one token (in the rule's slot blocks there: the tuner
+# keeps the seed's layout), 32 at eight, each GEMM its own tile
+SLOTS_AT_1 = int(config.use_slots(1, TINY.num_experts, TINY.topk))
+FASTEST = {
+    1: FusedMoeConfig(_g(16, 64, 1), _g(16, 32, 8), SLOTS_AT_1),
+    8: FusedMoeConfig(_g(32, 32, 8), _g(32, 64, 1)),
+}
 # fastest on routing 0 only: the routing average must reject it
 TRAP = {
     m: dataclasses.replace(c, gemm2=dataclasses.replace(c.gemm2, block_n=96 - c.gemm2.block_n))

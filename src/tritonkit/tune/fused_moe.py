@@ -142,11 +142,12 @@ def search_bucket(
     for i, bm in enumerate(bms):
         s = seed(default, bm)
         c1 = phase_candidates(GEMM1, M, bm, layer, elem_bytes, space, s.gemm1, banned)
-        won1 = b.best_of([FusedMoeConfig(g, s.gemm2) for g in c1], start + budget_s * (2 * i + 1) / phases)
+        # the seed's layout (slot blocks or sorted) holds for every tile of its block_m
+        won1 = b.best_of([FusedMoeConfig(g, s.gemm2, s.slots) for g in c1], start + budget_s * (2 * i + 1) / phases)
         if won1 is None:
             continue
         c2 = phase_candidates(GEMM2, M, bm, layer, elem_bytes, space, s.gemm2, banned)
-        won2 = b.best_of([FusedMoeConfig(won1.gemm1, g) for g in c2], start + budget_s * (2 * i + 2) / phases)
+        won2 = b.best_of([FusedMoeConfig(won1.gemm1, g, s.slots) for g in c2], start + budget_s * (2 * i + 2) / phases)
         won = won2 or won1
         if best is None or b.time(won, routings) < b.time(best, routings):
             best = won
@@ -248,7 +249,7 @@ def precompile(
     try:
         for fut in cf.as_completed(futures):
             if (err := fut.result()) is not None:
-                failed[futures[fut]] = err
+                failed[futures[fut][:2]] = err  # (gemm, tile): a tile that does not compile is dropped either way
     except cf.process.BrokenProcessPool as e:
         log(f"compile workers stopped ({e}); the rest compile as they are timed")
     finally:

@@ -173,8 +173,8 @@ def gemm_candidates(
 
 def seed(default: FusedMoeConfig, block_m: int) -> FusedMoeConfig:
     """The default rule's config moved to ``block_m``: the partner a GEMM is tuned beside. At the rule's own block_m
-    it is the rule's config; elsewhere warps and stages follow block_m as the rule's do (8 warps and 3 stages from
-    128 rows, else 4 and 4)."""
+    it is the rule's config (its slot blocks included); elsewhere the sorted layout, warps and stages following
+    block_m as the rule's do (8 warps and 3 stages from 128 rows, else 4 and 4)."""
     if block_m == default.block_size:
         return default
     warps, stages = (8, 3) if block_m >= 128 else (4, 4)
@@ -217,7 +217,7 @@ def compile_units(buckets: Iterable[int], layer: Layer, elem_bytes: int, space: 
         for bm in block_ms(M, layer, space):
             s = seed(default, bm)
             for g in phase_candidates(GEMM1, M, bm, layer, elem_bytes, space, s.gemm1):
-                units.setdefault((GEMM1, g), FusedMoeConfig(g, s.gemm2))
+                units.setdefault((GEMM1, g, s.slots), FusedMoeConfig(g, s.gemm2, s.slots))
             for g in phase_candidates(GEMM2, M, bm, layer, elem_bytes, space, s.gemm2):
-                units.setdefault((GEMM2, g), FusedMoeConfig(s.gemm1, g))
+                units.setdefault((GEMM2, g, s.slots), FusedMoeConfig(s.gemm1, g, s.slots))
     return units
