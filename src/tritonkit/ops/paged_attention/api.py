@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-import types
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -905,16 +904,5 @@ def paged_attention(
     return forward(*args, out=out, _layout=layout)
 
 
-class _Api(types.ModuleType):
-    """Rebinding a name here (a kernel, launch, a constant) drops the recorded launches, as config's names do."""
-
-    def __setattr__(self, name: str, value) -> None:
-        super().__setattr__(name, value)
-        _forget()
-
-    def __delattr__(self, name: str) -> None:
-        super().__delattr__(name)
-        _forget()
-
-
-sys.modules[__name__].__class__ = _Api
+# rebinding a name here (a kernel, launch, a constant) drops the recorded launches, as config's names do
+sys.modules[__name__].__class__ = config.ForgetOnRebind

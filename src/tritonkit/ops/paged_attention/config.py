@@ -297,7 +297,7 @@ class LaunchPlan:
 
 # launch plans by their arguments: a plan is a pure function of them and of this module's names, and computing one
 # costs an eager call 3-15 us of host time (a cached one ~0.5). Emptied when full and whenever a name of this module
-# is rebound (_Config), so a patched threshold or merge_pdl holds from the next call on.
+# is rebound (ForgetOnRebind), so a patched threshold or merge_pdl holds from the next call on.
 # docs/notes/paged-attention-host.md.
 _PLANS: dict[tuple, LaunchPlan] = {}
 PLAN_MEMO_SIZE = 4096
@@ -311,14 +311,17 @@ def _forget() -> None:
         f()
 
 
-class _Config(types.ModuleType):
+class ForgetOnRebind(types.ModuleType):
+    """A module class that calls the module's own ``_forget`` whenever one of its names is rebound or deleted: this
+    module's (launch plans) and api's (recorded launches) memos are derived from their names."""
+
     def __setattr__(self, name: str, value) -> None:
         super().__setattr__(name, value)
-        _forget()
+        self._forget()
 
     def __delattr__(self, name: str) -> None:
         super().__delattr__(name)
-        _forget()
+        self._forget()
 
 
 def launch_plan(
@@ -429,4 +432,4 @@ def merge_pdl(device) -> bool:
 
 
 # after every definition: rebinding a name of this module from here on empties _PLANS (and _ON_REBIND's memos)
-sys.modules[__name__].__class__ = _Config
+sys.modules[__name__].__class__ = ForgetOnRebind
