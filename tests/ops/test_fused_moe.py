@@ -437,6 +437,33 @@ def test_deepseek_width_on_gpu(quant):
     assert_valid(SPEC, shape, torch.bfloat16, "randn", device=DEVICE)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("quant", ["none", "fp8_block128"])
+@pytest.mark.parametrize("num_tokens", [1, 2])
+def test_slot_blocks_replay_in_a_cuda_graph(quant, num_tokens):
+    # the counters GEMM1 zeroes and GEMM2's last programs count on are reused by every replay: each replay with new
+    # ids and activations must equal an eager call of the sorted layout, bit for bit, with programs running at once
+    inputs = _inputs(num_tokens=num_tokens, quant=quant, hidden=2048, inter=768, experts=64, topk=8)
+    pos, kw = _args(inputs)
+    cfg = config.fused_moe_config(num_tokens, 64, 768, 2048, 8, "bfloat16", quant, torch.cuda.get_device_name())
+    assert cfg.slots == 1
+    sorted_cfg = dataclasses.replace(cfg, slots=0)
+    x, ids, wts = (t.clone() for t in (pos[0], pos[4], pos[3]))
+    static = (x, pos[1], pos[2], wts, ids)
+    api.forward(*static, None, **kw, config=cfg)  # compile outside the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        captured = api.forward(*static, None, **kw, config=cfg)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    for _ in range(3):
+        x.copy_(torch.randn(x.shape, generator=gen, device="cuda", dtype=x.dtype))
+        ids.copy_(torch.stack([torch.randperm(64, generator=gen, device="cuda")[:8] for _ in range(num_tokens)]))
+        g.replay()
+        want = api.forward(*static, None, **kw, config=sorted_cfg)
+        torch.cuda.synchronize()
+        assert torch.equal(captured, want)
+
+
 def test_ids_are_checked_on_request(monkeypatch):
     # TRITONKIT_CHECK_INDICES=1: a bad id or map entry is an error naming it and where, before anything is written
     inputs = _inputs(num_tokens=6, topk=3)
