@@ -12,6 +12,10 @@ Launches, all on a static grid (no host sync, CUDA-graph capturable):
 5. ``_fused_moe_gemm2_kernel``: c[slot] = w_slot * (h[row] W2^T), in the activation dtype.
 6. ``_fused_moe_sum_kernel``: out[m] = sum_j c[m * topk + j] in float32, in j order: deterministic.
 
+At decode (``config.slots``, a few tokens) launches 1 and 6 are left out: each GEMM block is one slot, its expert read
+from ``topk_ids``, h in slot order, and the GEMM2 program that stores a token's last row of c for a column tile sums
+that token's rows into ``out`` (a counter per token and tile, zeroed by GEMM1): the same float32 sums, the same bits.
+
 Tiles of ``config.TMA_MIN_ROWS`` rows and more load the weights (and GEMM2 its h) through tensor descriptors
 where TMA can address them (:func:`_tma_ok`), else through pointers: the same tiles, the same bits.
 """

@@ -18,7 +18,8 @@ Table files
       "configs": {
         "1": {"gemm1": {"block_m": 16, "block_n": 64, "block_k": 128, "group_m": 1, "num_warps": 4, "num_stages": 4},
               "gemm2": {"block_m": 16, "block_n": 64, "block_k": 128, "group_m": 1, "num_warps": 4, "num_stages": 4}},
-        ...one entry per bucket, keyed by the bucket's M as a string
+        ...one entry per bucket, keyed by the bucket's M as a string; an entry may add "slots": 1 (blocks of one
+        slot, :attr:`FusedMoeConfig.slots`)
       }
     }
 
