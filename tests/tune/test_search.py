@@ -129,6 +129,19 @@ def test_full_search_writes_the_fastest_config_per_bucket(tmp_path):
     assert len(timer.calls) == len(set(timer.calls))
 
 
+def test_a_16_row_winner_is_timed_in_the_other_layout(tmp_path):
+    # the card's fastest layout at one token is the one the rule does not take: the table keeps that one
+    other = dataclasses.replace(FASTEST[1], slots=1 - FASTEST[1].slots)
+
+    def timer(cfg, M, routing):
+        return fake_seconds(dataclasses.replace(cfg, slots=FASTEST[M].slots), M, routing) - (cfg == other) * 1e-7
+
+    _tune(tmp_path, timer, num_tokens=[1, 8])
+    assert _lookup(1, tmp_path) == other
+    assert _lookup(8, tmp_path) == FASTEST[8]  # 32-row tiles: the sorted layout only
+    assert "slot blocks" in fm.describe(dataclasses.replace(other, slots=1))
+
+
 def test_a_config_that_fails_is_dropped_with_a_note(tmp_path):
     timer = Recording(broken=[FASTEST[1]])
     _tune(tmp_path, timer, num_tokens=[1])

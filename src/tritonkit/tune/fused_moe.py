@@ -2,10 +2,12 @@
 
 Per bucket M (num_tokens): for each block_m near the mean rows per expert, GEMM1's tiles are timed beside the default
 rule's GEMM2, then GEMM2's beside GEMM1's best; the best whole config of any block_m wins (the candidates and their
-pruning: :mod:`.space`). A timing is one whole ``forward(..., config=cfg)`` call (alignment, quantization, both
-GEMMs, the topk sum): the median of the bench's CUDA-graph replays (``bench.timing.time_graph``), L2 flushed before
-each replay. Every candidate is first timed on one random routing (the screen); the SHORTLIST fastest are timed on
-ROUTINGS routings in all and the lowest mean wins. Before the timing loop, worker processes compile every candidate
+pruning: :mod:`.space`). A winner of SLOT_BLOCK_M rows is then timed in the other layout too (blocks of one slot
+against the sorted layout, ``FusedMoeConfig.slots``), and the faster one is kept. A timing is one whole
+``forward(..., config=cfg)`` call (alignment, quantization, both GEMMs, the topk sum): the median of the bench's
+CUDA-graph replays (``bench.timing.time_graph``), L2 flushed before each replay. Every candidate is first timed on
+one random routing (the screen); the SHORTLIST fastest are timed on ROUTINGS routings in all and the lowest mean
+wins. Before the timing loop, worker processes compile every candidate
 (Triton's on-disk cache then holds them); a config that fails to compile, raises, or disagrees with the default
 rule's output is dropped with a note.
 
@@ -46,6 +48,9 @@ ROUTINGS = 3
 SHORTLIST = 4
 #: seconds of search per bucket, shared evenly by its (block_m, GEMM) phases; each phase times at least its seed
 BUDGET_S = 60.0
+#: block_m of the winners also timed in the other layout: blocks of one slot fill only a tile's first row, so only the
+#: tensor core's smallest M tile takes them
+SLOT_BLOCK_M = 16
 #: compile workers at most: each holds a CUDA context and weights of compile_experts(E) experts
 MAX_JOBS = 8
 #: tokens of a compile worker's call: any count compiles the same GEMM kernels (per-call integers are unspecialized)
@@ -72,7 +77,8 @@ def describe(cfg: FusedMoeConfig) -> str:
     def one(g: GemmConfig) -> str:
         return f"n{g.block_n} k{g.block_k} g{g.group_m} w{g.num_warps} s{g.num_stages}"
 
-    return f"block_m {cfg.block_size}, gemm1 {one(cfg.gemm1)}, gemm2 {one(cfg.gemm2)}"
+    slots = ", slot blocks" if cfg.slots else ""
+    return f"block_m {cfg.block_size}{slots}, gemm1 {one(cfg.gemm1)}, gemm2 {one(cfg.gemm2)}"
 
 
 @dataclasses.dataclass
@@ -153,6 +159,12 @@ def search_bucket(
             best = won
     if best is None:
         raise RuntimeError(f"fused_moe M={M}: every config failed; first: {next(iter(b.dropped.values()), '?')}")
+    if best.block_size == SLOT_BLOCK_M:
+        # the same tiles in the other layout: which one pays depends on how many slots share an expert
+        other = dataclasses.replace(best, slots=1 - best.slots)
+        t = b.time(other, routings)
+        if t is not None and t < b.time(best, routings):
+            best = other
     return BucketResult(best, b.time(best, routings), len(b.times) + len(b.dropped), list(b.dropped.values()))
 
 
