@@ -93,7 +93,8 @@ def test_one_compile_across_num_tokens_sweep(name, which):
 
 
 def _fused_moe_configs(spec, model, tokens) -> dict:
-    """Distinct GEMM1 and GEMM2 configs fused_moe's default rule picks over ``tokens`` for ``model``."""
+    """Distinct GEMM1 and GEMM2 configs (with their layout) fused_moe's lookup picks over ``tokens`` for ``model``:
+    this card's tuned table where one ships, else the default rule."""
     from tritonkit.ops.fused_moe.config import fused_moe_config
 
     picks = []
@@ -111,7 +112,8 @@ def _fused_moe_configs(spec, model, tokens) -> dict:
                 torch.cuda.get_device_name(),
             )
         )
+    # the layout is a constexpr of both kernels: one tile in blocks of one slot and in sorted blocks compiles twice
     return {
-        "_fused_moe_gemm1_kernel": len({c.gemm1 for c in picks}),
-        "_fused_moe_gemm2_kernel": len({c.gemm2 for c in picks}),
+        "_fused_moe_gemm1_kernel": len({(c.gemm1, c.slots) for c in picks}),
+        "_fused_moe_gemm2_kernel": len({(c.gemm2, c.slots) for c in picks}),
     }
