@@ -1,5 +1,6 @@
-"""Compile fused_moe's GEMMs at every default tile config of the MoE models' sweep for sm_90 on this CPU and print
-one JSON line per distinct (model, GEMM, config): shared memory, registers, local memory, tensor-core MMA kind.
+"""Compile fused_moe's GEMMs at every tile config the MoE models' sweep picks, from the default rule and from the
+shipped tuned tables, for sm_90 on this CPU and print one JSON line per distinct (model, GEMM, config, layout):
+shared memory, registers, local memory, tensor-core MMA kind.
 
 Run in its own process with the interpreter off (the kernel module reads the interpreter flag at import):
 ``TRITON_INTERPRET=0 python3 tests/ops/fused_moe_resources.py``; test_fused_moe_resources.py does.
@@ -130,37 +131,47 @@ def gemm_resources(which, g, E, N, Kd, topk, quant, slots):
     )
 
 
+def picks(m, M: int, quant: str):
+    """(source, config) of the default rule and of each shipped table that holds the model's layer."""
+    yield "default", C.default_config(M, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant)
+    for (E, N, Kd, dtype, q, device), versions in C._tables(str(C.CONFIG_DIR)).items():
+        if (E, N, Kd, dtype, q) == (m.num_experts, m.moe_intermediate, m.hidden, "bfloat16", quant):
+            for version, (buckets, cfgs) in versions.items():
+                yield f"{device} table, Triton {version}", cfgs[C.nearest_bucket(M, buckets)]
+
+
 def main():
     seen = set()
     for name in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"):
         m = MODELS[name]
         quant = m.moe_quant or "none"
         for M in NUM_TOKENS_SWEEP:
-            cfg = C.default_config(M, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant)
-            for which, g in (("gemm1", cfg.gemm1), ("gemm2", cfg.gemm2)):
-                if (name, which, g, cfg.slots) in seen:
-                    continue
-                seen.add((name, which, g, cfg.slots))
-                r = gemm_resources(which, g, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant, cfg.slots)
-                print(
-                    json.dumps(
-                        {
-                            "model": name,
-                            "M": M,
-                            "gemm": which,
-                            "config": dict(vars(g)),
-                            "slots": cfg.slots,
-                            "shared_bytes": r.shared_bytes,
-                            "max_shared_bytes": r.max_shared_bytes,
-                            "registers": r.registers,
-                            "stack_bytes": r.stack_bytes,
-                            "local_bytes": r.local_bytes,
-                            "wgmma": r.wgmma,
-                            "mma": r.mma,
-                        }
-                    ),
-                    flush=True,
-                )
+            for source, cfg in picks(m, M, quant):
+                for which, g in (("gemm1", cfg.gemm1), ("gemm2", cfg.gemm2)):
+                    if (name, which, g, cfg.slots) in seen:
+                        continue
+                    seen.add((name, which, g, cfg.slots))
+                    r = gemm_resources(which, g, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant, cfg.slots)
+                    print(
+                        json.dumps(
+                            {
+                                "model": name,
+                                "M": M,
+                                "source": source,
+                                "gemm": which,
+                                "config": dict(vars(g)),
+                                "slots": cfg.slots,
+                                "shared_bytes": r.shared_bytes,
+                                "max_shared_bytes": r.max_shared_bytes,
+                                "registers": r.registers,
+                                "stack_bytes": r.stack_bytes,
+                                "local_bytes": r.local_bytes,
+                                "wgmma": r.wgmma,
+                                "mma": r.mma,
+                            }
+                        ),
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""fused_moe's default tiles compiled for sm_90 on this CPU (tests/ops/fused_moe_resources.py, in its own process):
-each fits the 227 KB of shared memory, none spills registers, every GEMM runs on tensor cores, and tiles of 64 or
-more rows use Hopper's wgmma (16- and 32-row tiles are below its 64-row warpgroup M and use mma.sync)."""
+"""fused_moe's tiles, the default rule's and the shipped tables', compiled for sm_90 on this CPU
+(tests/ops/fused_moe_resources.py, in its own process): each fits the 227 KB of shared memory, none spills registers,
+every GEMM runs on tensor cores, and tiles of 64 or more rows use Hopper's wgmma (16- and 32-row tiles are below its
+64-row warpgroup M and use mma.sync)."""
 
 import json
 import os
@@ -43,3 +44,5 @@ def test_gemms_use_tensor_cores_and_wgmma_from_64_rows_or_swapped(rows):
         assert r["mma"], r
         assert r["wgmma"] == (r["config"]["block_m"] >= 64 or r["config"]["swap_ab"] == 1), r
     assert any(r["config"]["swap_ab"] for r in rows if r["model"] == "deepseek-v3")
+    # the shipped H200 tables' tiles are compiled too, not only the default rule's
+    assert {r["source"] for r in rows} >= {"default", "NVIDIA H200 table, Triton 3.6.0"}
