@@ -132,12 +132,12 @@ def gemm_resources(which, g, E, N, Kd, topk, quant, slots):
 
 
 def picks(m, M: int, quant: str):
-    """(source, config) of the default rule and of each shipped table that holds the model's layer."""
-    yield "default", C.default_config(M, m.num_experts, m.moe_intermediate, m.hidden, m.topk, quant)
-    for (E, N, Kd, dtype, q, device), versions in C._tables(str(C.CONFIG_DIR)).items():
-        if (E, N, Kd, dtype, q) == (m.num_experts, m.moe_intermediate, m.hidden, "bfloat16", quant):
-            for version, (buckets, cfgs) in versions.items():
-                yield f"{device} table, Triton {version}", cfgs[C.nearest_bucket(M, buckets)]
+    """(source, config): the default rule's, and the config lookup's on each card a shipped table names."""
+    layer = (M, m.num_experts, m.moe_intermediate, m.hidden)
+    yield "default", C.default_config(*layer, m.topk, quant)
+    for device in sorted({key[5] for key in C._tables(str(C.CONFIG_DIR))}):
+        if (cfg := C.lookup(*layer, "bfloat16", quant, device)) is not None:
+            yield f"{device} table", cfg
 
 
 def main():

@@ -45,4 +45,4 @@ def test_gemms_use_tensor_cores_and_wgmma_from_64_rows_or_swapped(rows):
         assert r["wgmma"] == (r["config"]["block_m"] >= 64 or r["config"]["swap_ab"] == 1), r
     assert any(r["config"]["swap_ab"] for r in rows if r["model"] == "deepseek-v3")
     # the shipped H200 tables' tiles are compiled too, not only the default rule's
-    assert {r["source"] for r in rows} >= {"default", "NVIDIA H200 table, Triton 3.6.0"}
+    assert {r["source"] for r in rows} >= {"default", "NVIDIA H200 table"}
