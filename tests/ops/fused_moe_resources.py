@@ -43,7 +43,6 @@ def gemm_resources(which, g, E, N, Kd, topk, quant, slots):
         SWAP_AB=bool(g.swap_ab),
         SLOTS=bool(slots),
         HAS_MAP=False,
-        SUM_LAST=bool(slots) or A.SUM_IN_GEMM2,
         num_warps=g.num_warps,
         num_stages=g.num_stages,
     )
@@ -84,16 +83,12 @@ def gemm_resources(which, g, E, N, Kd, topk, quant, slots):
             E,
             64,
             topk,
-            meta(64, Kd),
-            Kd,
             TOPK=topk,
             ROUTED_ON_INPUT=False,
             GELU=False,
             H_FP8=block,
             W_TMA=tma,
             ZERO_BLOCK=16,
-            ZERO_TOKENS=1,
-            ZERO_COLS=A.ZERO_COLS,
             **ce,
         )
     h, w, c = meta(128, N, dtype=wdt), meta(E, Kd, N, dtype=wdt), meta(128, Kd)
@@ -132,7 +127,6 @@ def gemm_resources(which, g, E, N, Kd, topk, quant, slots):
         TOPK=topk,
         MUL_WEIGHT=True,
         TMA=tma,
-        SUM_COLS=A.sum_cols(g),
         **ce,
     )
 

@@ -9,14 +9,12 @@ Launches, all on a static grid (no host sync, CUDA-graph capturable):
    fused in the epilogue (block-wise fp8: h quantized per 128 columns there too). h's rows are the slots' sorted
    positions (padding rows unwritten), so a block's rows are one tile.
 4. (fp8, per-tensor/per-channel weights) ``_fused_moe_quant_kernel``: h to fp8 per row (or by a2_scale).
-5. ``_fused_moe_gemm2_kernel``: c[slot] = w_slot * (h[row] W2^T), in the activation dtype; the program that
-   stores a token's last row of c for a column tile sums that token's rows, out[m] = sum_j c[m * topk + j] in
-   float32 in j order (a counter per token and tile, zeroed by GEMM1, which also writes the zeros of tokens with no
-   expert here). With ``SUM_IN_GEMM2`` off, ``_fused_moe_sum_kernel`` does the same sum as a sixth launch: the same
-   bits.
+5. ``_fused_moe_gemm2_kernel``: c[slot] = w_slot * (h[row] W2^T), in the activation dtype.
+6. ``_fused_moe_sum_kernel``: out[m] = sum_j c[m * topk + j] in float32, in j order: deterministic.
 
-At decode (``config.slots``, a few tokens) launch 1 is left out too: each GEMM block is one slot, its expert read
-from ``topk_ids``, h in slot order.
+At decode (``config.slots``, a few tokens) launches 1 and 6 are left out: each GEMM block is one slot, its expert read
+from ``topk_ids``, h in slot order, and the GEMM2 program that stores a token's last row of c for a column tile sums
+that token's rows into ``out`` (a counter per token and tile, zeroed by GEMM1): the same float32 sums, the same bits.
 
 Tiles of ``config.TMA_MIN_ROWS`` rows and more load the weights (and GEMM2 its h) through tensor descriptors
 where TMA can address them (:func:`_tma_ok`), else through pointers: the same tiles, the same bits.
@@ -49,24 +47,12 @@ SCALE_BLOCK = _config.SCALE_BLOCK
 # columns per program of the topk sum (1024 x 2 bytes: 16 bytes a thread at 4 warps)
 SUM_BLOCK = 1024
 SUM_WARPS = 4
-# GEMM2's programs sum each token's top-k rows as they complete them (a counter per token and column tile), so no
-# sum launch follows; False restores the launch (the A/B of docs/notes/fused-moe-decode.md)
-SUM_IN_GEMM2 = True
-# float32 sums a thread holds in a step of GEMM2's top-k sum (with their row pointers: more spills 64 x 128 tiles)
-SUM_ELEMS = 16
-# columns a store of GEMM1's zeros for tokens without a local expert (out rows nobody sums)
-ZERO_COLS = 256
 # quant kernel: one row per program, 128 columns a step (the block-wise group); per-group scales take 8 groups of
 # one row per program (1024 columns: 8 bf16 values, 16 bytes, a thread at 4 warps)
 QUANT_WARPS = 4
 QUANT_GROUPS = 8
 _QUANT_MODE = {"row": 0, "group": 1, "static": 2, "tensor_amax": 3, "tensor": 4}
 _KERNEL_QUANT = {"none": 0, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block128": 2}
-
-
-def sum_cols(g: _config.GemmConfig) -> int:
-    """Columns a step of GEMM2's top-k sum: at most SUM_ELEMS float32 sums a thread, whole tiles where they fit."""
-    return min(g.block_n, max(16, triton.next_power_of_2(SUM_ELEMS * 32 * g.num_warps // g.block_m)))
 
 
 def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None):
@@ -221,10 +207,8 @@ def forward(
     h_rows = numel if slots else num_pid_m * cfg.block_size
     grid1 = num_pid_m * cdiv(N, g1.block_n)
     # GEMM2's top-k counters, one per token and output column tile, zeroed by GEMM1's programs
-    sum_last = slots or SUM_IN_GEMM2
-    num_counters = M * cdiv(K, g2.block_n) if sum_last else 0
-    counters = _alloc.empty((max(num_counters, 1),), torch.int32, x.device) if sum_last else topk_ids
-    out2, stride_om = _checks.rows_and_stride("out", out, output=True)
+    num_counters = M * cdiv(K, g2.block_n) if slots else 0
+    counters = _alloc.empty((max(num_counters, 1),), torch.int32, x.device) if slots else topk_ids
     if fp8 and not block and a2_scale is None and not per_act_token_quant:
         # one amax over all of h: rows of slots no expert here takes are never written, and must read as zeros
         h = torch.zeros((h_rows, N), dtype=x.dtype, device=x.device)
@@ -265,8 +249,6 @@ def forward(
             num_global,
             num_counters,
             topk_ids.stride(0),
-            out2,
-            stride_om,
         ),
         {
             "TOPK": topk,
@@ -283,10 +265,7 @@ def forward(
             "W_TMA": tma1,
             "SLOTS": slots,
             "HAS_MAP": expert_map is not None,
-            "SUM_LAST": sum_last,
-            "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if sum_last else 16,
-            "ZERO_TOKENS": triton.next_power_of_2(cdiv(M, grid1)) if sum_last else 1,
-            "ZERO_COLS": ZERO_COLS,
+            "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if slots else 16,
         },
         g1.num_warps,
         g1.num_stages,
@@ -303,6 +282,7 @@ def forward(
     # w2 and the h GEMM2 reads (fp8 rows of N bytes once quantized) through descriptors, as GEMM1's weights
     tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and _tma_ok(h) and not slots
     c = _alloc.empty((numel, K), x.dtype, x.device)
+    out2, stride_om = _checks.rows_and_stride("out", out, output=True)
     launch(
         _fused_moe_gemm2_kernel,
         (num_pid_m * cdiv(K, g2.block_n),),
@@ -348,13 +328,11 @@ def forward(
             "TMA": tma2,
             "SLOTS": slots,
             "HAS_MAP": expert_map is not None,
-            "SUM_LAST": sum_last,
-            "SUM_COLS": sum_cols(g2),
         },
         g2.num_warps,
         g2.num_stages,
     )
-    if sum_last:
+    if slots:
         return out
     launch(
         _fused_moe_sum_kernel,

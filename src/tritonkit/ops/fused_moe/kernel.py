@@ -212,29 +212,17 @@ def _h_rows(pid_m, slot, BLOCK_M: tl.constexpr, SLOTS: tl.constexpr):
 
 
 @triton.jit
-def _local_slots(
-    topk_ids_ptr, expert_map_ptr, m, stride_idm, num_global, num_experts, TOPK: tl.constexpr, HAS_MAP: tl.constexpr
-):
-    """How many of token m's TOPK slots are this rank's (int32, the shape of ``m``): the rows of c its sum waits
-    for. The alignment places exactly these slots in working blocks (:func:`_slot_expert`'s test is its own)."""
-    valid = tl.zeros(m.shape, dtype=tl.int32)
-    for j in tl.static_range(TOPK):
-        _, ok = _slot_expert(topk_ids_ptr, expert_map_ptr, m, j, stride_idm, num_global, num_experts, HAS_MAP)
-        valid += ok.to(tl.int32)
-    return valid
-
-
-@triton.jit
 def _topk_sum_last(
     c_ptr,
     out_ptr,
     counters_ptr,
     topk_ids_ptr,
     expert_map_ptr,
-    slot,
-    mask_m,
+    pid_m,
     pid_n,
-    K,
+    offs_n,
+    mask_n,
+    busy,
     num_pid_n,
     num_global,
     num_experts,
@@ -244,72 +232,33 @@ def _topk_sum_last(
     TOPK: tl.constexpr,
     HAS_MAP: tl.constexpr,
     ACT_BF16: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    SUM_COLS: tl.constexpr,
 ):
-    """GEMM2's top-k sum, after a working block has stored its rows of c for this column tile: each stored row
-    counts on its token's counter for the tile (one per token and tile, zeroed by GEMM1), and the program whose row
-    completes a token sums that token's rows, ``out[m] = sum_j c[m * TOPK + j]`` in float32 in j order, as the sum
-    kernel does: the same bits. A block may complete several tokens (sorted blocks) or one (slot blocks). Tokens
-    none of whose slots is this rank's are GEMM1's (:func:`_zero_idle_tokens`). The sum runs SUM_COLS columns at a
-    time: a whole [BLOCK_M, BLOCK_N] float32 tile beside its row pointers spills the large tiles."""
-    # masked rows hold numel: token 0 instead, never counted nor stored
-    m = tl.where(mask_m, slot, 0) // TOPK  # [BLOCK_M]
-    valid = _local_slots(topk_ids_ptr, expert_map_ptr, m, stride_idm, num_global, num_experts, TOPK, HAS_MAP)
-    # every thread's rows of c are stored before any release: the last program reads them all
-    tl.debug_barrier()
-    arrived = tl.atomic_add(
-        counters_ptr + m * num_pid_n + pid_n, tl.full(m.shape, 1, tl.int32), mask=mask_m, sem="acq_rel", scope="gpu"
-    )
-    last = mask_m & (arrived == valid - 1)
-    if tl.max(last.to(tl.int32), axis=0) > 0:
-        # this program's own rows of c too: every thread's store before any thread's load
+    """GEMM2's top-k sum with blocks of one slot: the program that stores the last of token m's rows of c for this
+    column tile (a counter per token and tile, zeroed by GEMM1) sums them, ``out[m] = sum_j c[m * TOPK + j]`` in
+    float32 in j order, as the sum kernel does; a token none of whose slots is this rank's gets zeros from its
+    j = 0 program."""
+    m = pid_m // TOPK
+    valid = 0
+    for j in tl.static_range(TOPK):
+        _, ok = _slot_expert(topk_ids_ptr, expert_map_ptr, m, j, stride_idm, num_global, num_experts, HAS_MAP)
+        valid += ok.to(tl.int32)
+    if busy:
+        # every thread's row of c is stored before the release: the last program reads them all
         tl.debug_barrier()
-        for n0 in range(0, BLOCK_N, SUM_COLS):
-            offs_n = pid_n * BLOCK_N + n0 + tl.arange(0, SUM_COLS)
-            mask_n = offs_n < K
-            acc = tl.zeros((m.shape[0], SUM_COLS), dtype=tl.float32)
-            for j in tl.static_range(TOPK):
-                _, ok = _slot_expert(topk_ids_ptr, expert_map_ptr, m, j, stride_idm, num_global, num_experts, HAS_MAP)
-                rows = c_ptr + (m * TOPK + j) * stride_cm  # [BLOCK_M]
-                # other programs' rows: from L2, past this SM's L1
-                mask = (last & ok)[:, None] & mask_n[None, :]
-                c = tl.load(rows[:, None] + offs_n[None, :], mask=mask, other=0.0, cache_modifier=".cg")
-                acc += c.to(tl.float32)
-            out = out_ptr + m[:, None] * stride_om + offs_n[None, :]
-            tl.store(out, _round(acc, ACT_BF16), mask=last[:, None] & mask_n[None, :])
-
-
-@triton.jit
-def _zero_idle_tokens(
-    out_ptr,
-    topk_ids_ptr,
-    expert_map_ptr,
-    numel,
-    K,
-    stride_om,
-    stride_idm,
-    num_global,
-    num_experts,
-    TOPK: tl.constexpr,
-    HAS_MAP: tl.constexpr,
-    ZERO_TOKENS: tl.constexpr,
-    ZERO_COLS: tl.constexpr,
-):
-    """``out[m] = 0`` for this program's ZERO_TOKENS tokens that have none of this rank's experts: no GEMM2 row
-    completes them (:func:`_topk_sum_last`). Loads the ids only, unless such a token exists."""
-    offs_m = tl.program_id(0).to(tl.int64) * ZERO_TOKENS + tl.arange(0, ZERO_TOKENS)
-    in_range = offs_m < numel // TOPK
-    m = tl.where(in_range, offs_m, 0)
-    idle = in_range & (_local_slots(topk_ids_ptr, expert_map_ptr, m, stride_idm, num_global, num_experts, TOPK,
-                                    HAS_MAP) == 0)  # fmt: skip
-    if tl.max(idle.to(tl.int32), axis=0) > 0:
-        for k0 in range(0, K, ZERO_COLS):
-            offs_k = k0 + tl.arange(0, ZERO_COLS)
-            zeros = tl.zeros((ZERO_TOKENS, ZERO_COLS), dtype=out_ptr.dtype.element_ty)
-            tl.store(
-                out_ptr + m[:, None] * stride_om + offs_k[None, :], zeros, mask=idle[:, None] & (offs_k < K)[None, :]
-            )
+        arrived = tl.atomic_add(counters_ptr + m * num_pid_n + pid_n, 1, sem="acq_rel", scope="gpu")
+        last = arrived == valid - 1
+    else:
+        last = (valid == 0) & (pid_m % TOPK == 0)
+    if last:
+        # this program's own row of c too: every thread's store before any thread's load
+        tl.debug_barrier()
+        acc = tl.zeros(offs_n.shape, dtype=tl.float32)
+        for j in tl.static_range(TOPK):
+            _, ok = _slot_expert(topk_ids_ptr, expert_map_ptr, m, j, stride_idm, num_global, num_experts, HAS_MAP)
+            # other programs' rows: from L2, past this SM's L1
+            row = c_ptr + (m.to(tl.int64) * TOPK + j) * stride_cm
+            acc += tl.load(row + offs_n, mask=mask_n & ok, other=0.0, cache_modifier=".cg").to(tl.float32)
+        tl.store(out_ptr + m.to(tl.int64) * stride_om + offs_n, _round(acc, ACT_BF16), mask=mask_n)
 
 
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
@@ -345,8 +294,6 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     num_global,
     num_counters,
     stride_idm,
-    out_ptr,
-    stride_om,
     TOPK: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -361,10 +308,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     W_TMA: tl.constexpr,
     SLOTS: tl.constexpr,
     HAS_MAP: tl.constexpr,
-    SUM_LAST: tl.constexpr,
     ZERO_BLOCK: tl.constexpr,
-    ZERO_TOKENS: tl.constexpr,
-    ZERO_COLS: tl.constexpr,
 ):
     """``h[row, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of BLOCK_M
     sorted slots (one expert) and BLOCK_N columns of each half, h's rows in sorted order (row = the slot's sorted
@@ -372,17 +316,12 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     into one float32 accumulator, split in the epilogue, one rounding to the activation dtype at the store. W_TMA:
     ``w_ptr`` is a tensor descriptor of w1 as [E, 2, N, K] that loads both halves' rows at once. With H_FP8
     (block-wise fp8, BLOCK_N == 128) the rounded values are quantized per 128-column group in the epilogue: h in fp8
-    and one float32 scale per (row, group). SLOTS: blocks of one slot (:func:`_rows`), h in slot order. SUM_LAST
-    (GEMM2 sums the top-k rows): the programs zero GEMM2's counters (ZERO_BLOCK each) and write out's zeros for
-    their ZERO_TOKENS tokens that have no expert here (:func:`_zero_idle_tokens`)."""
+    and one float32 scale per (row, group). SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the
+    programs zero GEMM2's top-k counters (ZERO_BLOCK each)."""
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(N, BLOCK_N), GROUP_M)
-    if SUM_LAST:
+    if SLOTS:
         offs_z = tl.program_id(0) * ZERO_BLOCK + tl.arange(0, ZERO_BLOCK)
         tl.store(counters_ptr + offs_z, tl.zeros((ZERO_BLOCK,), dtype=tl.int32), mask=offs_z < num_counters)
-        _zero_idle_tokens(
-            out_ptr, topk_ids_ptr, expert_map_ptr, numel, K, stride_om, stride_idm, num_global, num_experts, TOPK,
-            HAS_MAP, ZERO_TOKENS, ZERO_COLS,
-        )  # fmt: skip
     expert, busy, slot, mask_m = _rows(
         sorted_ids_ptr, expert_ids_ptr, num_post_ptr, topk_ids_ptr, expert_map_ptr, pid_m, numel, num_global,
         num_experts, stride_idm, TOPK, BLOCK_M, SLOTS, HAS_MAP,
@@ -501,15 +440,13 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     TMA: tl.constexpr,
     SLOTS: tl.constexpr,
     HAS_MAP: tl.constexpr,
-    SUM_LAST: tl.constexpr,
-    SUM_COLS: tl.constexpr,
 ):
     """``c[slot, k] = topk_weight[slot] * (h[row] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
     and BLOCK_N output columns (of K), h's rows in sorted order (a block's rows are contiguous); the reduction runs
     over the intermediate width N in BLOCK_K steps. TMA: ``h_ptr`` and ``w_ptr`` are tensor descriptors (h as is,
     w2 as [E * K, N]). float32 accumulation and weighting, one rounding to the activation dtype at the store.
-    SLOTS: blocks of one slot (:func:`_rows`), h in slot order. SUM_LAST: the top-k sum into ``out`` by the program
-    that completes each token and column tile (:func:`_topk_sum_last`), no sum launch."""
+    SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the top-k sum into ``out`` by the last program
+    of each token and column tile (:func:`_topk_sum_last`)."""
     num_pid_n = tl.cdiv(K, BLOCK_N)
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
     expert, busy, slot, mask_m = _rows(
@@ -566,11 +503,11 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             _round(acc, ACT_BF16),
             mask=mask_m[:, None] & mask_n[None, :],
         )
-        if SUM_LAST:
-            _topk_sum_last(
-                c_ptr, out_ptr, counters_ptr, topk_ids_ptr, expert_map_ptr, slot, mask_m, pid_n, K, num_pid_n,
-                num_global, num_experts, stride_idm, stride_cm, stride_om, TOPK, HAS_MAP, ACT_BF16, BLOCK_N, SUM_COLS,
-            )  # fmt: skip
+    if SLOTS:
+        _topk_sum_last(
+            c_ptr, out_ptr, counters_ptr, topk_ids_ptr, expert_map_ptr, pid_m, pid_n, offs_n, mask_n, busy,
+            num_pid_n, num_global, num_experts, stride_idm, stride_cm, stride_om, TOPK, HAS_MAP, ACT_BF16,
+        )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["num_tokens"])
