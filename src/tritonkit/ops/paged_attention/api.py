@@ -167,25 +167,30 @@ def _steps(
     )
     steps: list[_Step] = []
     dec_scratch = pre_scratch = None
+    # a property of the device, not of the call: the decode kernel's trigger stays one specialization whether or
+    # not this call has splits (the trigger is a no-op without a dependent launch)
+    pdl = gdc_wait is not None and config.merge_pdl(q.device)
     if plan.decode is not None:
-        dec_scratch = _decode_steps(steps, q, k_cache, block_table, num_seqs, sinks, plan.decode, common, features)
+        dec_scratch = _decode_steps(
+            steps, q, k_cache, block_table, num_seqs, sinks, plan.decode, max_seqlen_q, pdl, common, features
+        )
     if plan.prefill is not None:
         pre_scratch = _prefill_steps(
-            steps, q, k_cache, block_table, num_seqs, sinks, plan.prefill, plan.prefill_skips_q, common, features
+            steps, q, k_cache, block_table, num_seqs, sinks, plan.prefill, plan.prefill_skips_q, pdl, common, features
         )
     return steps, (dec_scratch, pre_scratch)
 
 
-def _decode_steps(steps, q, k_cache, block_table, num_seqs, sinks, dec, common, features) -> tuple | None:
-    """The decode kernel over the sequences a decode program holds, and the merge of its KV splits; returns the
-    split scratch's sizes (accumulator and row elements; None with one split)."""
+def _decode_steps(
+    steps, q, k_cache, block_table, num_seqs, sinks, dec, max_seqlen_q: int, pdl: bool, common, features
+) -> tuple | None:
+    """The decode kernel over the sequences a decode program holds, and the merge of its KV splits (a programmatic
+    dependent launch with ``pdl``); returns the split scratch's sizes (accumulator and row elements; None with one
+    split)."""
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
     d_pad = config.head_dim_pad(head_dim)
-    # a property of the device, not of the call: the decode kernel's trigger stays one specialization whether or
-    # not this call has splits (the trigger is a no-op without a dependent launch)
-    pdl = gdc_wait is not None and config.merge_pdl(q.device)
     steps.append(
         _Step(
             _paged_attention_decode_kernel,
@@ -211,10 +216,13 @@ def _decode_steps(steps, q, k_cache, block_table, num_seqs, sinks, dec, common, 
     if dec.num_splits == 1:
         # the kernel writes out directly
         return None
+    # a program a query token: a decode sequence has at most dec.max_q (<= DECODE_WIDE_ROWS, within grid[2]'s 65535)
+    # and, by the caller's contract, at most max_seqlen_q (1 at plain decode: no program a row cannot use)
+    tokens = max(1, min(dec.max_q, max_seqlen_q))
     steps.append(
         _Step(
             _paged_attention_merge_kernel,
-            (num_seqs, num_heads),
+            (num_seqs, num_heads, tokens),
             _DECODE_MERGE_FRONT,
             7,
             (dec.num_splits, num_tokens, common[7], common[8]),
@@ -238,17 +246,16 @@ def _decode_steps(steps, q, k_cache, block_table, num_seqs, sinks, dec, common, 
 
 
 def _prefill_steps(
-    steps, q, k_cache, block_table, num_seqs, sinks, pre, decode_max_q: int, common: tuple, features: dict
+    steps, q, k_cache, block_table, num_seqs, sinks, pre, decode_max_q: int, pdl: bool, common: tuple, features: dict
 ) -> tuple | None:
     """The prefill kernel over the sequences longer than ``decode_max_q`` tokens (0: all of them), with its KV
-    splits and their merge where the batch's query tiles cannot fill the card; returns the split scratch's sizes
-    (None without splits)."""
+    splits and their merge (a programmatic dependent launch with ``pdl``) where the batch's query tiles cannot fill
+    the card; returns the split scratch's sizes (None without splits)."""
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
     d_pad = config.head_dim_pad(head_dim)
-    # an upper bound on the batch's query tiles from host integers: sum_s ceil(n_s / BQ) <= T // BQ + num_seqs
-    programs = (num_seqs + num_tokens // pre.block_q) * num_kv_heads
+    programs = config.prefill_grid_tiles(num_seqs, num_tokens, pre.block_q) * num_kv_heads
     split = pre.num_splits > 1
     tile = {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m, "BLOCK_Q": pre.block_q}
     steps.append(
@@ -274,15 +281,24 @@ def _prefill_steps(
     )
     if not split:
         return None
+    # a program a query row of each prefill program: block_q x group <= block_m rows, at most max(256, group) <=
+    # num_heads past 256, so within grid[1]'s 65535
     steps.append(
         _Step(
             _paged_attention_prefill_merge_kernel,
-            (programs, pre.block_m // config.PREFILL_MERGE_ROWS),
+            (programs, pre.block_q * group),
             _PREFILL_MERGE_FRONT,
             7,
             (num_seqs, num_kv_heads, pre.num_splits, num_tokens, decode_max_q, common[7], common[8]),
-            {**tile, "ROWS": config.PREFILL_MERGE_ROWS, "SINKS": sinks is not None, "KV_FP8": features["KV_FP8"]},
-            config.PREFILL_MERGE_WARPS,
+            {
+                **tile,
+                "MAX_SPLITS": config.MAX_SPLITS,
+                "SINKS": sinks is not None,
+                "KV_FP8": features["KV_FP8"],
+                "PDL": pdl,
+            },
+            config.merge_warps(head_dim),
+            pdl=pdl,
         )
     )
     rows = programs * pre.num_splits * pre.block_m

@@ -21,13 +21,17 @@ load their metadata and run no tile: a few microseconds, the price of not readin
 
 Grids
 -----
-decode   (num_seqs, num_kv_heads, num_splits); merge (num_seqs, num_heads).
-prefill  ((num_seqs + T // BLOCK_Q) x num_kv_heads,): an upper bound on the query tiles of the batch from host
-         integers, times the KV heads, flattened with the KV head fastest and launched heaviest tile first (LPT
-         order under causal masking); each program finds its sequence by binary search over cu_seqlens_q and
-         runs no tile when it has none.
+decode   (num_seqs, num_kv_heads, num_splits); merge (num_seqs, num_heads, query tokens of a decode program that
+         the batch can use: min(max_q, max_seqlen_q) <= DECODE_WIDE_ROWS).
+prefill  ((T + num_seqs * (BLOCK_Q - 1)) // BLOCK_Q x num_kv_heads, num_splits): sequence s's query tiles start at
+         tile (cu_seqlens_q[s] + s * (BLOCK_Q - 1)) // BLOCK_Q (prefill_grid_tiles), a count from host integers,
+         exact for one sequence and never above num_seqs + T // BLOCK_Q; times the KV heads, flattened with the KV
+         head fastest and launched heaviest tile first (LPT order under causal masking). Each program finds its
+         sequence by binary search over cu_seqlens_q and runs no tile when it has none. Merge (the same programs,
+         BLOCK_Q x group rows): one program a query row.
 The dimension that grows with the batch is grid[0] (valid to 2^31 - 1: 1M tokens is ~16K prefill tiles x 8 KV
-heads at group 4); decode's grid[1] and grid[2] hold heads and splits (<= 64).
+heads at group 4); grid[1] and grid[2] hold heads, splits (<= 64), a tile's rows (BLOCK_Q x group <= max(256,
+group)) and a decode program's query tokens (<= 128): all within CUDA's 65535 (api checks num_heads).
 """
 
 from __future__ import annotations
@@ -54,8 +58,9 @@ DECODE_BLOCK_M = 16
 DECODE_WIDE_ROWS = 128
 DECODE_WIDE_ROWS_MIN = 64
 DECODE_WIDE_WARPS = 8
-# Split cap; the merge kernel loads this many splits of a row at once ([64, head_dim] float32). Batch 1 with 8
-# KV heads takes 64 (4 x 132 // 8 = 66): a 32K context then gives each program 16 tiles of 32 keys.
+# Split cap; the merge kernels load this many splits of a row at once ([64, head_dim] float32, whatever the call's
+# split count: one compile per merge, not one per power of two of it). Batch 1 with 8 KV heads takes 64 (4 x 132
+# // 8 = 66): a 32K context then gives each program 16 tiles of 32 keys.
 MAX_SPLITS = 64
 # Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. Of 3-8 at 3 or 4 stages, 4
 # at 3 stages is best or within 1% on the H200 (batch 16 x 4K: 75.8 us against 76.4 at 3 and 95.7 at 5); batches
@@ -77,7 +82,10 @@ DECODE_WARPS = 4
 # Warps of a merge program. 2 against 4 on the H200: batch 4 x 4K 24.88 vs 25.79 us, 16 x 4K 73.02 vs 73.94, 1 x 4K
 # and 1 x 32K within 0.15 us; 1 warp is slower everywhere (27.73 at batch 4: 255 registers and a 296-byte stack in
 # the sm_90 build). See docs/notes/decode-merge.md. Only up to head_dim 128: at 256 the [64, 256] float32 partial
-# tile spills 424 bytes at 2 warps (255 registers, sm_90 build) and none at 4 (223).
+# tile spills 424 bytes at 2 warps (255 registers, sm_90 build) and none at 4 (223). The prefill merge runs the same
+# tile (one query row a program) at the same warps: a 16-token chunk over 16K keys 44.4 us against 47.3 at two rows
+# a program and 4 warps, and 56.0 for the former loop over splits of 16 rows (H200, docs/notes/prefill-merge.md; that
+# merge loaded [32, head_dim], the call's 32 splits, where this one loads MAX_SPLITS rows, the unused ones masked).
 MERGE_WARPS = 2
 MERGE_WARPS_WIDE = 4
 # Prefill tile choice and KV splits, from the H200 sweep of tile rows x forced splits in
@@ -99,9 +107,6 @@ PREFILL_CHUNK_KEYS_PER_QUERY = 4
 # rows (16 tokens: 8.1 us there). docs/notes/prefill-splits.md.
 PREFILL_SHORT_KEYS = 1024
 PREFILL_SHORT_ROWS = 32
-# Rows of a prefill-merge program: 16 rows x head_dim 128 float32 a split in flight.
-PREFILL_MERGE_ROWS = 16
-PREFILL_MERGE_WARPS = 4
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
 DEFAULT_NUM_SMS = 132
 
@@ -131,7 +136,11 @@ class PrefillConfig:
 # kernel's start: its programs become resident while the decode grid runs, read cu_seqlens_q, and wait in-kernel
 # for the decode grid's completion instead of launching after it. H200: batch 16 x 4K 74.1 -> 72.6 us, 1 x 32K
 # 42.2 -> 41.6, 1 x 4K 14.1 -> 13.3, 4 x 4K 27.1 -> 27.0; speculative decoding (8 sequences x 4 tokens) 48.3 ->
-# 49.9. Triggering at the start beat the implicit trigger at each program's exit. See docs/notes/decode-merge.md.
+# 49.9 with the merge looping over a sequence's tokens, 53.8 -> 52.5 with a program a token (docs/notes/prefill-merge.md,
+# Llama-3-8B heads, CUDA graph, L2 flushed). Triggering at the start beat the implicit trigger at each program's
+# exit. See docs/notes/decode-merge.md. The same switch chains the prefill merge to the split prefill kernel, on its
+# implicit trigger (a chunk of 16 / 32 / 64 tokens over 16K keys, with the row-parallel merge and the exact tile
+# grid: 38.4 -> 36.7, 43.8 -> 43.4, 62.7 -> 62.7 us; explore21 again).
 MERGE_PDL = True
 
 
@@ -218,10 +227,21 @@ def decode_config(
     )
 
 
+def prefill_grid_tiles(num_seqs: int, num_tokens: int, block_q: int) -> int:
+    """Query tiles of the prefill grid: sequence s's tiles start at tile (cu_seqlens_q[s] + s * (block_q - 1)) //
+    block_q (kernel._first_tile), so every sequence of a batch of num_tokens tokens ends at or before this count.
+    ceil(T / block_q) for one sequence, never more than num_seqs + T // block_q (the sum of each sequence's
+    ceil(n_s / block_q) can reach that), and from host integers alone. Against that bound, a chunk of 16 / 32 / 64
+    tokens over 16K keys ran 20-50% empty prefill and merge programs (H200, Llama-3-8B heads, split prefill with
+    the row-parallel merge: 44.4 -> 38.4, 49.1 -> 43.8, 66.0 -> 62.7 us; docs/notes/prefill-merge.md)."""
+    return (num_tokens + num_seqs * (block_q - 1)) // block_q
+
+
 def prefill_tiles(num_seqs: int, num_tokens: int, max_seqlen_q: int, block_q: int) -> int:
     """Query tiles the batch can hold, from host integers: every sequence's query is at most max_seqlen_q tokens,
-    and all of them together are num_tokens."""
-    return max(1, min(num_seqs * cdiv(max(max_seqlen_q, 1), block_q), num_seqs + num_tokens // block_q))
+    and the grid holds prefill_grid_tiles."""
+    grid = prefill_grid_tiles(num_seqs, num_tokens, block_q)
+    return max(1, min(num_seqs * cdiv(max(max_seqlen_q, 1), block_q), grid))
 
 
 def prefill_splits(
@@ -424,9 +444,9 @@ def num_sms(device) -> int:
 
 
 def merge_pdl(device) -> bool:
-    """Whether the merge kernel launches as a programmatic dependent of the decode kernel: where the kernels target
-    compute capability 9.0+ (griddepcontrol). Meta tensors take the active Triton driver's target (the checker's
-    ``--arch``); CPU tensors (the interpreter) and unknown targets never do."""
+    """Whether the merge kernels launch as programmatic dependents of the decode and the split prefill kernel: where
+    the kernels target compute capability 9.0+ (griddepcontrol). Meta tensors take the active Triton driver's target
+    (the checker's ``--arch``); CPU tensors (the interpreter) and unknown targets never do."""
     cap = _device.capability(device)
     return MERGE_PDL and cap is not None and cap >= (9, 0)
 

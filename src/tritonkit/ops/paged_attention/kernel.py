@@ -28,14 +28,26 @@ def _tanh(x):
 
 
 @triton.jit
+def _first_tile(q_start, seq, BLOCK_Q: tl.constexpr):
+    """Index of sequence ``seq``'s first query tile in the prefill grid: ``(q_start + seq * (BLOCK_Q - 1)) //
+    BLOCK_Q``. Sequence s owns tiles ``[_first_tile(cu[s], s), _first_tile(cu[s], s) + ceil(n_s / BLOCK_Q))``, which
+    end at or before ``_first_tile(cu[s + 1], s + 1)``: the sequences' tiles never overlap, and the batch's last
+    tile is below ``(T + num_seqs * (BLOCK_Q - 1)) // BLOCK_Q``, the grid's count (config.prefill_grid_tiles). In
+    int64: ``num_seqs * (BLOCK_Q - 1)`` need not fit int32."""
+    return (q_start.to(tl.int64) + seq.to(tl.int64) * (BLOCK_Q - 1)) // BLOCK_Q
+
+
+@triton.jit
 def _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q: tl.constexpr):
-    """The sequence whose query tiles hold tile ``pid_q`` of the flattened grid, where sequence s owns tiles
-    ``[cu[s] // BLOCK_Q + s, cu[s + 1] // BLOCK_Q + s + 1)``: a binary search over cu_seqlens_q, no host sync."""
+    """The sequence whose query tiles hold tile ``pid_q`` of the prefill grid: the last s with ``_first_tile(cu[s],
+    s) <= pid_q``, by a binary search over cu_seqlens_q, no host sync. Of sequences that share a first tile, all
+    but the last are empty, and the last is found; a tile between a sequence's last tile and the next sequence's
+    first goes to the sequence before it, which does not own it (_prefill_tile)."""
     lo = pid_q * 0
     hi = lo + num_seqs
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        go_right = tl.load(cu_seqlens_q_ptr + mid) // BLOCK_Q + mid <= pid_q
+        go_right = _first_tile(tl.load(cu_seqlens_q_ptr + mid), mid, BLOCK_Q) <= pid_q
         lo = tl.where(go_right, mid, lo)
         hi = tl.where(go_right, hi, mid)
     return lo
@@ -45,9 +57,10 @@ def _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q: tl.constexpr):
 def _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q: tl.constexpr):
     """(first token of tile ``pid_q`` within sequence ``seq``, as int64 for the q/out strides; whether the prefill
     path owns it). It does not when the sequence is the decode kernel's (at most ``decode_max_q`` tokens), the tile
-    lies past the sequence's last token, or the sequence's rows lie outside q: scalar compares, once a program."""
+    lies outside the sequence's tiles, or the sequence's rows lie outside q: scalar compares, once a program. An
+    owned tile's rows ``q_start + t0 + i < q_end <= num_tokens`` lie in q and out whatever cu_seqlens_q holds."""
     q_len = q_end - q_start
-    t0 = (pid_q - (q_start // BLOCK_Q + seq)).to(tl.int64) * BLOCK_Q
+    t0 = (pid_q - _first_tile(q_start, seq, BLOCK_Q)) * BLOCK_Q
     mine = (q_len > decode_max_q) & (t0 < q_len) & (t0 >= 0) & (q_start >= 0) & (q_end <= num_tokens)
     return t0, mine
 
@@ -538,13 +551,26 @@ def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows follow 
 
 
 @triton.jit
-def _merge_row(part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d, mask_d, HEAD_DIM: tl.constexpr):
-    """Merged (unnormalized acc, max, sum) of one query row's splits: every split's m, l and acc loaded at once."""
+def _merge_row(
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    row,
+    num_splits,
+    offs_s,
+    offs_d,
+    mask_d,
+    HEAD_DIM: tl.constexpr,
+    SPLIT_STRIDE: tl.constexpr,
+):
+    """Merged (unnormalized acc, max, sum) of one query row's splits, whose partials sit at rows ``row + s *
+    SPLIT_STRIDE`` of the partial buffers: every split's m, l and acc loaded at once."""
     mask_s = offs_s < num_splits
-    m_s = tl.load(part_m_ptr + row + offs_s, mask=mask_s, other=float("-inf"))  # [MAX_SPLITS]
-    l_s = tl.load(part_l_ptr + row + offs_s, mask=mask_s, other=0.0)
+    rows = row + offs_s * SPLIT_STRIDE  # [MAX_SPLITS]
+    m_s = tl.load(part_m_ptr + rows, mask=mask_s, other=float("-inf"))
+    l_s = tl.load(part_l_ptr + rows, mask=mask_s, other=0.0)
     part = tl.load(
-        part_acc_ptr + (row + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+        part_acc_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :],
         mask=mask_s[:, None] & mask_d[None, :],
         other=0.0,
     )  # [MAX_SPLITS, HEAD_DIM_PAD]
@@ -577,56 +603,51 @@ def _paged_attention_merge_kernel(  # tritonkit: ignore[recompile] rows follow t
     KV_FP8: tl.constexpr,
     PDL: tl.constexpr,
 ):
-    """Merges the decode kernel's splits: program (sequence, query head) rescales each split's partial sum by
-    exp2(m_split - m_max) and divides by the rescaled sum of l (plus the head's sink).
+    """Merges the decode kernel's splits: program (sequence, query head, query token) rescales each split's
+    partial sum of its row by exp2(m_split - m_max) and divides by the rescaled sum of l (plus the head's sink).
+    The token is grid[2] (at most MAX_Q programs; more than one with speculative decoding): the merges of a
+    sequence's tokens run side by side, not one after another in one program. A program whose token lies past its
+    sequence's query, or whose sequence is not the decode kernel's, stores nothing.
 
     PDL (launched as the decode kernel's programmatic dependent, sm_90+): the program starts while the decode
     grid runs, reads cu_seqlens_q, then waits for that grid to complete (its partials visible) before touching
-    them; every program waits, so this grid never completes before the decode grid. Otherwise the first query
-    row's partials are loaded together with cu_seqlens_q, not after it: the partial buffers hold every
-    (sequence, row) slot, so the read is in bounds whatever the sequence is, and a sequence that is not the
-    decode kernel's (its rows hold garbage) is dropped at the store. One memory round trip instead of three."""
+    them, and loads them only for a row it stores; every program waits, so this grid never completes before the
+    decode grid. Otherwise the row's partials are loaded together with cu_seqlens_q, not after it: the partial
+    buffers hold every (sequence, row) slot, and row t * GROUP + head % GROUP < BLOCK_M for every t < MAX_Q, so the
+    read is in bounds whatever the sequence is, and a row that is not the decode kernel's (it holds garbage) is
+    dropped at the store. One memory round trip instead of three."""
     pid_seq = tl.program_id(0)
     pid_head = tl.program_id(1)
+    t = tl.program_id(2)
     kvh = pid_head // GROUP
     num_kv_heads = tl.num_programs(1) // GROUP
     offs_s = tl.arange(0, MAX_SPLITS)
     offs_d = tl.arange(0, HEAD_DIM_PAD)
     mask_d = offs_d < HEAD_DIM
-    row0 = ((pid_seq.to(tl.int64) * num_kv_heads + kvh) * BLOCK_M + pid_head % GROUP) * num_splits
+    row = ((pid_seq.to(tl.int64) * num_kv_heads + kvh) * BLOCK_M + t * GROUP + pid_head % GROUP) * num_splits
     if PDL:
         q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
-        q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
+        q_end = tl.load(cu_seqlens_q_ptr + pid_seq + 1)
+        # before any return: a program that exited without waiting could let this grid complete first
         gdc_wait()
-        acc, m_max, l_tot = _merge_row(
-            part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d, mask_d, HEAD_DIM
-        )
     else:
         acc, m_max, l_tot = _merge_row(
-            part_acc_ptr, part_m_ptr, part_l_ptr, row0, num_splits, offs_s, offs_d, mask_d, HEAD_DIM
+            part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d, mask_d, HEAD_DIM, 1
         )
         q_start = tl.load(cu_seqlens_q_ptr + pid_seq)
-        q_len = tl.load(cu_seqlens_q_ptr + pid_seq + 1) - q_start
-    # as in the decode kernel: a sequence whose rows lie outside out is dropped
-    if (q_len <= 0) | (q_len > MAX_Q) | (q_start < 0) | (q_start + q_len > num_tokens):
+        q_end = tl.load(cu_seqlens_q_ptr + pid_seq + 1)
+    q_len = q_end - q_start
+    # as in the decode kernel: a sequence whose rows lie outside out is dropped, and so is a token past its query
+    if (t >= q_len) | (q_len > MAX_Q) | (q_start < 0) | (q_end > num_tokens):
         return
-    # one row per query token (more than one with speculative decoding): rows t * GROUP + head % GROUP
-    for t in range(0, q_len):
-        if t > 0:
-            acc, m_max, l_tot = _merge_row(
-                part_acc_ptr,
-                part_m_ptr,
-                part_l_ptr,
-                row0 + t * GROUP * num_splits,
-                num_splits,
-                offs_s,
-                offs_d,
-                mask_d,
-                HEAD_DIM,
-            )
-        o = acc * _out_scale(m_max, l_tot, sinks_ptr, pid_head, v_scale_ptr, SINKS, KV_FP8)
-        o_row = (q_start + t).to(tl.int64) * stride_ot + pid_head.to(tl.int64) * stride_oh
-        tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
+    if PDL:
+        # q_len arrived before the wait: a dropped row loads no partial
+        acc, m_max, l_tot = _merge_row(
+            part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d, mask_d, HEAD_DIM, 1
+        )
+    o = acc * _out_scale(m_max, l_tot, sinks_ptr, pid_head, v_scale_ptr, SINKS, KV_FP8)
+    o_row = (q_start + t).to(tl.int64) * stride_ot + pid_head.to(tl.int64) * stride_oh
+    tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
 
 
 @triton.jit(
@@ -695,8 +716,9 @@ def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows a
 ):
     """Program (query tile, KV head[, KV split]): BLOCK_Q consecutive query tokens of one sequence x the GROUP query
     heads of the KV head (BLOCK_M rows) against the KV tiles they can see. grid[0] is (query tiles, KV heads)
-    flattened with the KV head fastest, over an upper bound on the batch's query tiles (num_seqs + T // BLOCK_Q);
-    programs past a sequence's last tile, or of a decode sequence, run no tile and store nothing.
+    flattened with the KV head fastest, over (T + num_seqs * (BLOCK_Q - 1)) // BLOCK_Q query tiles, sequence s's
+    from _first_tile(cu[s], s) (exactly ceil(T / BLOCK_Q) for one sequence); programs past a sequence's last tile,
+    or of a decode sequence, run no tile and store nothing.
 
     SPLIT (a batch of few query tiles over many keys: chunked prefill): grid[1] splits each tile's KV range into
     num_splits even shares, and each program writes its rows' unnormalized partials (acc, max, sum) at
@@ -839,54 +861,44 @@ def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one p
     HEAD_DIM_PAD: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_Q: tl.constexpr,
-    ROWS: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
     SINKS: tl.constexpr,
     KV_FP8: tl.constexpr,
+    PDL: tl.constexpr,
 ):
-    """Merges the split prefill kernel's partials: program (prefill program, ROWS-row slice of its BLOCK_M rows)
-    finds its query tile as that program did, folds the splits in one online pass and writes the rows. Rows the
-    prefill program did not own (past the sequence, a decode sequence, rows outside q) are neither read nor
-    written, exactly as that program's row mask had them."""
+    """Merges the split prefill kernel's partials: program (prefill program, row r < BLOCK_Q * GROUP of its tile)
+    finds its query tile as that prefill program did and merges row r's splits as the decode merge does (every
+    split's m, l and acc loaded at once, _merge_row; splits of a row lie BLOCK_M rows apart). Rows the prefill
+    program did not own (past the sequence, a decode sequence, rows outside q) are neither read nor written,
+    exactly as that program's row mask had them.
+
+    PDL (launched as the prefill kernel's programmatic dependent, sm_90+; the prefill kernel triggers it implicitly
+    as each of its programs exits): the tile search over cu_seqlens_q, which the prefill kernel does not write, runs
+    while the last prefill programs finish; every program then waits for the prefill grid's completion (its
+    partials visible) before any return or partial load, so this grid never completes before the prefill grid."""
     p = tl.program_id(0)
+    r = tl.program_id(1)
     pid = tl.num_programs(0) - 1 - p
     pid_q = pid // num_kv_heads
     pid_kvh = pid % num_kv_heads
     seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_end = tl.load(cu_seqlens_q_ptr + seq + 1)
-    q_len = q_end - q_start
     t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
-    if not mine:
+    if PDL:
+        gdc_wait()
+    tok = t0 + r // GROUP
+    if not (mine & (tok < q_end - q_start)):
         return
-    offs_r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+    head = pid_kvh * GROUP + r % GROUP
+    offs_s = tl.arange(0, MAX_SPLITS)
     offs_d = tl.arange(0, HEAD_DIM_PAD)
     mask_d = offs_d < HEAD_DIM
-    tok = t0 + offs_r // GROUP
-    head = pid_kvh * GROUP + offs_r % GROUP
-    mask_r = (offs_r < BLOCK_Q * GROUP) & (tok < q_len)
-    row0 = p.to(tl.int64) * num_splits * BLOCK_M + offs_r
-    acc = tl.zeros([ROWS, HEAD_DIM_PAD], dtype=tl.float32)
-    m_i = tl.full([ROWS], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([ROWS], dtype=tl.float32)
-    for s in range(0, num_splits):
-        row = row0 + s * BLOCK_M
-        m_s = tl.load(part_m_ptr + row, mask=mask_r, other=float("-inf"))
-        l_s = tl.load(part_l_ptr + row, mask=mask_r, other=0.0)
-        acc_s = tl.load(
-            part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=mask_r[:, None] & mask_d[None, :], other=0.0
-        )
-        m_new = tl.maximum(m_i, m_s)
-        # rows with no key in any split so far keep m = -inf: subtract 0 so exp2 sees -inf, not NaN
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.math.exp2(m_i - m_use)
-        beta = tl.math.exp2(m_s - m_use)
-        acc = acc * alpha[:, None] + acc_s * beta[:, None]
-        l_i = l_i * alpha + l_s * beta
-        m_i = m_new
-    o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
-    o_rows = (q_start + tok) * stride_ot + head.to(tl.int64) * stride_oh
-    tl.store(
-        out_ptr + o_rows[:, None] + offs_d[None, :],
-        o.to(out_ptr.dtype.element_ty),
-        mask=mask_r[:, None] & mask_d[None, :],
+    # the prefill program's partial rows (p * num_splits + split) * BLOCK_M + r
+    row = p.to(tl.int64) * num_splits * BLOCK_M + r
+    acc, m_max, l_tot = _merge_row(
+        part_acc_ptr, part_m_ptr, part_l_ptr, row, num_splits, offs_s, offs_d, mask_d, HEAD_DIM, BLOCK_M
     )
+    o = acc * _out_scale(m_max, l_tot, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)
+    o_row = (q_start + tok) * stride_ot + head.to(tl.int64) * stride_oh
+    tl.store(out_ptr + o_row + offs_d, o.to(out_ptr.dtype.element_ty), mask=mask_d)
