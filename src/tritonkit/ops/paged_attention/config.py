@@ -136,11 +136,11 @@ class PrefillConfig:
 # kernel's start: its programs become resident while the decode grid runs, read cu_seqlens_q, and wait in-kernel
 # for the decode grid's completion instead of launching after it. H200: batch 16 x 4K 74.1 -> 72.6 us, 1 x 32K
 # 42.2 -> 41.6, 1 x 4K 14.1 -> 13.3, 4 x 4K 27.1 -> 27.0; speculative decoding (8 sequences x 4 tokens) 48.3 ->
-# 49.9 with the merge looping over a sequence's tokens, 53.8 -> 52.5 with a program a token (docs/notes/prefill-merge.md,
-# Llama-3-8B heads, CUDA graph, L2 flushed). Triggering at the start beat the implicit trigger at each program's
-# exit. See docs/notes/decode-merge.md. The same switch chains the prefill merge to the split prefill kernel, on its
-# implicit trigger (a chunk of 16 / 32 / 64 tokens over 16K keys, with the row-parallel merge and the exact tile
-# grid: 38.4 -> 36.7, 43.8 -> 43.4, 62.7 -> 62.7 us; explore21 again).
+# 49.9 with the merge looping over a sequence's tokens, 53.8 -> 52.5 with a program a token. Triggering at the
+# start beat the implicit trigger at each program's exit (docs/notes/decode-merge.md). The same switch chains the
+# prefill merge to the split prefill kernel, on its implicit trigger: a chunk of 16 / 32 / 64 tokens over 16K keys,
+# with the row-parallel merge and the exact tile grid, 38.4 -> 36.7, 43.8 -> 43.4, 62.7 -> 62.7 us
+# (docs/notes/prefill-merge.md).
 MERGE_PDL = True
 
 
