@@ -92,14 +92,19 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     for shape in shapes:
         spec.call(spec.make_inputs(shape, torch.bfloat16, MetaFill()))
     # the prefill kernel: one compile per (tile rows, split or not) its config picks; its merge, one per split rows
-    picks = {(c.block_m, c.num_splits > 1) for c in (_prefill_pick(s) for s in shapes) if c is not None}
+    cfgs = [c for c in (_prefill_pick(s) for s in shapes) if c is not None]
+    picks = {(c.block_m, c.num_splits > 1) for c in cfgs}
+    # its merge, one per (tile rows, rows a merge program) of the split configs
+    merge_rows = tritonkit.ops.paged_attention.config.prefill_merge_rows
+    merges = {(c.block_m, merge_rows(c.num_splits)) for c in cfgs if c.num_splits > 1}
     want = {
         "_paged_attention_decode_kernel": 3,
         "_paged_attention_merge_kernel": 1,
         "_paged_attention_prefill_kernel": len(picks),
-        "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split}),
+        "_paged_attention_prefill_merge_kernel": len(merges),
     }
-    assert want["_paged_attention_prefill_kernel"] >= 3 and want["_paged_attention_prefill_merge_kernel"] == 2
+    # both merges: a program a row (many splits) and row slices (few)
+    assert want["_paged_attention_prefill_kernel"] >= 3 and {r for _, r in merges} == {1, 16}
     for n in names:
         assert recs[n].launches, f"{n} never launched"
         keys = specialization_keys(kernels[n], recs[n].launches)

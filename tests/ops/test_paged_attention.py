@@ -444,7 +444,7 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
     # the prefill kernel compiles once per (tile rows, split or not) bucket the batches pick, its merge once per
     # split bucket's rows
     # (the decode kernel and its merge once per row bucket they launch with)
-    picks, rows, merged = set(), set(), set()
+    picks, rows, merged, merges = set(), set(), set(), set()
     sms = config.num_sms(torch.device("cuda"))
     for s in shapes:
         q = s["q_len"] if isinstance(s["q_len"], tuple) else (s["q_len"],) * s["num_seqs"]
@@ -452,6 +452,8 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
         plan = config.launch_plan(4, 128, 2, s["num_seqs"], sum(q), 8, max(q), max(a + b for a, b in zip(q, c)), sms)
         if plan.prefill is not None:
             picks.add((plan.prefill.block_m, plan.prefill.num_splits > 1))
+            if plan.prefill.num_splits > 1:
+                merges.add((plan.prefill.block_m, config.prefill_merge_rows(plan.prefill.num_splits)))
         if plan.decode is not None:
             rows.add(plan.decode.block_m)
             if plan.decode.num_splits > 1:
@@ -461,7 +463,7 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
         "_paged_attention_prefill_kernel": len(picks),
         "_paged_attention_decode_kernel": len(rows),
         "_paged_attention_merge_kernel": len(merged),
-        "_paged_attention_prefill_merge_kernel": len({m for m, split in picks if split}),
+        "_paged_attention_prefill_merge_kernel": len(merges),
     }
     assert counts == expect, (counts, picks, rows)
 

@@ -207,14 +207,20 @@ _VARLEN = [
 ]
 
 
-@pytest.mark.parametrize("forced_splits", [False, True], ids=["one-split", "splits"])
+@pytest.mark.parametrize(
+    ("forced_splits", "merge_rows"),
+    [(False, None), (True, 1), (True, config.PREFILL_MERGE_ROWS)],
+    ids=["one-split", "splits-row-merge", "splits-sliced-merge"],
+)
 @pytest.mark.parametrize("shape", _VARLEN, ids=[s.id for s in _VARLEN])
-def test_the_tight_prefill_grid_writes_every_row(monkeypatch, launches, shape, forced_splits):
+def test_the_tight_prefill_grid_writes_every_row(monkeypatch, launches, shape, forced_splits, merge_rows):
     # max_seqlen_q 100 (an upper bound, as the contract allows) keeps these short queries on the prefill kernel:
     # past the wide decode rows; rows before and after the batch (graph padding) must stay as they were
     if forced_splits:
         monkeypatch.setattr(config, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
         monkeypatch.setattr(config, "PREFILL_SMALL_MIN_KEYS_PER_SPLIT", 64)
+        # a program a row from 2 splits, or row slices up to the cap: both merges over the same splits
+        monkeypatch.setattr(config, "PREFILL_MERGE_PARALLEL_SPLITS", 2 if merge_rows == 1 else config.MAX_SPLITS + 1)
     inp = SPEC.make_inputs(shape, torch.bfloat16, Fill("randn", DEVICE, 0))
     lead, tail = 5, 3
     q = inp["q"]
@@ -234,7 +240,8 @@ def test_the_tight_prefill_grid_writes_every_row(monkeypatch, launches, shape, f
     merges = _grids(launches, api._paged_attention_prefill_merge_kernel)
     if forced_splits:
         ((mgrid, mce),) = merges
-        assert mgrid == (grid[0], ce["BLOCK_Q"] * ce["GROUP"]) and mce["MAX_SPLITS"] == config.MAX_SPLITS
+        assert mce["ROWS"] == merge_rows and mce["MAX_SPLITS"] == config.MAX_SPLITS
+        assert mgrid == (grid[0], -(-ce["BLOCK_Q"] * ce["GROUP"] // merge_rows))
     else:
         assert not merges
 
@@ -285,14 +292,16 @@ def test_the_merge_grids_stay_within_cuda_limits():
 
 
 def test_the_prefill_merge_is_a_programmatic_dependent_launch_where_the_decode_merge_is(monkeypatch):
-    # sm_90+ CUDA devices: the prefill merge launches with launch_pdl and its PDL branch (the wait on the prefill
-    # grid); the prefill kernel itself is a plain launch, whose programs trigger the merge as they exit
+    # sm_90+ CUDA devices: the row-parallel prefill merge launches with launch_pdl and its PDL branch (the wait on
+    # the prefill grid); the prefill kernel itself is a plain launch, whose programs trigger the merge as they exit.
+    # The row-slice merge (few splits) is a plain launch everywhere.
     from compile_keys import Recorder
 
     monkeypatch.setattr(config, "PREFILL_MIN_KEYS_PER_SPLIT", 64)
     shape = Shape(num_seqs=1, q_len=32, context=600, **_HEADS)
     names = ("_paged_attention_prefill_kernel", "_paged_attention_prefill_merge_kernel")
-    for pdl in (False, True):
+    for pdl, parallel_from in ((False, 2), (True, 2), (True, config.MAX_SPLITS + 1)):
+        monkeypatch.setattr(config, "PREFILL_MERGE_PARALLEL_SPLITS", parallel_from)
         recs = {n: Recorder() for n in names}
         for n, rec in recs.items():
             monkeypatch.setattr(api, n, rec)
@@ -303,4 +312,6 @@ def test_the_prefill_merge_is_a_programmatic_dependent_launch_where_the_decode_m
         ((merge_grid, _, merge_kw),) = recs[names[1]].launches
         assert grid[1] > 1 and merge_grid[0] == grid[0]
         assert not pre_kw.get("launch_pdl", False)
-        assert merge_kw["PDL"] is pdl and merge_kw.get("launch_pdl", False) is pdl
+        chained = pdl and merge_kw["ROWS"] == 1
+        assert merge_kw["ROWS"] == (1 if parallel_from == 2 else config.PREFILL_MERGE_ROWS)
+        assert merge_kw["PDL"] is chained and merge_kw.get("launch_pdl", False) is chained

@@ -12,6 +12,7 @@ import torch
 
 from .. import _alloc, _checks
 from .. import _launch as _launch_mod
+from .._ints import cdiv
 from .._launch import launch
 from .._library import through_dispatcher
 from . import config
@@ -281,24 +282,28 @@ def _prefill_steps(
     )
     if not split:
         return None
-    # a program a query row of each prefill program: block_q x group <= block_m rows, at most max(256, group) <=
-    # num_heads past 256, so within grid[1]'s 65535
+    # a program a slice of merge_rows query rows of each prefill program: block_q x group <= block_m rows, at most
+    # max(256, group) <= num_heads past 256, so within grid[1]'s 65535
+    merge_rows = config.prefill_merge_rows(pre.num_splits)
+    # the row-slice merge launches after the prefill grid, as measured (config.PREFILL_MERGE_PARALLEL_SPLITS)
+    merge_pdl = pdl and merge_rows == 1
     steps.append(
         _Step(
             _paged_attention_prefill_merge_kernel,
-            (programs, pre.block_q * group),
+            (programs, cdiv(pre.block_q * group, merge_rows)),
             _PREFILL_MERGE_FRONT,
             7,
             (num_seqs, num_kv_heads, pre.num_splits, num_tokens, decode_max_q, common[7], common[8]),
             {
                 **tile,
                 "MAX_SPLITS": config.MAX_SPLITS,
+                "ROWS": merge_rows,
                 "SINKS": sinks is not None,
                 "KV_FP8": features["KV_FP8"],
-                "PDL": pdl,
+                "PDL": merge_pdl,
             },
-            config.merge_warps(head_dim),
-            pdl=pdl,
+            config.merge_warps(head_dim) if merge_rows == 1 else config.PREFILL_MERGE_ROWS_WARPS,
+            pdl=merge_pdl,
         )
     )
     rows = programs * pre.num_splits * pre.block_m

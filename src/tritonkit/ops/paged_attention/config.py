@@ -107,6 +107,14 @@ PREFILL_CHUNK_KEYS_PER_QUERY = 4
 # rows (16 tokens: 8.1 us there). docs/notes/prefill-splits.md.
 PREFILL_SHORT_KEYS = 1024
 PREFILL_SHORT_ROWS = 32
+# The prefill merge: a program a query row, all splits loaded at once, from this many splits; fewer splits fold one
+# at a time over 16-row slices at 4 warps, launched after the prefill grid (the merge before fa37541). On the H200
+# the row-parallel merge took the 8-split 64-token chunk over 16K keys from 64.0 to 62.7 us, and lost at 4 and 2
+# splits (256- and 512-token chunks: 164.7 -> 174.7 and 299.2 -> 335.8 us against the sliced merge).
+# docs/notes/prefill-merge.md.
+PREFILL_MERGE_PARALLEL_SPLITS = 8
+PREFILL_MERGE_ROWS = 16
+PREFILL_MERGE_ROWS_WARPS = 4
 # SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
 DEFAULT_NUM_SMS = 132
 
@@ -225,6 +233,12 @@ def decode_config(
         num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS,
         num_stages=3,
     )
+
+
+def prefill_merge_rows(num_splits: int) -> int:
+    """Query rows of a prefill-merge program: 1 (all splits at once) from PREFILL_MERGE_PARALLEL_SPLITS splits, else
+    PREFILL_MERGE_ROWS (the splits one at a time)."""
+    return 1 if num_splits >= PREFILL_MERGE_PARALLEL_SPLITS else PREFILL_MERGE_ROWS
 
 
 def prefill_grid_tiles(num_seqs: int, num_tokens: int, block_q: int) -> int:

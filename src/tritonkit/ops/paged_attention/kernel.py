@@ -840,6 +840,70 @@ def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows a
         )
 
 
+@triton.jit
+def _prefill_merge_rows(
+    out_ptr,
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    sinks_ptr,
+    v_scale_ptr,
+    p,
+    r,
+    pid_kvh,
+    t0,
+    mine,
+    q_start,
+    q_len,
+    num_splits,
+    stride_ot,
+    stride_oh,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    ROWS: tl.constexpr,
+    SINKS: tl.constexpr,
+    KV_FP8: tl.constexpr,
+):
+    """The prefill merge of rows [r * ROWS, (r + 1) * ROWS) of prefill program p's tile: the splits folded one at a
+    time in one online pass (a [ROWS, head_dim] float32 tile a split in flight), rows it does not own unread and
+    unwritten."""
+    offs_r = r * ROWS + tl.arange(0, ROWS)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    mask_d = offs_d < HEAD_DIM
+    tok = t0 + offs_r // GROUP
+    head = pid_kvh * GROUP + offs_r % GROUP
+    mask_r = mine & (offs_r < BLOCK_Q * GROUP) & (tok < q_len)
+    row0 = p.to(tl.int64) * num_splits * BLOCK_M + offs_r
+    acc = tl.zeros([ROWS, HEAD_DIM_PAD], dtype=tl.float32)
+    m_i = tl.full([ROWS], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([ROWS], dtype=tl.float32)
+    for s in range(0, num_splits):
+        row = row0 + s * BLOCK_M
+        m_s = tl.load(part_m_ptr + row, mask=mask_r, other=float("-inf"))
+        l_s = tl.load(part_l_ptr + row, mask=mask_r, other=0.0)
+        acc_s = tl.load(
+            part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=mask_r[:, None] & mask_d[None, :], other=0.0
+        )
+        m_new = tl.maximum(m_i, m_s)
+        # rows with no key in any split so far keep m = -inf: subtract 0 so exp2 sees -inf, not NaN
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.math.exp2(m_i - m_use)
+        beta = tl.math.exp2(m_s - m_use)
+        acc = acc * alpha[:, None] + acc_s * beta[:, None]
+        l_i = l_i * alpha + l_s * beta
+        m_i = m_new
+    o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
+    o_rows = (q_start + tok) * stride_ot + head.to(tl.int64) * stride_oh
+    tl.store(
+        out_ptr + o_rows[:, None] + offs_d[None, :],
+        o.to(out_ptr.dtype.element_ty),
+        mask=mask_r[:, None] & mask_d[None, :],
+    )
+
+
 @triton.jit(do_not_specialize=["num_seqs", "num_splits", "num_tokens", "decode_max_q"])
 def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one per prefill tile-row bucket
     out_ptr,
@@ -862,14 +926,16 @@ def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one p
     BLOCK_M: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     MAX_SPLITS: tl.constexpr,
+    ROWS: tl.constexpr,
     SINKS: tl.constexpr,
     KV_FP8: tl.constexpr,
     PDL: tl.constexpr,
 ):
-    """Merges the split prefill kernel's partials: program (prefill program, row r < BLOCK_Q * GROUP of its tile)
-    finds its query tile as that prefill program did and merges row r's splits as the decode merge does (every
-    split's m, l and acc loaded at once, _merge_row; splits of a row lie BLOCK_M rows apart). Rows the prefill
-    program did not own (past the sequence, a decode sequence, rows outside q) are neither read nor written,
+    """Merges the split prefill kernel's partials: program (prefill program, slice r of ROWS rows of its tile's
+    BLOCK_Q * GROUP) finds its query tile as that prefill program did. ROWS == 1 merges row r's splits as the decode
+    merge does (every split's m, l and acc loaded at once, _merge_row; splits of a row lie BLOCK_M rows apart);
+    more rows fold the splits one at a time in one online pass (few splits: config.prefill_merge_rows). Rows the
+    prefill program did not own (past the sequence, a decode sequence, rows outside q) are neither read nor written,
     exactly as that program's row mask had them.
 
     PDL (launched as the prefill kernel's programmatic dependent, sm_90+; the prefill kernel triggers it implicitly
@@ -887,6 +953,13 @@ def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one p
     t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
     if PDL:
         gdc_wait()
+    if ROWS > 1:
+        _prefill_merge_rows(
+            out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, v_scale_ptr, p, r, pid_kvh, t0, mine, q_start,
+            q_end - q_start, num_splits, stride_ot, stride_oh, GROUP, HEAD_DIM, HEAD_DIM_PAD, BLOCK_M, BLOCK_Q, ROWS,
+            SINKS, KV_FP8,
+        )  # fmt: skip
+        return
     tok = t0 + r // GROUP
     if not (mine & (tok < q_end - q_start)):
         return
