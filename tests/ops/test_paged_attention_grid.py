@@ -1,6 +1,7 @@
 """paged_attention's launch grids: the prefill grid's query tiles (sequence s's first tile at (cu[s] + s * (BLOCK_Q -
 1)) // BLOCK_Q) cover every query row of every sequence exactly once, inside q, whatever the batch; the prefill
-merge (one program a query row) and the decode merge (one program a query token) write every row they own."""
+merge (a program a query row, or row slices with few splits) and the decode merge (a program a query token) write
+every row they own."""
 
 import random
 

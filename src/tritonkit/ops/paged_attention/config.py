@@ -28,7 +28,7 @@ prefill  ((T + num_seqs * (BLOCK_Q - 1)) // BLOCK_Q x num_kv_heads, num_splits):
          exact for one sequence and never above num_seqs + T // BLOCK_Q; times the KV heads, flattened with the KV
          head fastest and launched heaviest tile first (LPT order under causal masking). Each program finds its
          sequence by binary search over cu_seqlens_q and runs no tile when it has none. Merge (the same programs,
-         BLOCK_Q x group rows): one program a query row.
+         BLOCK_Q x group rows): a program a query row, or a 16-row slice with few splits (prefill_merge_rows).
 The dimension that grows with the batch is grid[0] (valid to 2^31 - 1: 1M tokens is ~16K prefill tiles x 8 KV
 heads at group 4); grid[1] and grid[2] hold heads, splits (<= 64), a tile's rows (BLOCK_Q x group <= max(256,
 group)) and a decode program's query tokens (<= 128): all within CUDA's 65535 (api checks num_heads).
@@ -141,13 +141,13 @@ class PrefillConfig:
 
 
 # The merge kernel launches as the decode kernel's programmatic dependent (PDL, sm_90+), triggered at the decode
-# kernel's start: its programs become resident while the decode grid runs, read cu_seqlens_q, and wait in-kernel
-# for the decode grid's completion instead of launching after it. H200: batch 16 x 4K 74.1 -> 72.6 us, 1 x 32K
-# 42.2 -> 41.6, 1 x 4K 14.1 -> 13.3, 4 x 4K 27.1 -> 27.0; speculative decoding (8 sequences x 4 tokens) 48.3 ->
-# 49.9 with the merge looping over a sequence's tokens, 53.8 -> 52.5 with a program a token. Triggering at the
-# start beat the implicit trigger at each program's exit (docs/notes/decode-merge.md). The same switch chains the
-# prefill merge to the split prefill kernel, on its implicit trigger: a chunk of 16 / 32 / 64 tokens over 16K keys,
-# with the row-parallel merge and the exact tile grid, 38.4 -> 36.7, 43.8 -> 43.4, 62.7 -> 62.7 us
+# kernel's start: its programs become resident while the decode grid runs, read cu_seqlens_q, and wait in-kernel for the
+# decode grid's completion instead of launching after it. H200: batch 16 x 4K 74.1 -> 72.6 us, 1 x 32K 42.2 -> 41.6, 1 x
+# 4K 14.1 -> 13.3, 4 x 4K 27.1 -> 27.0; speculative decoding (8 sequences x 4 tokens) 48.3 -> 49.9 with the merge
+# looping over a sequence's tokens, 53.8 -> 52.5 with a program a token. Triggering at the start beat the implicit
+# trigger at each program's exit (docs/notes/decode-merge.md). The same switch chains the row-parallel prefill merge
+# (PREFILL_MERGE_PARALLEL_SPLITS) to the split prefill kernel, on its implicit trigger: a chunk of 16 / 32 / 64 tokens
+# over 16K keys, with the row-parallel merge and the exact tile grid, 38.4 -> 36.7, 43.8 -> 43.4, 62.7 -> 62.7 us
 # (docs/notes/prefill-merge.md).
 MERGE_PDL = True
 

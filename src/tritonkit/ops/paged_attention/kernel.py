@@ -852,7 +852,6 @@ def _prefill_merge_rows(
     r,
     pid_kvh,
     t0,
-    mine,
     q_start,
     q_len,
     num_splits,
@@ -867,15 +866,15 @@ def _prefill_merge_rows(
     SINKS: tl.constexpr,
     KV_FP8: tl.constexpr,
 ):
-    """The prefill merge of rows [r * ROWS, (r + 1) * ROWS) of prefill program p's tile: the splits folded one at a
-    time in one online pass (a [ROWS, head_dim] float32 tile a split in flight), rows it does not own unread and
-    unwritten."""
+    """The prefill merge of rows [r * ROWS, (r + 1) * ROWS) of prefill program p's tile, which the prefill path
+    owns: the splits folded one at a time in one online pass (a [ROWS, head_dim] float32 tile a split in flight),
+    rows past the sequence's query unread and unwritten."""
     offs_r = r * ROWS + tl.arange(0, ROWS)
     offs_d = tl.arange(0, HEAD_DIM_PAD)
     mask_d = offs_d < HEAD_DIM
     tok = t0 + offs_r // GROUP
     head = pid_kvh * GROUP + offs_r % GROUP
-    mask_r = mine & (offs_r < BLOCK_Q * GROUP) & (tok < q_len)
+    mask_r = (offs_r < BLOCK_Q * GROUP) & (tok < q_len)
     row0 = p.to(tl.int64) * num_splits * BLOCK_M + offs_r
     acc = tl.zeros([ROWS, HEAD_DIM_PAD], dtype=tl.float32)
     m_i = tl.full([ROWS], float("-inf"), dtype=tl.float32)
@@ -953,15 +952,17 @@ def _paged_attention_prefill_merge_kernel(  # tritonkit: ignore[recompile] one p
     t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
     if PDL:
         gdc_wait()
+    if not mine:
+        return
     if ROWS > 1:
         _prefill_merge_rows(
-            out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, v_scale_ptr, p, r, pid_kvh, t0, mine, q_start,
+            out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, v_scale_ptr, p, r, pid_kvh, t0, q_start,
             q_end - q_start, num_splits, stride_ot, stride_oh, GROUP, HEAD_DIM, HEAD_DIM_PAD, BLOCK_M, BLOCK_Q, ROWS,
             SINKS, KV_FP8,
         )  # fmt: skip
         return
     tok = t0 + r // GROUP
-    if not (mine & (tok < q_end - q_start)):
+    if tok >= q_end - q_start:
         return
     head = pid_kvh * GROUP + r % GROUP
     offs_s = tl.arange(0, MAX_SPLITS)
