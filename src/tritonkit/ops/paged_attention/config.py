@@ -108,7 +108,7 @@ PREFILL_CHUNK_KEYS_PER_QUERY = 4
 PREFILL_SHORT_KEYS = 1024
 PREFILL_SHORT_ROWS = 32
 # The prefill merge: a program a query row, all splits loaded at once, from this many splits; fewer splits fold one
-# at a time over 16-row slices at 4 warps, launched after the prefill grid (the merge before fa37541). On the H200
+# at a time over 16-row slices at 4 warps, launched after the prefill grid (the merge before 390e615). On the H200
 # the row-parallel merge took the 8-split 64-token chunk over 16K keys from 64.0 to 62.7 us, and lost at 4 and 2
 # splits (256- and 512-token chunks: 164.7 -> 174.7 and 299.2 -> 335.8 us against the sliced merge).
 # docs/notes/prefill-merge.md.
