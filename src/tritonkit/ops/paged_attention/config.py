@@ -62,17 +62,25 @@ DECODE_WIDE_WARPS = 8
 # split count: one compile per merge, not one per power of two of it). Batch 1 with 8 KV heads takes 64 (4 x 132
 # // 8 = 66): a 32K context then gives each program 16 tiles of 32 keys.
 MAX_SPLITS = 64
-# Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs. Of 3-8 at 3 or 4 stages, 4
-# at 3 stages is best or within 1% on the H200 (batch 16 x 4K: 75.8 us against 76.4 at 3 and 95.7 at 5); batches
-# 1-4 x 4K are flat in it (fixed costs dominate there). It is also what fits: the sm_90 build takes 118 registers a
-# thread at 128 threads (cuobjdump -res-usage), 4 programs per SM. See docs/notes/decode-tiling.md.
-DECODE_PROGRAMS_PER_SM = 4
+# Decode programs per SM the splits aim for: num_seqs x kv_heads x splits ~ this x SMs, raised to
+# DECODE_PROGRAMS_PER_SM_LONG where a program would otherwise loop over DECODE_LONG_TILES tiles or more (twice that
+# where it would not split: the raise then adds the merge launch), with at least MIN_KEYS_PER_SPLIT keys (one 32-key
+# tile) a split. H200, Llama-3-8B heads (docs/notes/decode-tiling.md, exp31): a small batch runs best at 2 programs a SM
+# with few tiles each (batch 1 x 1K 11.4 us at 256 programs of one tile against 15.2 at the former 4 a SM and 256 keys a
+# split, which gave 32 programs of 8 tiles; 1 x 4K 15.8 against 17.2; 4 x 1K 15.9 against 17.4; 32 x 1K, one split and
+# no merge, 48.9 against 52.6), long programs at 4 (16 x 4K 81.4 against 85.6 at 2, 32 x 4K 141.8 against 148.4, 1 x 32K
+# 50.8 against 51.5). 4 programs of 4 warps fit a SM: the sm_90 build takes 118 registers a thread.
+DECODE_PROGRAMS_PER_SM = 2
+DECODE_PROGRAMS_PER_SM_LONG = 4
+DECODE_LONG_TILES = 32
 # fp8 tiles (64 keys) are widened to bf16 in registers before the dot: 242 registers a thread in the sm_90 build,
 # 2 programs per SM. fp8 decode is slower than bf16 on the H200 (batch 16 x 4K: 89 vs 75 us); 32-key fp8 tiles,
 # which would halve that, are untried.
 DECODE_PROGRAMS_PER_SM_FP8 = 2
-# A split is worth its partial write and merge only above this many keys.
-MIN_KEYS_PER_SPLIT = 256
+# A split is worth its partial write and merge from this many keys (bf16/fp16 cache, the narrow rows); fp8 caches
+# and the wide rows keep the former 256 (their small batches were not measured against fewer).
+MIN_KEYS_PER_SPLIT = 32
+MIN_KEYS_PER_SPLIT_FP8_WIDE = 256
 # Warps of a decode program. 2 warps are slower at every batch measured on the H200 (batch 4 x 4K 26.44 against
 # 25.88 us, 16 x 4K 85.3 against 72.9), and they fit 6 programs a SM where 4 warps fit 4, so a full batch runs
 # fewer waves of them (batch 128 x 4K 15% slower); splitting large batches to fill the last wave of 2-warp programs
@@ -197,15 +205,27 @@ def decode_block_n(head_dim: int, kv_elem_bytes: int) -> int:
 def num_kv_splits(
     num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int, kv_elem_bytes: int = 2, wide: bool = False
 ) -> int:
-    """Splits of each sequence's KV range so that num_seqs x num_kv_heads x splits fills (without exceeding) one
-    wave of resident decode programs (programs per SM x SMs), with at least MIN_KEYS_PER_SPLIT keys per split
-    and at most MAX_SPLITS. Batches that fill a wave on their own get one split (no merge kernel). Wide programs
-    (DECODE_WIDE_ROWS rows at 8 warps: 162 registers a thread in the sm_90 build) fit one a SM."""
-    by_work = max(max_keys, 1) // MIN_KEYS_PER_SPLIT
-    per_sm = DECODE_PROGRAMS_PER_SM_FP8 if kv_elem_bytes == 1 else DECODE_PROGRAMS_PER_SM
-    per_sm = 1 if wide else per_sm
-    want = per_sm * num_sms // max(num_seqs * num_kv_heads, 1)
-    return max(1, min(want, by_work, MAX_SPLITS))
+    """Splits of each sequence's KV range so that num_seqs x num_kv_heads x splits fills (without exceeding) the
+    resident decode programs the rule aims for (see DECODE_PROGRAMS_PER_SM), with at least MIN_KEYS_PER_SPLIT keys
+    per split and at most MAX_SPLITS. Batches that fill them on their own get one split (no merge kernel). Wide
+    programs (DECODE_WIDE_ROWS rows at 8 warps: 162 registers a thread in the sm_90 build) fit one a SM."""
+    fp8 = kv_elem_bytes == 1
+    min_keys = MIN_KEYS_PER_SPLIT_FP8_WIDE if fp8 or wide else MIN_KEYS_PER_SPLIT
+    by_work = max(max_keys, 1) // min_keys
+    pairs = max(num_seqs * num_kv_heads, 1)
+
+    def fit(per_sm: int) -> int:
+        return max(1, min(per_sm * num_sms // pairs, by_work, MAX_SPLITS))
+
+    if wide:
+        return fit(1)
+    if fp8:
+        return fit(DECODE_PROGRAMS_PER_SM_FP8)
+    splits = fit(DECODE_PROGRAMS_PER_SM)
+    tiles = cdiv(cdiv(max(max_keys, 1), decode_block_n(0, kv_elem_bytes)), splits)
+    if tiles >= DECODE_LONG_TILES * (1 if splits > 1 else 2):
+        splits = fit(DECODE_PROGRAMS_PER_SM_LONG)
+    return splits
 
 
 def decode_config(
