@@ -150,11 +150,29 @@ def test_explicit_config_hook():
     g = config.GemmConfig(block_m=32, block_n=128, block_k=32, group_m=2, num_warps=4, num_stages=2)
     cfg = config.FusedMoeConfig(g, dataclasses.replace(g, block_n=64, block_k=64))
     _check(api.forward(*pos, None, **kw, config=cfg), inputs)
-    bad = config.FusedMoeConfig(dataclasses.replace(g, block_n=64), g)
+    bad = config.FusedMoeConfig(dataclasses.replace(g, block_n=32), g)
     with pytest.raises(ValueError, match=r"^config\.gemm1\.block_n"):
         api.forward(*pos, None, **kw, config=bad)
     with pytest.raises(ValueError, match="block_m"):
         config.FusedMoeConfig(g, dataclasses.replace(g, block_m=64))
+
+
+@pytest.mark.parametrize("rows,swap", [(16, 1), (64, 0)])
+@pytest.mark.parametrize("inter", [160, 256])
+def test_block_fp8_gemm1_in_two_column_tiles_computes_the_same_layer(rows, swap, inter):
+    # block-wise fp8 at gemm1.block_n 64: a program computes its 128-column group of h as two 64-column tiles, one
+    # after the other, and quantizes both with the group's one scale; a ragged last group (inter 160) masks the
+    # second tile whole. The same float32 sums in the same K order as one 128-column tile: the same bits
+    inputs = _inputs(num_tokens=9, quant="fp8_block128", hidden=256, inter=inter)
+    pos, kw = _args(inputs)
+    g2 = config.GemmConfig(rows, 64, 64, 1, 4, 2, swap)
+    one = config.FusedMoeConfig(config.GemmConfig(rows, 128, 64, 1, 4, 2, swap), g2)
+    two = config.FusedMoeConfig(config.GemmConfig(rows, 64, 64, 1, 4, 2, swap), g2)
+    want = api.forward(*pos, None, **kw, config=one)
+    with poison_outputs():
+        got = api.forward(*pos, None, **kw, config=two)
+    assert torch.equal(got, want)
+    _check(got, inputs)
 
 
 @pytest.mark.parametrize("quant", ["none", "fp8_channel", "fp8_block128"])
@@ -307,8 +325,9 @@ def test_default_rule_decode_and_prefill():
     small = config.default_config(4, 256, 2048, 7168, 8, "fp8_block128")
     large = config.default_config(8192, 256, 2048, 7168, 8, "fp8_block128")
     assert small.block_size == 16 and small.gemm1.block_n == 128
-    # block-wise fp8 prefill: 64-row tiles, GEMM1 at 8 warps (128 rows, or 4 warps, spill: test_fused_moe_resources)
-    assert large.block_size == 64 and large.gemm1.num_warps == 8 and large.gemm2.num_warps == 4
+    # block-wise fp8 prefill: 64-row tiles, GEMM1 as two 64-column tiles a program at 4 warps (one 128-column tile
+    # spills at 4 warps: test_fused_moe_resources)
+    assert large.block_size == 64 and (large.gemm1.block_n, large.gemm1.num_warps, large.gemm2.num_warps) == (64, 4, 4)
     for m in (1, 16, 64, 65, 1024, 65536):
         for q in config.QUANT_SCHEMES:
             config.validate(config.default_config(m, 128, 768, 2048, 8, q), q)

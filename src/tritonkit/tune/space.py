@@ -8,7 +8,7 @@ Candidates per bucket M (num_tokens), for a layer of E experts, top-k routing, i
   (``gemm_candidates``)
 
   1. tiles ``config.validate`` rejects (the kernels' own limits: fp8 needs block_k >= 32, block-wise fp8 a block_k
-     dividing 128 and GEMM1 block_n 128);
+     dividing 128 and GEMM1 block_n 128 or 64);
   2. tiles whose pipelined operands overflow shared memory: ``num_stages * (block_m * block_k + n_b * block_k *
      block_n) * bytes`` over ``SMEM_BYTES``, with n_b = 2 for GEMM1 (gate and up tiles) and 1 for GEMM2, bytes the
      operands' element size (1 under fp8, both GEMMs: the intermediate is fp8 too);

@@ -205,7 +205,8 @@ def forward(
     tma1 = g1.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w1)
     # h's rows in sorted order, a block's rows contiguous: GEMM2 reads a block's h as one tile (slot order with slots)
     h_rows = numel if slots else num_pid_m * cfg.block_size
-    grid1 = num_pid_m * cdiv(N, g1.block_n)
+    # block-wise fp8: a program holds a whole 128-column group of h (kernel: two 64-column tiles at block_n 64)
+    grid1 = num_pid_m * cdiv(N, SCALE_BLOCK if block else g1.block_n)
     # GEMM2's top-k counters, one per token and output column tile, zeroed by GEMM1's programs
     num_counters = M * cdiv(K, g2.block_n) if slots else 0
     counters = _alloc.empty((max(num_counters, 1),), torch.int32, x.device) if slots else topk_ids

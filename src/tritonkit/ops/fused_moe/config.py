@@ -126,10 +126,11 @@ def validate(cfg: FusedMoeConfig, quant: str) -> None:
                 f"config.{name}.block_k must divide {SCALE_BLOCK} for block-wise fp8 (one scale per K "
                 f"tile), got {g.block_k}"
             )
-    if quant == "fp8_block128" and cfg.gemm1.block_n != SCALE_BLOCK:
+    if quant == "fp8_block128" and cfg.gemm1.block_n not in (SCALE_BLOCK // 2, SCALE_BLOCK):
         raise ValueError(
-            f"config.gemm1.block_n must be {SCALE_BLOCK} for block-wise fp8 (its epilogue computes the "
-            f"intermediate's per-{SCALE_BLOCK}-column scales), got {cfg.gemm1.block_n}"
+            f"config.gemm1.block_n must be {SCALE_BLOCK} or {SCALE_BLOCK // 2} for block-wise fp8 (a program "
+            f"computes a whole {SCALE_BLOCK}-column group of the intermediate for its per-group scale, in one tile "
+            f"or two), got {cfg.gemm1.block_n}"
         )
 
 
@@ -209,11 +210,12 @@ def default_config(M: int, E: int, N: int, K: int, topk: int, quant: str) -> Fus
             slots,
         )
     if block_quant:
-        # two 128-wide float32 accumulators plus each K tile's scaled dot: 64 rows at 8 warps take 245 registers,
-        # 64 at 4 and 128 at 8 spill (ptxas for sm_90, docs/notes/fused-moe-resources.md); 64 rows from 8 rows
-        # per expert up (DeepSeek-V3 M=1024, 32 per expert: 3168 us against 4012 at 32 rows); 16 row blocks per L2
-        # group (M=4096: 6452 us against 7154 at 8)
-        return FusedMoeConfig(GemmConfig(64, SCALE_BLOCK, 128, 16, 8, 4), GemmConfig(64, 128, 128, 16, 4, 4))
+        # 64 rows from 8 rows per expert up (DeepSeek-V3 M=1024, 32 per expert: 3168 us against 4012 at 32 rows).
+        # GEMM1 computes its 128-column group of h as two 64-column tiles at 4 warps (one warpgroup, 64 x 128 dots):
+        # DeepSeek-V3 M=1024-16384 2-10% faster than one 128-column tile at 8 warps (M=2048 3747 us against 4160,
+        # 16384 19.9 ms against 21.3), which at 4 warps spills; 128-row tiles (two 64-column tiles at 8 warps, GEMM2
+        # 128 x 128 at 8) are 25-90% slower (docs/notes/fused-moe-resources.md); 16 row blocks per L2 group
+        return FusedMoeConfig(GemmConfig(64, 64, 128, 16, 4, 4), GemmConfig(64, 128, 128, 16, 4, 4))
     # 128 bytes of each row per K step either way (64 x 16-bit, 128 x fp8): full 128-byte lines
     block_k = 128 if fp8 else 64
     if per_expert <= MID_ROWS_PER_EXPERT:

@@ -261,6 +261,101 @@ def _topk_sum_last(
         tl.store(out_ptr + m.to(tl.int64) * stride_om + offs_n, _round(acc, ACT_BF16), mask=mask_n)
 
 
+@triton.jit
+def _gemm1_h(
+    a_ptr,
+    a_scale_ptr,
+    w_ptr,
+    w_scale_ptr,
+    topk_weights_ptr,
+    expert,
+    token,
+    slot,
+    mask_m,
+    n0,
+    N,
+    K,
+    stride_am,
+    stride_asm,
+    stride_ask,
+    stride_we,
+    stride_wn,
+    stride_wse,
+    stride_wsn,
+    stride_wsk,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    QUANT: tl.constexpr,
+    ROUTED_ON_INPUT: tl.constexpr,
+    GELU: tl.constexpr,
+    ACT_BF16: tl.constexpr,
+    SWAP_AB: tl.constexpr,
+    W_TMA: tl.constexpr,
+):
+    """``h [BLOCK_M, BLOCK_N]`` of columns ``n0 + [0, BLOCK_N)`` for one block's rows, rounded to the activation
+    dtype: one weight tile holds the gate's BLOCK_N rows and then the up half's, one dot of 2 x BLOCK_N columns into
+    one float32 accumulator, split in the epilogue."""
+    # the tile's rows: gate columns n0 + [0, BLOCK_N), then up columns the same (w1[e] is [2N, K] row-major)
+    offs_r = tl.arange(0, 2 * BLOCK_N)
+    col_r = n0 + offs_r % BLOCK_N
+    mask_r = col_r < N
+    row_r = (offs_r // BLOCK_N) * N + col_r
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + token[:, None] * stride_am + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
+    if not W_TMA:
+        w_ptrs = _w_tile(w_ptr + expert * stride_we, row_r, offs_k, stride_wn, SWAP_AB)
+    if QUANT == QUANT_BLOCK:
+        ws_ptrs = w_scale_ptr + expert * stride_wse + (row_r // SCALE_BLOCK) * stride_wsn  # [2 * BLOCK_N]
+        as_ptrs = a_scale_ptr + token * stride_asm  # [BLOCK_M]
+    if SWAP_AB:
+        acc = tl.zeros((2 * BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        mask_k = offs_k < K - k0
+        a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        if W_TMA:
+            # rows and columns past w1 read as zeros; columns past N of the gate are up rows, never stored
+            w = _w_desc_tile(w_ptr, [expert.to(tl.int32), 0, n0, k0], 2 * BLOCK_N, BLOCK_K, SWAP_AB)
+        else:
+            w = tl.load(w_ptrs, mask=_w_mask(mask_r, mask_k, SWAP_AB), other=0.0)
+            w_ptrs += BLOCK_K
+        if QUANT == QUANT_BLOCK:
+            # BLOCK_K divides 128: one scale per row and per column for this tile
+            kb = k0 // SCALE_BLOCK
+            a_s = tl.load(as_ptrs + kb * stride_ask, mask=mask_m, other=0.0)
+            w_s = tl.load(ws_ptrs + kb * stride_wsk, mask=mask_r, other=0.0)
+        else:
+            a_s, w_s = 0.0, 0.0  # no per-tile scales
+        acc = _mma(a, w, acc, a_s, w_s, QUANT, SWAP_AB)
+        a_ptrs += BLOCK_K
+    if SWAP_AB:
+        acc = tl.trans(acc)
+    if QUANT == QUANT_CHANNEL:
+        # per-token (or static: stride 0) activation scale x per-column (or per-tensor: stride 0) weight scale
+        a_s = tl.load(a_scale_ptr + token * stride_asm, mask=mask_m, other=0.0)
+        w_s = tl.load(w_scale_ptr + expert * stride_wse + row_r * stride_wsn, mask=mask_r, other=0.0)
+        acc = acc * a_s[:, None] * w_s[None, :]
+    if ROUTED_ON_INPUT:
+        # the router weight scales x (topk == 1): GEMM1 is linear, so it scales both halves' float32 sums
+        wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
+        acc = acc * wt[:, None]
+    # columns [0, BLOCK_N) are the gate's, [BLOCK_N, 2 BLOCK_N) the up half's
+    acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N)), (0, 2, 1)))
+    if GELU:
+        act = 0.5 * acc_g * (1.0 + tl.math.erf(acc_g * 0.7071067811865476))
+    else:
+        act = acc_g / (1.0 + tl.exp(-acc_g))
+    return _round(act * acc_u, ACT_BF16)
+
+
+@triton.jit
+def _h_fp8_amax(h, mask):
+    """Row amax ``[BLOCK_M]`` (float32) of h's masked elements."""
+    return tl.max(tl.abs(tl.where(mask, h.to(tl.float32), 0.0)), axis=1)
+
+
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
 def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M bucket: a compile per config
     a_ptr,
@@ -311,14 +406,16 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     ZERO_BLOCK: tl.constexpr,
 ):
     """``h[row, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of BLOCK_M
-    sorted slots (one expert) and BLOCK_N columns of each half, h's rows in sorted order (row = the slot's sorted
-    position). One weight tile holds the gate's BLOCK_N rows and then the up half's: one dot of 2 x BLOCK_N columns
-    into one float32 accumulator, split in the epilogue, one rounding to the activation dtype at the store. W_TMA:
-    ``w_ptr`` is a tensor descriptor of w1 as [E, 2, N, K] that loads both halves' rows at once. With H_FP8
-    (block-wise fp8, BLOCK_N == 128) the rounded values are quantized per 128-column group in the epilogue: h in fp8
-    and one float32 scale per (row, group). SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the
-    programs zero GEMM2's top-k counters (ZERO_BLOCK each)."""
-    pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(N, BLOCK_N), GROUP_M)
+    sorted slots (one expert) and BLOCK_N columns of each half (:func:`_gemm1_h`), h's rows in sorted order (row =
+    the slot's sorted position). W_TMA: ``w_ptr`` is a tensor descriptor of w1 as [E, 2, N, K] that loads both
+    halves' rows at once. With H_FP8 (block-wise fp8) h is quantized per 128-column group in the epilogue: h in fp8
+    and one float32 scale per (row, group); a program then holds a whole group, as one BLOCK_N = 128 tile or, at
+    BLOCK_N = 64, as two tiles computed one after the other (a 128-row tile of 2 x 128 columns spills at 8 warps;
+    two of 2 x 64 do not). SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the programs zero GEMM2's
+    top-k counters (ZERO_BLOCK each)."""
+    # columns of one program: a whole fp8 scale group with H_FP8
+    PASSES: tl.constexpr = SCALE_BLOCK // BLOCK_N if H_FP8 else 1
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(N, BLOCK_N * PASSES), GROUP_M)
     if SLOTS:
         offs_z = tl.program_id(0) * ZERO_BLOCK + tl.arange(0, ZERO_BLOCK)
         tl.store(counters_ptr + offs_z, tl.zeros((ZERO_BLOCK,), dtype=tl.int32), mask=offs_z < num_counters)
@@ -329,68 +426,32 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     if busy:
         # masked rows divide 0, not a negative slot (C division), though nothing reads through them
         token = tl.where(mask_m, slot, 0) // TOPK
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mask_n = offs_n < N
-        # the tile's rows: gate columns offs_n, then up columns offs_n (w1[e] is [2N, K] row-major)
-        offs_r = tl.arange(0, 2 * BLOCK_N)
-        col_r = pid_n * BLOCK_N + offs_r % BLOCK_N
-        mask_r = col_r < N
-        row_r = (offs_r // BLOCK_N) * N + col_r
-        offs_k = tl.arange(0, BLOCK_K)
-        a_ptrs = a_ptr + token[:, None] * stride_am + offs_k[None, :]  # [BLOCK_M, BLOCK_K]
-        if not W_TMA:
-            w_ptrs = _w_tile(w_ptr + expert * stride_we, row_r, offs_k, stride_wn, SWAP_AB)
-        if QUANT == QUANT_BLOCK:
-            ws_ptrs = w_scale_ptr + expert * stride_wse + (row_r // SCALE_BLOCK) * stride_wsn  # [2 * BLOCK_N]
-            as_ptrs = a_scale_ptr + token * stride_asm  # [BLOCK_M]
-        if SWAP_AB:
-            acc = tl.zeros((2 * BLOCK_N, BLOCK_M), dtype=tl.float32)
-        else:
-            acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            mask_k = offs_k < K - k0
-            a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-            if W_TMA:
-                # rows and columns past w1 read as zeros; columns past N of the gate are up rows, never stored
-                w = _w_desc_tile(w_ptr, [expert.to(tl.int32), 0, pid_n * BLOCK_N, k0], 2 * BLOCK_N, BLOCK_K, SWAP_AB)
-            else:
-                w = tl.load(w_ptrs, mask=_w_mask(mask_r, mask_k, SWAP_AB), other=0.0)
-                w_ptrs += BLOCK_K
-            if QUANT == QUANT_BLOCK:
-                # BLOCK_K divides 128: one scale per row and per column for this tile
-                kb = k0 // SCALE_BLOCK
-                a_s = tl.load(as_ptrs + kb * stride_ask, mask=mask_m, other=0.0)
-                w_s = tl.load(ws_ptrs + kb * stride_wsk, mask=mask_r, other=0.0)
-            else:
-                a_s, w_s = 0.0, 0.0  # no per-tile scales
-            acc = _mma(a, w, acc, a_s, w_s, QUANT, SWAP_AB)
-            a_ptrs += BLOCK_K
-        if SWAP_AB:
-            acc = tl.trans(acc)
-        if QUANT == QUANT_CHANNEL:
-            # per-token (or static: stride 0) activation scale x per-column (or per-tensor: stride 0) weight scale
-            a_s = tl.load(a_scale_ptr + token * stride_asm, mask=mask_m, other=0.0)
-            w_s = tl.load(w_scale_ptr + expert * stride_wse + row_r * stride_wsn, mask=mask_r, other=0.0)
-            acc = acc * a_s[:, None] * w_s[None, :]
-        if ROUTED_ON_INPUT:
-            # the router weight scales x (topk == 1): GEMM1 is linear, so it scales both halves' float32 sums
-            wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
-            acc = acc * wt[:, None]
-        # columns [0, BLOCK_N) are the gate's, [BLOCK_N, 2 BLOCK_N) the up half's
-        acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N)), (0, 2, 1)))
-        if GELU:
-            act = 0.5 * acc_g * (1.0 + tl.math.erf(acc_g * 0.7071067811865476))
-        else:
-            act = acc_g / (1.0 + tl.exp(-acc_g))
-        h = _round(act * acc_u, ACT_BF16)  # [BLOCK_M, BLOCK_N]
-        mask = mask_m[:, None] & mask_n[None, :]
+        n0 = pid_n * (BLOCK_N * PASSES)
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        mask = mask_m[:, None] & (offs_n < N)[None, :]
+        h = _gemm1_h(
+            a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, topk_weights_ptr, expert, token, slot, mask_m, n0, N, K,
+            stride_am, stride_asm, stride_ask, stride_we, stride_wn, stride_wse, stride_wsn, stride_wsk,
+            BLOCK_M, BLOCK_N, BLOCK_K, QUANT, ROUTED_ON_INPUT, GELU, ACT_BF16, SWAP_AB, W_TMA,
+        )  # fmt: skip
         h_row = _h_rows(pid_m, slot, BLOCK_M, SLOTS)
         h_ptrs = h_ptr + h_row[:, None] * stride_hm + offs_n[None, :]
         if H_FP8:
             # this program holds the whole 128-column group of its rows: the group scale needs no other program
-            hf = tl.where(mask, h.to(tl.float32), 0.0)
-            s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(hf), axis=1), AMAX_FLOOR), FP8_MAX)  # [BLOCK_M]
-            tl.store(h_ptrs, _quant_fp8(hf, s[:, None]), mask=mask)
+            amax = _h_fp8_amax(h, mask)
+            if PASSES == 2:
+                mask2 = mask_m[:, None] & (offs_n + BLOCK_N < N)[None, :]
+                h2 = _gemm1_h(
+                    a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, topk_weights_ptr, expert, token, slot, mask_m,
+                    n0 + BLOCK_N, N, K, stride_am, stride_asm, stride_ask, stride_we, stride_wn, stride_wse,
+                    stride_wsn, stride_wsk, BLOCK_M, BLOCK_N, BLOCK_K, QUANT, ROUTED_ON_INPUT, GELU, ACT_BF16,
+                    SWAP_AB, W_TMA,
+                )  # fmt: skip
+                amax = tl.maximum(amax, _h_fp8_amax(h2, mask2))
+            s = tl.math.div_rn(tl.maximum(amax, AMAX_FLOOR), FP8_MAX)  # [BLOCK_M]
+            tl.store(h_ptrs, _quant_fp8(tl.where(mask, h.to(tl.float32), 0.0), s[:, None]), mask=mask)
+            if PASSES == 2:
+                tl.store(h_ptrs + BLOCK_N, _quant_fp8(tl.where(mask2, h2.to(tl.float32), 0.0), s[:, None]), mask=mask2)
             tl.store(h_scale_ptr + h_row * stride_hsm + pid_n, s, mask=mask_m)
         else:
             tl.store(h_ptrs, h, mask=mask)
