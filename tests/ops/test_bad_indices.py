@@ -222,6 +222,10 @@ HOSTILE = {
     ),
 }
 
+# cases whose change moves the launch plan, so the kept sequences match the clean run up to rounding, not bit for bit:
+# max_seqlen_q 1 puts the batch on the narrow decode rows, split from 32 keys, where 9 took the wide rows from 256
+PLAN_CHANGES = {"max_seqlen_q_below_the_longest_query"}
+
 
 def _attention(change=None, form="paged_attention"):
     """The case with ``change`` applied; returns (out, out's buffer and its copy before the call, the call)."""
@@ -273,7 +277,11 @@ def test_paged_attention_stays_inside_its_tensors_whatever_the_indices(case, cle
     out, obuf, before = _attention(change)
     assert_guards_intact(obuf, before, "out")
     for s in kept:
-        assert torch.equal(out[ROWS[s]], clean_out[ROWS[s]]), f"sequence {s} changed"
+        if case in PLAN_CHANGES:
+            # another launch plan (other split points): the same sums up to rounding
+            torch.testing.assert_close(out[ROWS[s]], clean_out[ROWS[s]], rtol=0, atol=1e-2, msg=f"sequence {s} changed")
+        else:
+            assert torch.equal(out[ROWS[s]], clean_out[ROWS[s]]), f"sequence {s} changed"
     for s in zero:
         assert torch.equal(out[ROWS[s]], torch.zeros_like(out[ROWS[s]])), f"sequence {s} saw keys"
     for s in finite:
