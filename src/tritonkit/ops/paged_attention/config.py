@@ -210,8 +210,12 @@ def num_kv_splits(
     per split and at most MAX_SPLITS. Batches that fill them on their own get one split (no merge kernel). Wide
     programs (DECODE_WIDE_ROWS rows at 8 warps: 162 registers a thread in the sm_90 build) fit one a SM."""
     fp8 = kv_elem_bytes == 1
-    min_keys = MIN_KEYS_PER_SPLIT_FP8_WIDE if fp8 or wide else MIN_KEYS_PER_SPLIT
-    by_work = max(max_keys, 1) // min_keys
+    if fp8 or wide:
+        by_work = max(max_keys, 1) // MIN_KEYS_PER_SPLIT_FP8_WIDE
+    else:
+        # a split for each MIN_KEYS_PER_SPLIT keys, the last one partial (1000 keys: 32 splits, not 31 of which
+        # decode_config's whole tiles would fill 16)
+        by_work = cdiv(max(max_keys, 1), MIN_KEYS_PER_SPLIT)
     pairs = max(num_seqs * num_kv_heads, 1)
 
     def fit(per_sm: int) -> int:
@@ -243,7 +247,10 @@ def decode_config(
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes, wide)
     # 3 stages keep the paged loads in flight (Hopper)
-    tiles_per_split = cdiv(cdiv(max(max_keys, 1), block_n), splits)
+    tiles = cdiv(max(max_keys, 1), block_n)
+    tiles_per_split = cdiv(tiles, splits)
+    # no split past the last tile: 33 splits of 4 tiles over 128 tiles are 32 (the 33rd would hold no key)
+    splits = cdiv(tiles, tiles_per_split)
     return DecodeConfig(
         block_m,
         block_n,
