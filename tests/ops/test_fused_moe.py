@@ -158,11 +158,12 @@ def test_explicit_config_hook():
 
 
 @pytest.mark.parametrize("rows,swap", [(16, 1), (64, 0)])
-@pytest.mark.parametrize("inter", [160, 256])
+@pytest.mark.parametrize("inter", [48, 160, 224, 256])
 def test_block_fp8_gemm1_in_two_column_tiles_computes_the_same_layer(rows, swap, inter):
     # block-wise fp8 at gemm1.block_n 64: a program computes its 128-column group of h as two 64-column tiles, one
-    # after the other, and quantizes both with the group's one scale; a ragged last group (inter 160) masks the
-    # second tile whole. The same float32 sums in the same K order as one 128-column tile: the same bits
+    # after the other, and quantizes both with the group's one scale; a ragged last group masks part of the first
+    # tile and all the second (inter 48), all the second (160), part of the second (224) or none (256). The same
+    # float32 sums in the same K order as one 128-column tile: the same bits
     inputs = _inputs(num_tokens=9, quant="fp8_block128", hidden=256, inter=inter)
     pos, kw = _args(inputs)
     g2 = config.GemmConfig(rows, 64, 64, 1, 4, 2, swap)
@@ -172,7 +173,10 @@ def test_block_fp8_gemm1_in_two_column_tiles_computes_the_same_layer(rows, swap,
     with poison_outputs():
         got = api.forward(*pos, None, **kw, config=two)
     assert torch.equal(got, want)
-    _check(got, inputs)
+    if got.device.type == "cpu":
+        # _check's bf16 tolerance has no error scale and holds for the interpreter's exact dots, not the card's fp8
+        # MMA (on the H200 both tile shapes miss it equally; test_deepseek_width_on_gpu checks the card)
+        _check(got, inputs)
 
 
 @pytest.mark.parametrize("quant", ["none", "fp8_channel", "fp8_block128"])

@@ -415,6 +415,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     top-k counters (ZERO_BLOCK each)."""
     # columns of one program: a whole fp8 scale group with H_FP8
     PASSES: tl.constexpr = SCALE_BLOCK // BLOCK_N if H_FP8 else 1
+    tl.static_assert(not H_FP8 or (BLOCK_N * PASSES == SCALE_BLOCK and PASSES <= 2), "H_FP8 needs BLOCK_N 128 or 64")
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(N, BLOCK_N * PASSES), GROUP_M)
     if SLOTS:
         offs_z = tl.program_id(0) * ZERO_BLOCK + tl.arange(0, ZERO_BLOCK)
