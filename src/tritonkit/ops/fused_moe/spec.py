@@ -256,6 +256,9 @@ _BOUNDARY = (
     # one dynamic scale per tensor (vLLM's per-tensor default), with slots of other ranks' experts in h unwritten
     _s(num_tokens=33, quant="fp8_tensor", act_tensor=1, experts=8, local=5),
     _s(num_tokens=9, quant="fp8_block128", experts=8, local=5, topk=2),
+    # block-wise fp8 past 8 rows an expert (the 64-row rule: GEMM1 as two 64-column tiles a program), the second
+    # 128-column group ragged inside its second tile
+    _s(num_tokens=70, quant="fp8_block128", experts=4, topk=2, hidden=200, inter=224),
 )
 
 # DeepSeek-V3's layer (fp8 block-wise, E 256, N 2048, K 7168), decode and prefill; bf16 weights past 2^31
