@@ -87,6 +87,7 @@ def gemm_resources(which, g, E, N, Kd, topk, quant, slots):
             ROUTED_ON_INPUT=False,
             GELU=False,
             H_FP8=block,
+            W_HALF_SCALES=block and N % C.SCALE_BLOCK == 0,
             W_TMA=tma,
             ZERO_BLOCK=16,
             **ce,

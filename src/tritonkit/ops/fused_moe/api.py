@@ -267,6 +267,8 @@ def forward(
             "SLOTS": slots,
             "HAS_MAP": expert_map is not None,
             "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if slots else 16,
+            # each half's weight rows of a tile in one 128 block: two scales a K tile, not a loaded vector
+            "W_HALF_SCALES": block and N % SCALE_BLOCK == 0,
         },
         g1.num_warps,
         g1.num_stages,

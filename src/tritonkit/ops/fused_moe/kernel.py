@@ -41,22 +41,27 @@ def _dot_acc(a, b, acc):
 
 
 @triton.jit
-def _mma(a, w, acc, a_s, w_s, QUANT: tl.constexpr, SWAP_AB: tl.constexpr):
+def _mma(a, w, acc, a_s, w_s, QUANT: tl.constexpr, SWAP_AB: tl.constexpr, W_SCALAR: tl.constexpr = False):
     """One K tile into the float32 accumulator: ``a [BLOCK_M, BLOCK_K] . w [BLOCK_K, BLOCK_N]``, or with SWAP_AB
     ``w [BLOCK_N, BLOCK_K] . a^T`` into ``acc^T [BLOCK_N, BLOCK_M]``, so a tile of few rows is wgmma's N and the
     weights its M (>= 64): Hopper's fp8 MMA is wgmma only, and a 16-row fp8 tile otherwise runs as f16 mma.sync
     behind a conversion of every weight. Block-wise fp8 scales each tile's dot by its row (a_s) and column (w_s)
     scales; per-channel fp8 adds a fresh dot per tile in float32 (Hopper's fp8 MMA accumulates with fewer mantissa
-    bits, and the sum over K runs to 7168 for DeepSeek-V3)."""
+    bits, and the sum over K runs to 7168 for DeepSeek-V3). W_SCALAR: the tile's block-wise weight scale is one
+    number (all its columns in one 128 block), so no per-column vector is loaded or laid out."""
     if SWAP_AB:
-        if QUANT == QUANT_BLOCK:
+        if QUANT == QUANT_BLOCK and W_SCALAR:
+            acc += _dot(w, tl.trans(a)) * (w_s * a_s[None, :])
+        elif QUANT == QUANT_BLOCK:
             acc += _dot(w, tl.trans(a)) * (w_s[:, None] * a_s[None, :])
         elif QUANT == QUANT_CHANNEL:
             acc += _dot(w, tl.trans(a))
         else:
             acc = _dot_acc(w, tl.trans(a), acc)
     else:
-        if QUANT == QUANT_BLOCK:
+        if QUANT == QUANT_BLOCK and W_SCALAR:
+            acc += _dot(a, w) * (a_s[:, None] * w_s)
+        elif QUANT == QUANT_BLOCK:
             acc += _dot(a, w) * (a_s[:, None] * w_s[None, :])
         elif QUANT == QUANT_CHANNEL:
             acc += _dot(a, w)
@@ -292,10 +297,12 @@ def _gemm1_h(
     ACT_BF16: tl.constexpr,
     SWAP_AB: tl.constexpr,
     W_TMA: tl.constexpr,
+    W_HALF_SCALES: tl.constexpr,
 ):
     """``h [BLOCK_M, BLOCK_N]`` of columns ``n0 + [0, BLOCK_N)`` for one block's rows, rounded to the activation
     dtype: one weight tile holds the gate's BLOCK_N rows and then the up half's, one dot of 2 x BLOCK_N columns into
-    one float32 accumulator, split in the epilogue."""
+    one float32 accumulator, split in the epilogue. W_HALF_SCALES (block-wise fp8, N a multiple of 128): each half's
+    rows lie in one 128 block, so a K tile's weight scales are two numbers, not a loaded vector."""
     # the tile's rows: gate columns n0 + [0, BLOCK_N), then up columns the same (w1[e] is [2N, K] row-major)
     offs_r = tl.arange(0, 2 * BLOCK_N)
     col_r = n0 + offs_r % BLOCK_N
@@ -306,7 +313,11 @@ def _gemm1_h(
     if not W_TMA:
         w_ptrs = _w_tile(w_ptr + expert * stride_we, row_r, offs_k, stride_wn, SWAP_AB)
     if QUANT == QUANT_BLOCK:
-        ws_ptrs = w_scale_ptr + expert * stride_wse + (row_r // SCALE_BLOCK) * stride_wsn  # [2 * BLOCK_N]
+        if W_HALF_SCALES:
+            wsg_ptr = w_scale_ptr + expert * stride_wse + (n0 // SCALE_BLOCK) * stride_wsn
+            wsu_ptr = w_scale_ptr + expert * stride_wse + ((N + n0) // SCALE_BLOCK) * stride_wsn
+        else:
+            ws_ptrs = w_scale_ptr + expert * stride_wse + (row_r // SCALE_BLOCK) * stride_wsn  # [2 * BLOCK_N]
         as_ptrs = a_scale_ptr + token * stride_asm  # [BLOCK_M]
     if SWAP_AB:
         acc = tl.zeros((2 * BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -325,7 +336,10 @@ def _gemm1_h(
             # BLOCK_K divides 128: one scale per row and per column for this tile
             kb = k0 // SCALE_BLOCK
             a_s = tl.load(as_ptrs + kb * stride_ask, mask=mask_m, other=0.0)
-            w_s = tl.load(ws_ptrs + kb * stride_wsk, mask=mask_r, other=0.0)
+            if W_HALF_SCALES:
+                w_s = tl.where(offs_r < BLOCK_N, tl.load(wsg_ptr + kb * stride_wsk), tl.load(wsu_ptr + kb * stride_wsk))
+            else:
+                w_s = tl.load(ws_ptrs + kb * stride_wsk, mask=mask_r, other=0.0)
         else:
             a_s, w_s = 0.0, 0.0  # no per-tile scales
         acc = _mma(a, w, acc, a_s, w_s, QUANT, SWAP_AB)
@@ -404,6 +418,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     SLOTS: tl.constexpr,
     HAS_MAP: tl.constexpr,
     ZERO_BLOCK: tl.constexpr,
+    W_HALF_SCALES: tl.constexpr = False,
 ):
     """``h[row, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of BLOCK_M
     sorted slots (one expert) and BLOCK_N columns of each half (:func:`_gemm1_h`), h's rows in sorted order (row =
@@ -433,7 +448,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
         h = _gemm1_h(
             a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, topk_weights_ptr, expert, token, slot, mask_m, n0, N, K,
             stride_am, stride_asm, stride_ask, stride_we, stride_wn, stride_wse, stride_wsn, stride_wsk,
-            BLOCK_M, BLOCK_N, BLOCK_K, QUANT, ROUTED_ON_INPUT, GELU, ACT_BF16, SWAP_AB, W_TMA,
+            BLOCK_M, BLOCK_N, BLOCK_K, QUANT, ROUTED_ON_INPUT, GELU, ACT_BF16, SWAP_AB, W_TMA, W_HALF_SCALES,
         )  # fmt: skip
         h_row = _h_rows(pid_m, slot, BLOCK_M, SLOTS)
         h_ptrs = h_ptr + h_row[:, None] * stride_hm + offs_n[None, :]
@@ -446,7 +461,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
                     a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, topk_weights_ptr, expert, token, slot, mask_m,
                     n0 + BLOCK_N, N, K, stride_am, stride_asm, stride_ask, stride_we, stride_wn, stride_wse,
                     stride_wsn, stride_wsk, BLOCK_M, BLOCK_N, BLOCK_K, QUANT, ROUTED_ON_INPUT, GELU, ACT_BF16,
-                    SWAP_AB, W_TMA,
+                    SWAP_AB, W_TMA, W_HALF_SCALES,
                 )  # fmt: skip
                 amax = tl.maximum(amax, _h_fp8_amax(h2, mask2))
             s = tl.math.div_rn(tl.maximum(amax, AMAX_FLOOR), FP8_MAX)  # [BLOCK_M]
@@ -527,7 +542,11 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
         # the descriptor's rows: expert e's output columns start at e * K (rows past K are never stored)
         w_row = (expert * K + pid_n * BLOCK_N).to(tl.int32)
         if QUANT == QUANT_BLOCK:
-            ws_ptrs = w_scale_ptr + expert * stride_wse + (offs_n // SCALE_BLOCK) * stride_wsk  # [BLOCK_N]
+            if BLOCK_N <= SCALE_BLOCK:
+                # BLOCK_N divides 128: the tile's output columns lie in one 128 block, one weight scale a K tile
+                ws_ptrs = w_scale_ptr + expert * stride_wse + ((pid_n * BLOCK_N) // SCALE_BLOCK) * stride_wsk
+            else:
+                ws_ptrs = w_scale_ptr + expert * stride_wse + (offs_n // SCALE_BLOCK) * stride_wsk  # [BLOCK_N]
             hs_ptrs = h_scale_ptr + h_row * stride_hsm  # [BLOCK_M]
         if SWAP_AB:
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -547,10 +566,13 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             if QUANT == QUANT_BLOCK:
                 kb = k0 // SCALE_BLOCK
                 h_s = tl.load(hs_ptrs + kb * stride_hsk, mask=mask_m, other=0.0)
-                w_s = tl.load(ws_ptrs + kb * stride_wsn, mask=mask_n, other=0.0)
+                if BLOCK_N <= SCALE_BLOCK:
+                    w_s = tl.load(ws_ptrs + kb * stride_wsn)
+                else:
+                    w_s = tl.load(ws_ptrs + kb * stride_wsn, mask=mask_n, other=0.0)
             else:
                 h_s, w_s = 0.0, 0.0  # no per-tile scales
-            acc = _mma(h, w, acc, h_s, w_s, QUANT, SWAP_AB)
+            acc = _mma(h, w, acc, h_s, w_s, QUANT, SWAP_AB, BLOCK_N <= SCALE_BLOCK)
         if SWAP_AB:
             acc = tl.trans(acc)
         if QUANT == QUANT_CHANNEL:
