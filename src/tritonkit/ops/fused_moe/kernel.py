@@ -457,12 +457,16 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             amax = _h_fp8_amax(h, mask)
             if PASSES == 2:
                 mask2 = mask_m[:, None] & (offs_n + BLOCK_N < N)[None, :]
-                h2 = _gemm1_h(
-                    a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, topk_weights_ptr, expert, token, slot, mask_m,
-                    n0 + BLOCK_N, N, K, stride_am, stride_asm, stride_ask, stride_we, stride_wn, stride_wse,
-                    stride_wsn, stride_wsk, BLOCK_M, BLOCK_N, BLOCK_K, QUANT, ROUTED_ON_INPUT, GELU, ACT_BF16,
-                    SWAP_AB, W_TMA, W_HALF_SCALES,
-                )  # fmt: skip
+                if n0 + BLOCK_N < N:
+                    h2 = _gemm1_h(
+                        a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, topk_weights_ptr, expert, token, slot, mask_m,
+                        n0 + BLOCK_N, N, K, stride_am, stride_asm, stride_ask, stride_we, stride_wn, stride_wse,
+                        stride_wsn, stride_wsk, BLOCK_M, BLOCK_N, BLOCK_K, QUANT, ROUTED_ON_INPUT, GELU, ACT_BF16,
+                        SWAP_AB, W_TMA, W_HALF_SCALES,
+                    )  # fmt: skip
+                else:
+                    # the group's second tile lies wholly past N (N % 128 in (0, 64]): no K loop for masked columns
+                    h2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=h.dtype)
                 amax = tl.maximum(amax, _h_fp8_amax(h2, mask2))
             s = tl.math.div_rn(tl.maximum(amax, AMAX_FLOOR), FP8_MAX)  # [BLOCK_M]
             tl.store(h_ptrs, _quant_fp8(tl.where(mask, h.to(tl.float32), 0.0), s[:, None]), mask=mask)
