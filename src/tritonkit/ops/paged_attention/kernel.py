@@ -241,10 +241,7 @@ def _attend_range(
     SOFTCAP: tl.constexpr,
 ):
     """Tiles [lo, hi) with the edges [lo, a) and [b, hi) masked and the interior [a, b) not. ``page_first``: the
-    pages of tile ``a`` (masked to positions < seqlen_k or wider), loaded by the caller so the load can start as early
-    as it knows a; the first masked tail tile's pages are read before the interior loop (or are page_first when a == b),
-    so its K/V loads wait on no block-table read of their own: one memory round trip less on the path of a program
-    whose last tile is the causal diagonal (every decode split's last, every short prompt's)."""
+    pages of tile ``a`` (read only when a < b), loaded by the caller so the load can start as early as it knows a."""
     offs_n = tl.arange(0, BLOCK_N)
     for j in range(lo, a):
         page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
@@ -280,14 +277,6 @@ def _attend_range(
     # the interior reads each tile's block-table entries one iteration ahead, so the K/V loads of a tile do not
     # wait on a load issued in the same iteration (deeper software pipelining of the paged gathers); Triton's own
     # pipelining of these indirect loads was slower (docs/notes/paged-attention-kv-loop.md)
-    # the first tail tile's pages, read before the interior loop so their latency hides behind it; with no interior
-    # tile they are page_first's, read before seqlen_k was known. The look-ahead below keeps its tile-aligned limit: a
-    # limit inside a page masks the ids entry by entry and cost the loop 36 SASS instructions (2 -> 5 LDG) and up to a
-    # third of decode's time on the H200 (docs/notes/paged-attention-kv-loop.md)
-    if a < b:
-        page_tail = _load_pages(bt_row, b * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
-    else:
-        page_tail = page_first
     page_next = page_first
     for j in range(a, b):
         page = page_next
@@ -321,37 +310,7 @@ def _attend_range(
             LIMIT_RIGHT,
             SOFTCAP,
         )
-    if b < hi:
-        acc, m_i, l_i = _attend_tile(
-            acc,
-            m_i,
-            l_i,
-            q,
-            qpos,
-            k_base,
-            v_base,
-            page_tail,
-            b * BLOCK_N,
-            seqlen_k,
-            win_left,
-            win_right,
-            qk_scale,
-            softcap_in,
-            softcap_out,
-            stride_kb,
-            stride_ks,
-            stride_vb,
-            stride_vs,
-            BLOCK_N,
-            BLOCK_SIZE,
-            HEAD_DIM,
-            HEAD_DIM_PAD,
-            True,
-            LIMIT_LEFT,
-            LIMIT_RIGHT,
-            SOFTCAP,
-        )
-    for j in range(b + 1, hi):
+    for j in range(b, hi):
         page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
         acc, m_i, l_i = _attend_tile(
             acc,
@@ -533,7 +492,7 @@ def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows follow 
     s_a = tl.maximum(tl.minimum(a, s_hi), s_lo)
     s_b = tl.maximum(tl.minimum(b, s_hi), s_lo)
     if LIMIT_LEFT:
-        page_first = _load_pages(bt_row, s_a * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
+        page_first = _load_pages(bt_row, s_a * BLOCK_N + offs_n, s_b * BLOCK_N, num_blocks, BLOCK_SIZE)
 
     kvh = pid_kvh.to(tl.int64)
     k_base = k_ptr + kvh * stride_kh
@@ -828,7 +787,7 @@ def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows a
         lo = s_lo
         hi = s_hi
     if LIMIT_LEFT or SPLIT:
-        page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), seqlen_k, num_blocks, BLOCK_SIZE)
+        page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, num_blocks, BLOCK_SIZE)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
