@@ -626,3 +626,25 @@ def test_split_prefill_matches_the_reference_with_every_feature(monkeypatch, sha
         group, shape["head_dim"], 2, shape["num_seqs"], sum(q), max(q), shape["num_kv_heads"], 650
     ).block_m == (256 if big else 32)
     assert any(k is api._paged_attention_prefill_merge_kernel for k, _ in grids)
+
+
+@pytest.mark.parametrize("block_size", [8, 16, 24, 32, 48, 64])
+def test_any_page_size_matches_the_reference(block_size):
+    # a KV tile's keys map to pages by key // block_size: pages that split a tile, hold several tiles or are not a
+    # power of two, for decode (no key, one key, short and longer contexts) and prefill (causal diagonal tiles)
+    for shape in (
+        Shape(
+            num_seqs=4,
+            q_len=1,
+            context=(0, 23, 70, 130),
+            num_heads=4,
+            num_kv_heads=2,
+            head_dim=64,
+            block_size=block_size,
+        ),
+        Shape(
+            num_seqs=2, q_len=(40, 3), context=(9, 50), num_heads=4, num_kv_heads=2, head_dim=64, block_size=block_size
+        ),
+    ):
+        inp = _inputs(shape)
+        _assert_matches(paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **_kwargs(inp)), inp)
