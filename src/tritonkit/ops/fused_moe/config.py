@@ -214,8 +214,8 @@ def default_config(M: int, E: int, N: int, K: int, topk: int, quant: str) -> Fus
         # GEMM1 computes its 128-column group of h as two 64-column tiles at 4 warps (one warpgroup, 64 x 128 dots):
         # DeepSeek-V3 M=1024-16384 2-10% faster than one 128-column tile at 8 warps (M=2048 3747 us against 4160,
         # 16384 19.9 ms against 21.3), which at 4 warps spills; 128-row tiles (two 64-column tiles at 8 warps, GEMM2
-        # 128 x 128 at 8) were 28-94% slower while their K loops loaded a weight scale per column (34 loads a thread
-        # a K tile; one or two scalars since, untimed: docs/notes/fused-moe-resources.md); 16 row blocks per L2 group
+        # 128 x 128 at 8) are 10-75% slower at M=1024-16384 even with one weight scale a K tile
+        # (docs/notes/fused-moe-resources.md, "Timed on the H200"); 16 row blocks per L2 group
         return FusedMoeConfig(GemmConfig(64, 64, 128, 16, 4, 4), GemmConfig(64, 128, 128, 16, 4, 4))
     # 128 bytes of each row per K step either way (64 x 16-bit, 128 x fp8): full 128-byte lines
     block_k = 128 if fp8 else 64
