@@ -8,6 +8,7 @@ values when ``TRITONKIT_CHECK_INDICES=1`` (``indices_checked``), for debugging a
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterable
 
 import torch
@@ -123,46 +124,64 @@ class CheckedLayouts:
         self.keys: dict = {}
 
     def __contains__(self, key) -> bool:
-        return key is not None and key in self.keys
+        return self.get(key) is not None
 
     def get(self, key):
-        """The value added with ``key``, or None (never for a None key)."""
-        return None if key is None else self.keys.get(key)
-
-    def add(self, key, value=True) -> None:
+        """The value added with ``key``, or None (never for a None key, nor one that cannot be hashed: a symbolic
+        shape)."""
         if key is None:
-            return
+            return None
+        try:
+            return self.keys.get(key)
+        except TypeError:
+            return None
+
+    def add(self, key, value=True) -> bool:
+        """Remember ``key``; False where it cannot be (None, or a key that cannot be hashed)."""
+        if key is None:
+            return False
         if len(self.keys) >= self.maxsize:
             self.keys.clear()
-        self.keys[key] = value
+        try:
+            self.keys[key] = value
+        except TypeError:
+            return False
+        return True
 
     def clear(self) -> None:
         self.keys.clear()
 
 
 def hashable_key(make) -> tuple | None:
-    """``make()``, or None where it cannot be a dict key (a symbolic shape), and None while torch.compile traces
-    (Dynamo cannot trace ``hash`` of a tuple; a traced call checks everything once, at trace time)."""
+    """``make()``, or None while torch.compile traces (Dynamo cannot trace ``hash`` of a tuple; a traced call checks
+    everything once, at trace time). A key that cannot be hashed (a symbolic shape) is found and kept by no
+    :class:`CheckedLayouts`: hashing it once more here would cost every call ~0.5 us."""
     if torch.compiler.is_compiling():
         return None
-    try:
-        key = make()
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return make()
 
 
 #: ``TRITONKIT_CHECK_INDICES=1``: ops that take indices into their other arguments (topk ids) check their values too
 CHECK_INDICES_ENV = "TRITONKIT_CHECK_INDICES"
 
 
+_ENVIRON = os.environ
+# os.environ's own dict and the variable's key in it: ``os.environ.get`` of an unset variable raises and catches a
+# KeyError inside, 0.7 us on every call of every op that takes indices
+_ENV_DATA, _ENV_KEY = getattr(_ENVIRON, "_data", None), None
+if isinstance(_ENV_DATA, dict) and callable(getattr(_ENVIRON, "encodekey", None)):
+    _ENV_KEY = _ENVIRON.encodekey(CHECK_INDICES_ENV)
+else:
+    _ENV_DATA = None
+
+
 def indices_checked() -> bool:
     """Whether index values are checked (read at each call). Off by default: reading them is a device sync per
     call, which a CUDA graph cannot capture; the ops are written so that no value makes them access out of bounds.
     On, while debugging a caller, a bad id is a ValueError naming it instead of a silently dropped slot."""
-    import os
-
+    if _ENV_DATA is not None and os.environ is _ENVIRON:
+        v = _ENV_DATA.get(_ENV_KEY)
+        return v is not None and _ENVIRON.decodevalue(v) not in ("", "0")
     return os.environ.get(CHECK_INDICES_ENV, "0") not in ("", "0")
 
 
@@ -339,6 +358,28 @@ def no_overlap(out_name: str, out: torch.Tensor | None, in_place_ok: bool = Fals
                 f"{out_name} must not overlap {name} (the kernel writes {out_name} while it reads "
                 f"{name}){'; exactly in place is allowed' if in_place_ok else ''}"
             )
+
+
+def extents(*tensors) -> tuple[int, ...]:
+    """Each tensor's bytes from its first element to one past its last (0 for None, a non-tensor or an empty
+    tensor): a function of the layout, kept by an op per checked layout for :func:`no_overlap_known`."""
+    return tuple(_extent(t) if isinstance(t, torch.Tensor) and t.numel() else 0 for t in tensors)
+
+
+def no_overlap_known(out_name: str, out: torch.Tensor | None, known: tuple[int, ...], **others) -> None:
+    """:func:`no_overlap` with the extents of ``out`` and ``others`` (in that order) known, :func:`extents` of their
+    layouts: most calls are separate allocations, ruled out by their data pointers alone. Where two spans meet, the
+    exact test (and its error) is no_overlap's."""
+    if out is None or not known[0] or not _has_memory(out):
+        return
+    lo = out.data_ptr()
+    hi = lo + known[0]
+    for t, size in zip(others.values(), known[1:]):
+        if size:
+            p = t.data_ptr()
+            if p < hi and lo < p + size:
+                no_overlap(out_name, out, **others)
+                return
 
 
 def distinct_outputs(**outs: torch.Tensor) -> None:

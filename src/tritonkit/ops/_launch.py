@@ -309,13 +309,13 @@ class Bound:
         # key[:6] is _options(): device, warps, stages, pdl, debug, instrumentation
         self.device, self.debug, self.instrumentation = key[0], key[4], key[5]
 
-    def ready(self, device: int) -> bool:
-        """Whether Triton would launch this very kernel now (what _prepare and _Entry.launchable check, key aside)."""
+    def ready(self, device: int, debug: bool, instrumentation) -> bool:
+        """Whether Triton would launch this very kernel now (what _prepare and _Entry.launchable check, key aside),
+        given the current device and the runtime's debug and instrumentation knobs (read once a call)."""
         k = self.kernel
         if self.device != device or "run" in k.__dict__ or k.pre_run_hooks:
             return False
-        debug = k.debug or knobs.runtime.debug
-        if debug != self.debug or knobs.compilation.instrumentation_mode != self.instrumentation:
+        if (k.debug or debug) != self.debug or instrumentation != self.instrumentation:
             return False
         kernel_cache = _compat.held_device_cache(k, device)
         return kernel_cache is not None and self.entry.launchable(kernel_cache)
@@ -340,8 +340,9 @@ def launch_bound(bounds: tuple, fronts: list) -> bool:
         dev = drv.get_current_device()
     except Exception:  # noqa: BLE001 - no driver: the normal path reports it
         return False
+    debug, instrumentation = rt.debug, knobs.compilation.instrumentation_mode
     for b in bounds:
-        if not b.ready(dev):
+        if not b.ready(dev, debug, instrumentation):
             return False
     stream = drv.get_current_stream(dev)
     for b, front in zip(bounds, fronts):

@@ -22,4 +22,8 @@ def through_dispatcher(*tensors) -> bool:
     tensors. Those see the registered op and its fake implementation; a Triton launch on fake tensors fails."""
     if torch.compiler.is_compiling() or _python_dispatch._get_current_dispatch_mode() is not None:
         return True
-    return any(isinstance(t, FakeTensor) for t in tensors)
+    # a loop, not any() over a generator: on every eager call's host path
+    for t in tensors:
+        if isinstance(t, FakeTensor):
+            return True
+    return False
