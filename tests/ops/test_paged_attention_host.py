@@ -125,6 +125,20 @@ def test_data_pointer_and_grad_checks_run_on_every_call(layout_checks):
     assert len(layout_checks) == 2  # the expanded out is a layout of its own
 
 
+def test_a_remembered_layout_still_finds_an_out_that_meets_an_input(layout_checks):
+    # the layout keeps each tensor's extent, and a call compares data pointers alone: q and out as neighbours in one
+    # buffer pass, out half over q is refused, each with the layout of the first call
+    args = _args(out=torch.empty(6, 4, 32, dtype=torch.bfloat16, device=DEVICE))
+    _check(args)
+    n = args["q"].numel()
+    buf = torch.empty(3 * n, dtype=torch.bfloat16, device=DEVICE)
+    q = buf[:n].view(6, 4, 32).copy_(args["q"])
+    _check(dict(args, q=q, out=buf[n : 2 * n].view(6, 4, 32)))
+    with pytest.raises(ValueError, match="out must not overlap q"):
+        _check(dict(args, q=q, out=buf[n // 2 : n // 2 + n].view(6, 4, 32)))
+    assert len(layout_checks) == 1
+
+
 def test_the_op_refuses_a_bad_stride_after_a_good_call():
     # through the public call, kernels included: a call that passed leaves no hole for a strided q of its shape
     args = _args()

@@ -86,7 +86,7 @@ class _Op:
         kw = {n: inp[n] for n in ("cu_seqlens_q", "seqused_k", "block_table", "max_seqlen_q", "max_seqlen_k")}
         kw.update(changes)
         n, keys, replays = len(self.launches), self.keys, self.replays
-        paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **kw)
+        self.out = paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **kw)
         memo = self.keys == keys and self.replays == replays + 1
         return ("memo" if memo else "normal"), self.launches[n:]
 
@@ -118,13 +118,19 @@ def test_a_repeated_layout_launches_the_same_kernels_with_the_new_tensors(op):
     # the same compiled kernels, grids and packed metadata; the stream read now
     for a, b in zip(before, after):
         assert a[:3] == b[:3] and a[4:6] == b[4:6] and b[6:9] == (None, None, None)
-    # the new call's tensors, a fresh out and fresh split scratch; every other argument as the first call's
+    # the new call's tensors as their data pointers (ints, which the launcher takes as they are), the returned out
+    # and fresh split scratch; every other argument as the first call's
     q, k, v, out, acc, m, s, cu, used, table = _args(dec)[:10]
     names = ("q", "k_cache", "v_cache", "cu_seqlens_q", "seqused_k", "block_table")
-    assert all(x is second[n] for x, n in zip((q, k, v, cu, used, table), names))
-    assert out is not _args(before[0])[3] and acc is not _args(before[0])[4]
-    assert all(x is y for x, y in zip(_args(merge)[:5], (out, acc, m, s, cu)))
+    assert all(type(x) is int for x in (q, k, v, out, acc, m, s, cu, used, table))
+    assert [q, k, v, cu, used, table] == [second[n].data_ptr() for n in names]
+    assert out == op.out.data_ptr() and out != _ptr(_args(before[0])[3])
+    assert list(_args(merge)[:5]) == [out, acc, m, s, cu]
     assert _args(dec)[13:] == _args(before[0])[13:] and _args(merge)[7:] == _args(before[1])[7:]
+
+
+def _ptr(x) -> int:
+    return x if type(x) is int else x.data_ptr()
 
 
 def test_a_pointer_of_another_alignment_takes_the_normal_path(op):
@@ -277,10 +283,37 @@ def test_the_split_scratch_is_one_allocation_at_aligned_offsets(op):
     sms = config.num_sms("cpu")
     plan = config.launch_plan(heads // kv, DECODE["head_dim"], 2, 1, 1, kv, 1, inp["max_seqlen_k"], sms)
     rows = kv * plan.decode.block_m * plan.decode.num_splits
-    for path in ("normal", "memo"):
-        p, (dec, _) = op.call(inp)
-        acc, m, s = _args(dec)[4:7]
-        assert p == path and dec[2] == plan.decode.num_splits > 1
-        assert len({t.untyped_storage().data_ptr() for t in (acc, m, s)}) == 1
-        assert all(t.dtype == torch.float32 and t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (acc, m, s))
-        assert acc.numel() >= rows * DECODE["head_dim"] and m.numel() >= rows and s.numel() >= rows
+    p, (dec, _) = op.call(inp)
+    acc, m, s = _args(dec)[4:7]
+    assert p == "normal" and dec[2] == plan.decode.num_splits > 1
+    assert len({t.untyped_storage().data_ptr() for t in (acc, m, s)}) == 1
+    assert all(t.dtype == torch.float32 and t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (acc, m, s))
+    assert acc.numel() >= rows * DECODE["head_dim"] and m.numel() >= rows and s.numel() >= rows
+    # a repeat passes the parts' pointers into one float32 allocation of its own
+    p, (dec, _) = op.call(inp)
+    acc, m, s = _args(dec)[4:7]
+    (replay,) = [v.replay for v in api._CHECKED.keys.values() if v.replay is not None]
+    assert p == "memo" and all(type(x) is int and x % 16 == 0 for x in (acc, m, s))
+    assert m - acc >= 4 * rows * DECODE["head_dim"] and s - m >= 4 * rows
+    assert s - acc + 4 * rows <= 4 * replay.scratch_elems
+
+
+def test_a_mixed_batch_repeats_both_paths_with_one_scratch_allocation(op):
+    # decode sequences and a prompt in one call: a split decode with its merge, then the prefill; the parts of both
+    # paths' scratch lie in one allocation, none overlapping another
+    shape = Shape(DECODE, num_seqs=3, q_len=(1, 1, 40), context=(4095, 2000, 0))
+    inp = _inputs(shape)
+    path, before = op.call(inp)
+    merges = {"_paged_attention_merge_kernel", "_paged_attention_prefill_merge_kernel"}
+    assert path == "normal" and merges <= {b[4][0] for b in before}
+    path, after = op.call(_inputs(shape, seed=1))
+    assert path == "memo" and [a[4] for a in after] == [b[4] for b in before]
+    parts = {}
+    for a, b in zip(before, after):
+        kernel = a[4][0]
+        for x, y in zip(_args(a), _args(b)):
+            if isinstance(x, torch.Tensor) and x.dtype == torch.float32 and x.numel() > 1:
+                parts[(kernel, y)] = x.numel() * 4  # a split part: its pointer now, its size when recorded
+    spans = sorted({(ptr, ptr + size) for (_, ptr), size in parts.items()})
+    assert len(spans) == 6 and all(lo % 16 == 0 for lo, _ in spans)
+    assert all(hi <= lo2 for (_, hi), (lo2, _) in zip(spans, spans[1:]))

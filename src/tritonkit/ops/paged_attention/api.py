@@ -333,14 +333,9 @@ def forward(
 ):
     """The op's named surface: launch on arguments check_args accepted; writes a fresh output (or the caller's
     ``out``, which may not alias the inputs). ``_layout`` is paged_attention's own: check_args' memo entry for
-    exactly these arguments, whose recorded launches repeat with these tensors."""
+    exactly these arguments, where this call records its launches for later calls to repeat."""
     if out is None:
         out = _alloc.empty(q.shape, q.dtype, q.device)
-    if _layout is not None:
-        replay = _layout.replay
-        tensors = (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
-        if replay is not None and replay(tensors):
-            return out
     _launch(
         q,
         k_cache,
@@ -598,7 +593,7 @@ def _checked(
             type(causal),
             causal,
             type(window_size),
-            tuple((type(w), w) for w in window_size) if isinstance(window_size, (tuple, list)) else window_size,
+            _items_key(window_size),
             type(softcap),
             softcap,
             _checks.layout(sinks),
@@ -627,30 +622,44 @@ def _checked(
             k_scale,
             v_scale,
         )
-        if key is not None:
-            layout = Layout()
-            _CHECKED.add(key, layout)
+        layout = Layout(
+            _checks.extents(out, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
+        )
+        if not _CHECKED.add(key, layout):
+            layout = None
     # data pointers and index values, every call: the kernels write out while reading everything else, so no
-    # element twice and no shared memory
-    _checks.distinct_elements("out", out)
-    _checks.no_overlap(
-        "out",
-        out,
-        q=q,
-        k_cache=k_cache,
-        v_cache=v_cache,
-        cu_seqlens_q=cu_seqlens_q,
-        seqused_k=seqused_k,
-        block_table=block_table,
-        sinks=sinks,
-        k_scale=k_scale,
-        v_scale=v_scale,
-    )
+    # element twice and no shared memory (a fresh output shares none)
+    if out is not None:
+        _checks.distinct_elements("out", out)
+        inputs = dict(
+            q=q,
+            k_cache=k_cache,
+            v_cache=v_cache,
+            cu_seqlens_q=cu_seqlens_q,
+            seqused_k=seqused_k,
+            block_table=block_table,
+            sinks=sinks,
+            k_scale=k_scale,
+            v_scale=v_scale,
+        )
+        if layout is None:
+            _checks.no_overlap("out", out, **inputs)
+        else:
+            _checks.no_overlap_known("out", out, layout.extents, **inputs)
     if _checks.indices_checked():
         _check_indices(
             cu_seqlens_q, seqused_k, block_table, q.shape[0], k_cache.shape[0], k_cache.shape[1], max_seqlen_q
         )
     return layout
+
+
+def _items_key(w):
+    """A pair's (or any sequence's) items with their types, as the layout key holds scalars; anything else as it is
+    (a generator over a pair costs 0.4 us a call, its two items spelled out 0.1)."""
+    if type(w) is tuple and len(w) == 2:
+        a, b = w
+        return (type(a), a), (type(b), b)
+    return tuple((type(x), x) for x in w) if isinstance(w, (tuple, list)) else w
 
 
 # layouts (and scalars) check_args accepted; a key of every argument it reads, data pointers and values aside
@@ -893,12 +902,20 @@ def paged_attention(
         k_scale,
         v_scale,
     )
-    scale = float(softmax_scale) if softmax_scale is not None else q.shape[-1] ** -0.5
-    left, right = int(window_size[0]), int(window_size[1])
-    softcap = float(softcap)
     if k_scale is not None:
         k_scale = _scale_tensor("k_scale", k_scale, q.device)
         v_scale = _scale_tensor("v_scale", v_scale, q.device)
+    dispatch = through_dispatcher(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, out)
+    replay = layout.replay if layout is not None and not dispatch else None
+    if replay is not None:
+        # the layout's recorded launches, with this call's tensors: none of the arguments below are needed
+        if out is None:
+            out = _alloc.empty(q.shape, q.dtype, q.device)
+        if replay((q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)):
+            return out
+    scale = float(softmax_scale) if softmax_scale is not None else q.shape[-1] ** -0.5
+    left, right = int(window_size[0]), int(window_size[1])
+    softcap = float(softcap)
     args = (
         q,
         k_cache,
@@ -917,7 +934,7 @@ def paged_attention(
         k_scale,
         v_scale,
     )
-    if through_dispatcher(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, out):
+    if dispatch:
         if out is None:
             return torch.ops.tritonkit.paged_attention(*args)
         torch.ops.tritonkit.paged_attention_out(out, *args)

@@ -7,51 +7,102 @@ them through ``_launch.launch_bound`` with the call's tensors and fresh split sc
 building and the specialization keys (docs/notes/paged-attention-host.md). What the key leaves out is checked per
 call: each tensor's 16-byte alignment (Triton specializes on it) here, hooks, the current device and stream, a
 cleared Triton cache in ``launch_bound``. config's and api's module classes empty the memo when a name is rebound.
+
+A repeat hands the launchers data pointers as ints, which Triton's CUDA launcher takes as they are: a tensor would
+cost a ``data_ptr`` call and a ``cuPointerGetAttribute`` per pointer argument (20 at a split decode), and the key
+already holds every tensor's device, checked when the layout was recorded.
 """
 
 from __future__ import annotations
 
-from operator import itemgetter
+from functools import reduce
+from operator import itemgetter, or_
 
 import torch
 
 from .. import _launch
 
+# the caller's tensors (out included) lead a call's slots; the decode and the prefill split scratch follow
+CALL_SLOTS = 10
+_SCRATCH_SLOTS = 6
+_DATA_PTR = torch.Tensor.data_ptr
+
 
 class Layout:
-    """check_args' memo entry for one accepted layout: the launches a call recorded for it (None until then)."""
+    """check_args' memo entry for one accepted layout: the byte extents of out and the tensors it reads
+    (``_checks.extents``) and the launches a call recorded for it (None until then)."""
 
-    __slots__ = ("replay",)
+    __slots__ = ("extents", "replay")
 
-    def __init__(self):
+    def __init__(self, extents: tuple[int, ...] = ()):
+        self.extents = extents
         self.replay: Replay | None = None
 
 
-def _aligned(tensors: tuple) -> tuple:
-    return tuple(t.data_ptr() % 16 == 0 for t in tensors)
-
-
 class Replay:
-    """One call's launches, all held by the fast path (:class:`_launch.Bound`), with what picks each launch's leading
-    tensors from the call's slots, the split scratch to allocate, and the slots' 16-byte alignment when recorded."""
+    """One call's launches, all held by the fast path (:class:`_launch.Bound`), and how to fill each launch's
+    leading pointers from a call's tensors: the call slots that hold a tensor for this key (with their 16-byte
+    alignment when recorded), the split scratch of both paths as one allocation at 16-byte offsets, and what stays
+    the same for every call with this key (the None slots, the unused partials stand-in of a path without splits)."""
 
-    __slots__ = ("bounds", "fronts", "scratch", "device", "present", "aligned")
+    __slots__ = ("bounds", "fronts", "device", "pick", "aligned", "all_aligned", "scratch_elems", "offsets", "fixed")
 
     def __init__(self, bounds: tuple, fronts: tuple, scratch: tuple, device: torch.device, slots: tuple):
-        self.bounds, self.fronts, self.scratch, self.device = bounds, fronts, scratch, device
-        # None slots (no sinks, no fp8 scales) stay None for every call with this key; the unused partials stand-in
-        # (a path without splits) is one tensor for good
-        fixed = {i for p, s in enumerate(scratch) if s is None for i in range(10 + 3 * p, 13 + 3 * p)}
-        self.present = itemgetter(*(i for i, t in enumerate(slots) if t is not None and i not in fixed))
-        self.aligned = _aligned(self.present(slots))
+        self.bounds, self.device = bounds, device
+        present = [i for i in range(CALL_SLOTS) if slots[i] is not None]
+        self.pick = itemgetter(*present)
+        self.aligned = tuple(slots[i].data_ptr() % 16 == 0 for i in present)
+        self.all_aligned = all(self.aligned)
+        # per call: the present tensors' pointers, the scratch parts' pointers, then the fixed values; each slot's
+        # place in that list
+        where = {slot: n for n, slot in enumerate(present)}
+        offsets, elems = [], 0
+        for path, sizes in enumerate(scratch):
+            first = CALL_SLOTS + 3 * path
+            for k, n in enumerate(_parts(sizes) if sizes is not None else ()):
+                where[first + k] = len(present) + len(offsets)
+                offsets.append(4 * elems)
+                elems += -(-n // 4) * 4
+        # the fixed values: None (a slot without a tensor), the unused partials of a path without splits
+        fixed = len(present) + len(offsets)
+        for slot in range(CALL_SLOTS + _SCRATCH_SLOTS):
+            if slot not in where:
+                where[slot] = fixed if slot < CALL_SLOTS else fixed + 1
+        self.scratch_elems, self.offsets = elems, tuple(offsets)
+        self.fixed = (None, _unused_partials(device).data_ptr())
+        self.fronts = tuple(itemgetter(*(where[s] for s in _slots_of(f))) for f in fronts)
 
     def __call__(self, tensors: tuple) -> bool:
         """Launch on the caller's ten tensors (out included); False, launching nothing, where a launch must take
         the normal path (a pointer of another alignment class, a hook, ...)."""
-        slots = tensors + scratch(self.scratch[0], self.device) + scratch(self.scratch[1], self.device)
-        if _aligned(self.present(slots)) != self.aligned:
+        ptrs = list(map(_DATA_PTR, self.pick(tensors)))
+        if self.all_aligned:
+            if reduce(or_, ptrs) & 15:
+                return False
+        elif tuple(p % 16 == 0 for p in ptrs) != self.aligned:
             return False
-        return _launch.launch_bound(self.bounds, [f(slots) for f in self.fronts])
+        scratch = None
+        if self.scratch_elems:
+            # referenced until the launches are queued; the caching allocator orders any reuse after them
+            scratch = torch.empty(self.scratch_elems, dtype=torch.float32, device=self.device)
+            b = _DATA_PTR(scratch)
+            if b & 15:
+                return False
+            ptrs += [b + o for o in self.offsets]
+        ptrs += self.fixed
+        return _launch.launch_bound(self.bounds, [f(ptrs) for f in self.fronts])
+
+
+def _slots_of(front: itemgetter) -> tuple:
+    """The slot indices an itemgetter over a call's slots picks, in order."""
+    return front(range(CALL_SLOTS + _SCRATCH_SLOTS))
+
+
+def _parts(sizes: tuple) -> tuple:
+    """A path's three split partials (accumulators, maxima, sums) of ``sizes = (acc elements, row elements)``, in
+    float32 elements, each but the last rounded up to 16 bytes."""
+    acc, rows = sizes
+    return -(-acc // 4) * 4, -(-rows // 4) * 4, rows
 
 
 # one float32 element per device, for the partial buffers a one-split launch never touches: allocated once, not
@@ -72,7 +123,6 @@ def scratch(sizes: tuple | None, device: torch.device) -> tuple:
     if sizes is None:
         u = _unused_partials(device)
         return (u, u, u)
-    acc, rows = sizes
+    acc, pad, rows = _parts(sizes)
     # one allocation split at 16-byte (4-element) boundaries: 2.4 against 4.0 us for three on a CPU
-    acc, pad = -(-acc // 4) * 4, -(-rows // 4) * 4
     return torch.empty(acc + pad + rows, dtype=torch.float32, device=device).split_with_sizes((acc, pad, rows))
