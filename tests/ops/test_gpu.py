@@ -127,11 +127,14 @@ def _fused_moe_configs(spec, model, tokens) -> dict:
     ],
     ids=["decode-split", "mixed"],
 )
-def test_paged_attention_repeats_a_layout_bit_exactly(shape):
+def test_paged_attention_repeats_a_layout_bit_exactly(shape, monkeypatch):
     # the second call of a layout hands the launchers data pointers as ints (ops/paged_attention/replay.py): the
-    # CUDA launcher must take them as it takes the tensors of the first call
+    # CUDA launcher must take them as it takes the tensors of the first call, which an empty memo makes normal
+    from tritonkit.ops import _checks
     from tritonkit.ops.paged_attention import api
     from tritonkit.spec import Shape
+
+    monkeypatch.setattr(api, "_CHECKED", _checks.CheckedLayouts())
 
     spec = ops.get_spec("paged_attention")
     full = Shape(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16, **shape)

@@ -156,8 +156,12 @@ def test_checked_layouts_are_bounded():
         assert (i,) in memo and len(memo.keys) <= 3
     assert not memo.add(None) and None not in memo
     # a key that cannot be hashed (a symbolic shape) is neither kept nor found: its call checks everything
+    memo.add((10,))
+    memo.add((11,))
+    assert len(memo.keys) == 3
     unhashable = _checks.hashable_key(lambda: ([1], 2))
     assert not memo.add(unhashable) and memo.get(unhashable) is None and unhashable not in memo
+    assert len(memo.keys) == 3  # a full memo keeps what it holds
     assert _checks.hashable_key(lambda: ((1,), 2)) == ((1,), 2)
 
 

@@ -140,12 +140,13 @@ class CheckedLayouts:
         """Remember ``key``; False where it cannot be (None, or a key that cannot be hashed)."""
         if key is None:
             return False
-        if len(self.keys) >= self.maxsize:
-            self.keys.clear()
         try:
             self.keys[key] = value
         except TypeError:
             return False
+        if len(self.keys) > self.maxsize:
+            self.keys.clear()
+            self.keys[key] = value
         return True
 
     def clear(self) -> None:

@@ -622,11 +622,12 @@ def _checked(
             k_scale,
             v_scale,
         )
-        layout = Layout(
-            _checks.extents(out, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
-        )
-        if not _CHECKED.add(key, layout):
-            layout = None
+        if key is not None:
+            layout = Layout(
+                _checks.extents(out, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
+            )
+            if not _CHECKED.add(key, layout):
+                layout = None
     # data pointers and index values, every call: the kernels write out while reading everything else, so no
     # element twice and no shared memory (a fresh output shares none)
     if out is not None:

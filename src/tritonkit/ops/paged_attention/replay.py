@@ -25,7 +25,6 @@ from .. import _launch
 # the caller's tensors (out included) lead a call's slots; the decode and the prefill split scratch follow
 CALL_SLOTS = 10
 _SCRATCH_SLOTS = 6
-_DATA_PTR = torch.Tensor.data_ptr
 
 
 class Layout:
@@ -75,7 +74,8 @@ class Replay:
     def __call__(self, tensors: tuple) -> bool:
         """Launch on the caller's ten tensors (out included); False, launching nothing, where a launch must take
         the normal path (a pointer of another alignment class, a hook, ...)."""
-        ptrs = list(map(_DATA_PTR, self.pick(tensors)))
+        # each tensor's own data_ptr (a subclass may override it, as the launcher would have called it)
+        ptrs = [t.data_ptr() for t in self.pick(tensors)]
         if self.all_aligned:
             if reduce(or_, ptrs) & 15:
                 return False
@@ -85,7 +85,7 @@ class Replay:
         if self.scratch_elems:
             # referenced until the launches are queued; the caching allocator orders any reuse after them
             scratch = torch.empty(self.scratch_elems, dtype=torch.float32, device=self.device)
-            b = _DATA_PTR(scratch)
+            b = scratch.data_ptr()
             if b & 15:
                 return False
             ptrs += [b + o for o in self.offsets]
