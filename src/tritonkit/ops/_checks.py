@@ -338,13 +338,28 @@ def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
 
 
-def no_overlap(out_name: str, out: torch.Tensor | None, in_place_ok: bool = False, **others) -> None:
+def no_overlap(
+    out_name: str, out: torch.Tensor | None, in_place_ok: bool = False, *, extents: tuple | None = None, **others
+) -> None:
     """ValueError naming ``out_name`` and the first of ``others`` (tensors or None) it shares memory with: the
     kernel writes ``out`` while it reads (or writes) them. ``in_place_ok``: ``out`` may be exactly one of them
-    (the same view), where the op reads each element before it writes it."""
+    (the same view), where the op reads each element before it writes it. ``extents``: :func:`extents` of ``out``
+    and ``others`` in that order, where the caller keeps them per layout (a call then reads data pointers alone)."""
     if out is None or not out.numel() or not _has_memory(out):
         return
-    span = lo, hi = _byte_span(out)
+    if extents is None:
+        span = lo, hi = _byte_span(out)
+    else:
+        lo = out.data_ptr()
+        span = lo, hi = lo, lo + extents[0]
+        # the extents known, most calls end here: separate allocations, ruled out by their data pointers alone
+        for t, size in zip(others.values(), extents[1:]):
+            if size:
+                p = t.data_ptr()
+                if p < hi and lo < p + size:
+                    break
+        else:
+            return
     for name, t in others.items():
         # most calls: separate allocations, ruled out by the two ends alone
         if not isinstance(t, torch.Tensor):
@@ -363,24 +378,8 @@ def no_overlap(out_name: str, out: torch.Tensor | None, in_place_ok: bool = Fals
 
 def extents(*tensors) -> tuple[int, ...]:
     """Each tensor's bytes from its first element to one past its last (0 for None, a non-tensor or an empty
-    tensor): a function of the layout, kept by an op per checked layout for :func:`no_overlap_known`."""
+    tensor): a function of the layout, which an op may keep per checked layout for :func:`no_overlap`."""
     return tuple(_extent(t) if isinstance(t, torch.Tensor) and t.numel() else 0 for t in tensors)
-
-
-def no_overlap_known(out_name: str, out: torch.Tensor | None, known: tuple[int, ...], **others) -> None:
-    """:func:`no_overlap` with the extents of ``out`` and ``others`` (in that order) known, :func:`extents` of their
-    layouts: most calls are separate allocations, ruled out by their data pointers alone. Where two spans meet, the
-    exact test (and its error) is no_overlap's."""
-    if out is None or not known[0] or not _has_memory(out):
-        return
-    lo = out.data_ptr()
-    hi = lo + known[0]
-    for t, size in zip(others.values(), known[1:]):
-        if size:
-            p = t.data_ptr()
-            if p < hi and lo < p + size:
-                no_overlap(out_name, out, **others)
-                return
 
 
 def distinct_outputs(**outs: torch.Tensor) -> None:

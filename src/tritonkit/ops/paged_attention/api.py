@@ -623,6 +623,7 @@ def _checked(
             v_scale,
         )
         if key is not None:
+            # out's and the inputs' extents, in the order the overlap test below names them
             layout = Layout(
                 _checks.extents(out, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
             )
@@ -632,7 +633,10 @@ def _checked(
     # element twice and no shared memory (a fresh output shares none)
     if out is not None:
         _checks.distinct_elements("out", out)
-        inputs = dict(
+        _checks.no_overlap(
+            "out",
+            out,
+            extents=None if layout is None else layout.extents,
             q=q,
             k_cache=k_cache,
             v_cache=v_cache,
@@ -643,10 +647,6 @@ def _checked(
             k_scale=k_scale,
             v_scale=v_scale,
         )
-        if layout is None:
-            _checks.no_overlap("out", out, **inputs)
-        else:
-            _checks.no_overlap_known("out", out, layout.extents, **inputs)
     if _checks.indices_checked():
         _check_indices(
             cu_seqlens_q, seqused_k, block_table, q.shape[0], k_cache.shape[0], k_cache.shape[1], max_seqlen_q

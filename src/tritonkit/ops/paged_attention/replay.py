@@ -33,7 +33,7 @@ class Layout:
 
     __slots__ = ("extents", "replay")
 
-    def __init__(self, extents: tuple[int, ...] = ()):
+    def __init__(self, extents: tuple[int, ...]):
         self.extents = extents
         self.replay: Replay | None = None
 
@@ -61,7 +61,7 @@ class Replay:
             for k, n in enumerate(_parts(sizes) if sizes is not None else ()):
                 where[first + k] = len(present) + len(offsets)
                 offsets.append(4 * elems)
-                elems += -(-n // 4) * 4
+                elems += n
         # the fixed values: None (a slot without a tensor), the unused partials of a path without splits
         fixed = len(present) + len(offsets)
         for slot in range(CALL_SLOTS + _SCRATCH_SLOTS):
@@ -100,9 +100,9 @@ def _slots_of(front: itemgetter) -> tuple:
 
 def _parts(sizes: tuple) -> tuple:
     """A path's three split partials (accumulators, maxima, sums) of ``sizes = (acc elements, row elements)``, in
-    float32 elements, each but the last rounded up to 16 bytes."""
-    acc, rows = sizes
-    return -(-acc // 4) * 4, -(-rows // 4) * 4, rows
+    float32 elements, each rounded up to 16 bytes so that the next part starts aligned."""
+    acc, rows = (-(-n // 4) * 4 for n in sizes)
+    return acc, rows, rows
 
 
 # one float32 element per device, for the partial buffers a one-split launch never touches: allocated once, not
