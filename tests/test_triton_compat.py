@@ -57,8 +57,12 @@ def test_the_launch_internals_are_there_and_specialize_as_the_fast_path_keys(bac
 
 
 def test_jit_run_launches_the_way_the_fast_path_copies(monkeypatch):
-    assert compat.launch_convention_ok(compat.launch_internals())
-    monkeypatch.setattr(compat, "LAUNCH_SOURCES", set())
+    # every Triton the README supports has a known convention, named after the release it was read from
+    conv = compat.launch_convention(compat.launch_internals())
+    assert conv is not None, f"Triton {compat.VERSION}: JITFunction.run is not in LAUNCH_CONVENTIONS"
+    assert ".".join(compat.VERSION.split(".")[:2]) in conv.releases
+    assert all(hasattr(compat.knobs.compilation, name) for name in conv.compilation_options)
+    monkeypatch.setattr(compat, "LAUNCH_CONVENTIONS", {})
     assert not compat.launch_convention_ok(compat.launch_internals())
     assert not compat.launch_convention_ok(None)
 

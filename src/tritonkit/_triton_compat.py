@@ -30,6 +30,7 @@ the interpreter's patches of ``triton.language``    check/runner.py: a process t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import inspect
 import os
@@ -55,7 +56,9 @@ __all__ = [
     "Autotuner",
     "DriverBase",
     "GPUTarget",
+    "KNOWN_LAUNCH_RELEASES",
     "JITFunction",
+    "LaunchConvention",
     "active_driver",
     "capture_missing",
     "compiled_kernels",
@@ -66,6 +69,7 @@ __all__ = [
     "interpreted_function_type",
     "interpreter_patched",
     "knob_set",
+    "launch_convention",
     "launch_convention_ok",
     "launch_internals",
     "lower_to_ttir",
@@ -76,9 +80,33 @@ __all__ = [
 
 
 # -- the fast launch path (ops/_launch.py) -----------------------------------------------------------------------
-#: sha256 prefixes of the stripped source of ``JITFunction.run`` and ``CompiledKernel.launch_metadata`` whose
-#: launch convention ops/_launch.py copies (Triton 3.6.0)
-LAUNCH_SOURCES = {("b23b098b1d164489", "33ec15102e4d48a6")}
+@dataclasses.dataclass(frozen=True)
+class LaunchConvention:
+    """How one family of Triton releases launches a cached kernel in ``JITFunction.run``, as far as ops/_launch.py
+    must copy it: the releases it was read from, whether ``run`` adds a ``custom_pipeline`` specialization while
+    ``knobs.runtime.add_stages_inspection_hook`` is set (3.7 on), and the ``knobs.compilation`` values ``run`` adds
+    to the compile options, so to the cache key, beside debug and instrumentation_mode (3.9: fpsan)."""
+
+    releases: str
+    inspection_hook: bool
+    compilation_options: tuple[str, ...] = ()
+
+
+#: the launch conventions ops/_launch.py copies, by the sha256 prefixes of the stripped source of
+#: ``JITFunction.run`` and ``CompiledKernel.launch_metadata`` (each read from the release's wheel; the launcher
+#: ``CompiledKernel.run`` returns takes the same arguments in all of them: grid, stream, function, packed metadata,
+#: launch metadata, the two hooks, the bound arguments, pointers as tensors or ints)
+LAUNCH_CONVENTIONS = {
+    ("b23b098b1d164489", "33ec15102e4d48a6"): LaunchConvention("3.6", inspection_hook=False),
+    # 3.7 adds the inspection hook's pipeline field and drops the future-returning compile; 3.8 is unchanged
+    ("5c544d0a2be193d8", "33ec15102e4d48a6"): LaunchConvention("3.7, 3.8", inspection_hook=True),
+    # 3.9 adds knobs.compilation.fpsan_homomorphic_casts to the options it keys on
+    ("40d673d756fa87b1", "33ec15102e4d48a6"): LaunchConvention(
+        "3.9", inspection_hook=True, compilation_options=("fpsan_homomorphic_casts",)
+    ),
+}
+#: the releases whose launch convention is in LAUNCH_CONVENTIONS, for messages
+KNOWN_LAUNCH_RELEASES = "3.6-3.9"
 
 
 def launch_internals() -> types.SimpleNamespace | None:
@@ -120,14 +148,28 @@ def source_digest(fn) -> str:
     return hashlib.sha256(src.encode()).hexdigest()[:16]
 
 
-def launch_convention_ok(internals: types.SimpleNamespace | None) -> bool:
-    """Whether ``JITFunction.run`` still launches the way ops/_launch.py does (its source is one we checked)."""
+def launch_convention(internals: types.SimpleNamespace | None) -> LaunchConvention | None:
+    """How this Triton's ``JITFunction.run`` launches, where its source is one we read (else None), with the knobs
+    that convention reads checked present."""
     if internals is None:
-        return False
+        return None
     try:
-        return (source_digest(internals.run), source_digest(internals.CompiledKernel.launch_metadata)) in LAUNCH_SOURCES
+        digests = (source_digest(internals.run), source_digest(internals.CompiledKernel.launch_metadata))
     except (OSError, TypeError):
-        return False
+        return None
+    conv = LAUNCH_CONVENTIONS.get(digests)
+    if conv is None:
+        return None
+    if conv.inspection_hook and not hasattr(knobs.runtime, "add_stages_inspection_hook"):
+        return None
+    if not all(hasattr(knobs.compilation, name) for name in conv.compilation_options):
+        return None
+    return conv
+
+
+def launch_convention_ok(internals: types.SimpleNamespace | None) -> bool:
+    """Whether ``JITFunction.run`` launches in a way ops/_launch.py knows (its source is one we read)."""
+    return launch_convention(internals) is not None
 
 
 def device_cache(jit, device: int) -> tuple[dict, Any]:

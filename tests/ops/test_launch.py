@@ -9,6 +9,7 @@ the fast path must hand the launcher exactly what ``run`` hands it.
 import importlib
 import itertools
 import types
+import warnings
 
 import pytest
 import torch
@@ -257,6 +258,9 @@ class _FakeCompiled(CompiledKernel):
         self.src = None
         self._run = lambda *a: calls.append(a)
 
+    def __del__(self):
+        pass  # nothing was loaded (3.8 on, CompiledKernel.__del__ unloads a module)
+
 
 class _Harness:
     def __init__(self, monkeypatch):
@@ -400,18 +404,58 @@ def test_unhandled_argument_takes_the_normal_path(harness):
         harness.launch(_call(n=2**64))
 
 
-def test_unknown_triton_falls_back(harness, monkeypatch):
-    assert _launch.available() == (True, "on")
+def test_the_path_is_on_for_this_triton():
+    on, why = _launch.available()
+    assert on, why
+    assert f"Triton {triton.__version__}" in why
+
+
+def test_unknown_triton_falls_back_and_says_so_once(harness, monkeypatch):
     from tritonkit import _triton_compat
 
-    monkeypatch.setattr(_triton_compat, "LAUNCH_SOURCES", set())
-    _launch._convention_ok.cache_clear()
+    monkeypatch.setattr(_triton_compat, "LAUNCH_CONVENTIONS", {})
+    _launch._convention.cache_clear()
     monkeypatch.setattr(_launch, "_STATES", {})
     try:
-        assert not _launch.available()[0]
-        assert harness.launch() == "normal" and harness.launch() == "normal"
+        with pytest.warns(_launch.FastLaunchOffWarning, match=f"Triton {triton.__version__}.*TRITONKIT_FAST_LAUNCH=0"):
+            assert harness.launch() == "normal"
+        assert not _launch.available()[0] and "not one it knows" in _launch.available()[1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # said once, not at every launch
+            assert harness.launch() == "normal" and harness.launch() == "normal"
     finally:
-        _launch._convention_ok.cache_clear()
+        _launch._convention.cache_clear()
+
+
+def test_an_inspection_hook_takes_the_normal_path(harness, monkeypatch):
+    # Triton 3.7 on: run adds a custom pipeline to the key while knobs.runtime.add_stages_inspection_hook is set
+    if not _launch._convention().inspection_hook:
+        pytest.skip(f"Triton {triton.__version__} has no add_stages inspection hook")
+    harness.launch()
+    bound = _launch.launch(harness.kernel, (5, 2), *_call(), front=2)
+    assert harness.launch() == "fast" and bound is not None
+    with monkeypatch.context() as m:
+        m.setattr(knobs.runtime, "add_stages_inspection_hook", lambda: ("k", "h"))
+        assert _launch._prepare(harness.kernel, (5, 2), *_call()) is None
+        assert _launch.launch_bound((bound,), [(T16, T32)]) is False
+    assert harness.launch() == "fast"
+
+
+def test_the_conventions_extra_options_split_the_key(harness, monkeypatch):
+    # Triton 3.9 keys a compile on knobs.compilation.fpsan_homomorphic_casts: a kernel compiled with one value must
+    # never be launched for the other
+    names = _launch._convention().compilation_options
+    if not names:
+        pytest.skip(f"Triton {triton.__version__}'s run adds no compilation knob to its key")
+    assert harness.launch() == "normal"
+    bound = _launch.launch(harness.kernel, (5, 2), *_call(), front=2)
+    assert harness.launch() == "fast"
+    for name in names:
+        with monkeypatch.context() as m:
+            m.setattr(knobs.compilation, name, not getattr(knobs.compilation, name))
+            assert _launch.launch_bound((bound,), [(T16, T32)]) is False
+            assert harness.launch() == "normal" and harness.launch() == "fast"
+    assert harness.launch() == "fast" and len(harness.compiles) == 1 + len(names)
 
 
 def test_capture_still_sees_every_launch(harness):

@@ -4,9 +4,11 @@
 ``native_specialize_impl`` per argument, the cache-key string, launch metadata. :func:`launch` sends the first call
 for a key through that path and keeps the ``CompiledKernel`` it returns; later calls with the same key call that
 kernel's launcher exactly as ``JITFunction.run`` would (grid, current stream, function, packed metadata, no launch
-metadata or hooks, every bound argument constexprs included). Triton 3.6 hands the launcher its launch-hook chains
-and a metadata dict even when no hook is registered; with the chains empty nothing reads them, so None goes
-instead.
+metadata or hooks, every bound argument constexprs included). Triton (3.6 to 3.9) hands the launcher its launch-hook
+chains and a metadata dict even when no hook is registered; with the chains empty nothing reads them, so None goes
+instead. Each release's ``run`` is copied as a :class:`~tritonkit._triton_compat.LaunchConvention`, recognised by
+its source: a Triton whose ``run`` is none of them takes the normal path and says so once
+(:class:`FastLaunchOffWarning`).
 
 The key is everything Triton specializes a launch on, so a kernel compiled for other specializations never runs:
 
@@ -14,17 +16,17 @@ The key is everything Triton specializes a launch on, so a kernel compiled for o
   kernel's binder calls): a tensor's dtype and 16-byte alignment, an int's ==1 / %16 / i32-i64-u64 class (only the
   class where the parameter is in ``do_not_specialize``), None, float, bool;
 - each constexpr's type and value (Triton keys on their ``str``: ``True``, ``1`` and ``1.0`` differ);
-- num_warps, num_stages, the debug and instrumentation options ``run`` adds, and the current device (Triton keeps
-  one cache per device).
+- num_warps, num_stages, the debug and instrumentation options ``run`` adds (3.9 also fpsan_homomorphic_casts),
+  and the current device (Triton keeps one cache per device).
 
 A hit also needs Triton's own cache to still hold that kernel under the key it compiled it for (a cleared
 ``device_caches`` recompiles, as it would without us) and the kernel's globals unchanged. Everything else takes
 the normal path: interpreter kernels (not a ``JITFunction``), non-CUDA tensors, argument types not listed above,
 a launch hook (a callable in ``knobs.runtime.launch_enter_hook``/``launch_exit_hook``'s chain, or in its place:
-profilers), a patched ``JITFunction.run`` (``tritonkit check`` captures launches that way), pre-run hooks,
-``TRITONKIT_FAST_LAUNCH=0`` (read at import; :func:`set_enabled` switches at run time), and a Triton whose
-internals differ from the 3.6 ones copied here (checked once: attributes at import, ``JITFunction.run``'s source
-at the first launch).
+profilers), a patched ``JITFunction.run`` (``tritonkit check`` captures launches that way), pre-run hooks, an
+``add_stages_inspection_hook`` (3.7 on: ``run`` then keys on a custom pipeline), ``TRITONKIT_FAST_LAUNCH=0`` (read
+at import; :func:`set_enabled` switches at run time), and a Triton whose internals are none of the conventions
+copied here (checked once: attributes at import, ``JITFunction.run``'s source at the first launch).
 
 An op whose launch arguments are a function of a layout it has already checked can keep what :func:`launch` returns
 with ``front=n`` (a :class:`Bound`: the compiled kernel, its grid and every argument after the first ``n``) and
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 
 import torch
 from triton import knobs
@@ -73,10 +76,25 @@ def set_enabled(flag: bool) -> None:
 _T = _compat.launch_internals()
 
 
+class FastLaunchOffWarning(UserWarning):
+    """This Triton launches in a way the fast path does not know: every eager launch takes ``JITFunction.run``."""
+
+
 @functools.lru_cache(maxsize=None)
-def _convention_ok() -> bool:
-    """Whether ``JITFunction.run`` still launches the way :func:`launch` does (its source is one we checked)."""
-    return _compat.launch_convention_ok(_T)
+def _convention() -> _compat.LaunchConvention | None:
+    """How ``JITFunction.run`` launches on this Triton, where :func:`launch` knows it (read once, at the first
+    launch); else None, said once as a :class:`FastLaunchOffWarning`."""
+    conv = _compat.launch_convention(_T)
+    if conv is None and _enabled:
+        warnings.warn(
+            f"tritonkit: Triton {_compat.VERSION} launches kernels in a way tritonkit's fast launch path does not know "
+            f"(it knows Triton {_compat.KNOWN_LAUNCH_RELEASES}): every eager op call takes Triton's own launch path, "
+            f"correct but tens of µs slower on the host. A tritonkit release that supports this Triton restores it; "
+            f"{ENV_VAR}=0 turns the path off and this warning with it.",
+            FastLaunchOffWarning,
+            stacklevel=4,
+        )
+    return conv
 
 
 def available() -> tuple[bool, str]:
@@ -84,10 +102,13 @@ def available() -> tuple[bool, str]:
     if not _enabled:
         return False, f"disabled ({ENV_VAR}=0 or set_enabled(False))"
     if _T is None:
-        return False, "this Triton lacks the 3.6 internals it uses"
-    if not _convention_ok():
-        return False, "JITFunction.run differs from the Triton 3.6.0 source it copies"
-    return True, "on"
+        return False, f"Triton {_compat.VERSION} lacks the internals it uses"
+    conv = _convention()
+    if conv is None:
+        return False, (
+            f"Triton {_compat.VERSION}'s JITFunction.run is not one it knows (Triton {_compat.KNOWN_LAUNCH_RELEASES})"
+        )
+    return True, f"on (Triton {_compat.VERSION}, the {conv.releases} launch convention)"
 
 
 class _Entry:
@@ -123,8 +144,9 @@ class _Entry:
 class _FastKernel:
     """What the fast path needs of one ``JITFunction``: its parameters, and the kernels launched per key."""
 
-    def __init__(self, jit):
+    def __init__(self, jit, conv: _compat.LaunchConvention):
         self.jit = jit
+        self.conv = conv
         self.names = tuple(p.name for p in jit.params)
         # per parameter: constexpr, then the flags the binder hands native_specialize_impl
         self.params = tuple(
@@ -187,14 +209,29 @@ def _state(kernel) -> _FastKernel | None:
     state = _STATES.get(id(kernel))
     if state is not None and state.jit is kernel:
         return state
-    if not _convention_ok():
+    conv = _convention()
+    if conv is None:
         return None
-    state = _STATES[id(kernel)] = _FastKernel(kernel)
+    state = _STATES[id(kernel)] = _FastKernel(kernel, conv)
     return state
 
 
-def _options(kernel, device: int, num_warps: int, num_stages: int | None, launch_pdl: bool) -> tuple:
-    """The options JITFunction.run keys on besides the arguments and constexprs."""
+def _compilation_extras(conv: _compat.LaunchConvention) -> tuple:
+    """The ``knobs.compilation`` values this Triton's ``run`` adds to the options it keys on (3.9: fpsan)."""
+    comp = knobs.compilation
+    return tuple(getattr(comp, name) for name in conv.compilation_options)
+
+
+def _inspecting(conv: _compat.LaunchConvention) -> bool:
+    """Whether ``run`` would add a custom pipeline to the key now (3.7 on: an add_stages inspection hook is set)."""
+    return conv.inspection_hook and knobs.runtime.add_stages_inspection_hook is not None
+
+
+def _options(
+    kernel, device: int, num_warps: int, num_stages: int | None, launch_pdl: bool, extras: tuple = ()
+) -> tuple:
+    """The options JITFunction.run keys on besides the arguments and constexprs: device, warps, stages, pdl, debug,
+    instrumentation, then the convention's extra compilation knobs."""
     return (
         device,
         num_warps,
@@ -202,6 +239,7 @@ def _options(kernel, device: int, num_warps: int, num_stages: int | None, launch
         launch_pdl,
         kernel.debug or knobs.runtime.debug,
         knobs.compilation.instrumentation_mode,
+        *extras,
     )
 
 
@@ -225,6 +263,9 @@ def _prepare(
     state = _state(kernel)
     if state is None:
         return None
+    conv = state.conv
+    if conv.inspection_hook and _inspecting(conv):
+        return None
     full = state.bind(args, constexprs)
     if full is None:
         return None
@@ -232,7 +273,8 @@ def _prepare(
         drv = _T.driver.active
         dev = drv.get_current_device()
         kernel_cache, backend = _compat.device_cache(kernel, dev)
-        key = state.key(full, backend, _options(kernel, dev, num_warps, num_stages, launch_pdl), _DEVICE_TENSOR)
+        options = _options(kernel, dev, num_warps, num_stages, launch_pdl, _compilation_extras(conv))
+        key = state.key(full, backend, options, _DEVICE_TENSOR)
     except Exception:  # noqa: BLE001 - no driver, an int past u64, ...: the normal path reports it
         return None
     if key is None:
@@ -274,7 +316,7 @@ def launch(
                 None,
                 *full,
             )
-            return None if front is None else Bound(kernel, entry, grid, full[front:], key)
+            return None if front is None else Bound(kernel, entry, grid, full[front:], key, _n_extras(state))
     options = {"num_warps": num_warps}
     if num_stages is not None:
         options["num_stages"] = num_stages
@@ -292,30 +334,35 @@ def launch(
         state.remember(key, compiled, kernel_cache)
         entry = state.entries.get(key)
         if front is not None and entry is not None and entry.launchable(kernel_cache):
-            return Bound(kernel, entry, grid, full[front:], key)
+            return Bound(kernel, entry, grid, full[front:], key, _n_extras(state))
     return None
+
+
+def _n_extras(state: _FastKernel) -> int:
+    return len(state.conv.compilation_options)
 
 
 class Bound:
     """One launch the fast path holds, kept to repeat with other leading arguments: the kernel's launcher, its grid,
     the arguments after the leading ones (constexprs included) and the options its key was taken under."""
 
-    __slots__ = ("kernel", "entry", "grid", "tail", "device", "debug", "instrumentation")
+    __slots__ = ("kernel", "entry", "grid", "tail", "device", "debug", "instrumentation", "extras")
 
-    def __init__(self, kernel, entry: _Entry, grid: tuple, tail: tuple, key: tuple):
+    def __init__(self, kernel, entry: _Entry, grid: tuple, tail: tuple, key: tuple, n_extras: int):
         n = len(grid)
         self.kernel, self.entry, self.tail = kernel, entry, tail
         self.grid = (grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1)
-        # key[:6] is _options(): device, warps, stages, pdl, debug, instrumentation
+        # key starts with _options(): device, warps, stages, pdl, debug, instrumentation, the convention's extras
         self.device, self.debug, self.instrumentation = key[0], key[4], key[5]
+        self.extras = key[6 : 6 + n_extras]
 
-    def ready(self, device: int, debug: bool, instrumentation) -> bool:
+    def ready(self, device: int, debug: bool, instrumentation, extras: tuple) -> bool:
         """Whether Triton would launch this very kernel now (what _prepare and _Entry.launchable check, key aside),
-        given the current device and the runtime's debug and instrumentation knobs (read once a call)."""
+        given the current device and the runtime's debug, instrumentation and extra knobs (read once a call)."""
         k = self.kernel
         if self.device != device or "run" in k.__dict__ or k.pre_run_hooks:
             return False
-        if (k.debug or debug) != self.debug or instrumentation != self.instrumentation:
+        if (k.debug or debug) != self.debug or instrumentation != self.instrumentation or extras != self.extras:
             return False
         kernel_cache = _compat.held_device_cache(k, device)
         return kernel_cache is not None and self.entry.launchable(kernel_cache)
@@ -335,14 +382,18 @@ def launch_bound(bounds: tuple, fronts: list) -> bool:
         or rt.interpret
     ):
         return False
+    conv = _convention()  # a Bound exists only where it is known
+    if conv is None or (conv.inspection_hook and _inspecting(conv)):
+        return False
     try:
         drv = _T.driver.active
         dev = drv.get_current_device()
     except Exception:  # noqa: BLE001 - no driver: the normal path reports it
         return False
     debug, instrumentation = rt.debug, knobs.compilation.instrumentation_mode
+    extras = _compilation_extras(conv) if conv.compilation_options else ()
     for b in bounds:
-        if not b.ready(dev, debug, instrumentation):
+        if not b.ready(dev, debug, instrumentation, extras):
             return False
     stream = drv.get_current_stream(dev)
     for b, front in zip(bounds, fronts):
@@ -364,8 +415,12 @@ def cache_key(
     """The fast path's key for one launch on tensors of any device, for the given backend (no driver needed)."""
     if _T is None or type(kernel) is not _T.JITFunction:
         return None
-    state = _FastKernel(kernel)
+    conv = _convention()
+    if conv is None:
+        return None
+    state = _FastKernel(kernel, conv)
     full = state.bind(args, constexprs)
     if full is None:
         return None
-    return state.key(full, backend, _options(kernel, device, num_warps, num_stages, launch_pdl), None)
+    options = _options(kernel, device, num_warps, num_stages, launch_pdl, _compilation_extras(conv))
+    return state.key(full, backend, options, None)
