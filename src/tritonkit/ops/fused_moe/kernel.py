@@ -262,7 +262,10 @@ def _topk_sum_last(
             _, ok = _slot_expert(topk_ids_ptr, expert_map_ptr, m, j, stride_idm, num_global, num_experts, HAS_MAP)
             # other programs' rows: from L2, past this SM's L1
             row = c_ptr + (m.to(tl.int64) * TOPK + j) * stride_cm
-            acc += tl.load(row + offs_n, mask=mask_n & ok, other=0.0, cache_modifier=".cg").to(tl.float32)
+            # where(), not `mask_n & ok`: see _fused_moe_sum_kernel
+            acc += tl.load(row + offs_n, mask=tl.where(ok, mask_n, False), other=0.0, cache_modifier=".cg").to(
+                tl.float32
+            )
         tl.store(out_ptr + m.to(tl.int64) * stride_om + offs_n, _round(acc, ACT_BF16), mask=mask_n)
 
 
@@ -625,7 +628,9 @@ def _fused_moe_sum_kernel(
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for j in tl.static_range(TOPK):
         _, ok = _slot_expert(topk_ids_ptr, expert_map_ptr, pid_m, j, stride_idm, num_global, num_local, HAS_MAP)
-        c = tl.load(c_ptr + (pid_m * TOPK + j) * stride_cm + offs, mask=mask & ok, other=0.0)
+        # where(), not `mask & ok`: Triton 3.9's interpreter makes a block & a scalar-born i1 an int32 block, which
+        # it refuses as a load mask (the compiled code is the same)
+        c = tl.load(c_ptr + (pid_m * TOPK + j) * stride_cm + offs, mask=tl.where(ok, mask, False), other=0.0)
         acc += c.to(tl.float32)
     tl.store(out_ptr + pid_m * stride_om + offs, _round(acc, ACT_BF16), mask=mask)
 
