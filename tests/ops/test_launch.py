@@ -227,6 +227,7 @@ def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
         calls = []
         for grid, args, kw in rec.launches:
             kw = dict(kw)
+            assert kw.pop("enable_fp_fusion") is True
             calls.append((args, kw, kw.pop("num_warps"), kw.pop("num_stages", None), kw.pop("launch_pdl", False)))
             assert type(grid) is tuple
         assert calls, f"{k} never launched"
@@ -238,10 +239,11 @@ def test_normal_path_passes_exactly_the_old_call():
     _launch.launch(rec, (3, 2), (1, 2), {"A": 4}, 8)
     _launch.launch(rec, (3,), (1,), {}, 4, 2)
     _launch.launch(rec, (3,), (1,), {}, 4, None, launch_pdl=True)
+    # FMA contraction asked for explicitly, so Triton 3.10's new default cannot change the ops' numerics
     assert rec.launches == [
-        ((3, 2), (1, 2), {"A": 4, "num_warps": 8}),
-        ((3,), (1,), {"num_warps": 4, "num_stages": 2}),
-        ((3,), (1,), {"num_warps": 4, "launch_pdl": True}),
+        ((3, 2), (1, 2), {"A": 4, "num_warps": 8, "enable_fp_fusion": True}),
+        ((3,), (1,), {"num_warps": 4, "enable_fp_fusion": True, "num_stages": 2}),
+        ((3,), (1,), {"num_warps": 4, "enable_fp_fusion": True, "launch_pdl": True}),
     ]
 
 

@@ -50,6 +50,11 @@ from . import _device
 
 ENV_VAR = "TRITONKIT_FAST_LAUNCH"
 
+#: every op kernel is compiled with FMA contraction, explicitly: the kernels are tuned and validated with it (Triton's
+#: default through 3.9), and Triton 3.10 turns the default off (3.9 warns that it will). Passing it keeps the numerics
+#: of every release the same; TRITON_FORCE_DISABLE_FP_FUSION=1 still turns it off, at compile time.
+FP_FUSION = True
+
 _MISSING = object()
 _TENSOR_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
 # what native_specialize_impl handles besides tensors; anything else takes the normal path
@@ -317,7 +322,7 @@ def launch(
                 *full,
             )
             return None if front is None else Bound(kernel, entry, grid, full[front:], key, _n_extras(state))
-    options = {"num_warps": num_warps}
+    options = {"num_warps": num_warps, "enable_fp_fusion": FP_FUSION}
     if num_stages is not None:
         options["num_stages"] = num_stages
     if launch_pdl:
