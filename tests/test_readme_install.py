@@ -46,8 +46,8 @@ def test_the_setup_line_pins_the_gpu_images_triton_and_no_plotting_extras():
     assert "bench" not in args[args.index("-e") + 1]
 
 
-@pytest.mark.skipif(not _pypi_reachable(), reason="pypi.org is not reachable from this machine")
-def test_the_readme_setup_line_resolves_against_pypi_alone(tmp_path):
+def _resolve(tmp_path, args: list[str]) -> dict[str, str]:
+    """What pip would install for ``args`` from PyPI alone, on an empty environment: {name: version}."""
     report = tmp_path / "report.json"
     cmd = [
         sys.executable,
@@ -61,15 +61,40 @@ def test_the_readme_setup_line_resolves_against_pypi_alone(tmp_path):
         "--disable-pip-version-check",
         "--report",
         str(report),
-        *readme_setup_args(),
+        *args,
     ]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, f"{shlex.join(cmd)}\n{r.stderr[-3000:]}"
-    got = {
+    return {
         i["metadata"]["name"].lower().replace("_", "-"): i["metadata"]["version"]
         for i in json.loads(report.read_text())["install"]
     }
+
+
+def readme_keep_torch_args() -> list[str]:
+    """The install the README gives for keeping the torch (and Triton) an environment has: ``pip install ARGS``."""
+    text = (ROOT / "README.md").read_text()
+    marker = "`pip install -e "
+    assert marker in text, "README.md no longer gives the keep-your-torch install (`pip install -e \".[...]\"`)"
+    return shlex.split(text[text.index(marker) + 1 :].split("`", 1)[0])[2:]
+
+
+@pytest.mark.network
+@pytest.mark.skipif(not _pypi_reachable(), reason="pypi.org is not reachable from this machine")
+def test_the_readme_setup_line_resolves_against_pypi_alone(tmp_path):
+    got = _resolve(tmp_path, readme_setup_args())
     assert got["triton"] == "3.6.0" and "torch" in got and "tritonkit" in got
     # numpy < 2.4 for Triton 3.6's interpreter; the CPU install stays lean: no plotting or terminal UI packages
     assert tuple(int(x) for x in got["numpy"].split(".")[:2]) < (2, 4)
     assert not {"matplotlib", "rich"} & got.keys(), sorted(got)
+
+
+@pytest.mark.network
+@pytest.mark.skipif(not _pypi_reachable(), reason="pypi.org is not reachable from this machine")
+def test_the_keep_your_torch_install_keeps_vllm_034s_torch_and_triton(tmp_path):
+    # vLLM 0.34.0 pins torch 2.14.0, which requires Triton 3.8.0: adding tritonkit the README's way beside them must
+    # resolve with both kept (no downgrade of torch, no other Triton)
+    args = readme_keep_torch_args()
+    assert args[0] == "-e" and "bench" in args[1]
+    got = _resolve(tmp_path, ["torch==2.14.0", *args])
+    assert got["torch"] == "2.14.0" and got["triton"] == "3.8.0" and "tritonkit" in got
