@@ -2,6 +2,7 @@
 one, the test that names it fails, and the seam module is the one file to review."""
 
 import os
+from pathlib import Path
 import subprocess
 import sys
 import textwrap
@@ -251,3 +252,12 @@ def test_only_the_seam_reaches_triton_internals():
             found[str(path.relative_to(root))] = hits
     assert not found, found
     assert _reaches(ast.parse("from triton.runtime.jit import JITFunction\nk.device_caches"))  # the scan sees them
+
+
+def test_the_readme_states_the_supported_releases():
+    # the README's support matrix and the releases .ci/triton-matrix tests are one list
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    table = readme[readme.index("### Supported Triton releases") :].split("\n\n")[1]
+    rows = [line.split("|")[1].strip() for line in table.splitlines()[2:]]
+    assert rows == list(compat.SUPPORTED)
+    assert compat.DEVELOPED_AGAINST == rows[0]

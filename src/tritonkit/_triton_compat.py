@@ -49,9 +49,18 @@ from triton.runtime.jit import JITFunction
 
 DEVELOPED_AGAINST = "3.6.0"
 VERSION = triton.__version__
+#: the Triton releases tritonkit supports, each with the PyPI torch releases that require it (the README's support
+#: matrix; .ci/triton-matrix runs the tests on each, .ci/run on the first and the last)
+SUPPORTED = {
+    "3.6.0": "2.11",
+    "3.7.1": "2.12 (Triton 3.7.0), 2.13",
+    "3.8.0": "2.14 (vLLM 0.34.0's)",
+    "3.9.0": "2.15",
+}
 
 __all__ = [
     "DEVELOPED_AGAINST",
+    "SUPPORTED",
     "VERSION",
     "Autotuner",
     "DriverBase",
