@@ -3,6 +3,7 @@
 CUDA only. Run from the repository root on the GPU machine:
 
     PYTHONPATH=src python benchmarks/gpu/host_overhead.py [--inductor] [--dtype bfloat16] [--calls 1000]
+        [--only LABEL ...] [--json FILE]
 
 For each op, one decode-sized input (Llama-3-8B dims, one token; paged_attention over 256 keys so the kernel
 stays shorter than the host's work) timed as ``calls`` back-to-back calls, median of 3 repeats, one sync at the
@@ -14,6 +15,7 @@ outputs must match bit for bit, and the fast call must not have gone through ``J
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import torch
@@ -30,7 +32,8 @@ MODEL = MODELS["llama3-8b"]
 
 
 def cases():
-    """``(label, op name, shape)``: one token of each op."""
+    """``(label, op name, shape)``: one token of each op, then the serving points whose host time issue 35 compares
+    across Triton releases (paged attention's decode, short prompt and draft tokens; fused_moe at one token)."""
     rms = get_spec("rms_norm").sweep_shape(MODEL, 1)
     out = [
         ("rms_norm", "rms_norm", rms.replace(residual=0)),
@@ -39,8 +42,16 @@ def cases():
     out += [
         (n, n, get_spec(n).sweep_shape(MODEL, 1)) for n in ("silu_and_mul", "rotary_embedding", "reshape_and_cache")
     ]
-    decode = get_spec("paged_attention").sweep_shape(MODEL, 1)
+    attn = get_spec("paged_attention")
+    decode = attn.sweep_shape(MODEL, 1)
     out.append(("paged_attention", "paged_attention", decode.replace(context=255)))
+    for label, num_tokens, series in (
+        ("attn decode 1x1K", 1, "decode 1K keys"),
+        ("attn prompt 16", 16, "prefill causal"),
+        ("attn 8x4 draft at 4K", 32, "speculative 4 tokens at 4K keys"),
+    ):
+        out.append((label, "paged_attention", attn.series_at(MODEL, num_tokens)[series]))
+    out.append(("fused_moe mixtral 1", "fused_moe", get_spec("fused_moe").sweep_shape(MODELS["mixtral-8x7b"], 1)))
     return out
 
 
@@ -90,6 +101,8 @@ def main() -> int:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--inductor", action="store_true", help="also time torch.compile(reference)")
+    ap.add_argument("--only", nargs="+", metavar="LABEL", help="time only these cases (labels as printed)")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows, with the card and versions, as JSON")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("host_overhead.py needs a CUDA GPU", file=sys.stderr)
@@ -101,6 +114,8 @@ def main() -> int:
 
     rows, failed = [], False
     for label, name, shape in cases():
+        if args.only and label not in args.only:
+            continue
         spec = get_spec(name)
         inputs = spec.make_inputs(shape, dtype, Fill("randn", device))
         same = check_same(spec, inputs)
@@ -122,6 +137,18 @@ def main() -> int:
     for label, times, same in rows:
         saved = 1 - times["fast"] / times["normal"]
         print(f"{label:<20}" + "".join(f"{times[c]:>10.1f}" for c in cols) + f"{saved:>8.0%}  {same}")
+    if args.json:
+        record = {
+            "gpu": torch.cuda.get_device_name(),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "fast_launch": why,
+            "dtype": args.dtype,
+            "calls": args.calls,
+            "rows": [{"case": label, **times, "outputs": same} for label, times, same in rows],
+        }
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=1)
     return 1 if failed or not ok else 0
 
 
