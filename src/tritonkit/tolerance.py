@@ -12,6 +12,7 @@ the same infinity. Ops loosen an entry only in their spec, with the reason writt
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
@@ -23,6 +24,15 @@ class Tolerance:
     reason: str
     # float32 math: each output a*b +- c*d rounds three times, each within 2^-24 of the terms: 4 ulps of them
     compute_eps: float = 2.0**-22
+
+    def __post_init__(self):
+        # a negative or NaN bound makes the error ratio negative or NaN, which passes every output: refuse it here
+        for name in ("rtol", "atol", "compute_eps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"Tolerance {name}={v!r}: must be a finite number >= 0")
+        if self.rtol == 0 and self.atol == 0:
+            raise ValueError("Tolerance rtol=0 and atol=0: no output could pass (give atol > 0 for an exact op)")
 
 
 TOLERANCES: dict[torch.dtype, Tolerance] = {

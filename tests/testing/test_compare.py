@@ -100,3 +100,14 @@ def test_integer_output_against_a_float_reference():
     ref = torch.tensor([1.0, 2.5, float("nan")], dtype=torch.float64)
     c = compare(torch.tensor([1, 2, 0], dtype=torch.int32), ref, LOOSE)
     assert c.mismatches == 2 and c.first_bad == (1,)
+
+
+@pytest.mark.parametrize(
+    "rtol, atol",
+    [(-1e-3, 1e-5), (1e-3, -1e-5), (float("nan"), 1e-5), (1e-3, float("nan")), (float("inf"), 0.0), (0.0, 0.0)],
+    ids=["neg-rtol", "neg-atol", "nan-rtol", "nan-atol", "inf-rtol", "both-zero"],
+)
+def test_a_tolerance_that_would_pass_everything_or_nothing_is_refused(rtol, atol):
+    # a negative or NaN bound made every case pass ("worst error 0"): x*3 passed against x*2
+    with pytest.raises(ValueError, match="Tolerance"):
+        Tolerance(rtol, atol, "bad")
