@@ -50,3 +50,44 @@ def test_a_bad_option_value_is_one_line_and_exit_2(args, words, capsys):
     assert main(args) == 2
     out = capsys.readouterr()
     assert words in out.err and out.err.count("\n") == 1 and out.out == ""
+
+
+_EXIT_SPEC = """
+import os, sys, torch
+from tritonkit import OpSpec
+MODE = {mode!r}
+def op(x):
+    if MODE == "op": sys.exit(0)
+    if MODE == "op_os": os._exit(0)
+    return x * 2
+def make_inputs(shape, dtype, fill):
+    if MODE == "inputs": sys.exit(0)
+    return {{"x": fill((shape["n"],), dtype)}}
+def reference(inputs, dtype):
+    if MODE == "reference": os._exit(0)
+    return {{"out": inputs["x"] * 2}}
+if MODE == "import": sys.exit(0)
+if MODE == "import_os": os._exit(0)
+S = OpSpec("exit_op", op, make_inputs, reference=reference, boundary=[{{"n": 4}}, {{"n": 5}}],
+           dtypes=(torch.float32,), families=("randn",))
+"""
+
+
+@pytest.mark.parametrize("mode", ["op", "op_os", "inputs", "reference", "import", "import_os"])
+def test_user_code_that_ends_the_process_never_passes(mode, tmp_path):
+    # sys.exit(0) / os._exit(0) in the op, make_inputs, the reference or at import: never exit 0, never a silent stop
+    (tmp_path / "exit_spec.py").write_text(_EXIT_SPEC.format(mode=mode))
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "exit_spec.py", "--json", "r.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if mode.startswith("import"):
+        assert p.returncode == 2 and "failed to import" in p.stderr
+        return
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "0 passed, 2 failed" in p.stdout and "which would end the run with no result" in p.stdout
+    report = __import__("json").loads((tmp_path / "r.json").read_text())
+    assert report["meta"]["complete"] is True and report["meta"]["cases_done"] == 2

@@ -33,20 +33,29 @@ def _refuse_exit(code: int = 0) -> None:
 
 
 @contextlib.contextmanager
-def user_code() -> Iterator[None]:
-    """Within: ``os._exit`` raises :class:`UserExit`, and stdout (both levels) is redirected to stderr."""
+def no_process_exit() -> Iterator[None]:
+    """Within: ``os._exit`` raises :class:`UserExit` instead of ending the process with no report (``sys.exit``
+    raises SystemExit already: the caller catches it)."""
     real_exit = os._exit
     os._exit = _refuse_exit
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+
+
+@contextlib.contextmanager
+def user_code() -> Iterator[None]:
+    """Within: ``os._exit`` raises :class:`UserExit`, and stdout (both levels) is redirected to stderr."""
     saved = None
     with contextlib.suppress(OSError, ValueError, AttributeError):
         sys.stdout.flush()
         saved = os.dup(1)
         os.dup2(2, 1)
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with no_process_exit(), contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
-        os._exit = real_exit
         if saved is not None:
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 sys.stderr.flush()

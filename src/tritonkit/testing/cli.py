@@ -17,6 +17,7 @@ import torch
 
 from .._env import driver_version, git_info
 from .._fileio import write_atomic
+from ..check.isolate import UserExit, no_process_exit
 from ..spec import dtype_name
 from ..tolerance import TOLERANCES
 
@@ -110,9 +111,14 @@ def main(argv: list[str]) -> int:
     specs = []
     for target in args.ops or ops_mod.OP_NAMES:
         try:
-            found = load_specs(target, ops_mod.OP_NAMES)
+            with no_process_exit():
+                found = load_specs(target, ops_mod.OP_NAMES)
         except LoadError as e:
             print(f"tritonkit validate: {e}", file=sys.stderr)
+            return 2
+        except (SystemExit, UserExit) as e:
+            what = f"sys.exit({e.code!r})" if isinstance(e, SystemExit) else "os._exit()"
+            print(f"tritonkit validate: {target}: importing it called {what}; nothing was validated", file=sys.stderr)
             return 2
         specs += [s for s in found if all(s is not t for t in specs)]
     names = [s.name for s in specs]
@@ -217,7 +223,7 @@ def _run(specs, args, dtypes, total: int, report):
                     report.tick(results, time.perf_counter() - t0)
 
             # warnings wait for the table: interleaved with the progress they hide it
-            with warnings.catch_warnings(record=True) as caught:
+            with warnings.catch_warnings(record=True) as caught, no_process_exit():
                 warnings.simplefilter("always")
                 v.run(specs, args.shapes, dtypes, args.families, device=v.default_device(), on_result=on_result)
     except KeyboardInterrupt:

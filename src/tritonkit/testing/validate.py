@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
+from ..check.isolate import UserExit
 from ..ops import poison_outputs
 from ..ops import explain_launch_error
 from ..spec import OpSpec, Shape, as_shape, dtype_name
@@ -169,6 +170,11 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
             res.detail = res.violations[0] + (
                 f" (and {len(res.violations) - 1} more)" if len(res.violations) > 1 else ""
             )
+    except (SystemExit, UserExit) as e:
+        # sys.exit / os._exit in the op, make_inputs or the reference would end the run with exit 0 and no result
+        what = f"sys.exit({e.code!r})" if isinstance(e, SystemExit) else "os._exit()"
+        res.detail = f"the case's code called {what}, which would end the run with no result: a failure"
+        res.outputs["exception"] = {"traceback": traceback.format_exc(limit=6)}
     except Exception as e:  # noqa: BLE001 - reported as a failed case, with the exception, so one bad case never hides the rest
         # "0 active drivers" from a user's kernel gets the sentence tritonkit's own ops give
         better = explain_launch_error(e)
