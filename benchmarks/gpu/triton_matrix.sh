@@ -7,7 +7,9 @@
 #     TRITONS="image /tmp/triton-3.8.0" bash benchmarks/gpu/triton_matrix.sh host kernels tests validate
 #   TRITONS: "image" is the machine's own Triton; a folder is a carried one (imported with TRITON_BACKENDS_IN_TREE=1).
 #   Steps: host (twice over the list, alternating, ~1 min a Triton), kernels (~2-3 min a Triton), tests, validate.
-#   KERNEL_TOKENS / MOE_TOKENS / MOE_MODELS narrow the kernel points.
+#   KERNEL_TOKENS / MOE_TOKENS / MOE_MODELS narrow the kernel points; KERNEL_TRITONS, TEST_TRITONS and
+#   VALIDATE_TRITONS limit those steps to some of the Tritons (the host step always alternates all of them);
+#   VALIDATE_OPS and VALIDATE_ARGS (e.g. "--dtype bfloat16") narrow validate.
 #
 # Everything lands in $OUT (default out/triton_matrix) as one archive, matrix.tgz (the device tool returns at most 8
 # files), and a table comparing each Triton's times with the first one's is printed last. To record, here:
@@ -59,7 +61,7 @@ for step in $STEPS; do
       done
       ;;
     kernels)
-      for t in $TRITONS; do
+      for t in ${KERNEL_TRITONS:-$TRITONS}; do
         tag=${TAG[$t]}
         echo "== kernels, Triton $tag ($(date +%T))" | tee -a "$W/log.txt"
         # shellcheck disable=SC2086
@@ -75,7 +77,7 @@ for step in $STEPS; do
       done
       ;;
     tests)
-      for t in $TRITONS; do
+      for t in ${TEST_TRITONS:-$TRITONS}; do
         echo "== GPU tests of the launch path, Triton ${TAG[$t]} ($(date +%T))" | tee -a "$W/log.txt"
         under "$t" timeout 240 python3 -m pytest -q -p no:cacheprovider tests/ops/test_launch.py \
           tests/test_triton_compat.py "tests/ops/test_gpu.py::test_paged_attention_repeats_a_layout_bit_exactly" \
@@ -83,11 +85,12 @@ for step in $STEPS; do
       done
       ;;
     validate)
-      for t in $TRITONS; do
+      for t in ${VALIDATE_TRITONS:-$TRITONS}; do
         tag=${TAG[$t]}
         echo "== validate, Triton $tag ($(date +%T))" | tee -a "$W/log.txt"
-        under "$t" timeout 280 python3 -m tritonkit validate ${VALIDATE_OPS:-} --json "$W/validate-$tag.json" \
-          --quiet 2>&1 | tail -3 | tee -a "$W/log.txt"
+        # shellcheck disable=SC2086
+        under "$t" timeout 280 python3 -m tritonkit validate ${VALIDATE_OPS:-} ${VALIDATE_ARGS:-} \
+          --json "$W/validate-$tag.json" --quiet 2>&1 | tail -3 | tee -a "$W/log.txt"
       done
       ;;
     *) echo "unknown step $step (host kernels tests validate)" >&2 ;;
