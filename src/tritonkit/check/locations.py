@@ -63,8 +63,21 @@ class Locations:
 
     def user_frame(self, expr: str | None, skip_prefixes: tuple[str, ...]) -> Frame | None:
         """The innermost frame in user code (not inside Triton's own language modules)."""
+        return self.user_site(expr, skip_prefixes)[0]
+
+    def user_site(self, expr: str | None, skip_prefixes: tuple[str, ...]) -> tuple[Frame | None, bool]:
+        """(the innermost frame in user code, whether it is a call site: the op was made inside a function Triton
+        inlined there, ``tl.cdiv`` or a jit function of Triton's own)."""
         fr = [f for f in self.frames(expr) if f.file]
-        for f in fr:
+        for k, f in enumerate(fr):
             if not f.file.startswith(skip_prefixes):
-                return f
-        return fr[0] if fr else None
+                return f, k > 0
+        return (fr[0], False) if fr else (None, False)
+
+    def node_starts(self, func_loc: str | None) -> bool:
+        """Whether the IR locates each op at the start of the AST node that made it, with 1-based columns in the
+        file's coordinates (Triton 3.8 on), rather than at the last node visited before it was made, with 0-based
+        columns in the dedented source (through 3.7). Read from the function's own location: through 3.7 its
+        ``def`` is at column 0 whatever its indent, from 3.8 at the indent plus one."""
+        fr = [f for f in self.frames(func_loc) if f.file]
+        return bool(fr) and fr[0].col >= 1

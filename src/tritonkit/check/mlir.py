@@ -204,6 +204,8 @@ class Func:
     blocks: list[Block] = dataclasses.field(default_factory=list)
     #: per-value facts analyses derive from the IR alone (they never change once parsed), by analysis
     memo: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    #: the function's own location (its ``def``), from the ``} loc(...)`` that closes it
+    loc: str | None = None
 
     def top_block(self, op: Op) -> Block | None:
         """The function-level block that holds ``op`` (directly or inside a region)."""
@@ -431,6 +433,7 @@ class _Parser:
     def _close(self, f: Func, s: str, stack) -> None:
         owner, _blk = stack.pop()
         if owner is None:
+            f.loc = _trailing_loc(s[1:].strip())[1]
             return  # end of function
         self.scopes.pop()
         rest = s[1:].strip().lstrip(")").strip()

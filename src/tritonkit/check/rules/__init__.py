@@ -18,9 +18,37 @@ from ..capture import Capture, Launch, Unit
 from ..findings import Finding, Problem
 from ..locations import Locations
 from ..mlir import Func, Module, Op
+from ..pointers import THROUGH
 from ..ranges import Bindings, RangeAnalysis
+from ..source import legacy_position
 
 _TRITON_DIR = os.path.dirname(triton.__file__) + os.sep
+
+
+def _same_site_depth(f: Func, op: Op, locs: Locations) -> int:
+    """How many ops of ``op``'s name and location use its result, one through the next (through shape ops and
+    extensions): 1 for the inner ``arith.muli`` of ``a * b * c``, 0 for the outer."""
+    users = f.memo.get("users")
+    if users is None:
+        users = f.memo["users"] = {}
+        for o in f.ops:
+            for v in o.operands:
+                users.setdefault(v, []).append(o)
+    here = locs.frames(op.loc)[:1]
+    n, cur, seen = 0, op, {id(op)}
+    while True:
+        stack, nxt = list(cur.results), None
+        while stack and nxt is None:
+            for u in users.get(stack.pop(), ()):
+                if u.name in THROUGH:
+                    stack += u.results
+                elif u.name == op.name and id(u) not in seen and locs.frames(u.loc)[:1] == here:
+                    nxt = u
+                    break
+        if nxt is None:
+            return n
+        seen.add(id(nxt))
+        n, cur = n + 1, nxt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +67,7 @@ class Context:
         self.arch = arch
         self.problems: list[Problem] = []
         self._seen_problems: set[tuple[str, str, str]] = set()
-        self._locs: dict[int, Locations] = {}
+        self._locs: dict[int, tuple[Locations, bool]] = {}  # per unit: its locations, and whether at node starts
         self._union: dict[tuple, RangeAnalysis] = {}
         self._per_launch: dict[tuple, RangeAnalysis] = {}
 
@@ -93,15 +121,29 @@ class Context:
         return self.located(unit, op) or (unit.kernel.file, unit.kernel.line, 0)
 
     def located(self, unit: Unit, op: Op | None) -> tuple[str, int, int] | None:
-        """(file, line, col) of an op in user code, or None when the IR gives it no location there."""
+        """(file, line, col) of an op in user code, or None when the IR gives it no location there. Read as Triton
+        3.7 locates ops on every release: the column is in the kernel's dedented source (see :mod:`..source`)."""
         if op is None:
             return None
         parsed = unit.func()
-        locs = self._locs.get(id(unit))
-        if locs is None:
-            locs = self._locs[id(unit)] = Locations(parsed[1].aliases)
-        fr = locs.user_frame(op.loc, (_TRITON_DIR,))
-        return (fr.file, fr.line, fr.col) if fr is not None and fr.file else None
+        got = self._locs.get(id(unit))
+        if got is None:
+            locs = Locations(parsed[1].aliases)
+            # the kernel's `def`: the function's own location, or an argument's (named after it)
+            at_def = parsed[0].loc or next((loc for _a, _t, loc in parsed[0].args if loc), None)
+            got = self._locs[id(unit)] = (locs, locs.node_starts(at_def))
+        locs, node_starts = got
+        fr, call_site = locs.user_site(op.loc, (_TRITON_DIR,))
+        if fr is None or not fr.file:
+            return None
+        if node_starts:
+            # Triton 3.8 on: where 3.7 put it, so that names, lines and columns agree across releases
+            pos = legacy_position(
+                fr.file, fr.line, fr.col, None if call_site else op.name, lambda: _same_site_depth(parsed[0], op, locs)
+            )
+            if pos is not None:
+                return fr.file, pos[0], pos[1]
+        return fr.file, fr.line, fr.col
 
     # -- ranges ---------------------------------------------------------------------------------------------
     def bindings(self, unit: Unit, f: Func, launches: list[Launch], **extra) -> Bindings:
