@@ -222,8 +222,8 @@ def test_loop_counters_are_followed_as_k_times_step(report):
     assert "next iteration of the loop" in f.message
     # two loops over the same column tiles (off = k * BN): an element is read and rewritten by one lane
     assert _on(report, "_two_pass_tiles_kernel") == []
-    # a block pointer's offset carried as x + STEP: a whole tile per step never meets the next, half a tile does
-    (f,) = _on(report, "_block_ptr_tiles_kernel", "store-then-load")
+    # a tensor descriptor's tile moved by k * STEP: a whole tile per step never meets the next, half a tile does
+    (f,) = _on(report, "_desc_tiles_kernel", "store-then-load")
     assert f.case == {"step": 64} and "next iteration of the loop" in f.message
 
 

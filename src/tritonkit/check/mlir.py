@@ -573,4 +573,6 @@ class _Parser:
 
 
 def parse_module(text: str) -> Module:
-    return _Parser(text).parse()
+    from .descriptors import lower
+
+    return _Parser(lower(text)).parse()

@@ -1,6 +1,8 @@
 """Chunked beta * K K^T (strictly lower triangle, with gate decay) of gated delta-rule linear attention, one
-program per (chunk, batch x value head), block pointers over [B, T, H, K], modeled on flash-linear-attention's
-chunk_scaled_dot_kkt. See SOURCES.md: fla-org/flash-linear-attention#1080 / #1082.
+program per (chunk, batch x value head), modeled on flash-linear-attention's chunk_scaled_dot_kkt. See SOURCES.md:
+fla-org/flash-linear-attention#1080 / #1082. Upstream reads K and writes A through block pointers, which Triton 3.9
+removed: here they are tensor descriptors built in the kernel over the same base pointers (a descriptor's last stride
+is 1, so the strided per-row beta and g are plain loads).
 
 The sequence's first row is `bos = i_b * T` with i_b from tl.program_id(1). In the `i32bh` kernel that program id
 is int32, so `(bos * H + head) * K` wraps at B=128, T=32,768 (8.6e9 elements); the twin widens the program id to
@@ -28,22 +30,20 @@ def _chunk_kkt_i32bh_kernel(  # expect: autotune-cost
     bos = i_b * T
     o_t = i_t * BT + tl.arange(0, BT)
     m_t = o_t < T
-    p_beta = tl.make_block_ptr(beta_ptr + bos * HV + i_h, (T,), (HV,), (i_t * BT,), (BT,), (0,))
-    b_beta = tl.load(p_beta, boundary_check=(0,))
+    b_beta = tl.load(beta_ptr + (bos + o_t) * HV + i_h, mask=m_t, other=0)
     b_a = tl.zeros([BT, BT], dtype=tl.float32)
+    d_k = tl.make_tensor_descriptor(k_ptr + (bos * H + i_h // (HV // H)) * K,  # expect: int32-offset
+                                    [T, K], [H * K, 1], [BT, BK])
     for i_k in range(tl.cdiv(K, BK)):
-        p_k = tl.make_block_ptr(k_ptr + (bos * H + i_h // (HV // H)) * K, (T, K), (H * K, 1),  # expect: int32-offset
-                                (i_t * BT, i_k * BK), (BT, BK), (1, 0))
-        b_k = tl.load(p_k, boundary_check=(0, 1))
+        b_k = d_k.load([i_t * BT, i_k * BK])
         b_a += tl.dot(b_k, tl.trans(b_k))
-    p_g = tl.make_block_ptr(g_ptr + bos * HV + i_h, (T,), (HV,), (i_t * BT,), (BT,), (0,))
-    b_g = tl.load(p_g, boundary_check=(0,))
+    b_g = tl.load(g_ptr + (bos + o_t) * HV + i_h, mask=m_t, other=0)
     b_a *= tl.exp(b_g[:, None] - b_g[None, :])
     b_a *= b_beta[:, None]
     b_a = tl.where((o_t[:, None] > o_t[None, :]) & (m_t[:, None] & m_t), b_a, 0)
-    p_a = tl.make_block_ptr(a_ptr + (bos * HV + i_h) * BT, (T, BT), (BT * HV, 1), (i_t * BT, 0),  # expect: int32-offset
-                            (BT, BT), (1, 0))
-    tl.store(p_a, b_a.to(p_a.dtype.element_ty), boundary_check=(0, 1))
+    d_a = tl.make_tensor_descriptor(a_ptr + (bos * HV + i_h) * BT,  # expect: int32-offset
+                                    [T, BT], [BT * HV, 1], [BT, BT])
+    d_a.store([i_t * BT, 0], b_a.to(a_ptr.dtype.element_ty))
 
 
 @triton.autotune(configs=CONFIGS, key=["H", "HV", "K", "BT"])
@@ -59,22 +59,20 @@ def _chunk_kkt_kernel(  # expect: autotune-cost
     bos = i_b * T
     o_t = i_t * BT + tl.arange(0, BT)
     m_t = o_t < T
-    p_beta = tl.make_block_ptr(beta_ptr + bos * HV + i_h, (T,), (HV,), (i_t * BT,), (BT,), (0,))
-    b_beta = tl.load(p_beta, boundary_check=(0,))
+    b_beta = tl.load(beta_ptr + (bos + o_t) * HV + i_h, mask=m_t, other=0)
     b_a = tl.zeros([BT, BT], dtype=tl.float32)
+    d_k = tl.make_tensor_descriptor(k_ptr + (bos * H + i_h // (HV // H)) * K,
+                                    [T, K], [H * K, 1], [BT, BK])
     for i_k in range(tl.cdiv(K, BK)):
-        p_k = tl.make_block_ptr(k_ptr + (bos * H + i_h // (HV // H)) * K, (T, K), (H * K, 1),
-                                (i_t * BT, i_k * BK), (BT, BK), (1, 0))
-        b_k = tl.load(p_k, boundary_check=(0, 1))
+        b_k = d_k.load([i_t * BT, i_k * BK])
         b_a += tl.dot(b_k, tl.trans(b_k))
-    p_g = tl.make_block_ptr(g_ptr + bos * HV + i_h, (T,), (HV,), (i_t * BT,), (BT,), (0,))
-    b_g = tl.load(p_g, boundary_check=(0,))
+    b_g = tl.load(g_ptr + (bos + o_t) * HV + i_h, mask=m_t, other=0)
     b_a *= tl.exp(b_g[:, None] - b_g[None, :])
     b_a *= b_beta[:, None]
     b_a = tl.where((o_t[:, None] > o_t[None, :]) & (m_t[:, None] & m_t), b_a, 0)
-    p_a = tl.make_block_ptr(a_ptr + (bos * HV + i_h) * BT, (T, BT), (BT * HV, 1), (i_t * BT, 0),
-                            (BT, BT), (1, 0))
-    tl.store(p_a, b_a.to(p_a.dtype.element_ty), boundary_check=(0, 1))
+    d_a = tl.make_tensor_descriptor(a_ptr + (bos * HV + i_h) * BT,
+                                    [T, BT], [BT * HV, 1], [BT, BT])
+    d_a.store([i_t * BT, 0], b_a.to(a_ptr.dtype.element_ty))
 
 
 def chunk_kkt(kernel, k, g, beta, chunk=64):

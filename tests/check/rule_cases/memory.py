@@ -376,12 +376,12 @@ def _two_pass_tiles_kernel(x_ptr, n_rows, N, stride, BM: tl.constexpr, BN: tl.co
 
 
 @triton.jit
-def _block_ptr_tiles_kernel(x_ptr, M, N, sm, sn, STEP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
-    # a block pointer moved STEP columns an iteration: a whole tile never meets the next; half a tile does
-    p = tl.make_block_ptr(x_ptr, (M, N), (sm, sn), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
-    for _ in range(0, tl.cdiv(N, STEP)):
-        tl.store(p, tl.load(p, boundary_check=(0, 1)) * 2, boundary_check=(0, 1))
-        p = tl.advance(p, (0, STEP))
+def _desc_tiles_kernel(x_ptr, M, N, sm, STEP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    # a tensor descriptor's tile moved STEP columns an iteration: a whole tile never meets the next; half a tile does
+    desc = tl.make_tensor_descriptor(x_ptr, [M, N], [sm, 1], [BM, BN])
+    row = tl.program_id(0) * BM
+    for k in range(0, tl.cdiv(N, STEP)):
+        desc.store([row, k * STEP], desc.load([row, k * STEP]) * 2)
 
 
 @tritonkit.case(rows=[64, 4096])
@@ -424,6 +424,6 @@ def mask_axes(ncols):
 
 
 @tritonkit.case(step=[128, 64])
-def block_ptr(step):
+def descriptor_tiles(step):
     x = torch.empty(64, 1024, **M)
-    _block_ptr_tiles_kernel[(4,)](x, 64, 1024, 1024, 1, STEP=step, BM=16, BN=128)
+    _desc_tiles_kernel[(4,)](x, 64, 1024, 1024, STEP=step, BM=16, BN=128)
