@@ -66,6 +66,23 @@ def test_text_block_has_location_source_rule_why_fix_and_summary(report):
     assert text.rstrip().splitlines()[-1].startswith("tritonkit check: 5 errors, 0 warnings, 0 infos in 4 kernels")
 
 
+def test_every_format_states_the_triton_and_the_target_it_read(report):
+    # findings are read from the IR this Triton compiled for this GPU: each format says which
+    import triton
+
+    assert report.stats["triton"] == triton.__version__ and report.stats["arch"] == "sm_90"
+    summary = to_text(report).rstrip().splitlines()[-1]
+    assert summary.endswith(f"for sm_90 with Triton {triton.__version__} in {report.stats['seconds']:.1f} s")
+    assert {k: json.loads(to_json(report))["stats"][k] for k in ("triton", "arch")} == {
+        "triton": triton.__version__,
+        "arch": "sm_90",
+    }
+    (run,) = json.loads(to_sarif(report))["runs"]
+    assert run["tool"]["extensions"] == [
+        {"name": "triton", "version": triton.__version__, "properties": {"target": "sm_90"}}
+    ]
+
+
 def test_cli_formats_rule_selection_and_exit_codes(tmp_path, capsys):
     assert check_main([FILE, "--format", "json", "--rule", "grid-limit"]) == 1
     d = json.loads(capsys.readouterr().out)

@@ -111,6 +111,7 @@ def to_sarif(rep: Report) -> str:
             region["startColumn"] = col + 1
         return {"physicalLocation": {"artifactLocation": art, "region": region}}
 
+    target = rep.stats.get("arch")
     results = []
     for f in rep.findings:
         res = {
@@ -159,7 +160,11 @@ def to_sarif(rep: Report) -> str:
                             }
                             for rid, m in rules.items()
                         ],
-                    }
+                    },
+                    # the findings are Triton's IR read by tritonkit: the Triton that compiled it, and for which GPU
+                    "extensions": [
+                        {"name": "triton", "version": str(rep.stats.get("triton")), "properties": {"target": target}}
+                    ],
                 },
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": root}},
                 "invocations": [
