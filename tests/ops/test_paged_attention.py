@@ -261,6 +261,37 @@ def test_work_model_counts_the_causal_half():
     assert w.bytes == 2 * 8 * 1 * 16 * 2 + 2 * 8 * 2 * 16 * 2
 
 
+# a window side near 2^31 is no limit: the kernels' position sums (position + side + 1) stayed in int32 and wrapped,
+# so every row saw no key; the second sequence holds fewer keys than queries (positions below 0) for the left side
+_HUGE = 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    "window", [(-1, _HUGE), (_HUGE, -1), (_HUGE, _HUGE), (_HUGE - 1, _HUGE - 1)], ids=lambda w: f"{w[0]}_{w[1]}"
+)
+def test_a_window_side_near_2_31_is_no_limit(window):
+    shape = Shape(
+        num_seqs=3,
+        q_len=(1, 20, 2),
+        context=(40, 3, 17),
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=32,
+        block_size=16,
+        causal=0,
+        window_left=window[0],
+        window_right=window[1],
+    )
+    inp = _inputs(shape)
+    inp["seqused_k"][1] = 5
+    out = paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **_kwargs(inp))
+    _assert_matches(out, inp)
+    unbounded = dict(inp, window_size=(-1, -1))
+    torch.testing.assert_close(
+        out, paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **_kwargs(unbounded)), rtol=0, atol=0
+    )
+
+
 # --- bad input: a clear error naming the argument, and out untouched ---------------------------------------------
 
 BAD = Shape(num_seqs=2, q_len=(1, 5), context=(20, 3), num_heads=4, num_kv_heads=2, head_dim=32, block_size=16)

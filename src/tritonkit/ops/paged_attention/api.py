@@ -126,9 +126,11 @@ def _steps(
     kv_fp8 = k_cache.dtype == FP8_DTYPE
     # flash-attn semantics: causal is the window (left, 0); -1 is an unbounded side
     limit_right = causal or window_right >= 0
-    win_right = 0 if causal else max(window_right, 0)
     limit_left = window_left >= 0
-    win_left = max(window_left, 0)
+    # a side past every key a row can reach is no limit; clamped, no int32 position sum in the kernels overflows: a
+    # key lies at most num_tokens - 1 after its row's position and at most bt_width * block_size - 1 before it
+    win_right = 0 if causal else min(max(window_right, 0), num_tokens)
+    win_left = min(max(window_left, 0), block_table.shape[1] * k_cache.shape[1])
     use_softcap = softcap > 0
     qk_scale = scale * LOG2E
     softcap_in = scale / softcap if use_softcap else 0.0
