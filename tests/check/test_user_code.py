@@ -313,3 +313,20 @@ def test_a_case_file_that_never_finishes_reading_is_stopped(tmp_path, capsys):
     assert time.monotonic() - t0 < 60
     out = capsys.readouterr().out
     assert "pipe_cases.py" in out and "CaseTimeout: ran past the 1 s limit" in out
+
+
+def test_a_case_that_changes_directory_moves_no_file_the_run_writes(tmp_path, monkeypatch):
+    away = tmp_path / "away"
+    away.mkdir()
+    body = f"os.chdir({str(away)!r})\n\n@tritonkit.case(n=[2])\ndef moves(n):\n    os.chdir({str(away)!r})\n    ok(n)\n"
+    _file(tmp_path, "a_moves.py", body)
+    _file(tmp_path, "b_stays.py", "")  # named by a relative path, imported after a_moves.py moved the process
+    (tmp_path / "accepted.json").write_text('{"tritonkit_baseline": 1, "findings": []}\n')
+    monkeypatch.chdir(tmp_path)
+    args = ["a_moves.py", "b_stays.py", "--format", "json", "-o", "r.json", "--baseline", "accepted.json"]
+    assert check_main(args + ["--write-baseline", "new.json"]) == 0
+    assert sorted(p.name for p in away.iterdir()) == []
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["problems"] == [] and rep["stats"]["cases"] == 3
+    assert json.loads((tmp_path / "new.json").read_text())["findings"] == []
+    assert os.getcwd() == str(tmp_path)

@@ -91,3 +91,35 @@ def test_user_code_that_ends_the_process_never_passes(mode, tmp_path):
     assert "0 passed, 2 failed" in p.stdout and "which would end the run with no result" in p.stdout
     report = __import__("json").loads((tmp_path / "r.json").read_text())
     assert report["meta"]["complete"] is True and report["meta"]["cases_done"] == 2
+
+
+_CHDIR_SPEC = """
+import os, torch
+from tritonkit import OpSpec
+AWAY = {away!r}
+os.chdir(AWAY)
+def op(x):
+    os.chdir(AWAY)
+    return x * 2
+S = OpSpec("{name}", op, lambda shape, dtype, fill: {{"x": fill((shape["n"],), dtype)}},
+           reference=lambda inputs, dtype: {{"out": inputs["x"] * 2}}, boundary=[{{"n": 4}}],
+           dtypes=(torch.float32,), families=("randn",))
+"""
+
+
+def test_an_op_that_changes_directory_moves_no_file_the_run_writes(tmp_path):
+    away = tmp_path / "away"
+    away.mkdir()
+    for name in ("first", "second"):  # the second is named relative to where validate started, after the first moved
+        (tmp_path / f"{name}.py").write_text(_CHDIR_SPEC.format(away=str(away), name=name))
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "first.py", "second.py", "--json", "r.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert list(away.iterdir()) == []
+    report = __import__("json").loads((tmp_path / "r.json").read_text())
+    assert report["meta"]["complete"] is True and [r["op"] for r in report["results"]] == ["first", "second"]

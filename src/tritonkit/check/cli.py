@@ -137,6 +137,8 @@ def _explain(rule: str) -> int:
 
 
 def _main(args) -> int:
+    # a case may call os.chdir: the files the run writes (and the baseline it reads) stay where they were named
+    output, write_to = (os.path.abspath(p) if p else None for p in (args.output, args.write_baseline))
     if args.explain:
         return _explain(args.explain)
     beside = [f for f, v in (("--op", args.ops), ("--space", args.spaces)) if v]
@@ -162,7 +164,7 @@ def _main(args) -> int:
         spaces=tuple(args.spaces) if args.spaces else Options.spaces,
         ops=tuple(args.ops) if args.ops else None,
         disk_cache=not args.no_cache,
-        baseline=args.baseline,
+        baseline=os.path.abspath(args.baseline) if args.baseline else None,
         jobs=args.jobs,
         case_timeout=args.case_timeout or None,
         progress=sys.stderr.isatty(),
@@ -173,8 +175,8 @@ def _main(args) -> int:
             return 2
     try:
         rep = run_check(args.targets, opts)
-        if args.write_baseline:
-            n = write_baseline(args.write_baseline, rep.findings)
+        if write_to:
+            n = write_baseline(write_to, rep.findings)
             for f in rep.findings:
                 f.baseline = f.suppressed is None
             print(f"tritonkit check: wrote {n} findings to the baseline {args.write_baseline}", file=sys.stderr)
@@ -182,9 +184,9 @@ def _main(args) -> int:
         print(f"tritonkit check: {e}", file=sys.stderr)
         return 2
     text = render(rep, args.format)
-    if args.output:
+    if output:
         try:
-            write_atomic(args.output, text + "\n")
+            write_atomic(output, text + "\n")
         except OSError as e:
             print(f"tritonkit check: cannot write the report to {args.output}: {e.strerror or e}", file=sys.stderr)
             return 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -108,10 +109,11 @@ def _exc(e: BaseException) -> str:
     return f"{type(e).__name__}: {short}" + (f" (at {_user_frame(e.__traceback__)})" if e.__traceback__ else "")
 
 
-def import_target(spec: str) -> tuple[Any | None, Problem | None]:
-    """Import a file (by path; as part of its package when it is in one) or a dotted module name."""
-    p = Path(spec)
-    if (why := _unreadable_path(spec)) is not None:
+def import_target(spec: str, base: str | None = None) -> tuple[Any | None, Problem | None]:
+    """Import a file (by path, relative to ``base`` when given; as part of its package when it is in one) or a
+    dotted module name."""
+    p = Path(base or "", spec)
+    if (why := _unreadable_path(spec, str(p))) is not None:
         return None, Problem("import", spec, why)
     try:
         with interpreter_off():
@@ -127,14 +129,15 @@ def import_target(spec: str) -> tuple[Any | None, Problem | None]:
         return None, Problem("import", spec, f"failed to import: {_exc(e)}{hint}")
 
 
-def _unreadable_path(spec: str) -> str | None:
-    """Why ``spec``, meant as a path, names no file to import (a symlink loop, a missing file or directory), or
-    None: it exists, or reads as a dotted module name (no separator, no .py)."""
+def _unreadable_path(spec: str, path: str | None = None) -> str | None:
+    """Why ``spec`` (found at ``path``), meant as a path, names no file to import (a symlink loop, a missing file or
+    directory), or None: it exists, or reads as a dotted module name (no separator, no .py)."""
+    path = path or spec
     try:
-        os.stat(spec)
+        os.stat(path)
         return None
     except OSError as e:
-        if os.path.islink(spec):
+        if os.path.islink(path):
             return f"cannot follow the symlink: {e.strerror or e}"
         if spec.endswith(".py") or os.sep in spec or (os.altsep and os.altsep in spec) or not _dotted(spec):
             return "no such file or directory"
@@ -320,7 +323,8 @@ def collect(paths: list[str], problems: list[Problem], timeout: float | None = N
     for spec in expand_paths(paths, problems):
         start = len(REGISTRY)
         with time_limit(timeout):
-            mod, prob = import_target(spec)
+            # relative to where the run started, even after an earlier file called os.chdir
+            mod, prob = import_target(spec, cwd)
         if prob is not None:
             problems.append(prob)
             continue
@@ -430,21 +434,29 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
         return _run_in_child(paths, opts)
     problems: list[Problem] = []
     compiler = Compiler(target, disk_cache=opts.disk_cache)
-    with interpreter_off(), user_code():
-        targets = (
-            collect(paths, problems, opts.case_timeout) if paths else builtin_targets(opts.ops, opts.spaces, problems)
-        )
-    for t in targets:
-        t.runs = [
-            r._replace(bounds=limited(r.bounds, opts.case_timeout), thunk=limited(r.thunk, opts.case_timeout))
-            for r in t.runs
-        ]
-    compiler.defer = True
-    compiler.progress = prog = Progress(opts.progress)
-    with Capture(compiler) as cap:
-        with user_code():
-            n_runs = _execute(cap, targets, problems, prog)
-        compiler.finish(opts.jobs)
+    cwd = os.getcwd()
+    try:
+        with interpreter_off(), user_code():
+            targets = (
+                collect(paths, problems, opts.case_timeout)
+                if paths
+                else builtin_targets(opts.ops, opts.spaces, problems)
+            )
+        for t in targets:
+            t.runs = [
+                r._replace(bounds=limited(r.bounds, opts.case_timeout), thunk=limited(r.thunk, opts.case_timeout))
+                for r in t.runs
+            ]
+        compiler.defer = True
+        compiler.progress = prog = Progress(opts.progress)
+        with Capture(compiler) as cap:
+            with user_code():
+                n_runs = _execute(cap, targets, problems, prog)
+            compiler.finish(opts.jobs)
+    finally:
+        # a case that called os.chdir: the report names files relative to where the run was started
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
     problems += cap.problems
     ctx = rules_pkg.Context(cap, arch_name(target))
     t_capture = time.perf_counter() - t0

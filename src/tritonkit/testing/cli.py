@@ -81,8 +81,11 @@ def _writable(path: str) -> str | None:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    # the results file stays where it was named when the ops' code calls os.chdir
+    cwd = os.getcwd()
+    json_path = os.path.abspath(args.json) if args.json is not None else None
     # a results file that cannot be written must fail now, not after a run of minutes
-    why = _writable(args.json) if args.json is not None else None
+    why = _writable(json_path) if json_path is not None else None
     if why:
         print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({why})", file=sys.stderr)
         return 2
@@ -112,7 +115,8 @@ def main(argv: list[str]) -> int:
     for target in args.ops or ops_mod.OP_NAMES:
         try:
             with no_process_exit():
-                found = load_specs(target, ops_mod.OP_NAMES)
+                # a relative path names a file where validate was started, even after an import called os.chdir
+                found = load_specs(target, ops_mod.OP_NAMES, cwd)
         except LoadError as e:
             print(f"tritonkit validate: {e}", file=sys.stderr)
             return 2
@@ -171,7 +175,7 @@ def main(argv: list[str]) -> int:
     }
     if on_gpu:
         meta["driver"] = driver_version()
-    report = _JsonReport(args.json, meta) if args.json is not None else None
+    report = _JsonReport(json_path, meta) if json_path is not None else None
     try:
         results, elapsed, caught = _run(specs, args, dtypes, len(cases), report)
         print_table(results, failures_only=args.quiet, every_row=args.every_row and not args.quiet)

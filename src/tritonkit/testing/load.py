@@ -45,17 +45,17 @@ def _where(e: BaseException) -> str:
     return f" (at {f.filename}:{f.lineno})" if f is not None else ""
 
 
-def _is_file(text: str) -> bool:
-    return text.endswith(".py") or os.sep in text or (os.altsep or os.sep) in text or Path(text).is_file()
+def _is_file(text: str, base: str | None = None) -> bool:
+    return text.endswith(".py") or os.sep in text or (os.altsep or os.sep) in text or Path(base or "", text).is_file()
 
 
-def _import(text: str) -> ModuleType:
+def _import(text: str, base: str | None = None) -> ModuleType:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
     try:
-        if _is_file(text):
-            p = Path(text)
+        if _is_file(text, base):
+            p = Path(base or "", text)
             if not p.is_file():
                 raise LoadError(f"{text}: no such file")
             return import_file(p)
@@ -65,7 +65,7 @@ def _import(text: str) -> ModuleType:
     except KeyboardInterrupt:
         raise
     except ModuleNotFoundError as e:
-        if not _is_file(text) and e.name and (text == e.name or text.startswith(e.name + ".")):
+        if not _is_file(text, base) and e.name and (text == e.name or text.startswith(e.name + ".")):
             raise LoadError(f"{text}: no such module (and no such file)") from None
         raise LoadError(f"{text}: failed to import: {type(e).__name__}: {e}{_where(e)}") from None
     except BaseException as e:  # noqa: BLE001 - SystemExit from a script is a failed import too
@@ -82,8 +82,9 @@ def specs_in(module: ModuleType) -> list[OpSpec]:
     return list(seen.values())
 
 
-def load_specs(target: str, builtin: tuple[str, ...] = ()) -> list[OpSpec]:
-    """The OpSpecs ``target`` names (see the module docstring); LoadError when it names none."""
+def load_specs(target: str, builtin: tuple[str, ...] = (), base: str | None = None) -> list[OpSpec]:
+    """The OpSpecs ``target`` names (see the module docstring), a relative file path read from ``base`` (default:
+    the current directory); LoadError when it names none."""
     if target in builtin:
         from ..ops import get_spec
 
@@ -91,7 +92,7 @@ def load_specs(target: str, builtin: tuple[str, ...] = ()) -> list[OpSpec]:
     module_part, colon, attr = target.rpartition(":")
     # "C:\\specs.py" is a Windows path, not module:NAME
     if colon and attr and not (len(module_part) == 1 and attr.startswith(("\\", "/"))):
-        mod = _import(module_part)
+        mod = _import(module_part, base)
         if not hasattr(mod, attr):
             found = ", ".join(n for n, v in vars(mod).items() if isinstance(v, OpSpec)) or "none"
             raise LoadError(f"{target}: {module_part} has no {attr!r} (its OpSpecs: {found})")
@@ -99,13 +100,13 @@ def load_specs(target: str, builtin: tuple[str, ...] = ()) -> list[OpSpec]:
         if not isinstance(v, OpSpec):
             raise LoadError(f"{target}: {attr} is a {type(v).__name__}, not an OpSpec")
         return [v]
-    if not _is_file(target) and "." not in target:
+    if not _is_file(target, base) and "." not in target:
         names = ", ".join(builtin)
         raise LoadError(
             f"unknown op {target!r}; built-in ops: {names}; or a spec file (path/to/specs.py), a module "
             "(mypkg.specs) or one spec (mypkg.specs:MY_SPEC)"
         )
-    specs = specs_in(_import(target))
+    specs = specs_in(_import(target, base))
     if not specs:
         raise LoadError(f"{target}: defines no OpSpec at its top level")
     return specs
