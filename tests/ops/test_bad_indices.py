@@ -6,6 +6,7 @@ Every output lives inside a larger buffer whose guard bytes are compared after t
 could reach lives inside NaN (an out-of-bounds read would turn up as NaN where the op promises finite values)."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -321,3 +322,45 @@ def test_paged_attention_refuses_a_cache_of_no_blocks():
             max_seqlen_q=1,
             max_seqlen_k=1,
         )
+
+
+# -- fp8 scale tensors ----------------------------------------------------------------------------------------------
+def _fp8_attention_inputs():
+    from tritonkit.ops import get_spec
+    from tritonkit.spec import Shape
+    from tritonkit.testing import Fill
+
+    shape = Shape(
+        num_seqs=2,
+        q_len=(1, 5),
+        context=(20, 3),
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=32,
+        block_size=16,
+        kv_dtype="fp8",
+    )
+    inp = get_spec("paged_attention").make_inputs(shape, torch.bfloat16, Fill("randn", DEVICE, 0))
+    kw = {k: inp[k] for k in ("cu_seqlens_q", "seqused_k", "block_table", "max_seqlen_q", "max_seqlen_k")}
+    return inp["q"], inp["k_cache"], inp["v_cache"], kw, inp["k_scale"]
+
+
+def test_a_zero_k_scale_tensor_makes_every_row_nan_unchecked():
+    # documented: the value is not read on the host; 0 times a masked key's -inf logit is NaN
+    q, k, v, kw, scale = _fp8_attention_inputs()
+    out = paged_attention(q, k, v, k_scale=torch.zeros_like(scale), v_scale=scale, **kw)
+    assert torch.isnan(out).all()
+
+
+@pytest.mark.parametrize("value, needle", [(0.0, "> 0"), (-1.0, "> 0"), (math.inf, "finite"), (math.nan, "finite")])
+@pytest.mark.parametrize("name", ["k_scale", "v_scale"])
+def test_checked_scale_tensor_is_refused_as_a_float_scale_is(check_indices, name, value, needle):
+    q, k, v, kw, scale = _fp8_attention_inputs()
+    scales = {"k_scale": scale, "v_scale": scale, name: torch.full_like(scale, value)}
+    out = torch.full_like(q, 7.0)
+    with pytest.raises(ValueError, match=rf"{name} must be {re.escape(needle)}, got {value} at \(0,\)"):
+        paged_attention(q, k, v, out=out, **scales, **kw)
+    assert bool((out == 7.0).all())
+    # the float form of the same value: the same words
+    with pytest.raises(ValueError, match=rf"{name} must be {re.escape(needle)}, got {value}"):
+        paged_attention(q, k, v, **{**scales, name: value}, **kw)

@@ -8,6 +8,7 @@ values when ``TRITONKIT_CHECK_INDICES=1`` (``indices_checked``), for debugging a
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Iterable
 
@@ -257,6 +258,20 @@ def at_most(name: str, t: torch.Tensor, limit_name: str, limit: int) -> None:
         raise ValueError(
             f"{limit_name} must be at least every {name}: it is {limit}, but the {name} at {pos} is "
             f"{int(t[pos])} ({CHECK_INDICES_ENV}=1 checks this)"
+        )
+
+
+def positive_finite(name: str, t: torch.Tensor, otherwise: str) -> None:
+    """ValueError naming the first value of the float tensor ``t`` that is not finite and > 0, with its position
+    (reads ``t``: a sync), in the words of the error a float argument gets."""
+    if not _values_readable(t):
+        return
+    pos = _first(~(torch.isfinite(t) & (t > 0)))
+    if pos is not None:
+        v = float(t[pos])
+        raise ValueError(
+            f"{name} must be {'> 0' if math.isfinite(v) else 'finite'}, got {v} at {pos} "
+            f"({CHECK_INDICES_ENV}=1 checks this; unset, {otherwise})"
         )
 
 

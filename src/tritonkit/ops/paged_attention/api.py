@@ -653,6 +653,7 @@ def _checked(
         _check_indices(
             cu_seqlens_q, seqused_k, block_table, q.shape[0], k_cache.shape[0], k_cache.shape[1], max_seqlen_q
         )
+        _check_scales(k_scale, v_scale)
     return layout
 
 
@@ -836,6 +837,14 @@ def _check_indices(
     )
 
 
+def _check_scales(k_scale, v_scale) -> None:
+    """``TRITONKIT_CHECK_INDICES=1``: a scale tensor's value (a device sync), refused as a float scale is; a tensor
+    of another dtype is left to _scale_tensor's TypeError."""
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if isinstance(s, torch.Tensor) and s.dtype == torch.float32:
+            _checks.positive_finite(name, s, otherwise="rows come out NaN or wrong")
+
+
 def paged_attention(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -879,7 +888,9 @@ def paged_attention(
     ``softcap > 0`` maps each scaled logit s to ``softcap * tanh(s / softcap)``. ``sinks`` ``[Hq]`` float32 adds
     one logit per head to the softmax denominator, with no value. ``softmax_scale`` defaults to ``D ** -0.5``.
     ``k_scale``/``v_scale`` (float, or a one-element float32 tensor) are required with an fp8 cache, which holds
-    ``value / scale`` as vLLM's ``reshape_and_cache(kv_cache_dtype="fp8")`` writes it.
+    ``value / scale`` as vLLM's ``reshape_and_cache(kv_cache_dtype="fp8")`` writes it. A float scale must be
+    finite and > 0; a tensor's value is not read on the host (a sync): one of 0, below 0 or not finite makes rows
+    NaN (a k_scale of 0 every row) or wrong. ``TRITONKIT_CHECK_INDICES=1`` refuses it as it refuses a float.
 
     Returns ``out`` ``[T, Hq, D]`` in q's dtype (written in place when given; a given ``out`` must not overlap
     any input, q included, nor have elements that share memory). Query tokens past
