@@ -330,3 +330,51 @@ def test_a_case_that_changes_directory_moves_no_file_the_run_writes(tmp_path, mo
     assert rep["problems"] == [] and rep["stats"]["cases"] == 3
     assert json.loads((tmp_path / "new.json").read_text())["findings"] == []
     assert os.getcwd() == str(tmp_path)
+
+
+def test_a_case_that_forks_leaves_one_report_and_an_honest_exit_code(tmp_path):
+    f = _file(
+        tmp_path,
+        "forks.py",
+        """
+    import multiprocessing
+
+
+    def _work():
+        return 1
+
+
+    @tritonkit.case(how=["returns", "raises", "exits", "process"])
+    def forks(how):
+        if how == "process":
+            p = multiprocessing.get_context("fork").Process(target=_work)
+            p.start()
+            p.join()
+            return
+        pid = os.fork()
+        if pid == 0:
+            if how == "raises":
+                raise RuntimeError("the child's own error")
+            if how == "exits":
+                raise SystemExit(0)
+            return  # the child falls out of the case, back into the checker
+        os.waitpid(pid, 0)
+
+
+    @tritonkit.case(n=[8])
+    def too_wide(n):
+        _ok_kernel[(1, 70_000)](torch.empty(n, device="meta", dtype=torch.float32), n, BLOCK=64)
+    """,
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", f, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0"},
+    )
+    rep = json.loads(r.stdout)  # one report: a child that ran on would have printed its own
+    assert r.returncode == 1, r.stderr
+    assert rep["stats"]["cases"] == 6 and [f["rule"] for f in rep["findings"]] == ["grid-limit"]
+    assert [p for p in rep["problems"] if p["fatal"]] == []
+    assert "the child's own error" in r.stderr

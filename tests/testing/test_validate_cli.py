@@ -123,3 +123,30 @@ def test_an_op_that_changes_directory_moves_no_file_the_run_writes(tmp_path):
     assert list(away.iterdir()) == []
     report = __import__("json").loads((tmp_path / "r.json").read_text())
     assert report["meta"]["complete"] is True and [r["op"] for r in report["results"]] == ["first", "second"]
+
+
+_FORK_SPEC = """
+import os, torch
+from tritonkit import OpSpec
+def op(x):
+    if os.fork() == 0:
+        return x  # the child falls out of the op, back into validate
+    os.wait()
+    return x * 2
+S = OpSpec("forks", op, lambda shape, dtype, fill: {"x": fill((shape["n"],), dtype)},
+           reference=lambda inputs, dtype: {"out": inputs["x"] * 3}, boundary=[{"n": 4}, {"n": 5}],
+           dtypes=(torch.float32,), families=("randn",))
+"""
+
+
+def test_an_op_that_forks_leaves_one_run_and_an_honest_exit_code(tmp_path):
+    (tmp_path / "forks.py").write_text(_FORK_SPEC)
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "forks.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stdout.count("0 passed, 2 failed") == 1 and "passed" not in p.stdout.replace("0 passed, 2 failed", "")

@@ -4,6 +4,8 @@
 - What it prints goes to stderr, Python's ``sys.stdout`` and file descriptor 1 alike: stdout carries the report
   (``--format json``) and nothing else.
 - Each import and each case runs under a time limit (``--case-timeout``): past it, the case ends as a problem.
+- A process the user's code forks (``os.fork``, ``multiprocessing`` with fork) never runs the rest of the tool: it
+  ends when its code returns or raises into the tool's, and its ``os._exit`` is the real one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,6 +29,48 @@ class UserExit(BaseException):
 
 class CaseTimeout(BaseException):
     """A case or case file ran past the time limit (infinite loop, a read that never finishes)."""
+
+
+#: ``os._exit`` itself, kept before any block below replaces it
+_REAL_EXIT = os._exit
+
+
+def _after_fork_in_child() -> None:
+    # a forked child ends as its own code says (multiprocessing's child ends in os._exit): only the tool's process
+    # refuses it
+    os._exit = _REAL_EXIT
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _leave(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    _REAL_EXIT(code)
+
+
+@contextlib.contextmanager
+def this_process_only() -> Iterator[None]:
+    """Wrap one call into user code: a process it forked that comes back out of the block (the child's side of an
+    ``os.fork`` returned or raised) ends here, with the exit status that code gave, instead of running the rest of
+    the tool (its other cases, its report, its exit code)."""
+    pid = os.getpid()
+    code = 0
+    try:
+        yield
+    except BaseException as e:
+        if os.getpid() == pid:
+            raise
+        if isinstance(e, SystemExit):
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        else:
+            traceback.print_exc()
+            code = 1
+    if os.getpid() != pid:
+        _leave(code)
 
 
 def _refuse_exit(code: int = 0) -> None:

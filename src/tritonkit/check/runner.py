@@ -20,7 +20,7 @@ from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress, unknown_suppressions
 from .case import REGISTRY, Case, CaseContext, Declared
 from .findings import Finding, Problem
-from .isolate import DEFAULT_CASE_TIMEOUT, limited, time_limit, user_code
+from .isolate import DEFAULT_CASE_TIMEOUT, limited, this_process_only, time_limit, user_code
 from .progress import Progress
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
 
@@ -264,11 +264,12 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
             before = capture.n_launches
             nondecreasing: dict[str, int | None] = {}
             try:
-                with capture.running(CaseContext(case, group, keys)):
-                    bounds = bounds() if callable(bounds) else bounds
-                nondecreasing = dict(getattr(bounds, "nondecreasing", {}))
-                with capture.running(CaseContext(case, group, keys, dict(bounds), nondecreasing)):
-                    thunk()
+                with this_process_only():
+                    with capture.running(CaseContext(case, group, keys)):
+                        bounds = bounds() if callable(bounds) else bounds
+                    nondecreasing = dict(getattr(bounds, "nondecreasing", {}))
+                    with capture.running(CaseContext(case, group, keys, dict(bounds), nondecreasing)):
+                        thunk()
             except KeyboardInterrupt:
                 raise
             except BaseException as e:  # noqa: BLE001 - reported by name; the other cases still run
@@ -322,7 +323,7 @@ def collect(paths: list[str], problems: list[Problem], timeout: float | None = N
         sys.path.insert(0, cwd)
     for spec in expand_paths(paths, problems):
         start = len(REGISTRY)
-        with time_limit(timeout):
+        with this_process_only(), time_limit(timeout):
             # relative to where the run started, even after an earlier file called os.chdir
             mod, prob = import_target(spec, cwd)
         if prob is not None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
-from ..check.isolate import UserExit
+from ..check.isolate import UserExit, this_process_only
 from ..ops import poison_outputs
 from ..ops import explain_launch_error
 from ..spec import OpSpec, Shape, as_shape, dtype_name
@@ -102,7 +102,8 @@ def validate_case(
     failed case.
     """
     shape = as_shape(shape)
-    with quiet_interpreter():
+    # a process the op forked ends here instead of validating the rest in parallel with this one
+    with this_process_only(), quiet_interpreter():
         return _validate_case(spec, shape, dtype, family, device, seed)
 
 
