@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import DEVICE
 
-from tritonkit.ops import paged_attention, reshape_and_cache, rms_norm, silu_and_mul, vllm
+from tritonkit.ops import fused_moe, paged_attention, reshape_and_cache, rms_norm, silu_and_mul, vllm
 
 
 def _randn(*shape, dtype=torch.float32, seed=0):
@@ -159,3 +159,63 @@ def test_reshape_and_cache_writes_the_two_halves_of_a_joint_cache():
     reshape_and_cache(key, value, kv[:, 0], kv[:, 1], slots)
     for t, s in enumerate(slots.tolist()):
         assert torch.equal(kv[s // 4, 0, s % 4], key[t]) and torch.equal(kv[s // 4, 1, s % 4], value[t])
+
+
+# -- fused_moe(out=...) ---------------------------------------------------------------------------------------------
+def _moe_inputs(quant="none"):
+    from tritonkit.ops.fused_moe import spec as moe_spec
+    from tritonkit.testing import Fill
+
+    shape = moe_spec.Shape(num_tokens=2, hidden=32, inter=16, experts=4, topk=2, quant=quant, local=3)
+    inputs = moe_spec.make_inputs(shape, torch.bfloat16, Fill("randn", DEVICE, 0))
+    inputs.pop("act_dtype")
+    pos, kw = moe_spec._split(inputs)
+    return dict(zip(("hidden_states", "w1", "w2", "topk_weights", "topk_ids"), pos)) | kw
+
+
+def _moe_sequence(args, out):
+    pos = ("hidden_states", "w1", "w2", "topk_weights", "topk_ids")
+    return fused_moe(*(args[k] for k in pos), **{k: v for k, v in args.items() if k not in pos}, out=out)
+
+
+def _at_the_start_of_out(t, m, k):
+    """A copy of ``t`` whose first bytes are also the first bytes of a bf16 ``[m, k]`` out; (buffer, copy, out)."""
+    nbytes = t.numel() * t.element_size()
+    buf = torch.zeros(max(nbytes, m * k * 2), dtype=torch.uint8, device=DEVICE)
+    shared = buf[:nbytes].view(t.dtype).view(t.shape)
+    shared.copy_(t)
+    return buf, shared, buf[: m * k * 2].view(torch.bfloat16).view(m, k)
+
+
+# decode's slot blocks (M <= 2) write out while reading topk_weights and topk_ids: a shared byte was a wrong result
+_MOE_SHARED = [
+    ("none", "topk_weights"),
+    ("none", "topk_ids"),
+    ("none", "expert_map"),
+    ("none", "w1"),
+    ("none", "w2"),
+    ("fp8_channel", "w1_scale"),
+    ("fp8_channel", "w2_scale"),
+]
+
+
+@pytest.mark.parametrize("quant, name", _MOE_SHARED, ids=[n for _, n in _MOE_SHARED])
+def test_fused_moe_refuses_an_out_overlapping_an_input(quant, name):
+    args = _moe_inputs(quant)
+    m, k = args["hidden_states"].shape
+    buf, args[name], out = _at_the_start_of_out(args[name], m, k)
+    _refused(f"^out must not overlap {name}", lambda: _moe_sequence(args, out), buf)
+
+
+def test_fused_moe_refuses_an_out_over_part_of_hidden_states_but_takes_it_exactly():
+    args = _moe_inputs()
+    x = args["hidden_states"]
+    m, k = x.shape
+    buf = torch.zeros(m + 1, k, dtype=x.dtype, device=DEVICE)
+    buf[:m] = x
+    args["hidden_states"] = buf[:m]
+    _refused("^out must not overlap hidden_states", lambda: _moe_sequence(args, buf[1:]), buf)
+    want = _moe_sequence(dict(args, hidden_states=x), None)
+    out = buf[:m]
+    assert _moe_sequence(args, out) is out
+    assert torch.equal(out, want)

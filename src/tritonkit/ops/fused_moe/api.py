@@ -609,6 +609,23 @@ def check_args(
         a1_scale=a1_scale,
         a2_scale=a2_scale,
     )
+    if out is not None:
+        # GEMM2 and the topk sum write out while they (or a later call) read the rest; hidden_states is read by GEMM1
+        # (and the quantization) before any write, so out may be exactly it (vLLM's inplace)
+        _checks.no_overlap("out", out, True, hidden_states=x)
+        _checks.no_overlap(
+            "out",
+            out,
+            topk_weights=topk_weights,
+            topk_ids=topk_ids,
+            expert_map=expert_map,
+            w1=w1,
+            w2=w2,
+            w1_scale=w1_scale,
+            w2_scale=w2_scale,
+            a1_scale=a1_scale,
+            a2_scale=a2_scale,
+        )
     if _checks.indices_checked():
         e_global = expert_map.shape[0] if expert_map is not None else E
         _checks.index_range(
