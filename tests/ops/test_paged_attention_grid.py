@@ -43,7 +43,8 @@ def _count_rows_kernel(
     t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
     offs = tl.arange(0, BLOCK_Q_PAD)
     tok = t0 + offs
-    mask = mine & (offs < BLOCK_Q) & (tok < q_end - q_start)
+    # where(), not `mine & ...`: Triton 3.9's interpreter makes a scalar-born i1 & a block an int32 block
+    mask = tl.where(mine, (offs < BLOCK_Q) & (tok < q_end - q_start), False)
     tl.atomic_add(count_ptr + (q_start + tok) * num_kv_heads + pid % num_kv_heads, 1, mask=mask)
 
 
