@@ -1,5 +1,8 @@
+import os
 import subprocess
 import sys
+
+import pytest
 
 import tritonkit
 from tritonkit.cli import main
@@ -34,3 +37,43 @@ def test_output_cut_short_by_the_reader_is_not_a_traceback():
         timeout=300,
     )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+_TOO_WIDE = """
+import torch, triton, triton.language as tl, tritonkit
+@triton.jit
+def _one_kernel(x_ptr):
+    tl.store(x_ptr + tl.program_id(0), 1.0)
+@tritonkit.case(n=[1])
+def too_wide(n):
+    _one_kernel[(1, 70_000)](torch.empty(8, device="meta"))
+"""
+
+_FAILS = """
+import torch
+from tritonkit import OpSpec
+S = OpSpec("wrong", lambda x: x * 2, lambda shape, dtype, fill: {"x": fill((shape["n"],), dtype)},
+           reference=lambda inputs, dtype: {"out": inputs["x"] * 3}, boundary=[{"n": 4}],
+           dtypes=(torch.float32,), families=("randn",))
+"""
+
+
+@pytest.mark.parametrize("verb, body", [("check", _TOO_WIDE), ("validate", _FAILS)])
+def test_a_failing_run_still_fails_when_the_reader_has_gone(verb, body, tmp_path):
+    # `tritonkit check k.py | true`: the pipe's reader is gone before the report is written
+    (tmp_path / "k.py").write_text(body)
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "tritonkit", verb, "k.py"],
+            cwd=tmp_path,
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TRITON_INTERPRET": "0"},
+        )
+    finally:
+        os.close(w)
+    assert p.returncode == 1 and "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 VERBS = {
@@ -21,7 +22,62 @@ USAGE = (
 )
 
 
+class _UntilTheReaderLeaves:
+    """``sys.stdout`` while a verb runs: once the reader has gone (``| head``, ``| true``), what is left to print
+    is dropped and the run goes on to its own exit code (findings are still exit 1) instead of a BrokenPipeError
+    ending it as if it had passed."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._leave()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._leave()
+
+    def _leave(self):
+        self.gone = True
+        # later writes, and the flush at exit, go nowhere instead of raising again
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())
+        os.close(null)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
+    stdout = sys.stdout
+    guarded = _UntilTheReaderLeaves(stdout) if stdout is not None and _has_fd(stdout) else None
+    if guarded is not None:
+        sys.stdout = guarded
+    try:
+        return _main(argv)
+    finally:
+        if guarded is not None:
+            guarded.flush()
+            if sys.stdout is guarded:
+                sys.stdout = stdout
+
+
+def _has_fd(stream) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
@@ -50,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ntritonkit {verb}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # the reader went away (`tritonkit check --explain RULE | head`): not an error of ours, and no traceback
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        # written past sys.stdout (its .buffer) after the reader went away: no traceback, and since the run was cut
+        # short, no pass either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+        print(f"tritonkit {verb}: stdout was closed before the run finished", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
