@@ -207,6 +207,23 @@ def test_ids_are_checked_on_request(monkeypatch):
     assert int(n) == 16 * len(set(ids.view(-1).tolist()) - {-1}) and (s == ids.numel()).sum() > 0
 
 
+@pytest.mark.parametrize("bad", [4, 99, -2])
+def test_expert_map_is_checked_on_request(monkeypatch, bad):
+    # unchecked, a map entry outside [-1, num_experts) reaches expert_ids as it is (documented); checked, it is named
+    ids = _routed(5, 2, 4)
+    emap = torch.tensor([0, -1, 1, 2], dtype=torch.int32, device=DEVICE)
+    emap[int(ids[0, 0])] = bad
+    _, experts, _ = moe_align_block_size(ids, 16, 4, emap)
+    assert bad in experts.tolist()
+    monkeypatch.setenv("TRITONKIT_CHECK_INDICES", "1")
+    with pytest.raises(
+        ValueError,
+        match=rf"^expert_map must hold local expert indices \(-1: another rank's\) in \[-1, 4\), got {bad} at "
+        rf"\({int(ids[0, 0])},\)",
+    ):
+        moe_align_block_size(ids, 16, 4, emap)
+
+
 def test_batches_past_the_kernels_int32_positions_are_refused():
     # 2^30 slots: the padded length fits int32, a fill position a grid stride past it would not
     ids = torch.empty(2**27, 8, dtype=torch.int32, device="meta")

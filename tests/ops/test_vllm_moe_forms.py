@@ -317,6 +317,22 @@ def test_moe_align_block_size_with_a_map_and_the_id_check(monkeypatch):
         ops.moe_align_block_size(bad, e, bs, *_align_buffers(ids.numel(), e, bs), expert_map=emap)
 
 
+def test_moe_align_block_size_checks_the_map_on_request(monkeypatch):
+    # the vLLM form's map is checked too, before any buffer is written
+    monkeypatch.setenv("TRITONKIT_CHECK_INDICES", "1")
+    e, bs = 16, 16
+    _, ids = _routing(12, e, 2, _gen(4))
+    emap = torch.full((e,), -1, dtype=torch.int32, device=DEVICE)
+    emap[:4] = torch.arange(4, dtype=torch.int32, device=DEVICE)
+    emap[9] = 1000
+    bufs = _align_buffers(ids.numel(), e, bs)
+    with pytest.raises(
+        ValueError, match=r"^expert_map must hold local expert indices .* in \[-1, 16\), got 1000 at \(9,\)"
+    ):
+        ops.moe_align_block_size(ids, e, bs, *bufs, expert_map=emap)
+    assert all((b == -5).all() for b in bufs)
+
+
 def test_output_buffers_that_share_memory_are_refused_before_any_write():
     x = torch.randn(4, 8, device=DEVICE)
     w, ids, src = _topk_buffers(4, 2)

@@ -150,6 +150,16 @@ def check_args(topk_ids, block_size, num_experts, expert_map) -> None:
         _checks.same_device(topk_ids=topk_ids, expert_map=expert_map)
     if _checks.indices_checked():
         _checks.index_range("topk_ids", topk_ids, num_experts, "expert ids")
+        if expert_map is not None:
+            # a rank holds at most num_experts experts: the tightest bound without the weights
+            _checks.index_range(
+                "expert_map",
+                expert_map,
+                num_experts,
+                "local expert indices (-1: another rank's)",
+                low=-1,
+                otherwise="the entry reaches expert_ids as it is, or the vLLM form drops its slots",
+            )
 
 
 def moe_align_block_size(
@@ -166,7 +176,8 @@ def moe_align_block_size(
     block_size   ``>= 1`` (the GEMM uses powers of two >= 16).
     num_experts  ``>= 1`` (at most 4096): the experts the ids index (global ids under expert parallelism).
     expert_map   optional ``[num_experts]`` int32: global expert id -> this rank's local index, or -1 for an
-                 expert on another rank.
+                 expert on another rank. Entries are copied into expert_ids unread on the host: one outside
+                 ``[-1, num_experts)`` reaches it as it is (``TRITONKIT_CHECK_INDICES=1`` refuses it).
 
     Returns, all int32 and contiguous, with ``max_padded = min(numel * block_size, numel + num_experts *
     (block_size - 1))`` (the most the runs can take):
