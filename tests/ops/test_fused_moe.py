@@ -424,6 +424,8 @@ def _bad_cases():
         ("w1-rank", with_(b, w1=w1[0]), ValueError, "w1"),
         ("w1-K", with_(b, w1=w1[:, :, :64]), ValueError, "w1"),
         ("w1-dtype", with_(b, w1=w1.half()), TypeError, "w1"),
+        # no expert: the config's tokens-per-expert divided by zero
+        ("w1-no-experts", with_(b, w1=w1[:0], w2=w2[:0]), ValueError, "w1 must hold at least one expert"),
         ("w2-N", with_(b, w2=w2[:, :, :64]), ValueError, "w2"),
         ("w2-K", with_(b, w2=w2[:, :64]), ValueError, "w2"),
         ("w2-E", with_(b, w2=w2[:4]), ValueError, "w2"),

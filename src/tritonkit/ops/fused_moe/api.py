@@ -525,6 +525,8 @@ def check_args(
         )
     _checks.same_dtype("w2", w2, "w1", w1)
     E, two_n, w1_k = w1.shape
+    if E < 1:
+        raise ValueError(f"w1 must hold at least one expert ([E, 2N, K] with E >= 1), got shape {tuple(w1.shape)}")
     if w1_k != K:
         raise ValueError(f"w1 must have shape [E, 2N, K] with K = hidden_states.shape[1] = {K}, got {tuple(w1.shape)}")
     if two_n % 2 or two_n == 0:
