@@ -378,3 +378,32 @@ def test_a_case_that_forks_leaves_one_report_and_an_honest_exit_code(tmp_path):
     assert rep["stats"]["cases"] == 6 and [f["rule"] for f in rep["findings"]] == ["grid-limit"]
     assert [p for p in rep["problems"] if p["fatal"]] == []
     assert "the child's own error" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "grid, words",
+    [
+        ("(1.5,)", "grid[0] is 1.5, a float, not an integer"),
+        ("('8',)", "grid[0] is '8', a str, not an integer"),
+        ("(4, n / 64)", "grid[1] is 1.0, a float, not an integer"),
+        ("lambda meta: (triton.cdiv(n, 64) * 1.0,)", "grid[0] is 1.0, a float"),
+        ("(torch.tensor(2.0),)", "not an integer"),
+        ("4", "the grid is 4, a int, not a tuple"),
+        ("()", "the grid is empty"),
+    ],
+)
+def test_a_grid_a_gpu_launch_refuses_fails_the_run_naming_the_launch(grid, words, tmp_path):
+    f = _file(
+        tmp_path,
+        "grid_types.py",
+        f"""
+    @tritonkit.case(n=[64])
+    def odd_grid(n):
+        x = torch.empty(n, device="meta", dtype=torch.float32)
+        _ok_kernel[{grid}](x, n, BLOCK=64)
+    """,
+    )
+    rep = run_check([f], Options(rules=("grid-limit",)))
+    (p,) = [p for p in rep.problems if p.fatal]
+    assert words in p.message and p.where.endswith(f"grid_types.py:{len(KERNEL.splitlines()) + 5}"), p
+    assert rep.exit_code() == 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 import os
 import sys
 from collections.abc import Iterator
@@ -243,14 +244,36 @@ def _storage_elements(t) -> int | None:
         return None
 
 
+class GridError(Exception):
+    """A grid Triton's launcher refuses on a GPU (the checker's own conversion would have let it through)."""
+
+
 def _grid3(grid, bound) -> tuple[int, int, int] | None:
+    """The launch's grid as three integers. Raises :class:`GridError` for what a GPU launch raises on: Triton takes
+    ``len(grid)`` and ``grid[0]``, and its launcher parses each dimension as a C int (``operator.index``: an int, a
+    numpy or torch integer; not 1.5, not '8')."""
     if grid is None:
         return None
     if callable(grid):
         grid = grid(bound)
-    if isinstance(grid, int) or hasattr(grid, "__index__"):
-        grid = (grid,)
-    g = [int(x) for x in tuple(grid)[:3]]
+    try:
+        dims = tuple(grid)
+    except TypeError:
+        raise GridError(
+            f"the grid is {grid!r}, a {type(grid).__name__}, not a tuple: on a GPU Triton takes len(grid) and the "
+            f"launch raises TypeError (write ({grid!r},))"
+        ) from None
+    if not dims:
+        raise GridError("the grid is empty: on a GPU Triton reads grid[0] and the launch raises IndexError")
+    g = []
+    for i, x in enumerate(dims[:3]):
+        try:
+            g.append(operator.index(x))
+        except TypeError:
+            raise GridError(
+                f"grid[{i}] is {x!r}, a {type(x).__name__}, not an integer: on a GPU the launch raises TypeError "
+                f"(triton.cdiv or // give an int where / gives a float)"
+            ) from None
     return tuple(g + [1] * (3 - len(g)))  # type: ignore[return-value]
 
 
@@ -447,6 +470,11 @@ class Capture:
             return None
         try:
             g = _grid3(grid, bound)
+        except GridError as e:
+            # a warmup launches nothing on a GPU, so Triton never reads its grid there
+            if not warmup:
+                self.problems.append(Problem("capture", where, str(e)))
+            g = None
         except Exception as e:  # noqa: BLE001
             self.problems.append(Problem("capture", where, f"the grid could not be evaluated: {type(e).__name__}: {e}"))
             g = None
