@@ -608,6 +608,20 @@ def test_unified_attention_accepts_and_ignores_the_scratch_arguments():
     assert torch.equal(_bits(kw["out"]), _bits(with_scratch))
 
 
+def test_unified_attention_names_a_window_size_of_none():
+    # vLLM's own function indexes window_size[0], so None is no window there either: a TypeError naming the
+    # argument and the spelling of no window, before anything is written (it was "'NoneType' is not iterable")
+    kw = _attention_call(MIXED, (8, 2), 64, 16, 64, seed=6)
+    kw["out"].fill_(SENTINEL)
+    kw["window_size"] = None
+    with pytest.raises(TypeError, match=r"^window_size must be a pair of ints .*\(-1, -1\): no window.*got None"):
+        ops.unified_attention(**kw)
+    assert (kw["out"] == SENTINEL).all(), "a refused call wrote out"
+    kw["window_size"] = [-1, -1]
+    ops.unified_attention(**kw)
+    assert not (kw["out"][: kw["cu_seqlens_q"][-1]] == SENTINEL).any()
+
+
 def _ONE():
     return torch.ones(1, device=DEVICE)
 

@@ -763,7 +763,10 @@ def _check_layout(
         or len(window_size) != 2
         or any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)
     ):
-        raise TypeError(f"window_size must be a pair of ints (left, right), got {window_size!r}")
+        raise TypeError(
+            f"window_size must be a pair of ints (left, right), -1 for an unbounded side ((-1, -1): no window), "
+            f"got {window_size!r}"
+        )
     if any(w < -1 for w in window_size):
         raise ValueError(f"window_size sides must be >= 0, or -1 for unbounded, got {tuple(window_size)}")
     if not _real("softcap", softcap) >= 0:

@@ -52,7 +52,8 @@ def unified_attention(
 
     q ``[T, Hq, D]``; k/v the caches ``[num_blocks, block_size, Hkv, D]`` (q's dtype or float8_e4m3fn); out
     ``[T, Hq, D]``; cu_seqlens_q ``[num_seqs + 1]``, seqused_k ``[num_seqs]``, block_table ``[num_seqs,
-    max_blocks]`` int32; window_size ``(left, right)``, -1 unbounded; softcap 0 for none; sinks ``[Hq]``.
+    max_blocks]`` int32; window_size ``(left, right)``, -1 unbounded (``(-1, -1)`` for no window: None is refused,
+    as vLLM's own function cannot take it); softcap 0 for none; sinks ``[Hq]``.
     k_descale/v_descale: the per-tensor scales of an fp8 cache, float32; as in vLLM's kernel the first element is
     the scale (a one-element tensor, or it broadcast or filled to ``[num_seqs, num_kv_heads]``); ignored for a
     q-dtype cache. Query rows past
@@ -104,7 +105,8 @@ def unified_attention(
         max_seqlen_k=max_seqlen_k,
         softmax_scale=softmax_scale,
         causal=bool(causal),
-        window_size=tuple(window_size),
+        # vLLM's own function indexes window_size[0]: None is no window there either, so it gets the op's TypeError
+        window_size=tuple(window_size) if isinstance(window_size, (tuple, list)) else window_size,
         softcap=float(softcap),
         sinks=sinks,
         out=out,
