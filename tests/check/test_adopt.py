@@ -141,3 +141,65 @@ def test_a_suppression_naming_an_unknown_rule_is_a_problem(tmp_path):
     (p,) = [p for p in rep.problems if p.kind == "suppression"]
     assert p.fatal and rep.exit_code() == 2 and "'int32-ofset'" in p.message and "int32-offset" in p.message
     assert p.where.endswith("typo.py:11")
+
+
+WIDE = """
+import torch
+import triton
+import triton.language as tl
+import tritonkit
+
+
+@triton.jit
+def _wide_kernel(x_ptr):
+    tl.store(x_ptr + tl.program_id(1), 1.0)
+
+
+def launch(x, heads):
+    _wide_kernel[(1, heads)](x)
+
+
+@tritonkit.case(heads=[70_000])
+def first(heads):
+    launch(torch.empty(8, device="meta"), heads)
+"""
+
+ANOTHER_LINE = """
+
+@tritonkit.case(heads=[90_000])
+def second(heads):
+    _wide_kernel[(1, 2 * heads)](torch.empty(8, device="meta"))
+"""
+
+THE_SAME_LINE_ELSEWHERE = """
+
+def launch_again(x, heads):
+    _wide_kernel[(1, heads)](x)
+
+
+@tritonkit.case(heads=[90_000])
+def second(heads):
+    launch_again(torch.empty(8, device="meta"), heads)
+"""
+
+
+def test_a_new_call_site_of_a_baselined_kernel_is_a_new_finding(tmp_path, capsys):
+    base = tmp_path / "baseline.json"
+    (tmp_path / "wide.py").write_text(WIDE)
+    assert check_main([str(tmp_path / "wide.py"), "--write-baseline", str(base)]) == 0
+    for name, extra in (("other_line.py", ANOTHER_LINE), ("same_line.py", THE_SAME_LINE_ELSEWHERE)):
+        f = tmp_path / name
+        f.write_text(WIDE + extra)
+        rep = run_check([str(f)], Options(disk_cache=False, baseline=str(base), rules=("grid-limit",)))
+        text = f.read_text().splitlines()
+        sites = [i for i, ln in enumerate(text, 1) if ln.strip().startswith("_wide_kernel[")]
+        # the baselined launch stays accepted; the new site (a larger grid) is a finding of its own, failing the run
+        assert {x.line: x.baseline for x in rep.findings} == {sites[0]: True, sites[1]: False}, name
+        assert rep.exit_code() == 1
+    # an entry from a baseline written before entries named their function matches the code in any function
+    d = json.loads(base.read_text())
+    for e in d["findings"]:
+        del e["scope"]
+    base.write_text(json.dumps(d))
+    rep = run_check([str(tmp_path / "same_line.py")], Options(disk_cache=False, baseline=str(base)))
+    assert rep.exit_code() == 0 and all(x.baseline for x in rep.findings)

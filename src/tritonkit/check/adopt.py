@@ -1,12 +1,15 @@
 """Adopting the checker on an existing codebase: in-source suppressions and a baseline of accepted findings.
 
 A finding is *suppressed* by a comment on its line, ``# tritonkit: ignore[int32-offset] slots are < 2^20``, and is
-*in the baseline* when a baseline file lists its rule, kernel and the flagged line's code (not its number, which
-moves with every edit above it). Neither counts toward the exit code; both stay in JSON and SARIF, marked.
+*in the baseline* when a baseline file lists its rule, kernel, the flagged line's code and the function that line
+is in (not its number, which moves with every edit above it): the same launch line copied into another function is
+another call site, and a finding of its own. Neither counts toward the exit code; both stay in JSON and SARIF,
+marked.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import linecache
 import re
@@ -55,8 +58,37 @@ def unknown_suppressions(files, known) -> list[Problem]:
     return out
 
 
-def key(f: Finding) -> tuple[str, str, str]:
-    return f.rule, f.kernel, _code(f.file, f.line)
+_SCOPES: dict[str, tuple[tuple[str, ...], list[tuple[int, int, str]]]] = {}
+
+
+def _scope(file: str, line: int) -> str:
+    """The dotted name of the innermost function or class holding ``line`` of ``file`` ("" at module level, or
+    when the file does not parse)."""
+    lines = tuple(linecache.getlines(file))
+    cached = _SCOPES.get(file)
+    if cached is None or cached[0] != lines:
+        spans: list[tuple[int, int, str]] = []
+
+        def walk(node, prefix):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    name = f"{prefix}{child.name}"
+                    spans.append((child.lineno, child.end_lineno or child.lineno, name))
+                    walk(child, name + ".")
+                else:
+                    walk(child, prefix)
+
+        try:
+            walk(ast.parse("".join(lines)), "")
+        except (SyntaxError, ValueError, RecursionError):
+            spans = []
+        cached = _SCOPES[file] = (lines, spans)
+    # nested spans come after their parents: the last one that holds the line is the innermost
+    return next((name for lo, hi, name in reversed(cached[1]) if lo <= line <= hi), "")
+
+
+def key(f: Finding) -> tuple[str, str, str, str | None]:
+    return f.rule, f.kernel, _code(f.file, f.line), _scope(f.file, f.line)
 
 
 def write_baseline(path: str, findings: list[Finding]) -> int:
@@ -64,9 +96,18 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
     rows = []
     for f in findings:
         if f.suppressed is None:
-            rule, kernel, code = key(f)
-            rows.append({"rule": rule, "kernel": kernel, "code": code, "file": _rel(f.file), "message": f.message})
-    rows.sort(key=lambda r: (r["file"], r["rule"], r["kernel"], r["code"]))
+            rule, kernel, code, scope = key(f)
+            rows.append(
+                {
+                    "rule": rule,
+                    "kernel": kernel,
+                    "code": code,
+                    "scope": scope,
+                    "file": _rel(f.file),
+                    "message": f.message,
+                }
+            )
+    rows.sort(key=lambda r: (r["file"], r["rule"], r["kernel"], r["scope"], r["code"]))
     try:
         write_atomic(path, json.dumps({"tritonkit_baseline": BASELINE_VERSION, "findings": rows}, indent=1) + "\n")
     except OSError as e:
@@ -74,12 +115,22 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
     return len(rows)
 
 
-def read_baseline(path: str) -> set[tuple[str, str, str]]:
+def read_baseline(path: str) -> set[tuple[str, str, str, str | None]]:
+    """The baseline's entries, each a :func:`key`; an entry written before baselines named the function (no "scope")
+    matches its code in any function."""
     try:
         d = json.loads(Path(path).read_text())
         if d.get("tritonkit_baseline") != BASELINE_VERSION:
             raise ValueError(f"not a tritonkit baseline (version {BASELINE_VERSION})")
-        return {(r["rule"], r["kernel"], r["code"]) for r in d["findings"]}
+        out = set()
+        for r in d["findings"]:
+            scope = r.get("scope")
+            if not all(isinstance(v, str) for v in (r["rule"], r["kernel"], r["code"])) or not isinstance(
+                scope, (str, type(None))
+            ):
+                raise ValueError("an entry's rule, kernel, code and scope must be strings")
+            out.add((r["rule"], r["kernel"], r["code"], scope))
+        return out
     except OSError as e:
         raise CheckError(f"cannot read the baseline {path}: {e.strerror or e}") from None
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
@@ -88,7 +139,7 @@ def read_baseline(path: str) -> set[tuple[str, str, str]]:
 
 def apply_baseline(
     path: str,
-    accepted: set[tuple[str, str, str]],
+    accepted: set[tuple[str, str, str, str | None]],
     findings: list[Finding],
     problems: list[Problem],
     rules=None,
@@ -100,12 +151,15 @@ def apply_baseline(
     seen = set()
     for f in findings:
         k = key(f)
-        if f.suppressed is None and k in accepted:
+        entry = k if k in accepted else (*k[:3], None)
+        if f.suppressed is None and entry in accepted:
             f.baseline = True
-            seen.add(k)
+            seen.add(entry)
     stale = {k for k in accepted - seen if (rules is None or k[0] in rules) and (kernels is None or k[1] in kernels)}
     if stale:
-        shown = "; ".join(f"{r} in {k}: `{c}`" for r, k, c in sorted(stale)[:5])
+        shown = "; ".join(
+            f"{r} in {k}: `{c}`" + (f" (in {s})" if s and s != k else "") for r, k, c, s in sorted(stale, key=str)[:5]
+        )
         more = f" and {len(stale) - 5} more" if len(stale) > 5 else ""
         match = "entry matches" if len(stale) == 1 else "entries match"
         problems.append(
