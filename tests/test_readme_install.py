@@ -75,7 +75,7 @@ def readme_keep_torch_args() -> list[str]:
     """The install the README gives for keeping the torch (and Triton) an environment has: ``pip install ARGS``."""
     text = (ROOT / "README.md").read_text()
     marker = "`pip install -e "
-    assert marker in text, "README.md no longer gives the keep-your-torch install (`pip install -e \".[...]\"`)"
+    assert marker in text, 'README.md no longer gives the keep-your-torch install (`pip install -e ".[...]"`)'
     return shlex.split(text[text.index(marker) + 1 :].split("`", 1)[0])[2:]
 
 
