@@ -407,3 +407,31 @@ def test_a_grid_a_gpu_launch_refuses_fails_the_run_naming_the_launch(grid, words
     (p,) = [p for p in rep.problems if p.fatal]
     assert words in p.message and p.where.endswith(f"grid_types.py:{len(KERNEL.splitlines()) + 5}"), p
     assert rep.exit_code() == 2
+
+
+def test_a_keyboard_interrupt_raised_by_case_code_is_a_problem_and_the_run_goes_on(tmp_path, capsys):
+    raising = _file(
+        tmp_path,
+        "a_raises.py",
+        """
+    @tritonkit.case(n=[3])
+    def stops(n):
+        raise KeyboardInterrupt("the case's own")
+    """,
+    )
+    at_import = _file(tmp_path, "b_raises_at_import.py", "raise KeyboardInterrupt\n")
+    wide = _file(
+        tmp_path,
+        "c_wide.py",
+        """
+    @tritonkit.case(n=[8])
+    def too_wide(n):
+        _ok_kernel[(1, 70_000)](torch.empty(n, device="meta", dtype=torch.float32), n, BLOCK=64)
+    """,
+    )
+    assert check_main([raising, at_import, wide, "--format", "json"]) == 2
+    rep = json.loads(capsys.readouterr().out)
+    assert [f["rule"] for f in rep["findings"]] == ["grid-limit"] and rep["stats"]["cases"] == 4
+    msgs = {p["where"].split(" ")[0]: p["message"] for p in rep["problems"]}
+    assert "KeyboardInterrupt: the case's own" in msgs["stops"]
+    assert "failed to import: KeyboardInterrupt" in msgs[at_import]

@@ -150,3 +150,30 @@ def test_an_op_that_forks_leaves_one_run_and_an_honest_exit_code(tmp_path):
     )
     assert p.returncode == 1, p.stdout + p.stderr
     assert p.stdout.count("0 passed, 2 failed") == 1 and "passed" not in p.stdout.replace("0 passed, 2 failed", "")
+
+
+_INTERRUPT_SPEC = """
+import torch
+from tritonkit import OpSpec
+def op(x):
+    if x.numel() == 4:
+        raise KeyboardInterrupt("the op's own")
+    return x * 2
+S = OpSpec("stops", op, lambda shape, dtype, fill: {"x": fill((shape["n"],), dtype)},
+           reference=lambda inputs, dtype: {"out": inputs["x"] * 2}, boundary=[{"n": 4}, {"n": 5}],
+           dtypes=(torch.float32,), families=("randn",))
+"""
+
+
+def test_a_keyboard_interrupt_raised_by_an_op_fails_its_case_and_the_run_goes_on(tmp_path):
+    (tmp_path / "stops.py").write_text(_INTERRUPT_SPEC)
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "stops.py", "--json", "r.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "1 passed, 1 failed" in p.stdout and "raised KeyboardInterrupt (no Ctrl-C was pressed)" in p.stdout
+    assert __import__("json").loads((tmp_path / "r.json").read_text())["meta"]["complete"] is True

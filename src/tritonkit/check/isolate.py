@@ -4,6 +4,8 @@
 - What it prints goes to stderr, Python's ``sys.stdout`` and file descriptor 1 alike: stdout carries the report
   (``--format json``) and nothing else.
 - Each import and each case runs under a time limit (``--case-timeout``): past it, the case ends as a problem.
+- A ``KeyboardInterrupt`` the user's code raises is that code's failure, not the user's Ctrl-C: only a real SIGINT
+  (seen by :func:`real_interrupts`) ends the run as interrupted.
 - A process the user's code forks (``os.fork``, ``multiprocessing`` with fork) never runs the rest of the tool: it
   ends when its code returns or raises into the tool's, and its ``os._exit`` is the real one.
 """
@@ -71,6 +73,45 @@ def this_process_only() -> Iterator[None]:
             code = 1
     if os.getpid() != pid:
         _leave(code)
+
+
+_interrupts = {"watching": False, "signalled": False}
+
+
+def _on_sigint(signum, frame):
+    _interrupts["signalled"] = True
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def real_interrupts() -> Iterator[None]:
+    """Within: a SIGINT (Ctrl-C) is recorded before it raises KeyboardInterrupt, so that :func:`raised_by_code`
+    tells it from a KeyboardInterrupt that a case's code raised itself. Only where Python's own handler is set, in
+    the main thread (an ignored SIGINT stays ignored, a caller's handler stays theirs)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    _interrupts.update(watching=True, signalled=False)
+    old = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        _interrupts["watching"] = False
+
+
+def raised_by_code(e: BaseException) -> bool:
+    """Whether ``e`` is a KeyboardInterrupt that user code raised (``raise KeyboardInterrupt``), not a Ctrl-C: known
+    only inside :func:`real_interrupts`; outside it every KeyboardInterrupt counts as the user's."""
+    return isinstance(e, KeyboardInterrupt) and _interrupts["watching"] and not _interrupts["signalled"]
+
+
+def interrupted() -> bool:
+    """Whether a Ctrl-C arrived inside :func:`real_interrupts` (user code may have caught its KeyboardInterrupt)."""
+    return _interrupts["signalled"]
 
 
 def _refuse_exit(code: int = 0) -> None:

@@ -20,7 +20,16 @@ from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress, unknown_suppressions
 from .case import REGISTRY, Case, CaseContext, Declared
 from .findings import Finding, Problem
-from .isolate import DEFAULT_CASE_TIMEOUT, limited, this_process_only, time_limit, user_code
+from .isolate import (
+    DEFAULT_CASE_TIMEOUT,
+    interrupted,
+    limited,
+    raised_by_code,
+    real_interrupts,
+    this_process_only,
+    time_limit,
+    user_code,
+)
 from .progress import Progress
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
 
@@ -120,9 +129,9 @@ def import_target(spec: str, base: str | None = None) -> tuple[Any | None, Probl
             if p.suffix == ".py" or p.exists():
                 return import_file(p), None
             return importlib.import_module(spec), None
-    except KeyboardInterrupt:
-        raise
     except BaseException as e:  # noqa: BLE001 - SystemExit from a script counts as a failed import too
+        if isinstance(e, KeyboardInterrupt) and not raised_by_code(e):
+            raise
         hint = ""
         if isinstance(e, ModuleNotFoundError) and e.name == spec and _is_builtin_op(spec):
             hint = f"; {spec} is a built-in op: `tritonkit check --op {spec}` checks it"
@@ -270,9 +279,9 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
                     nondecreasing = dict(getattr(bounds, "nondecreasing", {}))
                     with capture.running(CaseContext(case, group, keys, dict(bounds), nondecreasing)):
                         thunk()
-            except KeyboardInterrupt:
-                raise
             except BaseException as e:  # noqa: BLE001 - reported by name; the other cases still run
+                if isinstance(e, KeyboardInterrupt) and not raised_by_code(e):
+                    raise
                 problems.append(Problem("case", f"{t.label} {case}", f"raised {_exc(e)}"))
             else:
                 if capture.n_launches == before:
@@ -295,6 +304,8 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
                             f"the kernels it launched (their pointer parameters: {listed})",
                         )
                     )
+            if interrupted():  # a Ctrl-C the case's code caught still ends the run
+                raise KeyboardInterrupt
             n += 1
             if progress is not None:
                 progress.stage("capturing cases", n, total)
@@ -326,6 +337,8 @@ def collect(paths: list[str], problems: list[Problem], timeout: float | None = N
         with this_process_only(), time_limit(timeout):
             # relative to where the run started, even after an earlier file called os.chdir
             mod, prob = import_target(spec, cwd)
+        if interrupted():  # a Ctrl-C the file's code caught still ends the run
+            raise KeyboardInterrupt
         if prob is not None:
             problems.append(prob)
             continue
@@ -437,23 +450,24 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
     compiler = Compiler(target, disk_cache=opts.disk_cache)
     cwd = os.getcwd()
     try:
-        with interpreter_off(), user_code():
-            targets = (
-                collect(paths, problems, opts.case_timeout)
-                if paths
-                else builtin_targets(opts.ops, opts.spaces, problems)
-            )
-        for t in targets:
-            t.runs = [
-                r._replace(bounds=limited(r.bounds, opts.case_timeout), thunk=limited(r.thunk, opts.case_timeout))
-                for r in t.runs
-            ]
-        compiler.defer = True
-        compiler.progress = prog = Progress(opts.progress)
-        with Capture(compiler) as cap:
-            with user_code():
-                n_runs = _execute(cap, targets, problems, prog)
-            compiler.finish(opts.jobs)
+        with real_interrupts():
+            with interpreter_off(), user_code():
+                targets = (
+                    collect(paths, problems, opts.case_timeout)
+                    if paths
+                    else builtin_targets(opts.ops, opts.spaces, problems)
+                )
+            for t in targets:
+                t.runs = [
+                    r._replace(bounds=limited(r.bounds, opts.case_timeout), thunk=limited(r.thunk, opts.case_timeout))
+                    for r in t.runs
+                ]
+            compiler.defer = True
+            compiler.progress = prog = Progress(opts.progress)
+            with Capture(compiler) as cap:
+                with user_code():
+                    n_runs = _execute(cap, targets, problems, prog)
+                compiler.finish(opts.jobs)
     finally:
         # a case that called os.chdir: the report names files relative to where the run was started
         with contextlib.suppress(OSError):

@@ -17,7 +17,7 @@ import torch
 
 from .._env import driver_version, git_info
 from .._fileio import write_atomic
-from ..check.isolate import UserExit, no_process_exit
+from ..check.isolate import UserExit, interrupted, no_process_exit, real_interrupts
 from ..spec import dtype_name
 from ..tolerance import TOLERANCES
 
@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
     specs = []
     for target in args.ops or ops_mod.OP_NAMES:
         try:
-            with no_process_exit():
+            with no_process_exit(), real_interrupts():
                 # a relative path names a file where validate was started, even after an import called os.chdir
                 found = load_specs(target, ops_mod.OP_NAMES, cwd)
         except LoadError as e:
@@ -225,9 +225,11 @@ def _run(specs, args, dtypes, total: int, report):
                 advance(r)
                 if report is not None:
                     report.tick(results, time.perf_counter() - t0)
+                if interrupted():  # a Ctrl-C the case's code caught still ends the run
+                    raise KeyboardInterrupt
 
             # warnings wait for the table: interleaved with the progress they hide it
-            with warnings.catch_warnings(record=True) as caught, no_process_exit():
+            with warnings.catch_warnings(record=True) as caught, no_process_exit(), real_interrupts():
                 warnings.simplefilter("always")
                 v.run(specs, args.shapes, dtypes, args.families, device=v.default_device(), on_result=on_result)
     except KeyboardInterrupt:

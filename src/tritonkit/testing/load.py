@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .._imports import import_file
+from ..check.isolate import raised_by_code
 from ..spec import OpSpec
 
 
@@ -62,8 +63,10 @@ def _import(text: str, base: str | None = None) -> ModuleType:
         return importlib.import_module(text)
     except LoadError:
         raise
-    except KeyboardInterrupt:
-        raise
+    except KeyboardInterrupt as e:
+        if not raised_by_code(e):
+            raise
+        raise LoadError(f"{text}: failed to import: its code raised KeyboardInterrupt{_where(e)}") from None
     except ModuleNotFoundError as e:
         if not _is_file(text, base) and e.name and (text == e.name or text.startswith(e.name + ".")):
             raise LoadError(f"{text}: no such module (and no such file)") from None

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
-from ..check.isolate import UserExit, this_process_only
+from ..check.isolate import UserExit, raised_by_code, this_process_only
 from ..ops import poison_outputs
 from ..ops import explain_launch_error
 from ..spec import OpSpec, Shape, as_shape, dtype_name
@@ -171,6 +171,12 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
             res.detail = res.violations[0] + (
                 f" (and {len(res.violations) - 1} more)" if len(res.violations) > 1 else ""
             )
+    except KeyboardInterrupt as e:
+        if not raised_by_code(e):
+            raise
+        # raised by the op, make_inputs or the reference, not by a Ctrl-C: this case fails, the run goes on
+        res.detail = "the case's code raised KeyboardInterrupt (no Ctrl-C was pressed): a failure"
+        res.outputs["exception"] = {"traceback": traceback.format_exc(limit=6)}
     except (SystemExit, UserExit) as e:
         # sys.exit / os._exit in the op, make_inputs or the reference would end the run with exit 0 and no result
         what = f"sys.exit({e.code!r})" if isinstance(e, SystemExit) else "os._exit()"
