@@ -55,6 +55,10 @@ class _UntilTheReaderLeaves:
         return getattr(self._stream, name)
 
 
+#: verbs that run user code case by case under --case-timeout: as a program, they run watched (check/watch.py)
+WATCHED = ("check", "validate")
+
+
 def main(argv: list[str] | None = None) -> int:
     stdout = sys.stdout
     guarded = _UntilTheReaderLeaves(stdout) if stdout is not None and _has_fd(stdout) else None
@@ -78,6 +82,7 @@ def _has_fd(stream) -> bool:
 
 
 def _main(argv: list[str] | None) -> int:
+    program = argv is None  # run as `tritonkit ...`, not called from Python
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
@@ -91,6 +96,15 @@ def _main(argv: list[str] | None) -> int:
     if verb not in VERBS:
         print(f"tritonkit: unknown command {verb!r}\n\n{USAGE}", file=sys.stderr)
         return 2
+    if program and verb in WATCHED:
+        from .check.watch import watched
+
+        # a case past --case-timeout that nothing inside the process can stop (a loop in C) still ends the run
+        return watched(lambda: _run(verb, rest), verb)
+    return _run(verb, rest)
+
+
+def _run(verb: str, rest: list[str]) -> int:
     module_name = VERBS[verb][0]
     try:
         try:

@@ -435,3 +435,48 @@ def test_a_keyboard_interrupt_raised_by_case_code_is_a_problem_and_the_run_goes_
     msgs = {p["where"].split(" ")[0]: p["message"] for p in rep["problems"]}
     assert "KeyboardInterrupt: the case's own" in msgs["stops"]
     assert "failed to import: KeyboardInterrupt" in msgs[at_import]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "import itertools\n    sum(itertools.repeat(1))  # a loop in C: no signal handler, no other thread runs",
+        "import signal\n    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n    while True:\n        time.sleep(0.01)",
+    ],
+    ids=["loop_in_c", "own_sigalrm"],
+)
+def test_a_case_the_alarm_cannot_stop_still_ends_the_run_naming_it(body, tmp_path):
+    f = _file(tmp_path, "stuck.py", f"\n@tritonkit.case(n=[5])\ndef stuck(n):\n    {body}\n")
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", f, "--case-timeout", "1", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0"},
+    )
+    assert r.returncode == 2 and time.monotonic() - t0 < 60, r.stderr
+    assert "stuck (" in r.stderr and "{'n': 5} ran past the 1 s limit (--case-timeout)" in r.stderr
+
+
+def test_a_thread_a_case_leaves_running_does_not_keep_the_run_alive(tmp_path):
+    f = _file(
+        tmp_path,
+        "threads.py",
+        """
+    import threading
+
+    @tritonkit.case(n=[5])
+    def leaves_a_thread(n):
+        threading.Thread(target=time.sleep, args=(3600,)).start()
+        ok(n)
+    """,
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", f, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0"},
+    )
+    assert r.returncode == 0 and json.loads(r.stdout)["stats"]["cases"] == 2, r.stderr

@@ -177,3 +177,38 @@ def test_a_keyboard_interrupt_raised_by_an_op_fails_its_case_and_the_run_goes_on
     assert p.returncode == 1, p.stdout + p.stderr
     assert "1 passed, 1 failed" in p.stdout and "raised KeyboardInterrupt (no Ctrl-C was pressed)" in p.stdout
     assert __import__("json").loads((tmp_path / "r.json").read_text())["meta"]["complete"] is True
+
+
+_STUCK_SPEC = """
+import itertools, torch
+from tritonkit import OpSpec
+def op(x):
+    if x.numel() == 4:
+        {body}
+    return x * 2
+S = OpSpec("stuck", op, lambda shape, dtype, fill: {{"x": fill((shape["n"],), dtype)}},
+           reference=lambda inputs, dtype: {{"out": inputs["x"] * 2}}, boundary=[{{"n": 4}}, {{"n": 5}}],
+           dtypes=(torch.float32,), families=("randn",))
+"""
+
+
+@pytest.mark.parametrize(
+    "body, code, words",
+    [
+        ("while True: pass", 1, "ran past the 1 s limit (--case-timeout) and was stopped: a failure"),
+        ("sum(itertools.repeat(1))", 2, "stuck [n=4] float32 randn ran past the 1 s limit (--case-timeout)"),
+    ],
+    ids=["python_loop", "loop_in_c"],
+)
+def test_an_op_that_never_returns_is_stopped_by_name(body, code, words, tmp_path):
+    (tmp_path / "stuck.py").write_text(_STUCK_SPEC.format(body=body))
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "stuck.py", "--case-timeout", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == code and words in p.stdout + p.stderr, p.stdout + p.stderr
+    if code == 1:  # stopped inside the process: the other case still ran
+        assert "1 passed, 1 failed" in p.stdout

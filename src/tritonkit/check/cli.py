@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from .isolate import DEFAULT_CASE_TIMEOUT
+from .isolate import DEFAULT_CASE_TIMEOUT, parse_seconds
 from .registry import rule_ids
 
 DESCRIPTION = """\
@@ -30,16 +30,6 @@ def _positive(v: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a positive number of processes, got {v!r}")
     return n
-
-
-def _seconds(v: str) -> float:
-    try:
-        x = float(v)
-    except ValueError:
-        x = -1.0
-    if not x >= 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds (0: no limit), got {v!r}")
-    return x
 
 
 def parser() -> argparse.ArgumentParser:
@@ -85,11 +75,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--case-timeout",
-        type=_seconds,
+        type=parse_seconds,
         default=DEFAULT_CASE_TIMEOUT,
         metavar="SECONDS",
         help=f"stop a case (or the import of a case file) that runs longer, as a problem naming it "
-        f"(default {DEFAULT_CASE_TIMEOUT:g}; 0: no limit)",
+        f"(default {DEFAULT_CASE_TIMEOUT:g}; 0: no limit); one that cannot be stopped (a loop in C) ends the run "
+        f"naming it, exit 2",
     )
     p.add_argument(
         "--explain", metavar="RULE", help="print the rule's page (the bug, a failing kernel, the fix) and exit"

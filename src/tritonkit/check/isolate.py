@@ -17,9 +17,12 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from . import watch
 
 #: seconds a case (or the import of a case file) may run; capture compiles later, so a case is fast
 DEFAULT_CASE_TIMEOUT = 120.0
@@ -75,12 +78,25 @@ def this_process_only() -> Iterator[None]:
         _leave(code)
 
 
-_interrupts = {"watching": False, "signalled": False}
+_interrupts = {"watching": False, "signalled": False, "last": -1e9}
+#: SIGINTs closer than this are one Ctrl-C: the terminal sends it to the whole process group, watcher included,
+#: and the watcher passes its copy on
+_SAME_CTRL_C = 1.0
 
 
 def _on_sigint(signum, frame):
-    _interrupts["signalled"] = True
+    now = time.monotonic()
+    if now - _interrupts["last"] < _SAME_CTRL_C:
+        return
+    _interrupts.update(signalled=True, last=now)
     raise KeyboardInterrupt
+
+
+def watch_interrupts() -> None:
+    """For a whole process (a watched child, see :mod:`.watch`): SIGINT goes through the handler
+    :func:`real_interrupts` installs, so that one Ctrl-C delivered twice raises once."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
 
 
 @contextlib.contextmanager
@@ -88,9 +104,9 @@ def real_interrupts() -> Iterator[None]:
     """Within: a SIGINT (Ctrl-C) is recorded before it raises KeyboardInterrupt, so that :func:`raised_by_code`
     tells it from a KeyboardInterrupt that a case's code raised itself. Only where Python's own handler is set, in
     the main thread (an ignored SIGINT stays ignored, a caller's handler stays theirs)."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) not in (
+        signal.default_int_handler,
+        _on_sigint,
     ):
         yield
         return
@@ -149,33 +165,53 @@ def user_code() -> Iterator[None]:
             os.close(saved)
 
 
+def parse_seconds(v: str) -> float:
+    """``--case-timeout``'s value: seconds, 0 for no limit (argparse's type)."""
+    import argparse
+
+    try:
+        x = float(v)
+    except ValueError:
+        x = -1.0
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds (0: no limit), got {v!r}")
+    return x
+
+
 @contextlib.contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
+def time_limit(seconds: float | None, label: str = "a case") -> Iterator[None]:
     """Raise :class:`CaseTimeout` in this thread after ``seconds`` (SIGALRM: the main thread of a POSIX process;
-    elsewhere, or with None or 0, no limit)."""
-    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+    with None or 0, no limit). Under ``tritonkit check`` or ``validate`` the watcher (:mod:`.watch`) also knows
+    ``label`` runs: past the limit and a grace it ends the run naming it, when the SIGALRM could not."""
+    if not seconds:
         yield
         return
+    alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
     def expired(signum, frame):
         raise CaseTimeout(f"ran past the {seconds:g} s limit (--case-timeout) and was stopped")
 
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    watch.arm(seconds, label)
+    old = None
     try:
+        if alarm:
+            old = signal.signal(signal.SIGALRM, expired)
+            signal.setitimer(signal.ITIMER_REAL, seconds)
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        watch.disarm()
 
 
-def limited(fn: Callable[[], Any] | Any, seconds: float | None) -> Callable[[], Any] | Any:
+def limited(fn: Callable[[], Any] | Any, seconds: float | None, label: str = "a case") -> Callable[[], Any] | Any:
     """``fn`` run under :func:`time_limit`; a value that is not callable is returned as it is."""
     if not callable(fn) or not seconds:
         return fn
 
     def run():
-        with time_limit(seconds):
+        with time_limit(seconds, label):
             return fn()
 
     return run

@@ -334,7 +334,7 @@ def collect(paths: list[str], problems: list[Problem], timeout: float | None = N
         sys.path.insert(0, cwd)
     for spec in expand_paths(paths, problems):
         start = len(REGISTRY)
-        with this_process_only(), time_limit(timeout):
+        with this_process_only(), time_limit(timeout, f"the import of {spec}"):
             # relative to where the run started, even after an earlier file called os.chdir
             mod, prob = import_target(spec, cwd)
         if interrupted():  # a Ctrl-C the file's code caught still ends the run
@@ -459,7 +459,10 @@ def run_check(paths: list[str] | None = None, options: Options | None = None) ->
                 )
             for t in targets:
                 t.runs = [
-                    r._replace(bounds=limited(r.bounds, opts.case_timeout), thunk=limited(r.thunk, opts.case_timeout))
+                    r._replace(
+                        bounds=limited(r.bounds, opts.case_timeout, f"{t.label} {r.case}"),
+                        thunk=limited(r.thunk, opts.case_timeout, f"{t.label} {r.case}"),
+                    )
                     for r in t.runs
                 ]
             compiler.defer = True

@@ -17,9 +17,14 @@ import torch
 
 from .._env import driver_version, git_info
 from .._fileio import write_atomic
-from ..check.isolate import UserExit, interrupted, no_process_exit, real_interrupts
+from ..check.isolate import UserExit, interrupted, no_process_exit, parse_seconds, real_interrupts
 from ..spec import dtype_name
 from ..tolerance import TOLERANCES
+
+
+#: seconds one case may run: the slowest boundary case under the interpreter (fused_moe, paged_attention) takes
+#: 6-7 s on 2 CPU cores, the slowest on an H200 6.5 s; the large ones allocate tens of GB
+DEFAULT_CASE_TIMEOUT = 300.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +55,14 @@ def _parser() -> argparse.ArgumentParser:
         "--dtype", nargs="+", dest="dtypes", metavar="DTYPE", help="float16 bfloat16 float32 (default: each op's own)"
     )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument(
+        "--case-timeout",
+        type=parse_seconds,
+        default=DEFAULT_CASE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"fail a case that runs longer, naming it (default {DEFAULT_CASE_TIMEOUT:g}; 0: no limit); under "
+        f"`tritonkit validate` one that cannot be stopped ends the run, exit 2",
+    )
     p.add_argument("--quiet", action="store_true", help="print failures and the summary only")
     p.add_argument(
         "--all",
@@ -231,7 +244,15 @@ def _run(specs, args, dtypes, total: int, report):
             # warnings wait for the table: interleaved with the progress they hide it
             with warnings.catch_warnings(record=True) as caught, no_process_exit(), real_interrupts():
                 warnings.simplefilter("always")
-                v.run(specs, args.shapes, dtypes, args.families, device=v.default_device(), on_result=on_result)
+                v.run(
+                    specs,
+                    args.shapes,
+                    dtypes,
+                    args.families,
+                    device=v.default_device(),
+                    on_result=on_result,
+                    timeout=args.case_timeout or None,
+                )
     except KeyboardInterrupt:
         if report is not None:
             with contextlib.suppress(OSError):

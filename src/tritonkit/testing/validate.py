@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
-from ..check.isolate import UserExit, raised_by_code, this_process_only
+from ..check.isolate import CaseTimeout, UserExit, raised_by_code, this_process_only, time_limit
 from ..ops import poison_outputs
 from ..ops import explain_launch_error
 from ..spec import OpSpec, Shape, as_shape, dtype_name
@@ -92,6 +92,7 @@ def validate_case(
     *,
     device: torch.device | str | None = None,
     seed: int = 0,
+    timeout: float | None = None,
 ) -> CaseResult:
     """Run ``spec`` once on ``shape``/``dtype``/``family`` inputs and compare every output with the reference.
     ``shape`` is a :class:`~tritonkit.spec.Shape` or a dict of named sizes.
@@ -99,12 +100,29 @@ def validate_case(
     Outputs the op allocates start poisoned (NaN; the minimum of a signed integer dtype), so an element the kernel
     never writes fails; outputs the op updates in place are compared whole. Each allocated output must be in the
     case's dtype, or the one ``spec.output_dtypes`` declares for it. Exceptions are caught and reported as a
-    failed case.
+    failed case, and so is a case that runs past ``timeout`` seconds (None: no limit).
     """
     shape = as_shape(shape)
-    # a process the op forked ends here instead of validating the rest in parallel with this one
-    with this_process_only(), quiet_interpreter():
-        return _validate_case(spec, shape, dtype, family, device, seed)
+    label = f"{spec.name} [{shape.id}] {dtype_name(dtype)} {family}"
+    t0 = time.perf_counter()
+    try:
+        # a process the op forked ends here instead of validating the rest in parallel with this one
+        with this_process_only(), quiet_interpreter(), time_limit(timeout, label):
+            return _validate_case(spec, shape, dtype, family, device, seed)
+    except CaseTimeout as e:
+        tol = spec.tolerance_for(dtype)
+        return CaseResult(
+            spec.name,
+            shape.id,
+            dtype_name(dtype),
+            family,
+            False,
+            float("inf"),
+            tol.rtol,
+            tol.atol,
+            f"the case {e}: a failure",
+            seconds=time.perf_counter() - t0,
+        )
 
 
 def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, device, seed: int) -> CaseResult:
@@ -273,11 +291,12 @@ def run(
     *,
     device=None,
     on_result: Callable[[CaseResult], None] | None = None,
+    timeout: float | None = None,
 ) -> list[CaseResult]:
     results = []
     for spec in specs:
         for shape, dtype, fam in iter_cases(spec, space, dtypes, families):
-            r = validate_case(spec, shape, dtype, fam, device=device)
+            r = validate_case(spec, shape, dtype, fam, device=device, timeout=timeout)
             results.append(r)
             if on_result:
                 on_result(r)
