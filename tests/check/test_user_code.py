@@ -167,7 +167,10 @@ def test_an_empty_batch_grid_is_no_finding(tmp_path):
     assert run_check([f], Options(rules=("grid-limit",))).findings == []
 
 
-@pytest.mark.parametrize("entry", ["[1, 2]", '{"ttir": 5}', '"text"', "{}", "not json"])
+@pytest.mark.parametrize(
+    "entry",
+    ["[1, 2]", '{"ttir": 5}', '"text"', "{}", "not json", '{"ttir": "garbage"}', '{"ttir": "module {", "error": null}'],
+)
 def test_a_cache_entry_that_is_no_record_is_a_miss_rewritten_and_said_once(entry, tmp_path, capsys):
     f = _file(tmp_path, "cached.py", "")
     run_check([f], Options())

@@ -156,11 +156,14 @@ def _short_error(e: BaseException) -> str:
 
 
 def _is_record(d) -> bool:
-    """Whether ``d`` (a parsed cache file) is a cache record: TTIR or an error (str), and its timings."""
+    """Whether ``d`` (a parsed cache file) is a cache record: both fields, TTIR (a module with a function in it) or
+    an error (str), and its timings. Anything else (a hand-edited or half-written file) is a miss."""
+    if not isinstance(d, dict) or not all(k in d and isinstance(d[k], (str, type(None))) for k in ("ttir", "error")):
+        return False
+    ttir = d["ttir"]
     return (
-        isinstance(d, dict)
-        and all(isinstance(d.get(k), (str, type(None))) for k in ("ttir", "error"))
-        and (d.get("ttir") is not None or d.get("error") is not None)
+        (ttir is not None or d["error"] is not None)
+        and (ttir is None or ("module" in ttir and "tt.func" in ttir))
         and isinstance(d.get("seconds", 0.0), (int, float))
         and isinstance(d.get("ttgir_seconds"), (int, float, type(None)))
     )
