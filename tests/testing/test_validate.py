@@ -163,3 +163,43 @@ def test_unwritten_int32_element_is_caught_by_poisoning():
     r = validate_case(spec, {"n": 5}, torch.float16, device=DEVICE)
     assert not r.passed and r.outputs["ids"]["mismatches"] == 2
     assert "at (4, 0): got -2147483648" in r.detail
+
+
+def _twice(x):
+    return x * 2
+
+
+def _lowered(inputs, dtype):  # rounds to the case's dtype on the way out: an oracle no better than the op
+    return {"out": (inputs["x"] * 2).to(dtype)}
+
+
+def _mutating(inputs, dtype):  # doubles x in place, then doubles it again
+    x = inputs["x"].mul_(2)
+    return {"out": x * 2}
+
+
+@pytest.mark.parametrize(
+    "reference, words",
+    [
+        (_lowered, "it returned out in float16 from float64 inputs"),
+        (_mutating, "it changed its input in place (x was overwritten: element (0,)"),
+    ],
+    ids=["low_precision", "mutates_input"],
+)
+def test_a_reference_that_breaks_its_contract_is_named_not_the_op(reference, words):
+    from tritonkit import OpSpec
+
+    spec = OpSpec(
+        "twice",
+        _twice,
+        lambda shape, dtype, fill: {"x": fill((shape["n"],), dtype)},
+        reference=reference,
+        boundary=[{"n": 16}],
+        dtypes=(torch.float16,),
+    )
+    r = validate_case(spec, {"n": 16}, torch.float16, "randn", device=DEVICE)
+    assert (
+        not r.passed
+        and r.detail.startswith("ReferenceFault: the reference, not the op, is at fault")
+        and (words in r.detail)
+    ), r.detail

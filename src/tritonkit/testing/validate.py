@@ -136,14 +136,20 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
         # a layer too large to upcast whole (DeepSeek-V3's experts: 90 GB in float64) is checked on sampled rows
         ref_inputs, rows = spec.oracle_inputs(inputs) if spec.oracle_inputs else (upcast(inputs, device), {})
         outs = _guarded_call(spec, inputs, device, res)
+        ref_before = {
+            k: t.clone()
+            for k, t in ref_inputs.items()
+            if isinstance(t, torch.Tensor) and k not in spec.inplace and t.untyped_storage().nbytes() <= COPY_LIMIT
+        }
         refs = spec.reference(ref_inputs, dtype)
-        scales = spec.error_scale(ref_inputs) if spec.error_scale else {}
         for what, d in (("call", outs), ("reference", refs)):
             if not isinstance(d, Mapping):
                 raise TypeError(
                     f"{what} returned {type(d).__name__}, not a dict of named outputs "
                     f"({{'out': tensor}} matches the default call of an fn returning one tensor)"
                 )
+        _check_reference(ref_inputs, ref_before, refs)
+        scales = spec.error_scale(ref_inputs) if spec.error_scale else {}
         if set(outs) != set(refs):
             raise AssertionError(f"op returned outputs {sorted(outs)}, reference {sorted(refs)}")
         undeclared = sorted(set(spec.output_dtypes) - set(outs))
@@ -208,6 +214,39 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
     finally:
         res.seconds = time.perf_counter() - t0
     return res
+
+
+class ReferenceFault(AssertionError):
+    """The reference broke its contract: the comparison would blame the op for the reference's error."""
+
+
+def _check_reference(ref_inputs: Mapping, before: Mapping, refs: Mapping) -> None:
+    """Raise :class:`ReferenceFault` when the reference changed an input it does not own (``before`` holds copies
+    of those), or returned a floating output less precise than its floating inputs (a ``.to(dtype)`` or ``.float()``
+    on the way out: an oracle that rounds like the op it judges)."""
+    changed = [c.removeprefix("input ") for c in changed_inputs(before, ref_inputs)]
+    if changed:
+        raise ReferenceFault(
+            f"the reference, not the op, is at fault: it changed its input in place ({changed[0]}); copy before "
+            f"writing (an input it updates on purpose belongs in OpSpec.inplace)"
+        )
+    widest = max(
+        (t.dtype for t in ref_inputs.values() if isinstance(t, torch.Tensor) and t.is_floating_point()),
+        key=lambda d: torch.finfo(d).bits,
+        default=None,
+    )
+    for name, t in refs.items():
+        if (
+            widest is not None
+            and isinstance(t, torch.Tensor)
+            and t.is_floating_point()
+            and torch.finfo(t.dtype).bits < torch.finfo(widest).bits
+        ):
+            raise ReferenceFault(
+                f"the reference, not the op, is at fault: it returned {name} in {dtype_name(t.dtype)} from "
+                f"{dtype_name(widest)} inputs; it must compute in, and return, the precision it is given (no "
+                f".to(dtype) or .float() on its outputs)"
+            )
 
 
 def _eager(
