@@ -97,10 +97,11 @@ def _main(argv: list[str] | None) -> int:
         print(f"tritonkit: unknown command {verb!r}\n\n{USAGE}", file=sys.stderr)
         return 2
     if program and verb in WATCHED:
+        from .check.isolate import watch_interrupts
         from .check.watch import watched
 
         # a case past --case-timeout that nothing inside the process can stop (a loop in C) still ends the run
-        return watched(lambda: _run(verb, rest), verb)
+        return watched(lambda: _run(verb, rest), verb, watch_interrupts)
     return _run(verb, rest)
 
 

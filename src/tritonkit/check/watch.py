@@ -64,9 +64,9 @@ def disarm() -> None:
     _send("disarm")
 
 
-def watched(command: Callable[[], int], verb: str) -> int:
+def watched(command: Callable[[], int], verb: str, child_setup: Callable[[], None] | None = None) -> int:
     """``command()``'s exit code, run in a forked child under the watch the module docstring describes (run here
-    where ``fork`` is missing)."""
+    where ``fork`` is missing); ``child_setup()`` runs first in the child (the caller's signal handling)."""
     if not hasattr(os, "fork"):
         return command()
     for stream in (sys.stdout, sys.stderr):
@@ -78,15 +78,14 @@ def watched(command: Callable[[], int], verb: str) -> int:
         global _channel
         os.close(r)
         _channel = w
-        _child(command)
+        _child(command, child_setup)
     os.close(w)
     return _watch(pid, r, verb)
 
 
-def _child(command: Callable[[], int]) -> None:
-    from .isolate import watch_interrupts
-
-    watch_interrupts()
+def _child(command: Callable[[], int], setup: Callable[[], None] | None) -> None:
+    if setup is not None:
+        setup()
     code = 1
     try:
         code = command()
