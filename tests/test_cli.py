@@ -77,3 +77,16 @@ def test_a_failing_run_still_fails_when_the_reader_has_gone(verb, body, tmp_path
     finally:
         os.close(w)
     assert p.returncode == 1 and "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("verb", ["", "check", "validate", "bench", "inductor", "tune"])
+def test_help_imports_neither_torch_nor_triton(verb):
+    # `tritonkit [VERB] --help` answers in a fraction of a second: torch's import alone takes seconds on a CPU
+    code = (
+        "import sys, runpy; sys.argv = ['tritonkit'] + sys.argv[1:]\n"
+        "try:\n    runpy.run_module('tritonkit', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
+    )
+    args = [verb, "--help"] if verb else ["--help"]
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout[-500:] + r.stderr[-500:]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .spec import OpSpec, Shape, Work  # noqa: E402
-
 
 def __getattr__(name):
+    # OpSpec and friends import torch: not at package import, so `tritonkit --help` and the CLI's routing stay quick
+    if name in ("OpSpec", "Shape", "Work"):
+        from . import spec
+
+        return getattr(spec, name)
     # the checker's decorator without importing the checker (and Triton's compiler) at package import
     if name == "case":
         from .check.case import case

@@ -31,7 +31,9 @@ separates a slow kernel from a point no kernel can bring to the ceiling. The tar
 
 def _parser() -> argparse.ArgumentParser:
     from ..models import DEFAULT_BENCH_MODELS, DEFAULT_MOE_BENCH_MODELS
-    from .providers import ALL_PROVIDERS, DEFAULT_PROVIDERS
+
+    # the ops' own providers come from their specs (torch, Triton): named by --list, checked in main
+    from .provider_names import GENERIC_PROVIDERS, NOT_DEFAULT
 
     p = argparse.ArgumentParser(
         prog="tritonkit bench",
@@ -67,15 +69,20 @@ def _parser() -> argparse.ArgumentParser:
         "--series",
         nargs="+",
         metavar="NAME",
-        help=f"of an op with named series ({_series_help()}), sweep only these (default: all)",
+        help="of an op with named series, sweep only these (default: all; --list names them)",
+    )
+    p.add_argument(
+        "--list",
+        action=_List,
+        nargs=0,
+        help="print every provider and each built-in op's named series, then exit (it imports the ops: seconds)",
     )
     p.add_argument(
         "--providers",
         nargs="+",
-        default=list(DEFAULT_PROVIDERS),
-        choices=ALL_PROVIDERS,
         metavar="NAME",
-        help=f"from {', '.join(ALL_PROVIDERS)} (default: {' '.join(DEFAULT_PROVIDERS)}; vllm where importable)",
+        help=f"from {', '.join(GENERIC_PROVIDERS)} and the peers the ops declare (vllm, sdpa, ...: --list names "
+        f"them; default: all but {', '.join(NOT_DEFAULT)}; vllm where importable)",
     )
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where bench.json and <op>.png go")
     p.add_argument(
@@ -129,8 +136,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class _List(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .providers import ALL_PROVIDERS, DEFAULT_PROVIDERS
+
+        print(f"providers: {', '.join(ALL_PROVIDERS)} (default: {' '.join(DEFAULT_PROVIDERS)})")
+        print(f"series:\n{_series_help()}")
+        parser.exit()
+
+
 def _series_help() -> str:
-    """Each built-in op's named series, as its spec declares them on the first default model that has its layer."""
+    """Each built-in op's named series, one op a line, as its spec declares them on the first default model that
+    has its layer."""
     from ..models import DEFAULT_BENCH_MODELS, DEFAULT_MOE_BENCH_MODELS, MODELS
     from ..ops import specs
     from .runner import series_names
@@ -141,7 +158,7 @@ def _series_help() -> str:
         names = series_names(spec, models[0]) if models else []
         if names:
             parts.append(f"{spec.name}: {', '.join(map(repr, names))}")
-    return "; ".join(parts)
+    return "\n".join(parts)
 
 
 def _err(msg: str) -> int:
@@ -212,6 +229,11 @@ def main(argv: list[str]) -> int:
     from .records import Results, record, write_json
     from .runner import BenchConfig, OpTarget, parse_kv, run, sweep_points
 
+    from .providers import ALL_PROVIDERS, DEFAULT_PROVIDERS
+
+    unknown = [p for p in args.providers or () if p not in ALL_PROVIDERS]
+    if unknown:
+        return _err(f"--providers: unknown provider {unknown[0]!r}; known: {', '.join(ALL_PROVIDERS)}")
     try:
         shape_kv = parse_kv(args.shape)
         targets = [OpTarget.parse(t) for t in (args.ops or OP_NAMES)]
@@ -255,7 +277,7 @@ def main(argv: list[str]) -> int:
         models_given=models_given,
         dtypes=dtypes,
         num_tokens=list(num_tokens or NUM_TOKENS_SWEEP),
-        providers=list(args.providers),
+        providers=list(args.providers or DEFAULT_PROVIDERS),
         startup=not args.no_startup,
         repeats=args.repeats,
         deadline_s=args.deadline,

@@ -38,10 +38,7 @@ from ..testing import compare
 from ..testing.validate import upcast
 from .records import CheckResult as Check
 
-#: the providers every op has, in the order the bench lists them
-GENERIC_PROVIDERS = ("tritonkit", "eager", "inductor", "inductor-dynamic")
-#: providers timed only when asked for
-NOT_DEFAULT = ("inductor-dynamic",)
+from .provider_names import GENERIC_PROVIDERS, NOT_DEFAULT
 
 
 def declared_providers(specs: Iterable[OpSpec]) -> tuple[str, ...]:

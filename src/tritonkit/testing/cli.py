@@ -12,14 +12,15 @@ import re
 import sys
 import time
 import warnings
-
-import torch
+from typing import TYPE_CHECKING
 
 from .._env import driver_version, git_info
 from .._fileio import write_atomic
+
+if TYPE_CHECKING:
+    import torch
+
 from ..check.isolate import UserExit, interrupted, no_process_exit, parse_seconds, real_interrupts
-from ..spec import dtype_name
-from ..tolerance import TOLERANCES
 
 
 #: seconds one case may run: the slowest boundary case under the interpreter (fused_moe, paged_attention) takes
@@ -74,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dtype(name: str) -> torch.dtype | None:
+    import torch
+
     d = getattr(torch, name, None)
     return d if isinstance(d, torch.dtype) else None
 
@@ -94,6 +97,11 @@ def _writable(path: str) -> str | None:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    # torch and the specs after the arguments: `tritonkit validate --help` needs neither
+    import torch
+
+    from ..spec import dtype_name
+
     # the results file stays where it was named when the ops' code calls os.chdir
     cwd = os.getcwd()
     json_path = os.path.abspath(args.json) if args.json is not None else None
@@ -208,6 +216,9 @@ def main(argv: list[str]) -> int:
 
 def _untolerated(cases) -> str | None:
     """The first (spec, dtype) of the cases with no tolerance to compare by, said in a line, or None."""
+    from ..spec import dtype_name
+    from ..tolerance import TOLERANCES
+
     for s, d in {(id(s), d): (s, d) for s, (_, d, _) in cases}.values():
         try:
             s.tolerance_for(d)

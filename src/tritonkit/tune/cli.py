@@ -32,7 +32,7 @@ class _Usage(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .fused_moe import BUDGET_S, DEFAULT_BUCKETS, MAX_JOBS
+    from .defaults import BUDGET_S, DEFAULT_BUCKETS, MAX_JOBS
 
     p = _Parser(
         prog="tritonkit tune",

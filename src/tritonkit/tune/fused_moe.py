@@ -30,29 +30,24 @@ from pathlib import Path
 
 import torch
 
-from ..models import NUM_TOKENS_SWEEP, ModelConfig
+from ..models import ModelConfig
 from ..ops.fused_moe import config as _config
 from ..ops.fused_moe.api import check_args, forward, reload_tables
 from ..ops.fused_moe.config import FusedMoeConfig, GemmConfig
 from ..ops.fused_moe.spec import make_inputs
 from ..spec import dtype_name
 from ..testing.inputs import Fill
+from .defaults import BUDGET_S, DEFAULT_BUCKETS, MAX_JOBS
 from .space import GEMM1, GEMM2, SPACE, Layer, Space, block_ms, compile_units, phase_candidates, seed
 
 DTYPES = (torch.bfloat16, torch.float16)
-#: the sweep's buckets through 16384: past it prefill tiles stop changing (block_m is 128 from M * topk / E >= 128)
-DEFAULT_BUCKETS = tuple(m for m in NUM_TOKENS_SWEEP if m <= 16384)
 #: routings (seeds) each shortlisted config is timed on: routing moves rows between experts, and with them padding
 ROUTINGS = 3
 #: screened configs timed on every routing: the screen's order among near-equal tiles is noise
 SHORTLIST = 4
-#: seconds of search per bucket, shared evenly by its (block_m, GEMM) phases; each phase times at least its seed
-BUDGET_S = 60.0
 #: block_m of the winners also timed in the other layout: blocks of one slot fill only a tile's first row, so only the
 #: tensor core's smallest M tile takes them
 SLOT_BLOCK_M = 16
-#: compile workers at most: each holds a CUDA context and weights of compile_experts(E) experts
-MAX_JOBS = 8
 #: tokens of a compile worker's call: any count compiles the same GEMM kernels (per-call integers are unspecialized)
 COMPILE_TOKENS = 16
 #: largest |candidate - default| over max |default| accepted: sum-order and rounding-point differences stay near one
