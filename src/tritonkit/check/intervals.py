@@ -50,7 +50,8 @@ def trip_count(lb: Val, ub: Val, step: Val) -> tuple[int, int] | None:
     return max(0, -(-(ub.lo - lb.hi) // step.hi)), max(0, -(-(ub.hi - lb.lo) // step.lo))
 
 
-def _tdiv(a: int, b: int) -> int:
+def tdiv(a: int, b: int) -> int:
+    """``a / b`` rounded toward zero, as C (and Triton) divide integers."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
 
@@ -65,5 +66,5 @@ def div(a: Iv, b: Iv, fl: dict, slop: int) -> Iv:
     if not divisors:
         m = max(abs(a.lo), abs(a.hi))
         return Iv(-m, m, **fl)
-    c = [_tdiv(x, d) for x in (a.lo, a.hi) for d in divisors]
+    c = [tdiv(x, d) for x in (a.lo, a.hi) for d in divisors]
     return Iv(min(c) - slop, max(c) + slop, **fl)

@@ -257,9 +257,11 @@ def overlap(
     return None
 
 
-def same_mapping(f: Func, ra: RangeAnalysis, a: Op, b: Op, aliases: Aliases) -> bool:
+def same_mapping(f: Func, ra: RangeAnalysis, a: Op, b: Op, aliases: Aliases, launch=None) -> bool:
     """The two accesses reach each element through the same index expression on the same view, so one thread
-    touches the same elements in both: the load-compute-store of one element per thread."""
+    touches the same elements in both: the load-compute-store of one element per thread. With ``launch``, integer
+    arguments count by the values it passes (``stride_in_m`` and ``stride_out_m`` of an in-place call are one
+    stride)."""
     pa, pb = a.operands[0], b.operands[0]
     if shape_of(f.types.get(pa, "")) != shape_of(f.types.get(pb, "")):
         return False
@@ -274,7 +276,8 @@ def same_mapping(f: Func, ra: RangeAnalysis, a: Op, b: Op, aliases: Aliases) -> 
     if pa == pb:
         return True
     if ba == bb:
-        return same_terms(f, ta, tb, {})
+        values = {aliases.ir_of.get(p, p): v for p, v in launch.int_args.items()} if launch is not None else {}
+        return same_terms(f, ta, tb, values)
     # two arguments: the same view in every launch that aliases them, and terms equal with that launch's integers
     launches = aliases.by_pair.get((ba, bb) if ba < bb else (bb, ba), [])
     return bool(launches) and all(
@@ -364,7 +367,7 @@ def find_overlap(
     tried = distinct(launches, lambda ln: tuple(sorted(ln.aliases)), MAX_CONFIRM)
     for ln in tried:
         ra = ranges_of(ln)
-        if exempt is not None and exempt(ra):
+        if exempt is not None and exempt(ra, ln):
             continue
         hit = overlap(f, ra, first, second, loop, aliases, launch=ln, other_lane=other_lane)
         if hit is not None:
@@ -402,7 +405,9 @@ def races(ctx, unit, f: Func, write_first: bool):
                 ):
                     continue
                 # one element per thread through the same expression: decided in each launch (strides have values)
-                exempt = None if write_first else (lambda ra, a=first, b=second: same_mapping(f, ra, a, b, aliases))
+                exempt = (
+                    None if write_first else (lambda ra, ln, a=first, b=second: same_mapping(f, ra, a, b, aliases, ln))
+                )
                 unconfirmed: list = []
                 hit = find_overlap(
                     f,

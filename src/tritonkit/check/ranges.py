@@ -22,7 +22,7 @@ import dataclasses
 
 from .budgets import NARROW_OPERANDS
 from .conditions import Diffs, Fact, block_facts, facts, narrow, possible, root, same_values
-from .intervals import Iv, Unknown, Val, trip_count, type_range
+from .intervals import Iv, Unknown, Val, tdiv, trip_count, type_range
 from .mlir import Func, Op, int_bits, shape_of
 from .pointers import decompose, strip
 from .transfer import TRANSFER, UNMODELLED
@@ -65,8 +65,6 @@ class RangeAnalysis:
         self._active: dict[str, tuple[int, int]] = {}  # group root -> bounds the conditions in force put on it
         self._dead = 0  # > 0 inside a branch whose condition these bindings never meet: it reports no overflow
         self.seen: dict[int, list[Val]] = {}  # op position -> its operands' values where it ran
-        #: result of `a[j] - a[i]` (two loads of one array) -> that array's argument, declared non-decreasing or not
-        self.load_diffs: dict[str, str] = {}
 
     # -- driver ---------------------------------------------------------------------------------------------
     def run(self) -> RangeAnalysis:
@@ -246,6 +244,10 @@ class RangeAnalysis:
             if (step := self._step_diff(op)) is not None:
                 # `a[j] - a[i]` with j >= i of a non-decreasing array: a length, not any difference of two values
                 return Iv(step[0], step[1], a.data or b.data, a.over or b.over, max(a.scale, b.scale))
+            if (c := self._rem_of(op)) is not None:
+                # `x - x % c` is `x` rounded toward zero to a multiple of c: what an unrolled loop's bound computes
+                # (`tl.range(..., loop_unroll_factor=4)`); the two intervals alone lose that they are one x
+                lo, hi = c * tdiv(a.lo, c), c * tdiv(a.hi, c)
             # inside `if y < x:` the difference x - y is at least 1, which the two intervals alone do not say
             dlo, dhi = self.diffs.bound(self.f, op.operands[0], op.operands[1])
             if max(lo, dlo if dlo is not None else lo) <= min(hi, dhi if dhi is not None else hi):
@@ -277,18 +279,28 @@ class RangeAnalysis:
             self.overflows[op.pos] = Overflow(op, iv, [a, b], bits)
         return Iv(lo, hi, data, True, scale)
 
+    def _rem_of(self, op: Op) -> int | None:
+        """``c`` when ``op`` is ``x - x % c`` with ``c`` a constant > 0 (a C remainder, or an unsigned one of an
+        ``x`` >= 0), else None."""
+        x = op.operands[0]
+        r = self.f.defs.get(op.operands[1])
+        if r is None or r.name not in ("arith.remsi", "arith.remui") or len(r.operands) < 2 or r.operands[0] != x:
+            return None
+        c, v = self.get(r.operands[1]), self.get(x)
+        if not (isinstance(c, Iv) and c.lo == c.hi > 0 and isinstance(v, Iv)):
+            return None
+        return c.lo if r.name == "arith.remsi" or v.lo >= 0 else None
+
     def _step_diff(self, op: Op) -> tuple[int, int] | None:
-        """Bounds of ``x - y`` where both are loads of one array declared non-decreasing and ``x``'s index is
-        provably at least ``y``'s (the difference of offsets is a length); None otherwise. Records every
-        difference of two loads of one array in :attr:`load_diffs`, declared or not."""
+        """Bounds of ``x - y`` where both are loads of one array and ``x``'s index is provably at least ``y``'s:
+        an array two of whose elements a kernel subtracts holds cumulative offsets (``cu_seqlens``,
+        ``query_start_loc``, ``kv_indptr``), declared ``nondecreasing`` or not, and the difference is a length,
+        >= 0 (bounded above by a declared step or a declared ``loaded_bounds``); None otherwise."""
         x, y = (self.f.defs.get(root(self.f, v)) for v in op.operands[:2])
         if x is None or y is None or x.name != "tt.load" or y.name != "tt.load" or not op.results:
             return None
         (bx, tx), (by, ty) = decompose(self.f, x.operands[0]), decompose(self.f, y.operands[0])
         if bx is None or bx != by:
-            return None
-        self.load_diffs[op.results[0]] = bx
-        if bx not in self.b.nondecreasing:
             return None
         rest_y = [strip(self.f, t) for t in ty if isinstance(t, str)]
         gap = Iv(0, 0)
@@ -309,10 +321,12 @@ class RangeAnalysis:
             gap = Iv(gap.lo - v.hi, gap.hi - v.lo)
         if len(ty) != len([t for t in ty if isinstance(t, str)]) or gap.lo < 0:
             return None  # the minuend's index may be the smaller one
-        step = self.b.nondecreasing[bx]
+        step = self.b.nondecreasing.get(bx)
         # the elements' own width bounds a difference of two of them, whatever width it is computed in
         bits = int_bits(self.f.types.get(x.results[0], "")) or 32
         hi = type_range(bits)[1] if step is None else min(type_range(bits)[1], step * gap.hi)
+        if bx in self.b.loaded:  # two elements of the declared range are at most its width apart
+            hi = min(hi, self.b.loaded[bx][1] - self.b.loaded[bx][0])
         return 0, hi
 
     # -- structured control flow ----------------------------------------------------------------------------

@@ -133,7 +133,25 @@ def _arith(ra, op: Op, a: Iv, b: Iv, bits: int) -> Val:
     return ra.arith(op, a, b, bits)
 
 
+def _trip_count(ra, op: Op) -> bool:
+    """``op`` is ``(x - y + (s - 1)) /u s``: the trip count of a loop from y to x by s, as Triton's loop unroller
+    computes it (``tl.range(..., loop_unroll_factor=N)``) assuming x >= y: the user's loop runs no iteration below."""
+    d = ra.f.defs.get(op.operands[0])
+    if op.name != "arith.divui" or d is None or d.name != "arith.addi" or len(d.operands) < 2:
+        return False
+    diff, k = (ra.f.defs.get(x) for x in d.operands[:2])
+    kv, sv = ra.get(d.operands[1]), ra.get(op.operands[1])
+    minus_one = k is not None and k.name == "arith.subi" and k.operands[:1] == op.operands[1:2]
+    return (
+        diff is not None
+        and diff.name == "arith.subi"
+        and (minus_one or (isinstance(kv, Iv) and isinstance(sv, Iv) and kv.lo == kv.hi == sv.lo - 1))
+    )
+
+
 def _divide(ra, op: Op, a: Iv, b: Iv, bits: int) -> Val:
+    if a.lo < 0 and _trip_count(ra, op):
+        a = Iv(0, max(a.hi, 0), a.data, a.over, a.scale)
     fl = _flags(a, b)
     if a.data and not b.data:
         fl["scale"] = (

@@ -130,3 +130,10 @@ def conv1d_varlen_state_case(batch):
 @tritonkit.case(batch=[1, 16, 256], loaded_bounds=LINES)
 def conv1d_chunk_state_case(batch):
     _run(_conv1d_chunk_state_kernel, batch, False, chunks=128)
+
+
+# the same kernel as a newcomer's case would run it, with nothing declared about the offsets (issue 40): a
+# difference of two entries of one array, the larger index minus the smaller, is a length by default
+@tritonkit.case(batch=[1, 16, 256], loaded_bounds=LINES)
+def conv1d_varlen_state_undeclared_case(batch):
+    _run(_conv1d_varlen_state_kernel, batch, True)

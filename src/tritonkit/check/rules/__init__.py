@@ -223,29 +223,6 @@ def _nondecreasing(launches: list[Launch], ir_of: dict[str, str], kname: str) ->
     return out
 
 
-def declaration_note(ctx: Context, unit: Unit, f: Func, ln: Launch, still, **extra) -> str:
-    """When the finding comes only from a difference of two elements of one loaded array (``cu_seqlens[i + 1] -
-    cu_seqlens[i]``) that no case declared non-decreasing, a sentence naming the declaration that would settle it;
-    else "". ``still(ranges)`` says whether the finding holds under some ranges."""
-    ra = ctx.launch_ranges(unit, f, ln, **extra)
-    b = ctx.bindings(unit, f, [ln], **extra)
-    arrays = sorted(set(ra.load_diffs.values()) - set(b.nondecreasing))
-    if not arrays:
-        return ""
-    assumed = dataclasses.replace(b, nondecreasing={**b.nondecreasing, **{a: None for a in arrays}})
-    if still(RangeAnalysis(f, assumed).run()):
-        return ""
-    names = [a for a, _t, _l in f.args]
-    param = dict(zip(names, unit.ir_params)) if len(names) == len(unit.ir_params) else {}
-    shown = [param.get(a, a) for a in arrays]
-    return (
-        f". The extreme comes from a difference of two elements of {', '.join(f'`{p}`' for p in shown)}: if "
-        f"{'that array never decreases' if len(shown) == 1 else 'those arrays never decrease'} (cumulative "
-        f"offsets such as cu_seqlens), declare it in the case, `nondecreasing={shown!r}`, and the difference "
-        f"is a length (>= 0)"
-    )
-
-
 def source_line(file: str, line: int) -> str:
     return linecache.getline(file, line).rstrip("\n") if line > 0 else ""
 
@@ -275,4 +252,4 @@ def all_rules():
     return {m.RULE.id: m for m in mods}
 
 
-__all__ = ["Context", "Finding", "RuleInfo", "all_rules", "declaration_note", "display", "rule_page", "source_line"]
+__all__ = ["Context", "Finding", "RuleInfo", "all_rules", "display", "rule_page", "source_line"]

@@ -12,7 +12,7 @@ from ..pointers import base_arg, is_int32_offset, offset_slice, strip
 from ..intervals import Iv, Unknown
 from ..ranges import Overflow
 from ..source import binop_at, dedent_col, within
-from . import Context, Finding, RuleInfo, declaration_note, display
+from . import Context, Finding, RuleInfo, display
 
 RULE = RuleInfo(
     "int32-offset",
@@ -352,6 +352,5 @@ def check(ctx: Context) -> list[Finding]:
             op = cands[pos]
             file, line, col = ctx.frame(unit, op)
             msg, fix = _message(ctx, unit, f, op, ov, ln.grid)
-            msg += declaration_note(ctx, unit, f, ln, lambda r, pos=pos: pos in r.overflows)
             out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, ln.case, fix=fix, col=col))
     return out

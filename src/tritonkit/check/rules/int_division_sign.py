@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..capture import distinct
 from ..conditions import block_facts, facts, facts_at, narrow
 from ..mlir import Func, Op
 from ..pointers import strip
 from ..intervals import Iv
 from ..source import binop_at, call_at
-from . import Context, Finding, RuleInfo, declaration_note
+from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
     "int-division-sign",
@@ -30,9 +32,24 @@ def _negative(f: Func, op: Op, ra) -> tuple[Iv, Iv] | None:
     a, b = ra.operands(op)[:2]
     if not (isinstance(a, Iv) and isinstance(b, Iv)):
         return None
+    if b.lo == 0 < b.hi and a.lo < 0 and strip(f, op.operands[1]) in _addends(f, op.operands[0]):
+        # `tl.cdiv(x, y)` divides x + y - 1 by y, and runs only where y >= 1 (a division by zero is no sign question):
+        # the dividend is one more than the interval of y alone makes it
+        a = dataclasses.replace(a, lo=a.lo + 1)
     if a.lo < 0 or (b.lo < 0 and not b.data):
         return a, b
     return None
+
+
+def _addends(f: Func, name: str, depth: int = 0) -> set[str]:
+    """The values added up into ``name`` (behind shape ops and extensions; through ``+`` and ``- constant``)."""
+    op = f.defs.get(strip(f, name))
+    if op is None or depth > 8 or len(op.operands) < 2 or op.name not in ("arith.addi", "arith.subi"):
+        return {strip(f, name)}
+    if op.name == "arith.subi":
+        c = f.defs.get(strip(f, op.operands[1]))
+        return _addends(f, op.operands[0], depth + 1) if c is not None and c.name == "arith.constant" else set()
+    return _addends(f, op.operands[0], depth + 1) | _addends(f, op.operands[1], depth + 1)
 
 
 #: ops the result passes through unchanged (per lane), and ops that compute something new from it
@@ -114,6 +131,9 @@ def _unused_when_negative(f: Func, ra, users, by_block, op: Op) -> bool:
                 continue
             elif plain and u.name == "arith.maxsi" and isinstance(o := ra.get(u.operands[1 - k]), Iv) and o.lo >= 0:
                 continue
+            elif plain and u.name == "arith.minsi":
+                # the min of a quotient <= 0 is <= 0 either way: still a trip count of no iteration, or a lost max
+                stack += [(r, True) for r in u.results]
             elif u.name in _CARRY:
                 stack += [(r, plain) for r in u.results]
             elif u.name in _FLOW:
@@ -180,9 +200,6 @@ def check(ctx: Context) -> list[Finding]:
                 why = f"{who} can be as low as {a.lo:,}"
             else:
                 why = f"the divisor can be as low as {b.lo:,}"
-            note = declaration_note(
-                ctx, unit, f, ln, lambda r, op=op: _negative(f, op, r) is not None, loads_nonneg=True
-            )
             out.append(
                 Finding(
                     RULE.id,
@@ -190,7 +207,7 @@ def check(ctx: Context) -> list[Finding]:
                     unit.kernel.name,
                     file,
                     line,
-                    f"`{expr}` divides like C, not like Python, and {why}: {_example(a, b, sym)}{note}",
+                    f"`{expr}` divides like C, not like Python, and {why}: {_example(a, b, sym)}",
                     ln.case,
                     fix=(
                         "make the value non-negative first (skip negative indices: `if slot < 0: return`; shift a ring "
