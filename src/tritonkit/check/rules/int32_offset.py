@@ -7,7 +7,7 @@ import re
 
 from ..budgets import ORIGIN, RING_SLICE
 from ..capture import distinct
-from ..mlir import Func, Op
+from ..mlir import Func, Op, int_bits
 from ..pointers import base_arg, is_int32_offset, offset_slice, strip
 from ..intervals import Iv, Unknown
 from ..ranges import Overflow
@@ -18,8 +18,9 @@ RULE = RuleInfo(
     "int32-offset",
     "error",
     "pointer offset overflows int32",
-    "Triton computes `a * b` in int32 when both operands are int32; past 2^31 - 1 it wraps to a negative offset, "
-    "so the access lands far from the intended element: silent corruption or an illegal-address fault.",
+    "Triton computes `a * b` in int32 when both operands are int32; past 2^31 - 1 it wraps to a negative offset "
+    "(a uint32 one wraps past 2^32 - 1 to a small one), so the access lands far from the intended element: silent "
+    "corruption or an illegal-address fault.",
 )
 
 #: distinct launch bindings tried when looking for the case that shows an overflow
@@ -196,7 +197,7 @@ def _cast_target(f: Func, op: Op, ov: Overflow) -> str | None:
     return best[1] if best else None
 
 
-def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid) -> tuple[str, str]:
+def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid, unsigned: bool = False) -> tuple[str, str]:
     expr, labels, sides = _labels(ctx, unit, f, op, ov)
     grid_note = f"program id < grid {grid}" if grid else "program id"
     parts = [
@@ -211,13 +212,21 @@ def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid) -> tuple[s
             if isinstance(v, Iv) and v.lo == v.hi
         ]
     # the extreme that leaves the range, with its sign: below -2^31 the offset wraps to a large positive one
-    if ov.iv.hi > _INT32_MAX:
+    if unsigned:
+        # Triton zero-extends an unsigned offset to 64 bits, after computing it in 32: past 2^32 - 1 it wrapped
+        reach = (
+            f"can reach {_fmt(ov.iv.hi)}, past the uint32 limit of {_fmt(_UINT32_MAX)}, where it wraps"
+            if ov.iv.hi > _UINT32_MAX
+            else f"can reach {_fmt(ov.iv.lo)}, below 0, where it wraps"
+        )
+        msg = f"`{expr}` is computed in uint{ov.bits} and {reach}, before it is widened to offset a pointer"
+    elif ov.iv.hi > _INT32_MAX:
         reach = f"can reach {_fmt(ov.iv.hi)}, past the int32 limit of {_fmt(_INT32_MAX)}"
+        msg = f"`{expr}` is computed in int{ov.bits} and {reach}, before it offsets a pointer"
     else:
         reach = f"can reach {_fmt(ov.iv.lo)}, below the int32 limit of {_fmt(-(2**31))}, where it wraps"
-    msg = f"`{expr}` is computed in int{ov.bits} and {reach}, before it offsets a pointer" + (
-        f" ({'; '.join(parts)})" if parts else ""
-    )
+        msg = f"`{expr}` is computed in int{ov.bits} and {reach}, before it offsets a pointer"
+    msg += f" ({'; '.join(parts)})" if parts else ""
     target = _cast_target(f, op, ov)
     sym = _SYM.get(op.name, op.name)
     k = op.operands.index(target) if target is not None else None
@@ -275,6 +284,31 @@ _RING = {
     "ttg.convert_layout",
 }
 _INT32_MAX = 2**31 - 1
+_UINT32_MAX = 2**32 - 1
+#: ops an offset passes through on its way from a zero-extension to the pointer, element for element
+_SHAPES = {"tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout"}
+
+
+def _zero_extended(f: Func, name: str) -> str | None:
+    """The 32-bit value a 64-bit pointer offset zero-extends (behind shape ops), or None. Triton widens an unsigned
+    offset that way before ``tt.addptr`` (``Y_ptr + perm_idx * stride`` with ``perm_idx`` a ``tl.uint32``), so the
+    arithmetic before it ran in uint32, which wraps past 2^32 - 1."""
+    for _ in range(RING_SLICE.limit):
+        op = f.defs.get(name)
+        if op is None or not op.operands:
+            return None
+        if op.name == "arith.extui":
+            bits = int_bits(f.types.get(op.operands[0], ""))
+            return op.operands[0] if bits is not None and 1 < bits <= 32 else None
+        if op.name not in _SHAPES:
+            return None
+        name = op.operands[0]
+    return None
+
+
+def _wraps(ov: Overflow, unsigned: bool) -> bool:
+    """The overflow leaves the offset's type: int32 (recorded so), or uint32 when it was computed unsigned."""
+    return not unsigned or ov.iv.hi > _UINT32_MAX or ov.iv.lo < 0
 
 
 def _ring_slice(f: Func, name: str) -> set[int]:
@@ -294,7 +328,7 @@ def _ring_slice(f: Func, name: str) -> set[int]:
     return out
 
 
-def _in_bounds_fit(ln, feeds, param_of, ov: Overflow) -> bool:
+def _in_bounds_fit(ln, feeds, param_of, ov: Overflow, unsigned: bool = False) -> bool:
     """The overflow scales a loaded index, and every pointer it feeds, through wrapping arithmetic only,
     addresses an allocation of fewer than 2^31 elements in this launch: a valid index then gives an in-bounds
     offset, which fits int32, and a wrapped intermediate comes back exact. (Such a launch shows no overflow a
@@ -304,7 +338,7 @@ def _in_bounds_fit(ln, feeds, param_of, ov: Overflow) -> bool:
         return False
     for base, modular in feeds:
         n = ln.extents.get(param_of.get(base, base)) if base is not None else None
-        if not modular or n is None or n > _INT32_MAX:
+        if not modular or n is None or n > (_UINT32_MAX if unsigned else _INT32_MAX):
             return False
     return True
 
@@ -315,17 +349,24 @@ def check(ctx: Context) -> list[Finding]:
         ra = ctx.union_ranges(unit, f)
         cands: dict[int, Op] = {}
         feeds: dict[int, list[tuple[str | None, bool]]] = {}  # candidate -> (pointer's argument, exact mod 2^32)
+        signed: set[int] = set()  # candidates that feed an int32 offset (the others feed only uint32 ones)
         for op in f.ops:
-            if op.name != "tt.addptr" or len(op.operands) < 2 or not is_int32_offset(f, op.operands[1]):
+            if op.name != "tt.addptr" or len(op.operands) < 2:
                 continue
-            v = ra.get(op.operands[1])
+            offset = op.operands[1]
+            unsigned = not is_int32_offset(f, offset)
+            if unsigned and (offset := _zero_extended(f, offset)) is None:
+                continue
+            v = ra.get(offset)
             if isinstance(v, Unknown):
                 ctx.note(unit, op, f"int32-offset could not bound this pointer offset: {v.reason}")
             ring = None
-            for s in offset_slice(f, op.operands[1]):
+            for s in offset_slice(f, offset):
                 if s.pos in ra.overflows:
                     cands.setdefault(s.pos, s)
-                    ring = _ring_slice(f, op.operands[1]) if ring is None else ring
+                    if not unsigned:
+                        signed.add(s.pos)
+                    ring = _ring_slice(f, offset) if ring is None else ring
                     feeds.setdefault(s.pos, []).append((base_arg(f, op.operands[0]), s.pos in ring))
         if not cands:
             continue
@@ -340,7 +381,8 @@ def check(ctx: Context) -> list[Finding]:
                 if (
                     pos in one.overflows
                     and pos not in witness
-                    and not _in_bounds_fit(ln, feeds[pos], param_of, one.overflows[pos])
+                    and _wraps(one.overflows[pos], pos not in signed)
+                    and not _in_bounds_fit(ln, feeds[pos], param_of, one.overflows[pos], pos not in signed)
                 ):
                     witness[pos] = (ln, one.overflows[pos])
             if len(witness) == len(cands):
@@ -351,6 +393,6 @@ def check(ctx: Context) -> list[Finding]:
         for pos, (ln, ov) in sorted(witness.items()):
             op = cands[pos]
             file, line, col = ctx.frame(unit, op)
-            msg, fix = _message(ctx, unit, f, op, ov, ln.grid)
+            msg, fix = _message(ctx, unit, f, op, ov, ln.grid, unsigned=pos not in signed)
             out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, ln.case, fix=fix, col=col))
     return out
