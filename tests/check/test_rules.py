@@ -253,7 +253,7 @@ def test_division_of_a_value_that_can_be_negative(report):
     (cd,) = _on(report, "_countdown_kernel", "int-division-sign")
     # a division inlined from tl.cdiv is quoted as the call, never by IR names
     (c,) = _on(report, "_cdiv_kernel", "int-division-sign")
-    assert c.message.startswith("`tl.cdiv(n, SPLITS)` divides like C, not like Python, and its dividend")
+    assert c.message.startswith("`tl.cdiv(n, SPLITS)` divides like C, not like Python, and `n` can be as low as -64")
 
 
 def test_a_difference_of_offsets_is_a_length(report):

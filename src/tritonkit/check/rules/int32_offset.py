@@ -11,8 +11,8 @@ from ..mlir import Func, Op, int_bits
 from ..pointers import base_arg, is_int32_offset, offset_slice, strip
 from ..intervals import Iv, Unknown
 from ..ranges import Overflow
-from ..source import binop_at, dedent_col, within
-from . import Context, Finding, RuleInfo, display
+from ..source import binop_at, call_at, dedent_col, within
+from . import Context, Finding, RuleInfo, display, source_line
 
 RULE = RuleInfo(
     "int32-offset",
@@ -91,12 +91,14 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
     src = binop_at(file, line, col, op.name)
     a, b = (op.operands + ["?", "?"])[:2]
     if src is None:
+        # inlined from a call, or arithmetic Triton generated for the line: named by the code written there
+        code = call_at(file, line, col) or source_line(file, line).strip()
         names = []
         for n, v in zip((a, b), ov.operands):
             if isinstance(v, Iv) and v.lo == v.hi:
                 names.append(_fmt(v.lo))
             else:
-                names.append(_own_name(f, strip(f, n)) or "the operand")
+                names.append(_own_name(f, strip(f, n)) or (f"a term of `{code}`" if code else "a term on this line"))
         return f"{names[0]} {_SYM.get(op.name, op.name)} {names[1]}", names, ["left", "right"]
     # which source side each IR operand came from: by where its defining op was written (canonicalization may
     # swap a constant to the right), by name for kernel arguments, else in source order
@@ -124,7 +126,9 @@ def _labels(ctx: Context, unit, f: Func, op: Op, ov: Overflow) -> tuple[str, lis
             folded = folded or not hit
     if folded:
         names = [
-            _fmt_plain(v.lo) if isinstance(v, Iv) and v.lo == v.hi else _own_name(f, strip(f, n)) or "the operand"
+            _fmt_plain(v.lo)
+            if isinstance(v, Iv) and v.lo == v.hi
+            else _own_name(f, strip(f, n)) or f"a term of `{src.text}`"
             for n, v in zip((a, b), ov.operands)
         ]
         return src.text, names, ["folded", "folded"]

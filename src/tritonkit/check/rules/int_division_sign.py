@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 from ..capture import distinct
@@ -10,7 +11,7 @@ from ..mlir import Func, Op
 from ..pointers import strip
 from ..intervals import Iv
 from ..source import binop_at, call_at
-from . import Context, Finding, RuleInfo
+from . import Context, Finding, RuleInfo, source_line
 
 RULE = RuleInfo(
     "int-division-sign",
@@ -143,6 +144,21 @@ def _unused_when_negative(f: Func, ra, users, by_block, op: Op) -> bool:
     return True
 
 
+def _first_arg(call: str) -> str | None:
+    """The source text of a call's first positional argument (``n`` of ``tl.cdiv(n, SPLITS)``)."""
+    try:
+        node = ast.parse(call, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    return ast.get_source_segment(call, node.args[0])
+
+
+def _is_cdiv(call: str) -> bool:
+    return call.split("(", 1)[0].strip().rsplit(".", 1)[-1] in ("cdiv", "cdiv_fn")
+
+
 def _example(a: Iv, b: Iv, sym: str) -> str:
     x = -1 if a.lo <= -1 <= a.hi else a.lo
     d = b.hi if b.hi > 0 else b.lo
@@ -188,16 +204,24 @@ def check(ctx: Context) -> list[Finding]:
             file, line, col = ctx.frame(unit, op)
             sym = _OPS[op.name]
             src = binop_at(file, line, col, op.name)
+            low = a.lo
             if src is not None:
                 expr, who = src.text, f"`{src.left}`"
+            elif (call := call_at(file, line, col)) is not None:
+                # inlined from a call: `tl.cdiv(n, d)` divides n + d - 1 by d, so name n and its own low end
+                expr, first = call, _first_arg(call)
+                who = f"`{first}`" if first and _is_cdiv(call) else "its dividend"
+                low = a.lo - (max(b.lo, 1) - 1) if first and _is_cdiv(call) else a.lo
             else:
-                # inlined from a call (tl.cdiv(n, d) divides n + d - 1), or no source: never an IR name
-                expr, who = call_at(file, line, col) or f"the {sym} on this line", "its dividend"
+                # arithmetic Triton generated for this line: named by the code written there, never by an IR name
+                code = source_line(file, line).strip()
+                expr, who = None, "its dividend"
+                shown = f"the {sym} Triton generates for `{code}`" if code else f"the {sym} on this line"
             d = f.defs.get(strip(f, op.operands[0]))
             if d is not None and d.name == "tt.load" and a.lo < 0:
                 why = f"{who} is loaded, and the case's `loaded_bounds` (or the load's `other=`) let it be {a.lo:,}"
             elif a.lo < 0:
-                why = f"{who} can be as low as {a.lo:,}"
+                why = f"{who} can be as low as {low:,}"
             else:
                 why = f"the divisor can be as low as {b.lo:,}"
             out.append(
@@ -207,7 +231,8 @@ def check(ctx: Context) -> list[Finding]:
                     unit.kernel.name,
                     file,
                     line,
-                    f"`{expr}` divides like C, not like Python, and {why}: {_example(a, b, sym)}",
+                    f"{f'`{expr}`' if expr is not None else shown} divides like C, not like Python, and {why}: "
+                    f"{_example(a, b, sym)}",
                     ln.case,
                     fix=(
                         "make the value non-negative first (skip negative indices: `if slot < 0: return`; shift a ring "
