@@ -106,8 +106,11 @@ def _user_frame(tb) -> str:
     from .capture import _CHECK_DIR, _TRITON_DIR
 
     frames = traceback.extract_tb(tb)
+    torch_mod = sys.modules.get("torch")
+    # torch's own frames too: a meta tensor's `.item()` is raised from a registration, the call is the user's
+    torch_dir = os.path.dirname(torch_mod.__file__) + os.sep if getattr(torch_mod, "__file__", None) else _CHECK_DIR
     for fr in reversed(frames):
-        if not fr.filename.startswith((_TRITON_DIR, _CHECK_DIR)):
+        if not fr.filename.startswith((_TRITON_DIR, _CHECK_DIR, torch_dir)):
             return f"{fr.filename}:{fr.lineno}"
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
 
@@ -263,6 +266,22 @@ def _which(bad: list[str], nondecreasing: dict) -> str:
     return " and ".join(sorted(kw))
 
 
+#: what torch says when code reads the data of a meta tensor (``.item()``, ``.tolist()``, ``int(t)``, ``.numpy()``)
+_META_DATA = ("cannot be called on meta tensors", "Cannot copy out of meta tensor", "meta device type tensor")
+
+
+def _meta_hint(e: BaseException) -> str:
+    """What to do when the launcher read an input's values on the host, which a meta tensor does not have."""
+    if not any(m in str(e) for m in _META_DATA):
+        return ""
+    return (
+        ": the launcher reads an input's values on the host (`.item()`, `.tolist()`, `int(t)`), and a tensor on "
+        "device='meta' has none. Make those inputs (a lengths or offsets tensor, not the large ones) small real CPU "
+        "tensors with the values a deployment sees, `torch.tensor([0, 7, 19], dtype=torch.int32)`; or launch the "
+        "kernel from the case with the value the launcher would compute"
+    )
+
+
 def _execute(capture, targets: list[Target], problems: list[Problem], progress=None) -> int:
     n = 0
     total = sum(len(t.runs) for t in targets)
@@ -282,7 +301,7 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
             except BaseException as e:  # noqa: BLE001 - reported by name; the other cases still run
                 if isinstance(e, KeyboardInterrupt) and not raised_by_code(e):
                     raise
-                problems.append(Problem("case", f"{t.label} {case}", f"raised {_exc(e)}"))
+                problems.append(Problem("case", f"{t.label} {case}", f"raised {_exc(e)}{_meta_hint(e)}"))
             else:
                 if capture.n_launches == before:
                     silent.append(case)
