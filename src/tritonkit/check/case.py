@@ -18,11 +18,13 @@ Three keywords are reserved:
 - ``nondecreasing=["query_start_loc_ptr"]`` declares that the integers a kernel loads through that pointer argument
   never decrease along the array (cumulative offsets: ``cu_seqlens``, ``query_start_loc``, per-adapter token
   starts). The difference of two of its elements, the one at the larger index minus the other, is then a length:
-  at least 0. A dict gives each array's largest step between neighbours too (``{"cu_seqlens_ptr": 8192}``), which
-  bounds such a difference from above (``None``: no bound). Keys are checked like ``loaded_bounds`` keys.
+  at least 0 (the checker takes it so for any array a kernel subtracts two elements of, declared or not). A dict
+  gives each array's largest step between neighbours too (``{"cu_seqlens_ptr": 8192}``), which bounds such a
+  difference from above (``None``: no bound). Keys are checked like ``loaded_bounds`` keys.
 - ``sweep=["num_tokens"]`` names the parameters that change from call to call in one deployment: launches that
   differ only in them must share a compile (the ``recompile`` rule). By default the parameters whose names are
-  per-call sizes (``num_tokens``, ``num_seqs``, ``batch``, ...) if the case has any, else all of them.
+  per-call sizes (``num_tokens``, ``num_seqs``, ``batch``, ...) if the case has any, else all of them (a recompile
+  finding that rests on that says so); ``sweep=[]``: none, each run is a use of its own.
 
 This module imports neither Triton nor torch: decorating costs nothing at import time.
 """
@@ -34,6 +36,20 @@ import inspect
 import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
+
+#: shape keys that change from call to call within one deployment: launches that differ only in these belong to
+#: one sweep, and must not recompile (the recompile rule groups launches by the other keys)
+PER_CALL_KEYS = (
+    "num_tokens",
+    "num_seqs",
+    "batch",
+    "batch_size",
+    "seq_len",
+    "max_seq_len",
+    "max_seqlen",
+    "context_len",
+    "num_blocks",
+)
 
 #: every case defined so far, in definition order; the loader reads what a file added
 REGISTRY: list[Case] = []

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from .._imports import import_file
 from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress, unknown_suppressions
-from .case import REGISTRY, Case, CaseContext, Declared
+from .case import PER_CALL_KEYS, REGISTRY, Case, CaseContext, Declared
 from .findings import Finding, Problem
 from .isolate import (
     DEFAULT_CASE_TIMEOUT,
@@ -32,20 +32,6 @@ from .isolate import (
 )
 from .progress import Progress
 from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
-
-#: shape keys that change from call to call within one deployment: launches that differ only in these belong to
-#: one sweep, and must not recompile (the recompile rule groups launches by the other keys)
-PER_CALL_KEYS = (
-    "num_tokens",
-    "num_seqs",
-    "batch",
-    "batch_size",
-    "seq_len",
-    "max_seq_len",
-    "max_seqlen",
-    "context_len",
-    "num_blocks",
-)
 
 SPACES = ("boundary", "sweep", "large")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..case import PER_CALL_KEYS
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(
@@ -77,6 +78,20 @@ def _option_names(units) -> list[str]:
 
 def _short(vals: list) -> str:
     return ", ".join(map(str, vals[:_VALUES])) + (", …" if len(vals) > _VALUES else "")
+
+
+def _inferred_note(ln) -> str:
+    """When the sweep was inferred (a case with no `sweep=` and no parameter named like a per-call size: all its
+    parameters were taken as per-call), the declaration that says otherwise."""
+    keys = list(ln.case)
+    if "op" in ln.case or not keys or list(ln.sweep_keys) != keys or set(keys) & set(PER_CALL_KEYS):
+        return ""
+    return (
+        f". The case declares no `sweep=` and none of its parameters is named like a per-call size "
+        f"({', '.join(PER_CALL_KEYS[:3])}, ...), so all of them ({', '.join(f'`{k}`' for k in keys)}) were taken "
+        f"as values one deployment sees from call to call: if some are not (a dtype, a model size, a feature "
+        f"flag), declare the ones that are, `sweep={keys[:1]!r}`, or `sweep=[]` for none"
+    )
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -173,7 +188,7 @@ def check(ctx: Context) -> list[Finding]:
                     info.file,
                     info.line,
                     f"`{info.name}` compiles {len(units)} times{where}, split by {' and '.join(parts)}: "
-                    f"{'; '.join(listed)}{more}",
+                    f"{'; '.join(listed)}{more}{_inferred_note(exposer)}",
                     exposer.case,
                     fix="; ".join(fixes) + " (keep a specialization only where the kernel really gets faster)",
                     tag=",".join(names),
