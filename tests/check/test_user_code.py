@@ -330,7 +330,10 @@ def test_a_case_that_changes_directory_moves_no_file_the_run_writes(tmp_path, mo
     assert check_main(args + ["--write-baseline", "new.json"]) == 0
     assert sorted(p.name for p in away.iterdir()) == []
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert rep["problems"] == [] and rep["stats"]["cases"] == 3
+    # (a test before this one may have run Triton's interpreter in this process: the check then says it moved to a
+    # fresh process, which is no problem of the case's)
+    assert [p for p in rep["problems"] if "interpreter had run" not in p["message"]] == []
+    assert rep["stats"]["cases"] == 3
     assert json.loads((tmp_path / "new.json").read_text())["findings"] == []
     assert os.getcwd() == str(tmp_path)
 
