@@ -108,6 +108,18 @@ def test_the_table_fits_120_columns_and_collapses_passing_rows(capsys):
     )
     assert "rms_norm: 1 of 1 cases pass, worst error 0.5 (float16 near_max n=1); --all lists them" in lines
     assert sum(ln.startswith("    ") for ln in lines) >= 3  # the 340-character detail, wrapped
+    # the failure's shape whole below its cut row, and no word cut with an ellipsis outside the shape column
+    text = " ".join(ln.strip() for ln in lines)
+    assert f"[shape {LONG},x=1]" in text.replace("\n", "")
+
+
+def test_a_long_worst_case_is_wrapped_not_cut(capsys):
+    from tritonkit.testing.report import print_table
+
+    print_table([_result("paged_attention", LONG, True, 0.25)])
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 120 and not any("\u2026" in ln for ln in lines)
+    assert LONG in " ".join(ln.strip() for ln in lines) and lines[-1].endswith("--all lists them")
 
 
 def test_every_row_lists_passes_within_120_columns(capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 import textwrap
 
 
@@ -20,8 +21,15 @@ def progress(total: int):
     else:
         rich_ok = sys.stderr.isatty()
     if rich_ok:
+        from rich.progress import TimeRemainingColumn
+
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            transient=True,
         ) as p:
             task = p.add_task("validate", total=total)
 
@@ -31,16 +39,24 @@ def progress(total: int):
             yield advance
         return
     done = [0]
+    t0 = time.perf_counter()
 
     def advance(r):
         done[0] += 1
         mark = "." if r.passed else "F"
         sys.stderr.write(mark)
         if done[0] % 80 == 0 or done[0] == total:
-            sys.stderr.write(f" {done[0]}/{total}\n")
+            elapsed = time.perf_counter() - t0
+            left = elapsed / done[0] * (total - done[0])
+            tail = f", about {_span(left)} left" if done[0] < total else ""
+            sys.stderr.write(f" {done[0]}/{total} in {_span(elapsed)}{tail}\n")
         sys.stderr.flush()
 
     yield advance
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 WIDTH = 120  # the table fits a 120-column terminal: a long shape is cut, a failure's detail wrapped
@@ -70,9 +86,11 @@ def print_table(results, failures_only: bool = False, every_row: bool = False, w
             d[1] = _cut(d[1], widths[1])
             print("  ".join(c.ljust(w) for c, w in zip(d, widths)).rstrip())
             if not r.passed:
+                # a failure's shape whole (the row cuts a long one), then what failed, both wrapped
+                detail = r.detail if d[1] == r.shape else f"{r.detail} [shape {r.shape}]"
                 print(
                     textwrap.fill(
-                        r.detail,
+                        detail,
                         width,
                         initial_indent="    ",
                         subsequent_indent="      ",
@@ -91,10 +109,13 @@ def print_table(results, failures_only: bool = False, every_row: bool = False, w
     for op, rs in passed.items():
         total = sum(r.op == op for r in results)
         w = max(rs, key=lambda r: r.error)
+        # wrapped, never cut: the worst case's shape is what a reader looks up
         print(
-            _cut(
+            textwrap.fill(
                 f"{op}: {len(rs)} of {total} cases pass, worst error {_fmt(w.error)} ({w.dtype} {w.family} "
                 f"{w.shape}); --all lists them",
                 width,
+                subsequent_indent="    ",
+                break_on_hyphens=False,
             )
         )
