@@ -289,3 +289,34 @@ def test_a_finished_run_is_recorded_without_a_gpu(tmp_path, capsys):
     assert main(["bench", "--from", str(run_dir / "bench.json")]) == 2
     assert "--from needs --record" in capsys.readouterr().err
     assert main(["bench", "--record", str(rec), "--from", str(tmp_path / "none.json")]) == 2
+
+
+def test_every_line_of_the_published_reports_fits_120_columns():
+    # the recorded runs are the widest the bench makes (every provider, a base, the copy reference)
+    import json
+    import pathlib
+
+    from tritonkit.bench import report
+    from tritonkit.bench.compare import format_compare
+    from tritonkit.bench.records import Results
+
+    latest = pathlib.Path(__file__).parents[2] / "benchmarks" / "results" / "h200" / "latest"
+    runs = {p.stem: Results.from_dict(json.loads(p.read_text())) for p in sorted(latest.glob("*.json"))}
+    assert runs
+    for name, r in runs.items():
+        for text in (report.format_results(r), report.format_summary(r), format_compare(r, r, "a.json", "b.json")):
+            wide = [ln for ln in text.splitlines() if len(ln) > report.WIDTH]
+            assert not wide, (name, wide[:2])
+
+
+def test_a_wide_table_repeats_its_key_columns_in_each_part():
+    from tritonkit.bench.report import text_table
+
+    head = ["num_tokens"] + [f"column {i:02d}" for i in range(20)]
+    out = text_table(head, [["1"] + ["x"] * 20, ["16"] + ["y"] * 20], keep=1, width=60)
+    parts = out.split("\n\n")
+    assert len(parts) > 1 and all(p.startswith("num_tokens") for p in parts)
+    assert all(len(ln) <= 60 for ln in out.splitlines())
+    # every column appears once, in order
+    cols = [c for p in parts for c in p.splitlines()[0].split("  ") if c.strip().startswith("column")]
+    assert [c.strip() for c in cols] == head[1:]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from .records import PointResult, Results, read_json
-from .report import fmt_us, text_table
+from .report import fit, fmt_us, text_table
 from .stats import geomean
 
 
@@ -80,7 +80,7 @@ def format_compare(a: Results, b: Results, name_a: str = "A", name_b: str = "B")
         out.append("no points in common")
     if res.only_a or res.only_b:
         out.append(f"\n{res.only_a} points only in A, {res.only_b} only in B")
-    return "\n".join(out)
+    return fit("\n".join(out))
 
 
 def main_compare(path_a: str, path_b: str) -> int:

@@ -10,6 +10,7 @@ import math
 import platform
 import shlex
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 
 from .._env import driver_version, git_info
@@ -81,16 +82,59 @@ def fmt(x, spec: str = ".3g") -> str:
     return format(x, spec)
 
 
-def text_table(head: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[bool] | None = None) -> str:
+#: every line the bench prints fits a terminal this wide: a wider table is split into column groups, text wrapped
+WIDTH = 120
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """``text`` with each line past ``width`` wrapped, its continuation indented under it (tables from
+    :func:`text_table` already fit)."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        out.append(
+            textwrap.fill(
+                line.strip(), width, initial_indent=lead, subsequent_indent=lead + "    ", break_on_hyphens=False
+            )
+        )
+    return "\n".join(out)
+
+
+def text_table(
+    head: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    right: Sequence[bool] | None = None,
+    keep: int = 1,
+    width: int = WIDTH,
+) -> str:
+    """Rows under a header, columns aligned. A table wider than ``width`` is printed as several, one under the
+    other, each repeating the first ``keep`` columns (the row's key) beside the columns that fit."""
     rows = [list(map(str, r)) for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
     right = right or [i > 0 for i in range(len(head))]
 
-    def line(cells):
-        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+    def line(cells, cols):
+        return "  ".join(cells[i].rjust(widths[i]) if right[i] else cells[i].ljust(widths[i]) for i in cols).rstrip()
 
-    out = [line(head), "-" * len(line(head))]
-    out += [line(r) for r in rows]
+    groups, cur = [], list(range(min(keep, len(head))))
+    base = sum(widths[i] + 2 for i in cur)
+    used = base
+    for i in range(len(cur), len(head)):
+        if used + widths[i] > width and len(cur) > keep:
+            groups.append(cur)
+            cur, used = list(range(min(keep, len(head)))), base
+        cur.append(i)
+        used += widths[i] + 2
+    groups.append(cur)
+    out = []
+    for g in groups:
+        if out:
+            out.append("")
+        out += [line(head, g), "-" * len(line(head, g))]
+        out += [line(r, g) for r in rows]
     return "\n".join(out)
 
 
@@ -156,7 +200,7 @@ def point_table(series: Series, providers: Sequence[str]) -> str:
         if copy_cols:
             row += [fmt_us(_copy_us(by)), fmt(tk.pct_of_copy, ".1f") if tk else "-"]
         rows.append(row)
-    return text_table(head, rows)
+    return text_table(head, rows, keep=2)
 
 
 def _startup_text(st: dict | None) -> str:
@@ -258,7 +302,7 @@ def format_results(results: Results) -> str:
             out.append(f"  host time per eager call [{short(shape_id, 40)}]: {txt}")
         if op.startup:
             out.append(f"  startup [{dict_id(op.startup.get('shape', {}))}]: {_startup_text(op.startup)}")
-    return "\n".join(out)
+    return fit("\n".join(out))
 
 
 def dict_id(d: dict) -> str:
@@ -378,7 +422,7 @@ def format_summary(results: Results, tokens: int = SUMMARY_TOKENS) -> str:
     out = [
         f"summary ({TARGET_FACTOR}x target: t/target <= 1 passes; copy pass: the size-matched copy against the "
         f"same target; % of ceiling at {tokens} tokens, or a series' largest point below it)",
-        text_table(head, body, [False, False] + [True] * (len(head) - 2)),
+        text_table(head, body, [False, False] + [True] * (len(head) - 2), keep=2),
     ]
     for r in rows:
         if r.problems:
@@ -386,7 +430,7 @@ def format_summary(results: Results, tokens: int = SUMMARY_TOKENS) -> str:
     for o in results.ops:
         if o.error:
             out.append(f"  {o.label} {o.dtype}: {o.error[:300]}")
-    return "\n".join(out)
+    return fit("\n".join(out))
 
 
 # ------------------------------------------------------------------------------------------------- progress
