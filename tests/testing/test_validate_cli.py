@@ -212,3 +212,43 @@ def test_an_op_that_never_returns_is_stopped_by_name(body, code, words, tmp_path
     assert p.returncode == code and words in p.stdout + p.stderr, p.stdout + p.stderr
     if code == 1:  # stopped inside the process: the other case still ran
         assert "1 passed, 1 failed" in p.stdout
+
+
+_BF16_SPEC = """
+import torch, triton, triton.language as tl
+from tritonkit import OpSpec
+
+@triton.jit
+def _square_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x * x, mask=offs < n)  # a product in the input's dtype
+
+def square(x):
+    out = torch.empty_like(x)
+    _square_kernel[(1,)](x, out, x.numel(), BLOCK=16)
+    return out
+
+S = OpSpec("square", square, lambda s, d, fill: {"x": fill((s["n"],), d)},
+           reference=lambda i, d: {"out": i["x"] * i["x"]}, boundary=[{"n": 5}],
+           dtypes=(torch.bfloat16,), families=("randn",))
+"""
+
+
+def test_a_bf16_failure_under_the_interpreter_names_the_interpreter(tmp_path):
+    from tritonkit.testing.interpreter import bf16_product_defect
+
+    (tmp_path / "sq.py").write_text(_BF16_SPEC)
+    p = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "validate", "sq.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    text = " ".join(p.stdout.split())
+    if p.returncode == 0:  # an interpreter that multiplies bf16 right: nothing to name
+        assert bf16_product_defect() is None
+        return
+    assert p.returncode == 1
+    assert "CPU interpreter multiplies bfloat16 wrongly" in text and "not the kernel's" in text, p.stdout

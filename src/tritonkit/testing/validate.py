@@ -29,6 +29,7 @@ from ..spec import OpSpec, Shape, as_shape, dtype_name
 from .metric import Comparison, compare
 from .guard import COPY_LIMIT, GuardAllocations, changed_inputs, guard_inputs, name_allocations
 from .inputs import Fill
+from .interpreter import bf16_product_defect
 
 
 @dataclasses.dataclass
@@ -189,6 +190,11 @@ def _validate_case(spec: OpSpec, shape: Shape, dtype: torch.dtype, family: str, 
         if not res.passed:
             res.eager = _eager(spec, ref_inputs, in_dtypes, dtype, refs, tol, scales)
             res.detail += f"; eager PyTorch on the same inputs: {res.eager}"
+            if torch.bfloat16 in (dtype, *in_dtypes.values()) and (defect := bf16_product_defect()):
+                res.detail += (
+                    f"; but {defect}: a bf16 product in the kernel may be the interpreter's error, not the kernel's "
+                    f"(multiply in float32, x.to(tl.float32), or validate on a GPU)"
+                )
         del ref_inputs
         if res.violations:
             res.passed, res.error = False, float("inf")
