@@ -86,9 +86,10 @@ def fmt(x, spec: str = ".3g") -> str:
 WIDTH = 120
 
 
-def fit(text: str, width: int = WIDTH) -> str:
-    """``text`` with each line past ``width`` wrapped, its continuation indented under it (tables from
-    :func:`text_table` already fit)."""
+def fit(text: str, width: int | None = None) -> str:
+    """``text`` with each line past ``width`` (default :data:`WIDTH`) wrapped, its continuation indented under it
+    (tables from :func:`text_table` already fit)."""
+    width = WIDTH if width is None else width
     out = []
     for line in text.split("\n"):
         if len(line) <= width:
@@ -108,10 +109,12 @@ def text_table(
     rows: Iterable[Sequence[str]],
     right: Sequence[bool] | None = None,
     keep: int = 1,
-    width: int = WIDTH,
+    width: int | None = None,
 ) -> str:
-    """Rows under a header, columns aligned. A table wider than ``width`` is printed as several, one under the
-    other, each repeating the first ``keep`` columns (the row's key) beside the columns that fit."""
+    """Rows under a header, columns aligned. A table wider than ``width`` (default :data:`WIDTH`) is printed as
+    several, one under the other, each repeating the first ``keep`` columns (the row's key) beside the columns that
+    fit."""
+    width = WIDTH if width is None else width
     rows = [list(map(str, r)) for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
     right = right or [i > 0 for i in range(len(head))]
