@@ -25,9 +25,58 @@ DEVICE = torch.device("cuda" if ON_GPU else "cpu")
 
 #: tests marked `network` resolve installs against PyPI (minutes, and a network): opt in with this set to 1
 NETWORK_ENV = "TRITONKIT_NETWORK_TESTS"
+#: the full grids (every parameter of every test, and the tests marked `full`): `--full`, or this set to 1
+FULL_ENV = "TRITONKIT_FULL_TESTS"
+#: parameters the fast tier keeps of each parametrized test: the first, the last and evenly between them, plus one
+#: for every op named in the test's ids (a test over the ops keeps every op)
+FAST_PARAMS = 3
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help=f"every parameter of every grid and the tests marked `full` (the default samples each grid to "
+        f"{FAST_PARAMS} and every op; {FULL_ENV}=1 does the same; .ci/run runs this)",
+    )
+
+
+def _full(config) -> bool:
+    return config.getoption("--full") or os.environ.get(FULL_ENV, "") == "1"
+
+
+def _fast_tier(items: list) -> tuple[list, list]:
+    """(kept, dropped): each parametrized test's grid sampled as FAST_PARAMS says, in collection order."""
+    from tritonkit.ops import OP_NAMES
+
+    groups: dict[tuple, list[int]] = {}
+    for i, item in enumerate(items):
+        if getattr(item, "callspec", None) is not None:
+            groups.setdefault((item.nodeid.split("[")[0]), []).append(i)
+    drop: set[int] = set()
+    for idx in groups.values():
+        n = len(idx)
+        if n <= FAST_PARAMS:
+            continue
+        keep = {idx[round(k * (n - 1) / (FAST_PARAMS - 1))] for k in range(FAST_PARAMS)}
+        seen_ops = set()
+        for i in idx:
+            pid = items[i].callspec.id
+            for op in OP_NAMES:
+                if op in pid and op not in seen_ops:
+                    seen_ops.add(op)
+                    keep.add(i)
+        drop.update(i for i in idx if i not in keep)
+    return [x for i, x in enumerate(items) if i not in drop], [x for i, x in enumerate(items) if i in drop]
 
 
 def pytest_collection_modifyitems(config, items):
+    if not _full(config):
+        kept, dropped = _fast_tier([x for x in items if "full" not in x.keywords])
+        dropped += [x for x in items if "full" in x.keywords]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
     skip_net = pytest.mark.skip(reason=f"needs PyPI: set {NETWORK_ENV}=1 to run")
     if os.environ.get(NETWORK_ENV, "") != "1":
         for item in items:
