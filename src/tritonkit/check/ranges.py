@@ -96,7 +96,10 @@ class RangeAnalysis:
         saved_active = dict(self._active)
         dead = False
         if self._same is None:
-            self._same = same_values(self.f)
+            # the IR's, not the bindings': one walk per function, however many launches are analysed
+            self._same = self.f.memo.get("same_values")
+            if self._same is None:
+                self._same = self.f.memo["same_values"] = same_values(self.f)
             self._group = {n: r for r, names in self._same.items() for n in names}
         for fc in fs:
             a, b = self.get(fc.a), self.get(fc.b)

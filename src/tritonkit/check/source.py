@@ -50,6 +50,7 @@ def _tree(file: str) -> tuple[ast.Module, str] | None:
         return None
 
 
+@functools.lru_cache(maxsize=4096)
 def _function_at(tree: ast.Module, line: int):
     best = None
     for node in ast.walk(tree):
@@ -63,6 +64,8 @@ def _span(node) -> tuple[int, int, int, int]:
     return node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or node.col_offset
 
 
+# a rule asks once per launch and site: an autotuned file's hundreds of compiles ask the same
+@functools.lru_cache(maxsize=4096)
 def binop_at(file: str | None, line: int, col: int, op_name: str) -> Expr | None:
     """The binary expression an integer op (``arith.muli`` ...) at ``file:line:col`` was generated from."""
     kind = _OPS.get(op_name)
@@ -95,6 +98,7 @@ def binop_at(file: str | None, line: int, col: int, op_name: str) -> Expr | None
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def call_at(file: str | None, line: int, col: int) -> str | None:
     """The source of the call an op inlined from a jit function (``tl.cdiv(n, SPLITS)``) was generated from: its
     location is its last argument's start."""
@@ -111,6 +115,7 @@ def call_at(file: str | None, line: int, col: int) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def dedent_col(file: str | None, line: int, col: int) -> tuple[int, int]:
     """A TTIR location's (line, column) in file coordinates."""
     got = _tree(file) if file else None
