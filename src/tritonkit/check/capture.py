@@ -73,15 +73,20 @@ class Unit:
     def func(self):
         """The parsed entry function of the TTIR (None if it did not compile or parse)."""
         if self._func is None and self._parse_error is None and self.compiled.ttir:
-            from .mlir import ParseError, parse_module
+            # units that share their TTIR (autotune configs differing in num_warps alone) share its parse
+            shared = self.compiled.parsed
+            if shared is None:
+                from .mlir import ParseError, parse_module
 
-            try:
-                mod = parse_module(self.compiled.ttir)
-                self._func = (mod.entry_func(), mod)
-            except ParseError as e:
-                self._parse_error = str(e)
-            except Exception as e:  # noqa: BLE001 - an IR form the reader does not know: reported by name
-                self._parse_error = f"{type(e).__name__}: {e}"
+                try:
+                    mod = parse_module(self.compiled.ttir)
+                    shared = ((mod.entry_func(), mod), None)
+                except ParseError as e:
+                    shared = (None, str(e))
+                except Exception as e:  # noqa: BLE001 - an IR form the reader does not know: reported by name
+                    shared = (None, f"{type(e).__name__}: {e}")
+                self.compiled.parsed = shared
+            self._func, self._parse_error = shared
         return self._func
 
 

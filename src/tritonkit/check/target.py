@@ -138,6 +138,8 @@ class Compiled:
     seconds: float = 0.0  # frontend + TTIR passes, measured when it was compiled (cache hits keep it)
     ttgir_seconds: float | None = None
     cached: bool = False
+    #: (the parsed entry function and module, or None and the parse error), shared by the units of this TTIR
+    parsed: Any = dataclasses.field(default=None, repr=False, compare=False)
 
 
 def _cache_dir() -> Path | None:
@@ -169,6 +171,11 @@ def _is_record(d) -> bool:
     )
 
 
+#: launch options the frontend and the TTIR passes do not read (they shape TTGIR and what follows): TTIR is shared
+#: across them, checked by tests/check/test_compile_speed.py
+_AFTER_TTIR = ("num_warps", "num_stages", "maxnreg")
+
+
 class Compiler:
     """Lowers captured launches to TTIR for one target, with an in-memory and an on-disk cache."""
 
@@ -186,8 +193,12 @@ class Compiler:
         self._lowered = self._to_lower = 0
         self.pending: dict[str, tuple[Compiled, tuple, bool]] = {}
 
-    def cache_key(self, kernel, signature, constexprs, attrs, options) -> str:
-        opts = {k: v for k, v in sorted(options.__dict__.items()) if k != "extern_libs"}
+    def cache_key(self, kernel, signature, constexprs, attrs, options, ir: bool = False) -> str:
+        """The key of one specialization (a unit: what Triton compiles once); with ``ir``, of its TTIR, which the
+        launch options only TTGIR and later read do not change (autotune configs that differ in num_warps or
+        num_stages alone share one)."""
+        skip = ("extern_libs",) + (_AFTER_TTIR if ir else ())
+        opts = {k: v for k, v in sorted(options.__dict__.items()) if k not in skip}
         consts = sorted((str(k), getattr(v, "cache_key", None) or repr(v)) for k, v in constexprs.items())
         # the IR's locations name the file and line it was compiled from: the same source elsewhere is another entry
         code = getattr(getattr(kernel, "fn", None), "__code__", None)
@@ -243,7 +254,7 @@ class Compiler:
     def compile(self, kernel, signature, constexprs, attrs, options, want_ttgir: bool = False) -> Compiled:
         """The TTIR of one specialization: from the caches, else lowered now (or, with ``defer``, filled in by
         :meth:`finish`; the object returned is the one that gets filled)."""
-        key = self.cache_key(kernel, signature, constexprs, attrs, options)
+        key = self.cache_key(kernel, signature, constexprs, attrs, options, ir=True)
         if key in self.pending:
             c, args, tg = self.pending[key]
             self.pending[key] = (c, args, tg or want_ttgir)

@@ -1,0 +1,55 @@
+"""What makes `tritonkit check` of an autotuned file fast (issue 40), and that it stays so: TTIR lowered once for
+autotune configs that differ only in launch options TTIR does not read."""
+
+import dataclasses
+
+import torch
+import triton
+import triton.language as tl
+
+from tritonkit.check.capture import Capture
+from tritonkit.check.target import Compiler, parse_arch
+
+
+@triton.jit
+def _tile_gemm_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr
+):
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in tl.range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + offs_m[:, None] * K + (k + offs_k)[None, :], mask=offs_m[:, None] < M, other=0.0)
+        b = tl.load(b_ptr + (k + offs_k)[:, None] * N + offs_n[None, :], mask=offs_n[None, :] < N, other=0.0)
+        acc = tl.dot(a, b, acc=acc)
+    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def test_ttir_does_not_read_the_launch_options_it_is_shared_across():
+    # the compiler keys TTIR without num_warps, num_stages and maxnreg (target._AFTER_TTIR): lowered with each, the
+    # TTIR of one specialization must be the same text
+    compiler = Compiler(parse_arch("sm_90"), disk_cache=False)
+    compiler.defer = True
+    m = dict(device="meta", dtype=torch.bfloat16)
+    with Capture(compiler):
+        _tile_gemm_kernel[(4, 4)](
+            torch.empty(256, 512, **m),
+            torch.empty(512, 256, **m),
+            torch.empty(256, 256, **m),
+            256,
+            256,
+            512,
+            BLOCK_M=64,
+            BLOCK_N=64,
+            BLOCK_K=32,
+            num_warps=4,
+            num_stages=2,
+        )
+        ((_c, args, _tg),) = compiler.pending.values()
+        kernel, signature, constexprs, attrs, options = args
+        texts = {
+            compiler._ttir(kernel, signature, constexprs, attrs, dataclasses.replace(options, **o))[0].str()
+            for o in ({}, {"num_warps": 8}, {"num_stages": 5}, {"num_warps": 2, "num_stages": 3, "maxnreg": 128})
+        }
+    assert len(texts) == 1
