@@ -53,3 +53,33 @@ def test_ttir_does_not_read_the_launch_options_it_is_shared_across():
             for o in ({}, {"num_warps": 8}, {"num_stages": 5}, {"num_warps": 2, "num_stages": 3, "maxnreg": 128})
         }
     assert len(texts) == 1
+
+
+_tuned_gemm_kernel = triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_N": bn}, num_warps=nw, num_stages=ns) for bn in (32, 64) for nw in (4, 8) for ns in (2, 3)
+    ],
+    key=["N"],
+)(_tile_gemm_kernel)
+
+
+def test_an_autotuner_times_ttgir_on_one_config_and_lowers_each_ttir_once():
+    compiler = Compiler(parse_arch("sm_90"), disk_cache=False)
+    compiler.defer = True
+    m = dict(device="meta", dtype=torch.bfloat16)
+    with Capture(compiler) as cap:
+        _tuned_gemm_kernel[lambda meta: (4, 256 // meta["BLOCK_N"])](
+            torch.empty(256, 512, **m),
+            torch.empty(512, 256, **m),
+            torch.empty(256, 256, **m),
+            256,
+            256,
+            512,
+            BLOCK_M=64,
+            BLOCK_K=32,
+        )
+        pending = list(compiler.pending.values())
+    (rec,) = cap.autotuners.values()
+    assert len(rec.units) == 8  # a compile per config, as Triton's autotuner makes them
+    assert len(pending) == 2  # one TTIR per BLOCK_N
+    assert [tg for _c, _a, tg in pending].count(True) == 1  # TTGIR timed once, for autotune-cost's estimate

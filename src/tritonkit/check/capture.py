@@ -539,9 +539,10 @@ class Capture:
         key = self.compiler.cache_key(jit, signature, constexprs, attrs, opts)
         unit = info.units.get(key)
         if unit is None:
-            compiled = self.compiler.compile(
-                jit, signature, constexprs, attrs, opts, want_ttgir=self._autotune is not None
-            )
+            # autotune-cost quotes one config's time to TTGIR: measured on the autotuner's first config only (the
+            # rules read TTIR; TTGIR of every config was three quarters of a cold run of an autotuned file)
+            first = self._autotune is not None and not self.autotuners[self._autotune[0]].units
+            compiled = self.compiler.compile(jit, signature, constexprs, attrs, opts, want_ttgir=first)
             ir_params = []
             for name, ty in signature.items():
                 if ty == "constexpr":
