@@ -62,3 +62,35 @@ def test_every_path_a_doc_names_exists(doc):
     # a module may be named without its suffix (`ops/_ints`)
     missing = sorted(p for p in named if not any((b / p).exists() or (b / f"{p}.py").exists() for b in (*BASES, base)))
     assert not missing, f"{doc} names paths that do not exist: {missing}"
+
+
+def _layout_section() -> str:
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    start = text.index("## Layout")
+    end = text.index("\n## ", start + 1)
+    return text[start:end]
+
+
+#: what every op folder holds, which CONTRIBUTING names once for all of them (`ops/<op>/`)
+_OP_FILES = {"api", "kernel", "config", "reference", "spec", "vllm", "peers"}
+
+
+def test_contributing_names_every_module_of_the_package():
+    # a newcomer finds each module in the layout: a module added without a line there fails here
+    layout = _layout_section()
+    named = set(re.findall(r"`([A-Za-z_][\w./<>]*)`", layout))
+    # a name may be written bare (`capture`), with its folder (`check/capture`) or as a file (`capture.py`)
+    words = {n.rsplit("/", 1)[-1].removesuffix(".py") for n in named} | named
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        stem = path.stem
+        if stem in ("__init__", "__main__"):
+            continue
+        if rel.parts[0] == "ops" and len(rel.parts) == 3 and stem in _OP_FILES:
+            continue  # covered by ops/<op>/
+        if rel.parts[:2] == ("check", "rules"):
+            continue  # covered by rules/: one module per rule
+        if stem not in words:
+            missing.append(str(rel))
+    assert not missing, f"CONTRIBUTING.md's layout does not name: {', '.join(missing)}"
