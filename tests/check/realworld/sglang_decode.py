@@ -69,7 +69,7 @@ def _sgl_decode_stage1_kernel(
 
 @triton.jit
 def _sgl_decode_stage2_kernel(
-    Mid_O, Mid_O_1, O, kv_indptr, num_kv_splits, stride_mid_ob, stride_mid_oh, stride_mid_os, stride_obs,
+    Mid_O, Mid_O_1, Out, kv_indptr, num_kv_splits, stride_mid_ob, stride_mid_oh, stride_mid_os, stride_obs,
     stride_oh, MAX_KV_SPLITS: tl.constexpr, MIN_BLOCK_KV: tl.constexpr, BLOCK_DV: tl.constexpr, Lv: tl.constexpr,
 ):
     cur_batch = tl.program_id(0).to(tl.int64)
@@ -96,7 +96,7 @@ def _sgl_decode_stage2_kernel(
             acc += exp_logic * tv
             e_sum = e_sum * old_scale + exp_logic
             e_max = n_e_max
-    tl.store(O + cur_batch * stride_obs + cur_head * stride_oh + offs_d, acc / e_sum)
+    tl.store(Out + cur_batch * stride_obs + cur_head * stride_oh + offs_d, acc / e_sum)
 
 
 def decode_attention(q, k_buffer, v_buffer, o, kv_indptr, kv_indices, num_kv_splits, max_kv_splits, page_size):

@@ -55,7 +55,8 @@ def compute_tile_loop_bounds(context_len, seq_len, q_block_local_idx, segm_idx, 
 
 @triton.jit
 def _unified_attention_kernel(  # expect: recompile
-    output_ptr, segm_output_ptr, query_ptr, key_cache_ptr, value_cache_ptr, block_tables_ptr, seq_lens_ptr, query_start_len_ptr,
+    output_ptr, segm_output_ptr, query_ptr, key_cache_ptr, value_cache_ptr, block_tables_ptr, seq_lens_ptr,
+    query_start_len_ptr,
     scale, num_seqs,
     num_query_heads: tl.constexpr, num_queries_per_kv: tl.constexpr, block_table_stride: tl.int64,
     query_stride_0: tl.int64, query_stride_1: tl.int64, output_stride_0: tl.int64, output_stride_1: tl.int64,
