@@ -72,8 +72,10 @@ def _fast_tier(items: list) -> tuple[list, list]:
 
 def pytest_collection_modifyitems(config, items):
     if not _full(config):
-        kept, dropped = _fast_tier([x for x in items if "full" not in x.keywords])
-        dropped += [x for x in items if "full" in x.keywords]
+        # `slow` tests (a cold check of every built-in op, timed) run with the full grids
+        full_only = [x for x in items if "full" in x.keywords or "slow" in x.keywords]
+        kept, dropped = _fast_tier([x for x in items if "full" not in x.keywords and "slow" not in x.keywords])
+        dropped += full_only
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
