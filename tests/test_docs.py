@@ -38,6 +38,7 @@ def test_every_verb_of_the_readme_table_exists():
 def _cited_notes() -> dict[str, set[str]]:
     cited: dict[str, set[str]] = {}
     files = [*PACKAGE.rglob("*.py"), *(ROOT / "benchmarks").rglob("*.sh"), ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+    files += [*(ROOT / "docs").glob("*.md"), ROOT / "benchmarks" / "results" / "h200" / "README.md"]
     for f in files:
         for note in re.findall(r"docs/notes/([\w.-]+\.md)", f.read_text()):
             cited.setdefault(note, set()).add(str(f.relative_to(ROOT)))
@@ -51,7 +52,10 @@ def test_every_note_the_code_and_docs_cite_exists():
     assert not missing, missing
 
 
-@pytest.mark.parametrize("doc", ["CONTRIBUTING.md", "docs/notes/README.md"])
+@pytest.mark.parametrize(
+    "doc",
+    ["CONTRIBUTING.md", "docs/notes/README.md", "docs/check.md", "docs/validate.md", "docs/bench.md", "docs/ops.md"],
+)
 def test_every_path_a_doc_names_exists(doc):
     text = (ROOT / doc).read_text()
     named = {p for p in re.findall(r"`([\w./-]+/[\w./-]*)`", text) if "<" not in p and not p.startswith("/")}
@@ -94,3 +98,11 @@ def test_contributing_names_every_module_of_the_package():
         if stem not in words:
             missing.append(str(rel))
     assert not missing, f"CONTRIBUTING.md's layout does not name: {', '.join(missing)}"
+
+
+def test_the_readme_front_page_stays_short_and_its_links_resolve():
+    # issue 41: what it is, the two commands, one example per verb, links; the detail lives behind the links
+    text = (ROOT / "README.md").read_text()
+    assert len(text.encode()) < 10_000, f"README.md is {len(text.encode())} bytes"
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert links and all((ROOT / link).exists() for link in links), [x for x in links if not (ROOT / x).exists()]

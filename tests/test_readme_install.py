@@ -18,12 +18,12 @@ ROOT = Path(__file__).parents[1]
 
 
 def readme_setup_args() -> list[str]:
-    """The arguments of the README's set-up line (``pip install ARGS && tritonkit validate``), as .ci/run reads it:
-    the first line that starts with ``pip install``."""
+    """The arguments of the README's set-up line (``pip install ARGS -e ... && tritonkit validate``), as .ci/run reads
+    it: the first line that starts with ``pip install`` and installs the tree (``-e``)."""
     for line in (ROOT / "README.md").read_text().splitlines():
-        if line.startswith("pip install "):
+        if line.startswith("pip install ") and " -e " in line:
             return shlex.split(line.split("&&")[0])[2:]
-    raise AssertionError("README.md has no line starting with 'pip install ' (the set-up command)")
+    raise AssertionError("README.md has no line starting with 'pip install ... -e' (the set-up command)")
 
 
 def _pypi_reachable() -> bool:
@@ -36,7 +36,7 @@ def _pypi_reachable() -> bool:
 
 def test_ci_installs_with_the_readme_line():
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "grep -m1 '^pip install ' README.md" in ci and "python3 -m pytest" in ci
+    assert "grep -m1 '^pip install .* -e ' README.md" in ci and "python3 -m pytest" in ci
 
 
 def test_the_setup_line_pins_the_gpu_images_triton_and_no_plotting_extras():
