@@ -51,8 +51,15 @@ def test_one_activation_scale_for_the_tensor_is_checked_whole(monkeypatch):
     assert P.reference(MOE, torch.float16, inputs).rows == {}
 
 
-def test_moe_inputs_never_hold_a_layer_in_float32():
-    # fp8 weights are made and quantized one expert at a time: DeepSeek-V3's w1 in float32 would take 30 GB
+def test_moe_inputs_never_hold_a_layer_in_float32(monkeypatch):
+    # fp8 weights are made and quantized a chunk of experts at a time (at most spec._WEIGHT_CHUNK float32 elements):
+    # DeepSeek-V3's w1 in float32 would take 30 GB. The chunk is cut to two experts' w1 here, so a layer of six
+    # comes in three pieces and the quantized result is the same as one piece would give
+    from tritonkit.ops.fused_moe import spec as moe_spec
+
+    shape = Shape(num_tokens=2, hidden=256, inter=128, experts=6, topk=2, quant="fp8_block128")
+    whole = MOE.make_inputs(shape, torch.bfloat16, Fill("randn", "cpu", 0))
+    monkeypatch.setattr(moe_spec, "_WEIGHT_CHUNK", 2 * (2 * 128) * 256)
     sizes = []
     fill = Fill("randn", "cpu", 0)
     real = fill.__call__
@@ -62,10 +69,9 @@ def test_moe_inputs_never_hold_a_layer_in_float32():
             sizes.append((tuple(size), dtype))
             return real(size, dtype, family=family)
 
-    rec = Recording("randn", "cpu", 0)
-    got = MOE.make_inputs(
-        Shape(num_tokens=2, hidden=256, inter=128, experts=6, topk=2, quant="fp8_block128"), torch.bfloat16, rec
-    )
+    got = MOE.make_inputs(shape, torch.bfloat16, Recording("randn", "cpu", 0))
     assert got["w1"].dtype == torch.float8_e4m3fn and got["w1_scale"].shape == (6, 2, 2)
     biggest = max(torch.Size(s).numel() for s, dt in sizes if dt == torch.float32)
-    assert biggest == 2 * 128 * 256  # one expert's w1
+    assert biggest == 2 * (2 * 128) * 256  # two experts' w1
+    for name in ("w1", "w1_scale", "w2", "w2_scale"):
+        assert torch.equal(got[name].float(), whole[name].float()), name
