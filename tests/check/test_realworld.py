@@ -155,3 +155,11 @@ def test_recall_table(report):
 
 if __name__ == "__main__":
     print(recall_table(run_check([str(REALWORLD)], Options(disk_cache=False))))
+
+
+def test_the_text_report_fits_120_columns(report):
+    # findings lines reached 262-413 columns: messages, reasons, fixes and long source lines wrap, nothing is cut
+    from tritonkit.check.report import to_text
+
+    text = to_text(report)
+    assert not [ln for ln in text.splitlines() if len(ln) > 120]

@@ -63,7 +63,10 @@ def test_text_block_has_location_source_rule_why_fix_and_summary(report):
     assert "_rope_head_major_kernel[grid](q, pos, cs" in text  # the source line
     assert "why: CUDA caps gridDim.y" in text and "fix: put the dimension" in text
     assert "case: num_tokens=70000" in text and "docs: tritonkit check --explain grid-limit" in text
-    assert text.rstrip().splitlines()[-1].startswith("tritonkit check: 5 errors, 0 warnings, 0 infos in 4 kernels")
+    # the summary closes the report, wrapped at 120 columns like every line of it
+    summary = " ".join(text.rstrip().split("\n\n")[-1].split())
+    assert summary.startswith("tritonkit check: 5 errors, 0 warnings, 0 infos in 4 kernels")
+    assert max(map(len, text.splitlines())) <= 120
 
 
 def test_every_format_states_the_triton_and_the_target_it_read(report):
@@ -71,7 +74,7 @@ def test_every_format_states_the_triton_and_the_target_it_read(report):
     import triton
 
     assert report.stats["triton"] == triton.__version__ and report.stats["arch"] == "sm_90"
-    summary = to_text(report).rstrip().splitlines()[-1]
+    summary = " ".join(to_text(report).rstrip().split("\n\n")[-1].split())
     assert summary.endswith(f"for sm_90 with Triton {triton.__version__} in {report.stats['seconds']:.1f} s")
     assert {k: json.loads(to_json(report))["stats"][k] for k in ("triton", "arch")} == {
         "triton": triton.__version__,

@@ -71,6 +71,15 @@ def test_cli_reports_each_launch_of_a_builtin_op():
     assert p.returncode == 0, p.stderr[-2000:]
     (row,) = map(json.loads, p.stdout.splitlines())
     assert row["kernel"] == "_silu_and_mul_fwd_kernel" and row["shared_bytes"] >= 0 and row["registers"] > 0
+    # the text form: the numbers on the kernel's line, its options wrapped under it, every line within 120 columns
+    text = subprocess.run(
+        [sys.executable, "-m", "tritonkit.check.resources", "paged_attention", "--num-tokens", "8192"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    ).stdout.splitlines()
+    assert text and max(map(len, text)) <= 120 and any("num_warps=" in ln for ln in text)
     bad = subprocess.run(
         [sys.executable, "-m", "tritonkit.check.resources", "paged_attention", "--series", "nope"],
         capture_output=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from pathlib import Path
 
 from .rules import all_rules, rule_page, source_line
@@ -24,6 +25,23 @@ def _case(case: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in case.items()) or "(no parameters)"
 
 
+#: the text report fits a terminal this wide: messages, reasons and fixes are wrapped, continuations indented
+WIDTH = 120
+
+
+def _wrapped(text: str, lead: str = "  ") -> str:
+    """``text`` after ``lead``, wrapped at :data:`WIDTH` with its continuation lines indented two more; a word (a
+    number, an expression in backticks) is never cut."""
+    return textwrap.fill(
+        text,
+        WIDTH,
+        initial_indent=lead,
+        subsequent_indent=lead + "  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def to_text(rep: Report, color: bool = False) -> str:
     rules = all_rules()
     paint = (lambda s, c: f"\033[{c}m{s}\033[0m") if color else (lambda s, c: s)
@@ -34,15 +52,28 @@ def to_text(rep: Report, color: bool = False) -> str:
         out.append(f"{paint(loc, '1')}: {paint(f.severity, tone.get(f.severity, '0'))} [{f.rule}] in {f.kernel}")
         src = source_line(f.file, f.line)
         if src.strip():
-            out.append(f"  {f.line:>5} | {src}")
-        out.append(f"  {f.message}")
+            head = f"  {f.line:>5} | "
+            # a long source line wraps under itself, the gutter kept: the flagged expression may sit at its end
+            out.append(
+                textwrap.fill(
+                    src,
+                    WIDTH,
+                    initial_indent=head,
+                    subsequent_indent=" " * (len(head) - 2) + "| ",
+                    replace_whitespace=False,
+                    drop_whitespace=False,
+                )
+                if len(head) + len(src) > WIDTH
+                else head + src
+            )
+        out.append(_wrapped(f.message))
         info = rules.get(f.rule)
         if info is not None:
-            out.append(f"  why: {info.RULE.why}")
+            out.append(_wrapped(f"why: {info.RULE.why}"))
         if f.fix:
-            out.append(f"  fix: {f.fix}")
+            out.append(_wrapped(f"fix: {f.fix}"))
         more = f"  (seen {f.count} times)" if f.count > 1 else ""
-        out.append(f"  case: {_case(f.case)}{more}")
+        out.append(_wrapped(f"case: {_case(f.case)}{more}"))
         out.append(f"  docs: {_DOCS.format(f.rule)}")
         out.append("")
     quiet = [f for f in rep.findings if not f.active]
@@ -58,11 +89,11 @@ def to_text(rep: Report, color: bool = False) -> str:
     notes = [p for p in rep.problems if not p.fatal]
     if fatal:
         out.append(paint(f"could not check ({len(fatal)}):", "31"))
-        out += [f"  [{p.kind}] {p.where}: {p.message}" for p in fatal]
+        out += [_wrapped(f"[{p.kind}] {p.where}: {p.message}") for p in fatal]
         out.append("")
     if notes:
         out.append(f"notes ({len(notes)}):")
-        out += [f"  [{p.kind}] {p.where}: {p.message}" for p in notes]
+        out += [_wrapped(f"[{p.kind}] {p.where}: {p.message}") for p in notes]
         out.append("")
     n = {s: sum(1 for f in rep.findings if f.severity == s and f.active) for s in ("error", "warning", "info")}
     counts = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in n.items())
@@ -71,11 +102,12 @@ def to_text(rep: Report, color: bool = False) -> str:
     extra = [x for x in (f"{n_sup} suppressed" if n_sup else "", f"{n_base} in the baseline" if n_base else "") if x]
     counts += f" ({', '.join(extra)})" if extra else ""
     st = rep.stats
-    out.append(
+    summary = (
         f"tritonkit check: {counts} in {len(rep.kernels)} kernels ({st.get('cases', 0)} cases, "
         f"{st.get('launches', 0)} launches, {st.get('compiles', 0)} compiles) for {st.get('arch')} "
         f"with Triton {st.get('triton')} in {st.get('seconds', 0):.1f} s"
     )
+    out.append(_wrapped(summary, lead=""))
     return "\n".join(out)
 
 

@@ -25,6 +25,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -286,11 +287,19 @@ def main(argv: list[str] | None = None) -> int:
                 if args.sass
                 else ""
             )
+            # the numbers on the kernel's line, its options wrapped below (a launch's constexprs run to 300+ columns)
             print(
-                f"{ln.name}: shared {r.shared_bytes / 1024:.1f} KB of {r.max_shared_bytes / 1024:.0f}, "
-                f"{r.registers} regs x {r.num_warps} warps, stack {r.stack_bytes} B, local {r.local_bytes} B, "
-                f"{'wgmma' if r.wgmma else 'mma.sync' if r.mma else 'no MMA'}{extra}  {ln.options()}"
+                textwrap.fill(
+                    f"{ln.name}: shared {r.shared_bytes / 1024:.1f} KB of {r.max_shared_bytes / 1024:.0f}, "
+                    f"{r.registers} regs x {r.num_warps} warps, stack {r.stack_bytes} B, local {r.local_bytes} B, "
+                    f"{'wgmma' if r.wgmma else 'mma.sync' if r.mma else 'no MMA'}{extra}",
+                    120,
+                    subsequent_indent="    ",
+                    break_on_hyphens=False,
+                )
             )
+            opts = ", ".join(f"{k}={v}" for k, v in ln.options().items())
+            print(textwrap.fill(opts, 120, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False))
     return 0
 
 
