@@ -261,3 +261,48 @@ def test_the_readme_states_the_supported_releases():
     rows = [line.split("|")[1].strip() for line in table.splitlines()[2:]]
     assert rows == list(compat.SUPPORTED)
     assert compat.DEVELOPED_AGAINST == rows[0]
+
+
+def test_the_checker_compiles_after_the_interpreter_left_its_patches(tmp_path):
+    # the order CI met: an interpreted device call in the process (patching triton.language), then an in-process
+    # Capture lowering a kernel; the copy of triton.language taken at tritonkit's import puts it back
+    script = tmp_path / "leak_then_compile.py"
+    script.write_text(
+        textwrap.dedent("""
+        import torch, triton, triton.language as tl
+        from tritonkit._triton_compat import interpreter_patched
+        from tritonkit.check.capture import Capture
+        from tritonkit.check.target import Compiler, parse_arch
+
+        @triton.jit
+        def _helper(x):
+            return x + 1
+
+        @triton.jit
+        def _k(x_ptr, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+
+        _helper(1)
+        leaked = interpreter_patched()
+        compiler = Compiler(parse_arch("sm_90"), disk_cache=False)
+        compiler.defer = True
+        with Capture(compiler):
+            _k[(4,)](torch.empty(256, device="meta"), BLOCK=64)
+            ((_c, args, _tg),) = compiler.pending.values()
+            ttir = compiler._ttir(*args)[0].str()
+        print(leaked, interpreter_patched(), "tt.store" in ttir)
+    """)
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "False", "True"], r.stdout
+
+
+def test_restore_language_says_false_without_a_clean_copy(monkeypatch):
+    import tritonkit._triton_compat as compat
+
+    monkeypatch.setattr(compat, "interpreter_patched", lambda: True)
+    monkeypatch.setattr(compat, "_PRISTINE_LANGUAGE", None)
+    assert compat.restore_language() is False

@@ -21,8 +21,9 @@ source, ``CompiledKernel`` launch fields,            convention and keys launche
 ``backend.add_stages``, ``libtriton.ir``
 ``DriverBase``, ``driver.set_active`` / ``_active``  check/target.py: the stub driver for a GPU-less machine
 ``knobs.runtime.__dict__["interpret"]``             check/target.py: interpreter off while the checker compiles
-the interpreter's patches of ``triton.language``    check/runner.py: a process the interpreter ran in compiles
-                                                    wrong, so the check moves to a fresh one
+the interpreter's patches of ``triton.language``    check/runner.py, check/target.py: a process the interpreter
+                                                    ran in compiles wrong: put back from a copy taken at import,
+                                                    else the check moves to a fresh process
 ``backends/nvidia/bin/cuobjdump``                   check/resources.py: registers and spills of a cubin
 =================================================  ===============================================================
 """
@@ -269,6 +270,45 @@ def interpreter_patched() -> bool:
         getattr(tl, "reduce", None),
     )
     return any(getattr(getattr(p, "__code__", None), "co_filename", "").endswith("interpreter.py") for p in probes)
+
+
+def _language_namespaces() -> tuple:
+    import triton.language as tl
+
+    spaces = (tl, tl.core, tl.math, tl.core.tensor, tl.core.dtype, getattr(tl.core, "tensor_descriptor_base", None))
+    return tuple(ns for ns in spaces if ns is not None)
+
+
+def _snapshot_language() -> list | None:
+    """``triton.language``'s namespaces as Triton defined them (None where the interpreter has patched them
+    already): what :func:`restore_language` puts back."""
+    if interpreter_patched():
+        return None
+    return [(ns, dict(vars(ns))) for ns in _language_namespaces()]
+
+
+_PRISTINE_LANGUAGE = _snapshot_language()
+
+
+def restore_language() -> bool:
+    """Undo what :func:`interpreter_patched` finds, from the copy of ``triton.language`` taken at this module's
+    import; True when nothing is patched any more, False where no clean copy was taken (the interpreter ran a
+    device function before tritonkit was imported): then only a fresh process compiles correctly."""
+    if not interpreter_patched():
+        return True
+    if _PRISTINE_LANGUAGE is None:
+        return False
+    for ns, saved in _PRISTINE_LANGUAGE:
+        current = vars(ns)
+        for name in [n for n in current if n not in saved and not n.startswith("__")]:
+            delattr(ns, name)
+        for name, value in saved.items():
+            if current.get(name, _ABSENT) is not value and not name.startswith("__dict__"):
+                setattr(ns, name, value)
+    return not interpreter_patched()
+
+
+_ABSENT = object()
 
 
 def interpreted_function_type() -> type | None:

@@ -396,10 +396,11 @@ def builtin_targets(ops: tuple[str, ...] | None, spaces: tuple[str, ...], proble
 
 def interpreter_leaked() -> bool:
     """True when Triton's interpreter has run in this process and left ``triton.language`` patched (interpreted
-    device-function calls patch it without restoring): nothing compiles correctly in this process any more."""
-    from .._triton_compat import interpreter_patched
+    device-function calls patch it without restoring) and no clean copy puts it back: nothing compiles correctly in
+    this process any more."""
+    from .._triton_compat import restore_language
 
-    return interpreter_patched()
+    return not restore_language()
 
 
 def _run_in_child(paths: list[str] | None, opts: Options) -> Report:

@@ -115,7 +115,9 @@ def stub_driver(target: GPUTarget):
 @contextlib.contextmanager
 def interpreter_off():
     """The checker compiles: kernels defined (decorated) inside this block are ``JITFunction`` even when
-    ``TRITON_INTERPRET=1`` is set for the rest of the process."""
+    ``TRITON_INTERPRET=1`` is set for the rest of the process. Patches the interpreter left on ``triton.language``
+    are undone first (``_compat.restore_language``): with them nothing compiles."""
+    _compat.restore_language()
     prev_env = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "0"
     try:
