@@ -1,0 +1,52 @@
+"""Tile shape and warps for qk_norm_rope_cache as a pure function of the model config (never of num_tokens, so the
+whole num_tokens sweep shares one compile)."""
+
+import dataclasses
+import functools
+
+from .._ints import next_power_of_2
+
+# Elements of q (padded heads) one program handles: rotary_embedding's tile (8 KB in 16-bit: a Llama-3-8B token's
+# 32 heads x 128), measured there (docs/notes/elementwise-tiles.md). Not measured on a GPU for this op: the norm
+# keeps each whole head in one program, which a tile of whole heads does.
+TILE = 4096
+# One 16-byte vector per thread per load, as rotary_embedding and reshape_and_cache settled on; not measured here.
+BYTES_PER_THREAD = 16
+MAX_WARPS = 8
+
+
+def _floor_power_of_2(n: int) -> int:
+    """The largest power of two at most ``n`` (1 for ``n < 2``): a head of 80 dims pads to 96, not a power of two."""
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class QkNormRopeCacheConfig:
+    block_t: int  # tokens per program (grid[0] = cdiv(num_tokens, block_t))
+    block_hq: int  # q heads per q program
+    block_hkv: int  # k heads (and as many v heads) per kv program
+    block_half: int  # next_pow2(rot_dim / 2), 1 without rotary
+    block_tail: int  # next_pow2(head_dim - rot_dim), 1 without a tail
+    block_d: int  # next_pow2(head_dim): the v copy
+    num_warps: int
+
+
+# pure in its arguments, and on every call's host path: computed once per model config
+@functools.lru_cache(maxsize=256)
+def qk_norm_rope_cache_config(
+    num_q_heads: int, num_kv_heads: int, head_dim: int, rot_dim: int, elem_bytes: int
+) -> QkNormRopeCacheConfig:
+    block_half = next_power_of_2(max(rot_dim // 2, 1))
+    block_tail = next_power_of_2(max(head_dim - rot_dim, 1))
+    # a head as the program holds it: both rotated halves and the tail, each padded to a power of two
+    width = (2 * block_half if rot_dim else 0) + (block_tail if head_dim > rot_dim else 0)
+    max_heads = _floor_power_of_2(TILE // width)
+    block_hq = min(next_power_of_2(max(num_q_heads, 1)), max_heads)
+    # kv programs get their own (smaller) head block: a shared one would leave most of a GQA k program masked
+    block_hkv = min(next_power_of_2(max(num_kv_heads, 1)), max_heads)
+    block_t = _floor_power_of_2(TILE // (block_hq * width))
+    tile_bytes = block_t * block_hq * width * elem_bytes
+    num_warps = min(max(tile_bytes // (32 * BYTES_PER_THREAD), 1), MAX_WARPS)
+    return QkNormRopeCacheConfig(
+        block_t, block_hq, block_hkv, block_half, block_tail, next_power_of_2(head_dim), num_warps
+    )
