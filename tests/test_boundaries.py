@@ -5,6 +5,10 @@ Owners: a module under ``ops/<op>/`` belongs to that op's folder, any other to i
 ``bench``, ``check``, ...). A module may use the private names of its own owner and of the packages above it
 (``ops/rms_norm/api.py`` uses ``ops/_checks``; everything may use ``tritonkit/_env``), never of a sibling or a
 package below it.
+
+Inside ``check/`` the folders are layers, each importing only those below it: ``ir`` (reading TTIR) < ``capture``
+(running cases, recording launches) < ``analysis`` < ``rules``. The driver at the top of ``check/`` may import any
+of them; a folder may import from the top only the two leaves every layer speaks in, ``findings`` and ``registry``.
 """
 
 import ast
@@ -14,6 +18,11 @@ import tritonkit
 
 PACKAGE = pathlib.Path(tritonkit.__file__).parent
 TOOLS = ("check", "testing", "bench", "tune")
+#: check/'s folders, lowest first: a module may import its own folder and those before it
+LAYERS = ("ir", "capture", "analysis", "rules")
+#: check/'s top: the driver (may import every folder) and the leaves the folders may import
+DRIVER = {"cli", "runner", "report", "adopt", "progress", "resources"}
+LEAVES = {"findings", "registry"}
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -185,3 +194,58 @@ def test_ops_import_no_tool():
         if dep.split(".")[1] in TOOLS
     ]
     assert bad == []
+
+
+def _check_place(name: str) -> str | None:
+    """The folder of a module of check/ (``ir``, ..., ``rules``), the top-level module's name, or None outside."""
+    parts = name.split(".")
+    if parts[:2] != ["tritonkit", "check"] or len(parts) == 2:
+        return None
+    return parts[2]
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports inside check/ that go up a layer: a folder importing a later folder or the driver, or a leaf
+    importing anything of check/."""
+    bad = []
+    for name, deps in sorted(graph.items()):
+        mine = _check_place(name)
+        if mine is None or mine in DRIVER:
+            continue
+        for dep in sorted(deps):
+            theirs = _check_place(dep)
+            if theirs is None or theirs == mine:
+                continue
+            if mine in LEAVES:
+                bad.append(f"{name} imports {dep}: {mine} is a leaf every layer imports")
+            elif theirs in LAYERS and LAYERS.index(theirs) > LAYERS.index(mine):
+                bad.append(f"{name} imports {dep}: {mine}/ sits below {theirs}/")
+            elif theirs not in LAYERS and theirs not in LEAVES:
+                bad.append(f"{name} imports {dep}: {mine}/ may not import the driver")
+    return bad
+
+
+def test_check_folders_import_only_the_layers_below_them():
+    assert layer_violations(import_graph()) == []
+
+
+def test_every_module_of_check_is_in_a_folder_or_named_at_the_top():
+    # a module added flat at the top of check/ fails here until it picks its layer
+    places = {_check_place(n) for n in MODULES} - {None}
+    assert places == set(LAYERS) | DRIVER | LEAVES
+
+
+def test_the_layer_checker_sees_an_import_going_up():
+    graph = {
+        "tritonkit.check.ir.mlir": {"tritonkit.check.analysis.ranges"},
+        "tritonkit.check.capture.launches": {"tritonkit.check.ir.mlir", "tritonkit.check.findings"},
+        "tritonkit.check.analysis.memory": {"tritonkit.check.capture.launches", "tritonkit.check.runner"},
+        "tritonkit.check.rules.recompile": {"tritonkit.check.analysis.memory", "tritonkit.check.registry"},
+        "tritonkit.check.findings": {"tritonkit.check.ir.mlir"},
+        "tritonkit.check.runner": {"tritonkit.check.rules", "tritonkit.check.cli"},
+    }
+    assert layer_violations(graph) == [
+        "tritonkit.check.analysis.memory imports tritonkit.check.runner: analysis/ may not import the driver",
+        "tritonkit.check.findings imports tritonkit.check.ir.mlir: findings is a leaf every layer imports",
+        "tritonkit.check.ir.mlir imports tritonkit.check.analysis.ranges: ir/ sits below analysis/",
+    ]

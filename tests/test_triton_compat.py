@@ -14,7 +14,7 @@ import triton.language as tl
 from triton import knobs
 
 from tritonkit import _triton_compat as compat
-from tritonkit.check.target import StubDriver, parse_arch, stub_driver
+from tritonkit.check.capture.target import StubDriver, parse_arch, stub_driver
 
 SM90 = compat.GPUTarget("cuda", 90, 32)
 
@@ -95,7 +95,7 @@ def test_pack_args_gives_the_signature_and_constexprs_run_compiles(packed):
 LOWER = """
 import torch, triton.language as tl
 from tritonkit import _triton_compat as compat
-from tritonkit.check.target import interpreter_off
+from tritonkit.check.capture.target import interpreter_off
 
 def _add_one(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)

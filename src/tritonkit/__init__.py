@@ -13,7 +13,7 @@ def __getattr__(name):
         return getattr(spec, name)
     # the checker's decorator without importing the checker (and Triton's compiler) at package import
     if name == "case":
-        from .check.case import case
+        from .check.capture.case import case
 
         return case
     if name == "ops":

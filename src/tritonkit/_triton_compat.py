@@ -13,17 +13,17 @@ internal                                            who needs it
 source, ``CompiledKernel`` launch fields,            convention and keys launches as Triton does
 ``knobs.HookChain``, ``JITFunction.device_caches``
 ``device_caches[device][0]`` (compiled kernels)     bench/providers.py: compile counts; check/resources.py
-``create_function_from_signature``,                 check/capture.py: binds and specializes a launch as ``run``
+``create_function_from_signature``,                 check/capture/launches.py: binds and specializes a launch as ``run``
 ``JITFunction._pack_args``, ``get_jit_fn_file_line`` does, then compiles it for the target
-``JITFunction.run`` / ``Autotuner.run`` signatures,  check/capture.py, check/resources.py: patched to record
+``JITFunction.run`` / ``Autotuner.run`` signatures,  check/capture/launches.py, check/resources.py: patched to record
 ``InterpretedFunction``                              launches instead of running them
-``make_backend``, ``ASTSource.make_ir``,            check/target.py: lowers a specialization to TTIR on a CPU
+``make_backend``, ``ASTSource.make_ir``,            check/capture/target.py: lowers a specialization to TTIR on a CPU
 ``backend.add_stages``, ``libtriton.ir``
-``DriverBase``, ``driver.set_active`` / ``_active``  check/target.py: the stub driver for a GPU-less machine
-``knobs.runtime.__dict__["interpret"]``             check/target.py: interpreter off while the checker compiles
-the interpreter's patches of ``triton.language``    check/runner.py, check/target.py: a process the interpreter
-                                                    ran in compiles wrong: put back from a copy taken at import,
-                                                    else the check moves to a fresh process
+``DriverBase``, ``driver.set_active`` / ``_active``  check/capture/target.py: the stub driver for a GPU-less machine
+``knobs.runtime.__dict__["interpret"]``             check/capture/target.py: interpreter off while the checker compiles
+the interpreter's patches of ``triton.language``    check/runner.py, check/capture/target.py: a process the
+                                                    interpreter ran in compiles wrong: put back from a copy taken
+                                                    at import, else the check moves to a fresh process
 ``backends/nvidia/bin/cuobjdump``                   check/resources.py: registers and spills of a cubin
 =================================================  ===============================================================
 """
@@ -89,7 +89,7 @@ __all__ = [
 ]
 
 
-# -- the fast launch path (ops/_launch.py) -----------------------------------------------------------------------
+# -- the fast launch path (ops/_launch.py) --------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class LaunchConvention:
     """How one family of Triton releases launches a cached kernel in ``JITFunction.run``, as far as ops/_launch.py
@@ -210,7 +210,7 @@ def fresh_device_caches(jit) -> Iterator[None]:
         jit.device_caches = saved
 
 
-# -- launch capture (check/capture.py) ---------------------------------------------------------------------------
+# -- launch capture (check/capture/launches.py) ---------------------------------------------------------------------
 def capture_missing() -> str | None:
     """What this Triton lacks of the launch internals the checker uses (None: nothing)."""
     try:
@@ -320,7 +320,7 @@ def interpreted_function_type() -> type | None:
     return InterpretedFunction
 
 
-# -- compiling for a target on a CPU (check/target.py) -----------------------------------------------------------
+# -- compiling for a target on a CPU (check/capture/target.py) ------------------------------------------------------
 def make_backend(target: GPUTarget):
     from triton.compiler.compiler import make_backend as make
 
@@ -381,7 +381,7 @@ def knob_set(group, name: str, value) -> Iterator[None]:
             group.__dict__.pop(name, None)
 
 
-# -- resources of a compiled kernel (check/resources.py) ---------------------------------------------------------
+# -- resources of a compiled kernel (check/resources.py) ------------------------------------------------------------
 def cuobjdump_path() -> str:
     """The ``cuobjdump`` Triton's NVIDIA backend ships."""
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")

@@ -55,7 +55,7 @@ class _UntilTheReaderLeaves:
         return getattr(self._stream, name)
 
 
-#: verbs that run user code case by case under --case-timeout: as a program, they run watched (check/watch.py)
+#: verbs that run user code case by case under --case-timeout: as a program, they run watched (check/capture/watch.py)
 WATCHED = ("check", "validate")
 
 
@@ -97,8 +97,8 @@ def _main(argv: list[str] | None) -> int:
         print(f"tritonkit: unknown command {verb!r}\n\n{USAGE}", file=sys.stderr)
         return 2
     if program and verb in WATCHED:
-        from .check.isolate import watch_interrupts
-        from .check.watch import watched
+        from .check.capture.isolate import watch_interrupts
+        from .check.capture.watch import watched
 
         # a case past --case-timeout that nothing inside the process can stop (a loop in C) still ends the run
         return watched(lambda: _run(verb, rest), verb, watch_interrupts)

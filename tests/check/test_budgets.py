@@ -7,13 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tritonkit.check import budgets
+from tritonkit.check.analysis import budgets
 
 CASES = Path(__file__).parent / "rule_cases"
 
 PROBE = """
 import json, sys
-from tritonkit.check import Options, budgets, run_check
+from tritonkit.check import Options, run_check
+from tritonkit.check.analysis import budgets
 
 def notes(rep):
     return sorted({p.message.split("`")[1] for p in rep.problems

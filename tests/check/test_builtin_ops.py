@@ -77,8 +77,8 @@ def test_paged_attention_merge_launch_follows_the_check_target(arch, pdl):
     # target's capability (Triton's active driver, which the checker stubs for its --arch, on a GPU machine too), so
     # an sm_90 check compiles that variant and an sm_80 check the plain one
     import torch
-    from tritonkit.check.capture import Capture
-    from tritonkit.check.target import Compiler, parse_arch
+    from tritonkit.check.capture.launches import Capture
+    from tritonkit.check.capture.target import Compiler, parse_arch
     import tritonkit.ops.paged_attention.config as cfg
 
     outside = cfg.merge_pdl(torch.device("meta"))

@@ -14,8 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from tritonkit.check.capture import Capture
-from tritonkit.check.target import Compiler, parse_arch
+from tritonkit.check.capture.launches import Capture
+from tritonkit.check.capture.target import Compiler, parse_arch
 
 
 @triton.jit

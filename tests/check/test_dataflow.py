@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from tritonkit.check.case import Case, CaseContext, Declared
-from tritonkit.check.intervals import Iv, Unknown, trip_count
+from tritonkit.check.capture.case import Case, CaseContext, Declared
+from tritonkit.check.analysis.intervals import Iv, Unknown, trip_count
 from tritonkit.check.runner import Run, _case_targets, spec_targets
 
 KERNEL = """
@@ -25,7 +25,7 @@ def _fill_kernel(x_ptr, n, BLOCK: tl.constexpr):
 @pytest.fixture(scope="module")
 def fill_kernel(tmp_path_factory):
     from tritonkit._imports import import_file
-    from tritonkit.check.target import interpreter_off
+    from tritonkit.check.capture.target import interpreter_off
 
     path = tmp_path_factory.mktemp("dataflow") / "fill_kernel_mod.py"
     path.write_text(textwrap.dedent(KERNEL))
@@ -36,8 +36,8 @@ def fill_kernel(tmp_path_factory):
 def test_launches_carry_the_context_of_the_case_they_ran_in(fill_kernel):
     import torch
 
-    from tritonkit.check.capture import Capture
-    from tritonkit.check.target import Compiler, parse_arch
+    from tritonkit.check.capture.launches import Capture
+    from tritonkit.check.capture.target import Compiler, parse_arch
 
     ctx = CaseContext({"n": 100}, "fill[]", ("n",), {"x_ptr": (0, 7)}, {"x_ptr": 4})
     with Capture(Compiler(parse_arch("sm_90"), disk_cache=False)) as cap:
@@ -53,7 +53,7 @@ def test_launches_carry_the_context_of_the_case_they_ran_in(fill_kernel):
 
 
 def test_a_launch_is_built_by_keyword_only():
-    from tritonkit.check.capture import Launch
+    from tritonkit.check.capture.launches import Launch
 
     fields = [f.name for f in dataclasses.fields(Launch)]
     assert "context" in fields and "case" not in fields

@@ -5,9 +5,9 @@ Triton 3.6 and 3.9 print."""
 
 import pytest
 
-from tritonkit.check.descriptors import lower
-from tritonkit.check.mlir import parse_module
-from tritonkit.check.pointers import decompose
+from tritonkit.check.ir.descriptors import lower
+from tritonkit.check.ir.mlir import parse_module
+from tritonkit.check.analysis.pointers import decompose
 
 TTIR = """
 #loc = loc("/src/k.py":1:0)

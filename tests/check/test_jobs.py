@@ -7,7 +7,7 @@ import pytest
 
 from tritonkit.check import Options, run_check
 from tritonkit.check.cli import main as check_main
-from tritonkit.check.target import Compiler
+from tritonkit.check.capture.target import Compiler
 
 CORPUS = str(Path(__file__).parent / "realworld" / "rms_norm.py")
 

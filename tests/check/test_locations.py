@@ -6,8 +6,8 @@ names the same expression on the same line whichever Triton compiled the kernel.
 import textwrap
 
 from tritonkit.check import Options, run_check
-from tritonkit.check.locations import Locations
-from tritonkit.check.source import binop_at, legacy_position
+from tritonkit.check.ir.locations import Locations
+from tritonkit.check.ir.source import binop_at, legacy_position
 
 # an indented function (its columns in the file are 4 past the dedented source's)
 SOURCE = """\

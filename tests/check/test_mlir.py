@@ -1,8 +1,8 @@
 """The TTIR reader on printed forms it must survive: generic ops, multi-result values, nested regions whose
 printed names repeat, and call-site locations."""
 
-from tritonkit.check.locations import Locations
-from tritonkit.check.mlir import elem_type, int_bits, parse_module, pointee, shape_of, split_top
+from tritonkit.check.ir.locations import Locations
+from tritonkit.check.ir.mlir import elem_type, int_bits, parse_module, pointee, shape_of, split_top
 
 TTIR = r"""
 #loc = loc("/src/k.py":10:0)
@@ -127,8 +127,8 @@ module {
 
 
 def test_printed_forms_of_other_triton_releases():
-    from tritonkit.check.ranges import Bindings, RangeAnalysis
-    from tritonkit.check.memory import is_barrier
+    from tritonkit.check.analysis.ranges import Bindings, RangeAnalysis
+    from tritonkit.check.analysis.memory import is_barrier
 
     f = parse_module(ALT_FORMS).entry_func()
     # program id written with an axis attribute, arguments without names or locations

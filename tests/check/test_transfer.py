@@ -2,10 +2,10 @@
 
 import pytest
 
-from tritonkit.check.intervals import Iv, Unknown
-from tritonkit.check.mlir import parse_module
-from tritonkit.check.ranges import Bindings, RangeAnalysis
-from tritonkit.check.transfer import TRANSFER, UNMODELLED
+from tritonkit.check.analysis.intervals import Iv, Unknown
+from tritonkit.check.ir.mlir import parse_module
+from tritonkit.check.analysis.ranges import Bindings, RangeAnalysis
+from tritonkit.check.analysis.transfer import TRANSFER, UNMODELLED
 
 TTIR = """
 module {

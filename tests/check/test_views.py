@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from tritonkit.check.views import common_byte, view_of
+from tritonkit.check.capture.views import common_byte, view_of
 
 
 def _bytes(t) -> set[int]:

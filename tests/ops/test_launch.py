@@ -25,7 +25,7 @@ from triton.compiler.compiler import CompiledKernel
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
 import tritonkit.ops
-from tritonkit.check.target import interpreter_off, parse_arch, stub_driver
+from tritonkit.check.capture.target import interpreter_off, parse_arch, stub_driver
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
 from tritonkit.ops import _launch, get_spec
 from tritonkit.testing import MetaFill
@@ -462,8 +462,8 @@ def test_the_conventions_extra_options_split_the_key(harness, monkeypatch):
 
 def test_capture_still_sees_every_launch(harness):
     # tritonkit check patches JITFunction.run: a kernel launched before (so cached here) is still captured
-    from tritonkit.check.capture import Capture
-    from tritonkit.check.target import Compiler
+    from tritonkit.check.capture.launches import Capture
+    from tritonkit.check.capture.target import Compiler
 
     harness.launch()
     assert harness.launch() == "fast"

@@ -26,7 +26,7 @@ from triton.compiler.compiler import ASTSource
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
 import tritonkit.ops
-from tritonkit.check.target import interpreter_off, stub_driver
+from tritonkit.check.capture.target import interpreter_off, stub_driver
 from tritonkit.models import MODELS
 from tritonkit.ops import get_spec
 from tritonkit.testing import MetaFill

@@ -13,7 +13,7 @@ from triton import knobs
 from triton.compiler.compiler import CompiledKernel
 from triton.runtime.jit import JITFunction
 
-from tritonkit.check.target import interpreter_off, parse_arch, stub_driver
+from tritonkit.check.capture.target import interpreter_off, parse_arch, stub_driver
 from tritonkit.ops import _launch, get_spec, paged_attention
 from tritonkit.ops.paged_attention import api, config
 from tritonkit.spec import Shape

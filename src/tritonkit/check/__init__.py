@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from .case import case
+from .capture.case import case
 
 __all__ = ["Options", "Report", "case", "run_check"]
 

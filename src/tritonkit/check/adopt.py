@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .findings import Finding, Problem
 from .._fileio import write_atomic
-from .target import CheckError
+from .capture.target import CheckError
 
 _IGNORE = re.compile(r"#\s*tritonkit:\s*ignore\[([^\]]*)\]\s*(.*)$")
 BASELINE_VERSION = 1

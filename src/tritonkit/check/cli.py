@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from .isolate import DEFAULT_CASE_TIMEOUT, parse_seconds
+from .capture.isolate import DEFAULT_CASE_TIMEOUT, parse_seconds
 from .registry import rule_ids
 
 DESCRIPTION = """\
@@ -145,7 +145,7 @@ def _main(args) -> int:
         from .._fileio import write_atomic
         from .report import render
         from .runner import Options, run_check
-        from .target import CheckError
+        from .capture.target import CheckError
     except Exception as e:  # noqa: BLE001 - a broken Triton/torch install is "could not run"
         print(f"tritonkit check: could not start: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

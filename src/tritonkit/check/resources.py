@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import _triton_compat as _compat
-from .target import ARCHS, interpreter_off, parse_arch, stub_driver
+from .capture.target import ARCHS, interpreter_off, parse_arch, stub_driver
 
 
 @dataclasses.dataclass(frozen=True)

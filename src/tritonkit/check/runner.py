@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 from .._imports import import_file
 from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress, unknown_suppressions
-from .case import PER_CALL_KEYS, REGISTRY, Case, CaseContext, Declared
+from .capture.case import PER_CALL_KEYS, REGISTRY, Case, CaseContext, Declared
 from .findings import Finding, Problem
-from .isolate import (
+from .capture.isolate import (
     DEFAULT_CASE_TIMEOUT,
     interrupted,
     limited,
@@ -31,7 +31,7 @@ from .isolate import (
     user_code,
 )
 from .progress import Progress
-from .target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
+from .capture.target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
 
 SPACES = ("boundary", "sweep", "large")
 
@@ -89,7 +89,7 @@ class Target:
 
 
 def _user_frame(tb) -> str:
-    from .capture import _CHECK_DIR, _TRITON_DIR
+    from .capture.launches import _CHECK_DIR, _TRITON_DIR
 
     frames = traceback.extract_tb(tb)
     torch_mod = sys.modules.get("torch")
@@ -439,7 +439,7 @@ def _run_in_child(paths: list[str] | None, opts: Options) -> Report:
 def run_check(paths: list[str] | None = None, options: Options | None = None) -> Report:
     """Check the files/modules in ``paths`` (their cases and OpSpecs), or every built-in op when empty."""
     from . import rules as rules_pkg
-    from .capture import Capture
+    from .capture.launches import Capture
 
     opts = options or Options()
     t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from .._fileio import write_atomic
 if TYPE_CHECKING:
     import torch
 
-from ..check.isolate import UserExit, interrupted, no_process_exit, parse_seconds, real_interrupts
+from ..check.capture.isolate import UserExit, interrupted, no_process_exit, parse_seconds, real_interrupts
 
 
 #: seconds one case may run: the slowest boundary case under the interpreter (fused_moe, paged_attention) takes

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .._imports import import_file
-from ..check.isolate import raised_by_code
+from ..check.capture.isolate import raised_by_code
 from ..spec import OpSpec
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
-from ..check.isolate import CaseTimeout, UserExit, raised_by_code, this_process_only, time_limit
+from ..check.capture.isolate import CaseTimeout, UserExit, raised_by_code, this_process_only, time_limit
 from ..ops import poison_outputs
 from ..ops import explain_launch_error
 from ..spec import OpSpec, Shape, as_shape, dtype_name

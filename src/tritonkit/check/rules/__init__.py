@@ -13,14 +13,14 @@ from collections.abc import Iterator
 
 import triton
 
-from .. import budgets
-from ..capture import Capture, Launch, Unit
+from ..analysis import budgets
+from ..capture.launches import Capture, Launch, Unit
 from ..findings import Finding, Problem
-from ..locations import Locations
-from ..mlir import Func, Module, Op
-from ..pointers import THROUGH
-from ..ranges import Bindings, RangeAnalysis
-from ..source import legacy_position
+from ..ir.locations import Locations
+from ..ir.mlir import Func, Module, Op
+from ..analysis.pointers import THROUGH
+from ..analysis.ranges import Bindings, RangeAnalysis
+from ..ir.source import legacy_position
 
 _TRITON_DIR = os.path.dirname(triton.__file__) + os.sep
 
@@ -88,7 +88,7 @@ class Context:
         self.problem("rule", f"{unit.kernel.name} at {file}:{line}", message, fatal=True)
 
     def budget_notes(self) -> None:
-        """A note for each kernel whose IR a walk stopped following at its budget (see :mod:`..budgets`)."""
+        """A note for each kernel whose IR a walk stopped following at its budget (see :mod:`..analysis.budgets`)."""
         for info in self.capture.kernels.values():
             for unit in info.units.values():
                 parsed = unit.parsed()
@@ -122,7 +122,7 @@ class Context:
 
     def located(self, unit: Unit, op: Op | None) -> tuple[str, int, int] | None:
         """(file, line, col) of an op in user code, or None when the IR gives it no location there. Read as Triton
-        3.7 locates ops on every release: the column is in the kernel's dedented source (see :mod:`..source`)."""
+        3.7 locates ops on every release: the column is in the kernel's dedented source (see :mod:`..ir.source`)."""
         if op is None:
             return None
         parsed = unit.func()

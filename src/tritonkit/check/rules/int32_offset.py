@@ -5,13 +5,13 @@ from __future__ import annotations
 import ast
 import re
 
-from ..budgets import ORIGIN, RING_SLICE
-from ..capture import distinct
-from ..mlir import Func, Op, int_bits
-from ..pointers import base_arg, is_int32_offset, offset_slice, strip
-from ..intervals import Iv, Unknown
-from ..ranges import Overflow
-from ..source import binop_at, call_at, dedent_col, within
+from ..analysis.budgets import ORIGIN, RING_SLICE
+from ..capture.launches import distinct
+from ..ir.mlir import Func, Op, int_bits
+from ..analysis.pointers import base_arg, is_int32_offset, offset_slice, strip
+from ..analysis.intervals import Iv, Unknown
+from ..analysis.ranges import Overflow
+from ..ir.source import binop_at, call_at, dedent_col, within
 from . import Context, Finding, RuleInfo, display, source_line
 
 RULE = RuleInfo(

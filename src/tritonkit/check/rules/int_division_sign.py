@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from ..capture import distinct
-from ..conditions import block_facts, facts, facts_at, narrow
-from ..mlir import Func, Op
-from ..pointers import strip
-from ..intervals import Iv
-from ..source import binop_at, call_at
+from ..capture.launches import distinct
+from ..analysis.conditions import block_facts, facts, facts_at, narrow
+from ..ir.mlir import Func, Op
+from ..analysis.pointers import strip
+from ..analysis.intervals import Iv
+from ..ir.source import binop_at, call_at
 from . import Context, Finding, RuleInfo, source_line
 
 RULE = RuleInfo(

@@ -11,10 +11,10 @@ where gathered row ids repeat, a lost update no barrier fixes.
 
 from __future__ import annotations
 
-from ..addresses import same_terms
-from ..memory import races
-from ..mlir import Func, Op
-from ..pointers import decompose
+from ..analysis.addresses import same_terms
+from ..analysis.memory import races
+from ..ir.mlir import Func, Op
+from ..analysis.pointers import decompose
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(

@@ -3,7 +3,7 @@ reduction, a scan or a loop-carried accumulator)."""
 
 from __future__ import annotations
 
-from ..mlir import elem_type
+from ..ir.mlir import elem_type
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(

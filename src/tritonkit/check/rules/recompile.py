@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..case import PER_CALL_KEYS
+from ..capture.case import PER_CALL_KEYS
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(

@@ -7,7 +7,7 @@ written yet. ``tl.debug_barrier()`` between them is the fix.
 
 from __future__ import annotations
 
-from ..memory import races
+from ..analysis.memory import races
 from . import Context, Finding, RuleInfo
 
 RULE = RuleInfo(

@@ -22,8 +22,8 @@ from typing import Any
 import triton
 from triton import knobs
 
-from .. import _triton_compat as _compat
-from .._triton_compat import DriverBase, GPUTarget
+from ... import _triton_compat as _compat
+from ..._triton_compat import DriverBase, GPUTarget
 
 #: arch name -> (compute capability, shared memory per block in bytes, SM count of the flagship part)
 ARCHS = {"sm_80": (80, 166912, 108), "sm_90": (90, 232448, 132), "sm_100": (100, 232448, 148)}

@@ -23,7 +23,7 @@ import dataclasses
 from .budgets import NARROW_OPERANDS
 from .conditions import Diffs, Fact, block_facts, facts, narrow, possible, root, same_values
 from .intervals import Iv, Unknown, Val, tdiv, trip_count, type_range
-from .mlir import Func, Op, int_bits, shape_of
+from ..ir.mlir import Func, Op, int_bits, shape_of
 from .pointers import decompose, strip
 from .transfer import TRANSFER, UNMODELLED
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from .conditions import root
 from .intervals import Iv, Unknown, Val, any_value, div, type_range
-from .mlir import Op, int_bits
+from ..ir.mlir import Op, int_bits
 from .pointers import base_arg
 
 Transfer = Callable[..., Val]

@@ -12,11 +12,11 @@ from collections import Counter
 
 from .budgets import AFFINE, CANON, INJECTIVE, PLACEMENTS, VARYING_AXES
 from .conditions import facts, narrow
-from .mlir import Func, Op, shape_of
+from ..ir.mlir import Func, Op, shape_of
 from .pointers import THROUGH, Advance, Term, strip
 from .intervals import Iv
 from .ranges import RangeAnalysis
-from .views import solve
+from ..capture.views import solve
 
 
 def uniform(f: Func, t: Term) -> bool:

@@ -15,12 +15,12 @@ import re
 
 from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_apart, uniform, varying_axes
 from .budgets import VALUES_ONLY
-from .capture import distinct
+from ..capture.launches import distinct
 from .conditions import NEGATE, facts
-from .mlir import Block, Func, Op, shape_of
+from ..ir.mlir import Block, Func, Op, shape_of
 from .pointers import decompose, strip
 from .ranges import RangeAnalysis
-from .views import View
+from ..capture.views import View
 
 # the barrier op has been `gpu.barrier` through Triton 3.x; accept the names other releases print
 _BARRIER = re.compile(
@@ -361,7 +361,7 @@ def find_overlap(
     """An overlap of the two accesses in a real launch (its ``launch`` set), or None. The union of the launches is
     tried first (when it rules the pair out, every launch does); a pair it cannot rule out is confirmed launch by
     launch, where each stride has one value and the lanes' integers their own ranges. When launches had to be
-    left out and none confirmed it, the :class:`~.capture.Distinct` tried goes to ``unconfirmed``."""
+    left out and none confirmed it, the :class:`~..capture.launches.Distinct` tried goes to ``unconfirmed``."""
     if overlap(f, union, first, second, loop, aliases, other_lane=other_lane) is None:
         return None
     tried = distinct(launches, lambda ln: tuple(sorted(ln.aliases)), MAX_CONFIRM)

@@ -19,17 +19,18 @@ from typing import Any
 
 import triton
 
-from .. import _triton_compat as _compat
-from .._triton_compat import Autotuner, JITFunction
+from ... import _triton_compat as _compat
+from ..._triton_compat import Autotuner, JITFunction
 from .case import CaseContext
-from .findings import Problem
+from ..findings import Problem
 from .target import CheckError, Compiled, Compiler, interpreter_off, stub_driver
 from .views import View, common_byte, view_of
 
 # with the separator: site-packages/tritonkit/... must not pass for site-packages/triton
 _TRITON_DIR = os.path.dirname(triton.__file__) + os.sep
 _MISSING = object()
-_CHECK_DIR = os.path.dirname(__file__) + os.sep
+# all of check/, not only this folder: no frame of the checker is the user's launch site
+_CHECK_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
 
 
 @dataclasses.dataclass(eq=False)
@@ -76,7 +77,7 @@ class Unit:
             # units that share their TTIR (autotune configs differing in num_warps alone) share its parse
             shared = self.compiled.parsed
             if shared is None:
-                from .mlir import ParseError, parse_module
+                from ..ir.mlir import ParseError, parse_module
 
                 try:
                     mod = parse_module(self.compiled.ttir)

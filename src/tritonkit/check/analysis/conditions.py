@@ -12,7 +12,7 @@ import dataclasses
 import re
 
 from .budgets import FACTS, ROOT
-from .mlir import Func
+from ..ir.mlir import Func
 from .pointers import base_arg
 
 NEGATE = {

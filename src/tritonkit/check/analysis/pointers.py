@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from .budgets import DECOMPOSE, OFFSET_SLICE, STRIP
-from .mlir import Func, Op, elem_type, int_bits, shape_of
+from ..ir.mlir import Func, Op, elem_type, int_bits, shape_of
 
 #: ops an integer passes through unchanged (a lane's value, whatever tile shape or width carries it)
 THROUGH = {

@@ -23,7 +23,7 @@ class Budget:
         self.name, self.limit, self.walk = name, limit, walk
 
     def cut(self, f) -> None:
-        """Record that a walk over ``f`` (a :class:`~.mlir.Func`) stopped at this budget."""
+        """Record that a walk over ``f`` (a :class:`~..ir.mlir.Func`) stopped at this budget."""
         f.memo.setdefault(_CUTS, {})[self.name] = self
 
     def stopped(self, f, stack: Iterable, seen: Collection) -> bool:
@@ -81,5 +81,5 @@ def cuts(f) -> list[Budget]:
 def cut_note(b: Budget) -> str:
     return (
         f"the analysis stopped following {b.walk} at its budget of {b.limit} (`{b.name}` in "
-        f"tritonkit/check/budgets.py): past it values count as unknown, so a finding there may be missed"
+        f"tritonkit/check/analysis/budgets.py): past it values count as unknown, so a finding there may be missed"
     )
