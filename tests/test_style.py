@@ -37,5 +37,6 @@ def test_the_formatter_leaves_the_checker_corpora_alone(ruff):
     # their findings are pinned to source lines: a formatted corpus would move them
     r = _ruff("format", "--check", "--force-exclude", "tests/check/realworld", "-v")
     assert "No Python files found" in r.stderr + r.stdout or r.returncode == 0
-    listed = _ruff("format", "--check", "--force-exclude", "--diff", "tests/check/corpus")
-    assert listed.stdout.strip() == "", listed.stdout[:500]
+    for corpus in ("tests/check/corpus", "tests/check/rules"):
+        listed = _ruff("format", "--check", "--force-exclude", "--diff", corpus)
+        assert listed.stdout.strip() == "", listed.stdout[:500]

@@ -9,13 +9,15 @@ from tritonkit.check import Options, run_check
 from tritonkit.check.cli import main as check_main
 from tritonkit.check.report import to_json, to_sarif, to_text
 
-CORPUS = Path(__file__).parent / "corpus"
-FILE = str(CORPUS / "rotary_inplace.py")
+RULES = Path(__file__).parent / "rules"
+# two rules' fixtures: store-then-load and load-then-store in one kernel, grid-limit in another
+FILES = [str(RULES / "store_then_load" / "qk_norm_rope.py"), str(RULES / "grid_limit" / "rope.py")]
+KV_WRITE = RULES / "int32_offset" / "kv_cache_write.py"
 
 
 @pytest.fixture(scope="module")
 def report():
-    return run_check([FILE], Options(disk_cache=False))
+    return run_check(FILES, Options(disk_cache=False))
 
 
 def test_json_schema(report):
@@ -51,7 +53,7 @@ def test_sarif_2_1_0(report):
         assert res["level"] in ("error", "warning", "note") and res["message"]["text"]
         (loc,) = res["locations"]
         phys = loc["physicalLocation"]
-        assert phys["artifactLocation"]["uri"].endswith("rotary_inplace.py")
+        assert phys["artifactLocation"]["uri"].endswith(("qk_norm_rope.py", "/rope.py"))
         assert phys["region"]["startLine"] >= 1
     assert run["invocations"][0]["executionSuccessful"] is True
 
@@ -59,7 +61,7 @@ def test_sarif_2_1_0(report):
 def test_text_block_has_location_source_rule_why_fix_and_summary(report):
     text = to_text(report)
     grid = next(f for f in report.findings if f.rule == "grid-limit")
-    assert f"rotary_inplace.py:{grid.line}: error [grid-limit] in _rope_head_major_kernel" in text
+    assert f"grid_limit/rope.py:{grid.line}: error [grid-limit] in _rope_head_major_kernel" in text
     assert "_rope_head_major_kernel[grid](q, pos, cs" in text  # the source line
     assert "why: CUDA caps gridDim.y" in text and "fix: put the dimension" in text
     assert "case: num_tokens=70000" in text and "docs: tritonkit check --explain grid-limit" in text
@@ -87,27 +89,27 @@ def test_every_format_states_the_triton_and_the_target_it_read(report):
 
 
 def test_cli_formats_rule_selection_and_exit_codes(tmp_path, capsys):
-    assert check_main([FILE, "--format", "json", "--rule", "grid-limit"]) == 1
+    assert check_main([*FILES, "--format", "json", "--rule", "grid-limit"]) == 1
     d = json.loads(capsys.readouterr().out)
     assert {f["rule"] for f in d["findings"]} == {"grid-limit"}
     # a rule that finds nothing here: exit 0
-    assert check_main([FILE, "--rule", "recompile", "--rule", "int32-offset"]) == 0
+    assert check_main([*FILES, "--rule", "recompile", "--rule", "int32-offset"]) == 0
     out = tmp_path / "r.sarif"
-    assert check_main([FILE, "--format", "sarif", "-o", str(out)]) == 1
+    assert check_main([*FILES, "--format", "sarif", "-o", str(out)]) == 1
     assert json.loads(out.read_text())["version"] == "2.1.0"
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_100"])
 def test_other_archs(arch):
-    rep = run_check([str(CORPUS / "kv_cache_write.py")], Options(arch=arch, disk_cache=False))
+    rep = run_check([str(KV_WRITE)], Options(arch=arch, disk_cache=False))
     assert rep.stats["arch"] == arch
     assert [(f.rule, f.kernel) for f in rep.findings] == [("int32-offset", "_kv_write_i32_kernel")]
 
 
 def test_disk_cache_reuses_compiled_ir(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITONKIT_CACHE_DIR", str(tmp_path))
-    first = run_check([str(CORPUS / "kv_cache_write.py")], Options())
-    again = run_check([str(CORPUS / "kv_cache_write.py")], Options())
+    first = run_check([str(KV_WRITE)], Options())
+    again = run_check([str(KV_WRITE)], Options())
     assert first.stats["compiled_now"] == 2 and again.stats["compiled_now"] == 0
     assert [f.as_json() for f in first.findings] == [f.as_json() for f in again.findings]
 
@@ -118,7 +120,7 @@ def test_the_same_kernel_source_in_two_checkouts_is_reported_at_each(tmp_path, m
     import sys
 
     monkeypatch.setenv("TRITONKIT_CACHE_DIR", str(tmp_path / "cache"))
-    src = (CORPUS / "kv_cache_write.py").read_text()
+    src = KV_WRITE.read_text()
     for name in ("a", "b"):
         (tmp_path / name / "kvpkg").mkdir(parents=True)
         (tmp_path / name / "kvpkg" / "__init__.py").write_text("")

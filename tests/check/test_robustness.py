@@ -13,6 +13,7 @@ from tritonkit.check.cli import main as check_main
 
 CORPUS = Path(__file__).parent / "corpus"
 BROKEN = CORPUS / "broken"
+KV_WRITE = Path(__file__).parent / "rules" / "int32_offset" / "kv_cache_write.py"
 SRC = Path(__file__).parents[2] / "src"
 
 
@@ -62,7 +63,7 @@ def test_a_kernel_that_did_not_compile_exits_2_even_beside_findings(report, caps
 
 def test_unwritable_output_is_one_line_before_the_run(tmp_path, capsys):
     for target in (tmp_path / "no" / "such" / "dir" / "r.json", tmp_path):
-        assert check_main([str(CORPUS / "kv_cache_write.py"), "-o", str(target)]) == 2
+        assert check_main([str(KV_WRITE), "-o", str(target)]) == 2
         err = capsys.readouterr().err
         assert len([ln for ln in err.splitlines() if "cannot write the report" in ln]) == 1
         assert "Traceback" not in err
@@ -113,15 +114,15 @@ def test_only_unimportable_file_exits_2(capsys):
 
 def test_missing_file_and_bad_options_exit_2(capsys):
     assert check_main(["/nonexistent/cases.py"]) == 2
-    assert check_main([str(CORPUS / "kv_cache_write.py"), "--rule", "no-such-rule"]) == 2
+    assert check_main([str(KV_WRITE), "--rule", "no-such-rule"]) == 2
     assert "unknown rule" in capsys.readouterr().err
-    assert check_main([str(CORPUS / "kv_cache_write.py"), "--arch", "sm_61"]) == 2
+    assert check_main([str(KV_WRITE), "--arch", "sm_61"]) == 2
 
 
 def test_cli_under_triton_interpret_still_compiles():
     env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "TRITONKIT_CACHE_DIR": ""}
     r = subprocess.run(
-        [sys.executable, "-m", "tritonkit", "check", str(CORPUS / "kv_cache_write.py"), "--format", "json"],
+        [sys.executable, "-m", "tritonkit", "check", str(KV_WRITE), "--format", "json"],
         capture_output=True,
         text=True,
         env=env,
@@ -211,7 +212,7 @@ def test_after_the_interpreter_ran_the_check_runs_in_a_fresh_process(tmp_path):
         from tritonkit.check import Options, run_check
         from tritonkit.check.runner import interpreter_leaked
         assert interpreter_leaked()
-        rep = run_check([{str(CORPUS / "kv_cache_write.py")!r}], Options(disk_cache=False))
+        rep = run_check([{str(KV_WRITE)!r}], Options(disk_cache=False))
         print(json.dumps({{"findings": [(f.rule, f.kernel, f.line) for f in rep.findings],
                           "problems": [(p.fatal, p.message) for p in rep.problems]}}))
     """)

@@ -2,8 +2,8 @@
 
 A rule is its module in ``check/rules/``: ``RULE`` (id, severity, title, why) and ``check(ctx)``; its page is
 ``check/docs/<id>.md``. Adding a rule is adding its module name here; ``tests/check/test_corpus.py`` then requires
-its page, its seeded bug and its fixed twin. The ids are read from the modules' source here so that ``--help``
-lists them without importing Triton.
+its page, and its seeded bug and fixed twin in ``tests/check/rules/<module>/``. The ids are read from the modules'
+source here so that ``--help`` lists them without importing Triton.
 """
 
 from __future__ import annotations
