@@ -271,8 +271,8 @@ def test_the_checker_compiles_after_the_interpreter_left_its_patches(tmp_path):
         textwrap.dedent("""
         import torch, triton, triton.language as tl
         from tritonkit._triton_compat import interpreter_patched
-        from tritonkit.check.capture import Capture
-        from tritonkit.check.target import Compiler, parse_arch
+        from tritonkit.check.capture.launches import Capture
+        from tritonkit.check.capture.target import Compiler, parse_arch
 
         @triton.jit
         def _helper(x):
