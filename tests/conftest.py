@@ -1,4 +1,5 @@
 import os
+import types
 
 import torch
 
@@ -90,3 +91,47 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+class _ForgettingMonkeyPatch(pytest.MonkeyPatch):
+    """pytest's MonkeyPatch that empties the ops' memos (``tritonkit.ops.clear_caches``) after a patch of an op's
+    ``config`` or ``api`` module, and after undoing one, as ``tritonkit.ops.overrides`` does: an op's configs, plans
+    and recorded launches derive from those modules' names (its thresholds, kernels, ``launch``). Patches elsewhere
+    (Triton's hooks, the launch path's switches) keep the memos: what they change is checked per call."""
+
+    _touched = False
+
+    @staticmethod
+    def _derives_memos(obj) -> bool:
+        name = getattr(obj, "__name__", "") if isinstance(obj, types.ModuleType) else ""
+        return name.startswith("tritonkit.ops.") and name.rsplit(".", 1)[-1] in ("config", "api")
+
+    def _after(self) -> None:
+        if self._derives_memos(self._setattr[-1][0]):
+            self._touched = True
+            from tritonkit.ops import clear_caches
+
+            clear_caches()
+
+    def setattr(self, *args, **kwargs):
+        super().setattr(*args, **kwargs)
+        self._after()
+
+    def delattr(self, *args, **kwargs):
+        super().delattr(*args, **kwargs)
+        self._after()
+
+    def undo(self) -> None:
+        super().undo()
+        if self._touched:
+            self._touched = False
+            from tritonkit.ops import clear_caches
+
+            clear_caches()
+
+
+@pytest.fixture
+def monkeypatch():
+    mp = _ForgettingMonkeyPatch()
+    yield mp
+    mp.undo()

@@ -149,10 +149,10 @@ def test_explicit_config_hook():
     pos, kw = _args(inputs)
     g = config.GemmConfig(block_m=32, block_n=128, block_k=32, group_m=2, num_warps=4, num_stages=2)
     cfg = config.FusedMoeConfig(g, dataclasses.replace(g, block_n=64, block_k=64))
-    _check(api.forward(*pos, None, **kw, config=cfg), inputs)
+    _check(api.forward(api.check_args(*pos, **kw), config=cfg), inputs)
     bad = config.FusedMoeConfig(dataclasses.replace(g, block_n=32), g)
     with pytest.raises(ValueError, match=r"^config\.gemm1\.block_n"):
-        api.forward(*pos, None, **kw, config=bad)
+        api.forward(api.check_args(*pos, **kw), config=bad)
     with pytest.raises(ValueError, match="block_m"):
         config.FusedMoeConfig(g, dataclasses.replace(g, block_m=64))
 
@@ -169,9 +169,9 @@ def test_block_fp8_gemm1_in_two_column_tiles_computes_the_same_layer(rows, swap,
     g2 = config.GemmConfig(rows, 64, 64, 1, 4, 2, swap)
     one = config.FusedMoeConfig(config.GemmConfig(rows, 128, 64, 1, 4, 2, swap), g2)
     two = config.FusedMoeConfig(config.GemmConfig(rows, 64, 64, 1, 4, 2, swap), g2)
-    want = api.forward(*pos, None, **kw, config=one)
+    want = api.forward(api.check_args(*pos, **kw), config=one)
     with poison_outputs():
-        got = api.forward(*pos, None, **kw, config=two)
+        got = api.forward(api.check_args(*pos, **kw), config=two)
     assert torch.equal(got, want)
     if got.device.type == "cpu":
         # _check's bf16 tolerance has no error scale and holds for the interpreter's exact dots, not the card's fp8
@@ -186,7 +186,7 @@ def test_swapped_operands_compute_the_same_layer(quant):
     pos, kw = _args(inputs)
     g1 = config.GemmConfig(16, 128, 64, 1, 4, 2, swap_ab=1)
     g2 = config.GemmConfig(16, 64, 64, 1, 4, 2, swap_ab=1)
-    _check(api.forward(*pos, None, **kw, config=config.FusedMoeConfig(g1, g2)), inputs)
+    _check(api.forward(api.check_args(*pos, **kw), config=config.FusedMoeConfig(g1, g2)), inputs)
 
 
 @pytest.mark.parametrize("quant", ["none", "fp8_channel", "fp8_block128"])
@@ -202,9 +202,9 @@ def test_descriptor_and_pointer_loads_compute_the_same_layer(quant, swap, monkey
     g1 = config.GemmConfig(rows, 128, 64, 1, 4, 2, swap_ab=swap)
     cfg = config.FusedMoeConfig(g1, config.GemmConfig(rows, 64, 64, 1, 4, 2, swap))
     assert api._tma_ok(pos[1]) and api._tma_ok(pos[2])
-    tma = api.forward(*pos, None, **kw, config=cfg)
+    tma = api.forward(api.check_args(*pos, **kw), config=cfg)
     monkeypatch.setattr(api, "_tma_ok", lambda w: False)
-    pointers = api.forward(*pos, None, **kw, config=cfg)
+    pointers = api.forward(api.check_args(*pos, **kw), config=cfg)
     assert torch.equal(tma, pointers)
     _check(tma, inputs)
 
@@ -232,7 +232,7 @@ def test_slot_blocks_compute_the_same_layer(quant, extra, monkeypatch):
     if not per_token:
         inputs["per_act_token_quant"] = False
     pos, kw = _args(inputs)
-    sorted_layout = api.forward(*pos, None, **kw)
+    sorted_layout = api.forward(api.check_args(*pos, **kw))
     q = quant if quant != "none" else "none"
     cfg = dataclasses.replace(config.fused_moe_config(5, 8, 320, 200, pos[4].shape[1], "bfloat16", q, None), slots=1)
     launched = []
@@ -240,7 +240,7 @@ def test_slot_blocks_compute_the_same_layer(quant, extra, monkeypatch):
     monkeypatch.setattr(api, "launch", lambda kernel, *a, **k: launched.append(kernel) or launch(kernel, *a, **k))
     out = torch.full((5, 216), 7.0, dtype=pos[0].dtype)[:, 8:208]
     with poison_outputs():
-        got = api.forward(*pos, out, **kw, config=cfg)
+        got = api.forward(api.check_args(*pos, **kw, out=out), config=cfg)
     assert got is out and api._fused_moe_sum_kernel not in launched
     assert torch.equal(out, sorted_layout)
     _check(out, inputs)
@@ -256,7 +256,7 @@ def test_slot_blocks_sum_only_local_experts():
     pos, kw = _args(inputs)
     cfg = dataclasses.replace(config.fused_moe_config(4, 3, 80, 96, 3, "bfloat16", "none", None), slots=1)
     with poison_outputs():
-        out = api.forward(*pos, None, **kw, config=cfg)
+        out = api.forward(api.check_args(*pos, **kw), config=cfg)
     assert (out[1] == 0).all()
     _check(out, inputs)
 
@@ -510,16 +510,16 @@ def test_slot_blocks_replay_in_a_cuda_graph(quant, num_tokens):
     sorted_cfg = dataclasses.replace(cfg, slots=0)
     x, ids, wts = (t.clone() for t in (pos[0], pos[4], pos[3]))
     static = (x, pos[1], pos[2], wts, ids)
-    api.forward(*static, None, **kw, config=cfg)  # compile outside the capture
+    api.forward(api.check_args(*static, **kw), config=cfg)  # compile outside the capture
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        captured = api.forward(*static, None, **kw, config=cfg)
+        captured = api.forward(api.check_args(*static, **kw), config=cfg)
     gen = torch.Generator(device="cuda").manual_seed(3)
     for _ in range(3):
         x.copy_(torch.randn(x.shape, generator=gen, device="cuda", dtype=x.dtype))
         ids.copy_(torch.stack([torch.randperm(64, generator=gen, device="cuda")[:8] for _ in range(num_tokens)]))
         g.replay()
-        want = api.forward(*static, None, **kw, config=sorted_cfg)
+        want = api.forward(api.check_args(*static, **kw), config=sorted_cfg)
         torch.cuda.synchronize()
         assert torch.equal(captured, want)
 

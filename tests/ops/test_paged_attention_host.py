@@ -39,16 +39,16 @@ def _args(**changes) -> dict:
 
 
 def _check(args: dict) -> None:
-    api.check_args(*args.values())
+    api.check_args(**args)
 
 
 @pytest.fixture
 def layout_checks(monkeypatch):
     """Counts the calls of check_args' metadata checks, from an empty memo."""
     calls = []
-    real = api._check_layout
+    real = api._check_cache
     monkeypatch.setattr(api, "_CHECKED", _checks.CheckedLayouts())
-    monkeypatch.setattr(api, "_check_layout", lambda *a: (calls.append(a), real(*a)))
+    monkeypatch.setattr(api, "_check_cache", lambda *a: (calls.append(a), real(*a)))
     return calls
 
 

@@ -15,6 +15,7 @@ from triton.runtime.jit import JITFunction
 
 from tritonkit.check.capture.target import interpreter_off, parse_arch, stub_driver
 from tritonkit.ops import _launch, get_spec, paged_attention
+import tritonkit
 from tritonkit.ops.paged_attention import api, config
 from tritonkit.spec import Shape
 from tritonkit.testing import Fill
@@ -180,18 +181,35 @@ def test_a_changed_stride_is_a_layout_of_its_own(op):
     assert op.call(dict(inp, k_cache=k, v_cache=v))[0] == "memo"
 
 
-def test_a_rebound_config_name_drops_the_recorded_launches(op, monkeypatch):
+def test_an_overridden_config_name_drops_the_recorded_launches(op):
     inp = _inputs()
     _, base = op.call(inp)
     assert op.call(inp)[0] == "memo"
     splits = base[0][2]
-    with monkeypatch.context() as m:
-        m.setattr(config, "MIN_KEYS_PER_SPLIT", 4 * config.MIN_KEYS_PER_SPLIT)
+    with tritonkit.ops.overrides(config, MIN_KEYS_PER_SPLIT=4 * config.MIN_KEYS_PER_SPLIT):
         path, launches = op.call(inp)
-        assert path == "normal" and launches[0][2] < splits  # the patched threshold holds
+        assert path == "normal" and launches[0][2] < splits  # the overridden threshold holds
         assert op.call(inp)[0] == "memo"
     path, launches = op.call(inp)
     assert path == "normal" and launches[0][2] == splits
+
+
+def test_clear_caches_drops_the_recorded_launches_a_plain_rebind_keeps(op):
+    inp = _inputs()
+    _, base = op.call(inp)
+    old = config.MIN_KEYS_PER_SPLIT
+    try:
+        # a name rebound without overrides is not seen while the layout's launches are recorded ...
+        config.MIN_KEYS_PER_SPLIT = 4 * old
+        path, launches = op.call(inp)
+        assert path == "memo" and launches[0][2] == base[0][2]
+        # ... until the memos are emptied
+        tritonkit.ops.clear_caches()
+        path, launches = op.call(inp)
+        assert path == "normal" and launches[0][2] < base[0][2]
+    finally:
+        config.MIN_KEYS_PER_SPLIT = old
+        tritonkit.ops.clear_caches()
 
 
 def test_a_rebound_api_name_drops_the_recorded_launches(op, monkeypatch):

@@ -38,7 +38,7 @@ def _keys(kernel, launches) -> set:
     return {repr(binder(*a, **kw)[1:]) for a, kw in launches}
 
 
-def _record(monkeypatch, inputs, cfgs, quant):
+def _record(monkeypatch, inputs, cfgs):
     for n in (
         "_moe_align_small_kernel",
         "_moe_align_count_kernel",
@@ -50,7 +50,7 @@ def _record(monkeypatch, inputs, cfgs, quant):
     for n in recs:
         monkeypatch.setattr(api, n, recs[n])
     for cfg in cfgs:
-        fm._call(inputs, cfg, quant)
+        fm._call(inputs, cfg)
     return recs
 
 
@@ -69,7 +69,7 @@ def test_worker_launches_compile_the_timed_specializations(monkeypatch, model):
         real = make_inputs(sweep_shape(model, M), torch.bfloat16, meta)
         small = fm.compile_inputs(layer, torch.bfloat16, torch.device("meta"))
         assert small["w1"].shape[0] == fm.compile_experts(layer.E) <= layer.E
-        timed, compiled = _record(monkeypatch, real, cfgs, layer.quant), _record(monkeypatch, small, cfgs, layer.quant)
+        timed, compiled = _record(monkeypatch, real, cfgs), _record(monkeypatch, small, cfgs)
         for n in GEMMS:
             kernel = getattr(KERNELS, n)
             assert len(timed[n].launches) == len(cfgs)
@@ -83,8 +83,8 @@ def test_the_specialization_check_sees_the_expert_count(monkeypatch):
     meta = Fill("randn", "meta", 0)
     cfgs = _cfgs(layer, 1)
     shape = sweep_shape(model, 1)
-    a = _record(monkeypatch, make_inputs(shape.replace(experts=16), torch.bfloat16, meta), cfgs, "none")
-    b = _record(monkeypatch, make_inputs(shape.replace(experts=17), torch.bfloat16, meta), cfgs, "none")
+    a = _record(monkeypatch, make_inputs(shape.replace(experts=16), torch.bfloat16, meta), cfgs)
+    b = _record(monkeypatch, make_inputs(shape.replace(experts=17), torch.bfloat16, meta), cfgs)
     kernel = KERNELS._fused_moe_gemm1_kernel
     assert _keys(kernel, a["_fused_moe_gemm1_kernel"].launches) != _keys(kernel, b["_fused_moe_gemm1_kernel"].launches)
 

@@ -225,8 +225,8 @@ def test_graph_timer_routings_share_weights_and_check_wiring(monkeypatch):
     gt.check(other, 8)  # another tile, the same layer
     real = fm._call
 
-    def sabotage(inputs, cfg, quant, out=None):
-        out = real(inputs, cfg, quant, out)
+    def sabotage(inputs, cfg, out=None):
+        out = real(inputs, cfg, out)
         return out.zero_() if cfg == other else out
 
     monkeypatch.setattr(fm, "_call", sabotage)

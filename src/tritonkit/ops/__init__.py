@@ -33,6 +33,7 @@ _interpret_without_gpu()
 
 from ._alloc import poison_outputs  # noqa: E402
 from ._device import explain_launch_error  # noqa: E402
+from ._memo import clear_caches, overrides  # noqa: E402
 from .fused_moe.api import fused_moe  # noqa: E402
 from .moe_align_block_size.api import moe_align_block_size  # noqa: E402
 from .paged_attention.api import paged_attention  # noqa: E402
@@ -85,8 +86,10 @@ del _name
 
 __all__ = [
     "OP_NAMES",
+    "clear_caches",
     "explain_launch_error",
     "get_spec",
+    "overrides",
     "poison_outputs",
     "specs",
     "fused_moe",

@@ -7,13 +7,13 @@ values when ``TRITONKIT_CHECK_INDICES=1`` (``indices_checked``), for debugging a
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from collections.abc import Iterable
 
 import torch
 
+from . import _memo
 from ..spec import dtype_name
 from ._library import FakeTensor, _python_dispatch, through_dispatcher
 
@@ -123,6 +123,8 @@ class CheckedLayouts:
     def __init__(self, maxsize: int = 4096):
         self.maxsize = maxsize
         self.keys: dict = {}
+        # tritonkit.ops.clear_caches empties it (what it holds derives from config names and kernels)
+        _memo.register(self)
 
     def __contains__(self, key) -> bool:
         return self.get(key) is not None
@@ -290,7 +292,7 @@ def _has_memory(out: torch.Tensor) -> bool:
 
 
 # on every call's host path, and a function of the layout alone: one sort per layout, not per call
-@functools.lru_cache(maxsize=1024)
+@_memo.memoized(maxsize=1024)
 def _layout_overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """True unless the layout's elements provably occupy distinct memory (each stride, smallest first, clears the
     span of the dims inside it). Expanded (stride-0) or overlapping views fail; every ordinary view passes."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
 import triton
+from . import _memo
 
 INTERPRET_VAR = "TRITON_INTERPRET"
 
@@ -50,7 +50,7 @@ def _numpy_breaks_interp() -> bool:
     return major_minor(numpy.__version__) >= (2, 4) and major_minor(triton.__version__) <= (3, 6)
 
 
-@functools.lru_cache(maxsize=None)
+@_memo.memoized(maxsize=None)
 def _cuda_capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 

@@ -37,14 +37,16 @@ tensor's 16-byte alignment per call; :func:`launch_bound` re-checks every condit
 
 from __future__ import annotations
 
-import functools
 import os
 import warnings
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from triton import knobs
 from triton.language.core import constexpr as _constexpr
 
+from . import _memo
 from .. import _triton_compat as _compat
 from . import _device
 
@@ -85,7 +87,7 @@ class FastLaunchOffWarning(UserWarning):
     """This Triton launches in a way the fast path does not know: every eager launch takes ``JITFunction.run``."""
 
 
-@functools.lru_cache(maxsize=None)
+@_memo.memoized(maxsize=None)
 def _convention() -> _compat.LaunchConvention | None:
     """How ``JITFunction.run`` launches on this Triton, where :func:`launch` knows it (read once, at the first
     launch); else None, said once as a :class:`FastLaunchOffWarning`."""
@@ -285,6 +287,22 @@ def _prepare(
     if key is None:
         return None
     return state, key, full, drv, dev, kernel_cache
+
+
+class Step(NamedTuple):
+    """One launch an op planned: ``kernel[grid](*args, **constexprs)`` with its warps, stages and PDL flag. Where
+    ``front`` is set (paged_attention's recorded launches), the leading ``n_front`` arguments are picked from the
+    call's tensors by it and ``tail`` holds the rest; otherwise ``tail`` holds every argument."""
+
+    kernel: object
+    grid: tuple
+    front: Callable | None
+    n_front: int
+    tail: tuple
+    constexprs: dict
+    num_warps: int
+    num_stages: int | None = None
+    pdl: bool = False
 
 
 def launch(

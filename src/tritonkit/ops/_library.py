@@ -7,6 +7,8 @@ node (with a fake implementation for shapes) and CUDA graphs capture its launch.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch.utils import _python_dispatch
 
@@ -27,3 +29,54 @@ def through_dispatcher(*tensors) -> bool:
         if isinstance(t, FakeTensor):
             return True
     return False
+
+
+def mutating_op(name: str, mutates: tuple[str, ...]):
+    """Register the decorated function (annotated; it writes ``mutates`` and returns None) as
+    ``torch.ops.tritonkit.<name>``, its fake derived: it returns None, as the function does."""
+
+    def register(impl):
+        op = torch.library.custom_op(f"tritonkit::{name}", impl, mutates_args=mutates)
+        op.register_fake(_returns_none)
+        return op
+
+    return register
+
+
+def _returns_none(*args, **kwargs) -> None:
+    return None
+
+
+def op_with_outputs(name: str, alloc, outs: tuple[str, ...] = ("out",)):
+    """One declaration, two ops. The decorated function (annotated) writes its leading parameters ``outs`` from the
+    rest and returns None; ``alloc`` takes the rest and returns the outputs (a tensor, or a tuple in ``outs``'
+    order), allocated as an eager call allocates them. Registers
+
+    - ``tritonkit::<name>_out(*outs, *inputs) -> None``, mutating ``outs`` (fake: None), and
+    - ``tritonkit::<name>(*inputs) -> outputs``: ``alloc``, then the function; its fake is ``alloc`` on the fake
+      tensors, so the fake's shapes, dtypes and devices are the eager call's by construction.
+
+    Returns ``(functional op, out op)``."""
+
+    def register(impl):
+        out_op = torch.library.custom_op(f"tritonkit::{name}_out", impl, mutates_args=outs)
+        out_op.register_fake(_returns_none)
+        sig = inspect.signature(impl)
+        params = list(sig.parameters.values())
+        if tuple(p.name for p in params[: len(outs)]) != outs:
+            raise TypeError(f"{impl.__qualname__} must take {', '.join(outs)} first, got {sig}")
+        returns = "torch.Tensor" if len(outs) == 1 else f"tuple[{', '.join(['torch.Tensor'] * len(outs))}]"
+
+        def functional(*inputs):
+            got = alloc(*inputs)
+            impl(*((got,) if len(outs) == 1 else got), *inputs)
+            return got
+
+        functional.__name__ = functional.__qualname__ = name
+        functional.__module__ = impl.__module__
+        functional.__signature__ = sig.replace(parameters=params[len(outs) :], return_annotation=returns)
+        fn_op = torch.library.custom_op(f"tritonkit::{name}", functional, mutates_args=())
+        fn_op.register_fake(alloc)
+        return fn_op, out_op
+
+    return register

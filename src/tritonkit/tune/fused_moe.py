@@ -169,20 +169,23 @@ def compile_experts(E: int) -> int:
     return 16 if E % 16 == 0 else E
 
 
-def _call(inputs: dict, cfg: FusedMoeConfig, quant: str, out: torch.Tensor | None = None) -> torch.Tensor:
-    return forward(
+def _record(inputs: dict, out: torch.Tensor | None = None):
+    """fused_moe's checked argument record of a layer's inputs (api.check_args)."""
+    return check_args(
         inputs["hidden_states"],
         inputs["w1"],
         inputs["w2"],
         inputs["topk_weights"],
         inputs["topk_ids"],
-        out,
         w1_scale=inputs.get("w1_scale"),
         w2_scale=inputs.get("w2_scale"),
         block_shape=inputs.get("block_shape"),
-        quant=quant,
-        config=cfg,
+        out=out,
     )
+
+
+def _call(inputs: dict, cfg: FusedMoeConfig, out: torch.Tensor | None = None) -> torch.Tensor:
+    return forward(_record(inputs, out), config=cfg)
 
 
 def layer_weights(layer: Layer, dtype: torch.dtype, device: torch.device, experts: int | None = None) -> dict:
@@ -227,13 +230,13 @@ def _init_worker(layer: Layer, dtype: str, device: str) -> None:
     dev = torch.device(device)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-    _WORKER.update(inputs=compile_inputs(layer, getattr(torch, dtype), dev), quant=layer.quant, device=dev)
+    _WORKER.update(inputs=compile_inputs(layer, getattr(torch, dtype), dev), device=dev)
 
 
 def _compile_one(cfg: dict) -> str | None:
     """Run one config once in a worker (compiling its kernels into the on-disk cache); the error, or None."""
     try:
-        _call(_WORKER["inputs"], FusedMoeConfig.from_dict(cfg), _WORKER["quant"])
+        _call(_WORKER["inputs"], FusedMoeConfig.from_dict(cfg))
         if _WORKER["device"].type == "cuda":
             torch.cuda.synchronize(_WORKER["device"])
     except Exception as e:  # noqa: BLE001 - out of resources, a compiler error: reported, the worker goes on
@@ -295,22 +298,7 @@ class GraphTimer:
         self.layer, self.dtype, self.device = Layer.of(model), dtype, torch.device(device)
         self.weights = layer_weights(self.layer, dtype, self.device)
         w = routing(self.layer, 1, dtype, self.device, ROUTING_SEED) | self.weights
-        self.quant = check_args(
-            w["hidden_states"],
-            w["w1"],
-            w["w2"],
-            w["topk_weights"],
-            w["topk_ids"],
-            None,
-            "silu",
-            False,
-            None,
-            w.get("w1_scale"),
-            w.get("w2_scale"),
-            None,
-            None,
-            w.get("block_shape"),
-        )
+        self.quant = _record(w).quant
         self.flush = None
         if self.device.type == "cuda":
             from ..bench.timing import L2Flush
@@ -328,7 +316,7 @@ class GraphTimer:
     def run(self, cfg: FusedMoeConfig, M: int, r: int = 0) -> torch.Tensor:
         inp = self.inputs(M, r)
         out = torch.full_like(inp["hidden_states"], math.nan)  # an unwritten element fails the check
-        return _call(inp, cfg, self.quant, out)
+        return _call(inp, cfg, out)
 
     def check(self, cfg: FusedMoeConfig, M: int) -> None:
         """WrongResult unless ``cfg`` agrees with the default rule's config on routing 0 of bucket M."""
@@ -346,9 +334,7 @@ class GraphTimer:
         if cfg not in self._checked:
             self.check(cfg, M)
             self._checked.add(cfg)
-        t = time_graph(
-            lambda inp: _call(inp, cfg, self.quant), [self.inputs(M, r)], self.device, before_replay=self.flush
-        )
+        t = time_graph(lambda inp: _call(inp, cfg), [self.inputs(M, r)], self.device, before_replay=self.flush)
         return t.median_us * 1e-6
 
 

@@ -22,15 +22,17 @@ where TMA can address them (:func:`_tma_ok`), else through pointers: the same ti
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ...spec import dtype_name
-from .. import _alloc, _checks
+from .. import _alloc, _checks, _memo
 from .._ints import cdiv
-from .._launch import launch
-from .._library import through_dispatcher
+from .._launch import Step, launch
+from .._library import op_with_outputs, through_dispatcher
 from . import config as _config
 from .config import FusedMoeConfig, fused_moe_config
 from .kernel import (
@@ -103,6 +105,17 @@ def quantize_fp8(
 ) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     """The op's named surface (the bench's vLLM peer quantizes with it): fp8 copy of ``x [rows, cols]`` and its
     scales, (q, scale, row stride of scale, column stride of scale); ``mode`` one of row, group, static, tensor."""
+    steps: list[Step] = []
+    got = _quant_steps(steps, x, mode, static)
+    for st in steps:
+        launch(st.kernel, st.grid, st.tail, st.constexprs, st.num_warps, st.num_stages)
+    return got
+
+
+def _quant_steps(
+    steps: list, x: torch.Tensor, mode: str, static: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """Plan :func:`quantize_fp8` into ``steps``: its outputs are allocated here and written by the steps."""
     rows, cols = x.shape
     q = _alloc.empty((rows, cols), FP8_DTYPE, x.device)
     if mode == "row":
@@ -116,72 +129,93 @@ def quantize_fp8(
         amax = torch.zeros((1,), dtype=torch.float32, device=x.device)
         s = _alloc.empty((1,), torch.float32, x.device)
         s_strides = (0, 0)
-        launch(
-            _fused_moe_quant_kernel,
-            (rows,),
-            (x, q, s, amax, rows, cols, x.stride(0), q.stride(0), 0),
-            {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE["tensor_amax"], "GROUPS": 1},
-            QUANT_WARPS,
+        steps.append(
+            Step(
+                _fused_moe_quant_kernel,
+                (rows,),
+                None,
+                0,
+                (x, q, s, amax, rows, cols, x.stride(0), q.stride(0), 0),
+                {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE["tensor_amax"], "GROUPS": 1},
+                QUANT_WARPS,
+            )
         )
         static = amax
     else:
         s = static
         s_strides = (0, 0)
     groups = QUANT_GROUPS if mode == "group" else 1
-    launch(
-        _fused_moe_quant_kernel,
-        (rows, cdiv(cols, SCALE_BLOCK * groups) if mode == "group" else 1),
-        (x, q, s, static if static is not None else s, rows, cols, x.stride(0), q.stride(0), s_strides[0]),
-        {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE[mode], "GROUPS": groups},
-        QUANT_WARPS,
+    steps.append(
+        Step(
+            _fused_moe_quant_kernel,
+            (rows, cdiv(cols, SCALE_BLOCK * groups) if mode == "group" else 1),
+            None,
+            0,
+            (x, q, s, static if static is not None else s, rows, cols, x.stride(0), q.stride(0), s_strides[0]),
+            {"BLOCK": SCALE_BLOCK, "MODE": _QUANT_MODE[mode], "GROUPS": groups},
+            QUANT_WARPS,
+        )
     )
     return q, s, s_strides[0], s_strides[1]
 
 
-def forward(
-    hidden_states,
-    w1,
-    w2,
-    topk_weights,
-    topk_ids,
-    out=None,
-    activation: str = "silu",
-    apply_router_weight_on_input: bool = False,
-    expert_map=None,
-    w1_scale=None,
-    w2_scale=None,
-    a1_scale=None,
-    a2_scale=None,
-    block_shape=None,
-    per_act_token_quant: bool = True,
-    *,
-    quant: str | None = None,
-    config: FusedMoeConfig | None = None,
-) -> torch.Tensor:
-    """Launch the layer on checked arguments. ``config`` (private, for the tuner) replaces the table/default
-    config; ``quant`` is the scheme ``check_args`` returned (recomputed when None)."""
-    x = hidden_states
+class Args(NamedTuple):
+    """A call's arguments as check_args accepted them, with the quant scheme their scales make (``quant``: none,
+    fp8_tensor, fp8_channel, fp8_block128) and ``block_shape`` as a list of ints. Every function past check_args
+    takes this record, never the argument list."""
+
+    hidden_states: torch.Tensor
+    w1: torch.Tensor
+    w2: torch.Tensor
+    topk_weights: torch.Tensor
+    topk_ids: torch.Tensor
+    out: torch.Tensor | None
+    activation: str
+    apply_router_weight_on_input: bool
+    expert_map: torch.Tensor | None
+    w1_scale: torch.Tensor | None
+    w2_scale: torch.Tensor | None
+    a1_scale: torch.Tensor | None
+    a2_scale: torch.Tensor | None
+    block_shape: list[int] | None
+    per_act_token_quant: bool
+    quant: str
+
+
+def forward(a: Args, config: FusedMoeConfig | None = None) -> torch.Tensor:
+    """The op's named surface: launch the layer on a record check_args returned, into ``a.out`` (allocated when
+    None). ``config`` (for the tuner) replaces the table/default config."""
+    x = a.hidden_states
+    M, K = x.shape
+    out = a.out if a.out is not None else _alloc.empty((M, K), x.dtype, x.device)
+    if M == 0:
+        return out
+    E, N = a.w1.shape[0], a.w1.shape[1] // 2
+    topk = a.topk_ids.shape[1]
+    if config is None:
+        cfg = fused_moe_config(M, E, N, K, topk, dtype_name(x.dtype), a.quant, _device_name(x.device))
+    else:
+        _config.validate(config, a.quant)
+        cfg = config
+    for st in _steps(a, cfg, out):
+        launch(st.kernel, st.grid, st.tail, st.constexprs, st.num_warps, st.num_stages)
+    return out
+
+
+def _steps(a: Args, cfg: FusedMoeConfig, out: torch.Tensor) -> list[Step]:
+    """The layer's launches in order, their scratch allocated here. The expert alignment (moe_align_block_size, its
+    own op) launches while planning, ahead of every step, as it would first in the list."""
+    x, w1, w2, topk_ids, expert_map = a.hidden_states, a.w1, a.w2, a.topk_ids, a.expert_map
+    w1_scale, w2_scale, quant = a.w1_scale, a.w2_scale, a.quant
     M, K = x.shape
     E, N = w1.shape[0], w1.shape[1] // 2
     topk = topk_ids.shape[1]
-    if out is None:
-        out = _alloc.empty((M, K), x.dtype, x.device)
-    if M == 0:
-        return out
-    if quant is None:
-        quant = _scale_scheme("w1_scale", w1_scale, w1, block_shape) if w1.dtype == FP8_DTYPE else "none"
-    cfg = (
-        config
-        if config is not None
-        else fused_moe_config(M, E, N, K, topk, dtype_name(x.dtype), quant, _device_name(x.device))
-    )
-    if config is not None:
-        _config.validate(cfg, quant)
+    steps: list[Step] = []
     fp8, block = quant != "none", quant == "fp8_block128"
     act_bf16 = x.dtype == torch.bfloat16
     num_global = expert_map.shape[0] if expert_map is not None else E
     numel = M * topk
-    topk_weights = topk_weights.contiguous()
+    topk_weights = a.topk_weights.contiguous()
     slots = bool(cfg.slots)
     map_arg = expert_map if expert_map is not None else topk_ids
     if slots:
@@ -195,10 +229,12 @@ def forward(
 
     # GEMM1 operand A and its scales
     if fp8:
-        a, a_s, stride_asm, stride_ask = quantize_fp8(x, _act_mode(block, a1_scale, per_act_token_quant), a1_scale)
+        act, a_s, stride_asm, stride_ask = _quant_steps(
+            steps, x, _act_mode(block, a.a1_scale, a.per_act_token_quant), a.a1_scale
+        )
         w1s = _weight_scale_strides(w1_scale, quant)
     else:
-        a, a_s, stride_asm, stride_ask = x, x, 0, 0
+        act, a_s, stride_asm, stride_ask = x, x, 0, 0
         w1_scale, w1s = x, (0, 0, 0)
     g1, g2 = cfg.gemm1, cfg.gemm2
     # the weights through a tensor descriptor on wgmma tiles, where TMA can address them (16-byte aligned base, rows)
@@ -210,75 +246,79 @@ def forward(
     # GEMM2's top-k counters, one per token and output column tile, zeroed by GEMM1's programs
     num_counters = M * cdiv(K, g2.block_n) if slots else 0
     counters = _alloc.empty((max(num_counters, 1),), torch.int32, x.device) if slots else topk_ids
-    if fp8 and not block and a2_scale is None and not per_act_token_quant:
+    if fp8 and not block and a.a2_scale is None and not a.per_act_token_quant:
         # one amax over all of h: rows of slots no expert here takes are never written, and must read as zeros
         h = torch.zeros((h_rows, N), dtype=x.dtype, device=x.device)
     else:
         h = _alloc.empty((h_rows, N), FP8_DTYPE if block else x.dtype, x.device)
     h_s = _alloc.empty((h_rows, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
-    launch(
-        _fused_moe_gemm1_kernel,
-        (grid1,),
-        (
-            a,
-            a_s,
-            # w1 [E, 2N, K] as [E, 2, N, K]: one load holds an expert's gate and up rows
-            _desc(w1.view(E, 2, N, K), 1, 2, g1.block_n, g1.block_k) if tma1 else w1,
-            w1_scale,
-            h,
-            h_s,
-            topk_weights,
-            sorted_ids,
-            expert_ids,
-            num_post,
-            numel,
-            num_pid_m,
-            N,
-            K,
-            E,
-            a.stride(0),
-            stride_asm,
-            stride_ask,
-            w1.stride(0),
-            w1.stride(1),
-            *w1s,
-            h.stride(0),
-            h_s.stride(0) if block else 0,
-            topk_ids,
-            map_arg,
-            counters,
-            num_global,
-            num_counters,
-            topk_ids.stride(0),
-        ),
-        {
-            "TOPK": topk,
-            "BLOCK_M": g1.block_m,
-            "BLOCK_N": g1.block_n,
-            "BLOCK_K": g1.block_k,
-            "GROUP_M": g1.group_m,
-            "QUANT": kq,
-            "ROUTED_ON_INPUT": bool(apply_router_weight_on_input),
-            "GELU": activation == "gelu",
-            "ACT_BF16": act_bf16,
-            "H_FP8": block,
-            "SWAP_AB": bool(g1.swap_ab),
-            "W_TMA": tma1,
-            "SLOTS": slots,
-            "HAS_MAP": expert_map is not None,
-            "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if slots else 16,
-            # each half's weight rows of a tile in one 128 block: two scales a K tile, not a loaded vector
-            "W_HALF_SCALES": block and N % SCALE_BLOCK == 0,
-        },
-        g1.num_warps,
-        g1.num_stages,
+    steps.append(
+        Step(
+            _fused_moe_gemm1_kernel,
+            (grid1,),
+            None,
+            0,
+            (
+                act,
+                a_s,
+                # w1 [E, 2N, K] as [E, 2, N, K]: one load holds an expert's gate and up rows
+                _desc(w1.view(E, 2, N, K), 1, 2, g1.block_n, g1.block_k) if tma1 else w1,
+                w1_scale,
+                h,
+                h_s,
+                topk_weights,
+                sorted_ids,
+                expert_ids,
+                num_post,
+                numel,
+                num_pid_m,
+                N,
+                K,
+                E,
+                act.stride(0),
+                stride_asm,
+                stride_ask,
+                w1.stride(0),
+                w1.stride(1),
+                *w1s,
+                h.stride(0),
+                h_s.stride(0) if block else 0,
+                topk_ids,
+                map_arg,
+                counters,
+                num_global,
+                num_counters,
+                topk_ids.stride(0),
+            ),
+            {
+                "TOPK": topk,
+                "BLOCK_M": g1.block_m,
+                "BLOCK_N": g1.block_n,
+                "BLOCK_K": g1.block_k,
+                "GROUP_M": g1.group_m,
+                "QUANT": kq,
+                "ROUTED_ON_INPUT": a.apply_router_weight_on_input,
+                "GELU": a.activation == "gelu",
+                "ACT_BF16": act_bf16,
+                "H_FP8": block,
+                "SWAP_AB": bool(g1.swap_ab),
+                "W_TMA": tma1,
+                "SLOTS": slots,
+                "HAS_MAP": expert_map is not None,
+                "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if slots else 16,
+                # each half's weight rows of a tile in one 128 block: two scales a K tile, not a loaded vector
+                "W_HALF_SCALES": block and N % SCALE_BLOCK == 0,
+            },
+            g1.num_warps,
+            g1.num_stages,
+        )
     )
 
     # GEMM2 operand A (the intermediate) and its scales
     if block:
         hs_strides = (h_s.stride(0), 1)
     elif fp8:
-        h, h_s, *hs_strides = quantize_fp8(h, _act_mode(False, a2_scale, per_act_token_quant), a2_scale)
+        h, h_s, *hs_strides = _quant_steps(steps, h, _act_mode(False, a.a2_scale, a.per_act_token_quant), a.a2_scale)
     else:
         hs_strides = (0, 0)
     w2s = _weight_scale_strides(w2_scale, quant) if fp8 else (0, 0, 0)
@@ -286,136 +326,92 @@ def forward(
     tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and _tma_ok(h) and not slots
     c = _alloc.empty((numel, K), x.dtype, x.device)
     out2, stride_om = _checks.rows_and_stride("out", out, output=True)
-    launch(
-        _fused_moe_gemm2_kernel,
-        (num_pid_m * cdiv(K, g2.block_n),),
-        (
-            _desc(h, g2.block_m, g2.block_k) if tma2 else h,
-            h_s,
-            _desc(w2.view(E * K, N), g2.block_n, g2.block_k) if tma2 else w2,
-            w2_scale if fp8 else x,
-            c,
-            topk_weights,
-            sorted_ids,
-            expert_ids,
-            num_post,
-            numel,
-            num_pid_m,
-            K,
-            N,
-            E,
-            h.stride(0),
-            *hs_strides,
-            w2.stride(0),
-            w2.stride(1),
-            *w2s,
-            c.stride(0),
-            out2,
-            topk_ids,
-            map_arg,
-            counters,
-            num_global,
-            topk_ids.stride(0),
-            stride_om,
-        ),
-        {
-            "TOPK": topk,
-            "BLOCK_M": g2.block_m,
-            "BLOCK_N": g2.block_n,
-            "BLOCK_K": g2.block_k,
-            "GROUP_M": g2.group_m,
-            "QUANT": kq,
-            "MUL_WEIGHT": not apply_router_weight_on_input,
-            "ACT_BF16": act_bf16,
-            "SWAP_AB": bool(g2.swap_ab),
-            "TMA": tma2,
-            "SLOTS": slots,
-            "HAS_MAP": expert_map is not None,
-        },
-        g2.num_warps,
-        g2.num_stages,
+    steps.append(
+        Step(
+            _fused_moe_gemm2_kernel,
+            (num_pid_m * cdiv(K, g2.block_n),),
+            None,
+            0,
+            (
+                _desc(h, g2.block_m, g2.block_k) if tma2 else h,
+                h_s,
+                _desc(w2.view(E * K, N), g2.block_n, g2.block_k) if tma2 else w2,
+                w2_scale if fp8 else x,
+                c,
+                topk_weights,
+                sorted_ids,
+                expert_ids,
+                num_post,
+                numel,
+                num_pid_m,
+                K,
+                N,
+                E,
+                h.stride(0),
+                *hs_strides,
+                w2.stride(0),
+                w2.stride(1),
+                *w2s,
+                c.stride(0),
+                out2,
+                topk_ids,
+                map_arg,
+                counters,
+                num_global,
+                topk_ids.stride(0),
+                stride_om,
+            ),
+            {
+                "TOPK": topk,
+                "BLOCK_M": g2.block_m,
+                "BLOCK_N": g2.block_n,
+                "BLOCK_K": g2.block_k,
+                "GROUP_M": g2.group_m,
+                "QUANT": kq,
+                "MUL_WEIGHT": not a.apply_router_weight_on_input,
+                "ACT_BF16": act_bf16,
+                "SWAP_AB": bool(g2.swap_ab),
+                "TMA": tma2,
+                "SLOTS": slots,
+                "HAS_MAP": expert_map is not None,
+            },
+            g2.num_warps,
+            g2.num_stages,
+        )
     )
     if slots:
-        return out
-    launch(
-        _fused_moe_sum_kernel,
-        (M, cdiv(K, SUM_BLOCK)),
-        (
-            c,
-            out2,
-            topk_ids,
-            expert_map if expert_map is not None else topk_ids,
-            M,
-            K,
-            num_global,
-            E,
-            c.stride(0),
-            stride_om,
-            topk_ids.stride(0),
-        ),
-        {"TOPK": topk, "BLOCK": SUM_BLOCK, "HAS_MAP": expert_map is not None, "ACT_BF16": act_bf16},
-        SUM_WARPS,
+        return steps
+    steps.append(
+        Step(
+            _fused_moe_sum_kernel,
+            (M, cdiv(K, SUM_BLOCK)),
+            None,
+            0,
+            (
+                c,
+                out2,
+                topk_ids,
+                expert_map if expert_map is not None else topk_ids,
+                M,
+                K,
+                num_global,
+                E,
+                c.stride(0),
+                stride_om,
+                topk_ids.stride(0),
+            ),
+            {"TOPK": topk, "BLOCK": SUM_BLOCK, "HAS_MAP": expert_map is not None, "ACT_BF16": act_bf16},
+            SUM_WARPS,
+        )
     )
-    return out
+    return steps
 
 
-@torch.library.custom_op("tritonkit::fused_moe", mutates_args=())
-def _fused_moe_op(
-    hidden_states: torch.Tensor,
-    w1: torch.Tensor,
-    w2: torch.Tensor,
-    topk_weights: torch.Tensor,
-    topk_ids: torch.Tensor,
-    activation: str,
-    apply_router_weight_on_input: bool,
-    expert_map: torch.Tensor | None,
-    w1_scale: torch.Tensor | None,
-    w2_scale: torch.Tensor | None,
-    a1_scale: torch.Tensor | None,
-    a2_scale: torch.Tensor | None,
-    block_shape: list[int] | None,
-    per_act_token_quant: bool,
-) -> torch.Tensor:
-    return forward(
-        hidden_states,
-        w1,
-        w2,
-        topk_weights,
-        topk_ids,
-        None,
-        activation,
-        apply_router_weight_on_input,
-        expert_map,
-        w1_scale,
-        w2_scale,
-        a1_scale,
-        a2_scale,
-        block_shape,
-        per_act_token_quant,
-    )
+def _alloc_out(hidden_states: torch.Tensor, *rest) -> torch.Tensor:
+    return _alloc.empty(hidden_states.shape, hidden_states.dtype, hidden_states.device)
 
 
-@_fused_moe_op.register_fake
-def _(
-    hidden_states,
-    w1,
-    w2,
-    topk_weights,
-    topk_ids,
-    activation,
-    apply_router_weight_on_input,
-    expert_map,
-    w1_scale,
-    w2_scale,
-    a1_scale,
-    a2_scale,
-    block_shape,
-    per_act_token_quant,
-):
-    return hidden_states.new_empty(hidden_states.shape)
-
-
-@torch.library.custom_op("tritonkit::fused_moe_out", mutates_args=("out",))
+@op_with_outputs("fused_moe", _alloc_out)
 def _fused_moe_out_op(
     out: torch.Tensor,
     hidden_states: torch.Tensor,
@@ -432,45 +428,13 @@ def _fused_moe_out_op(
     a2_scale: torch.Tensor | None,
     block_shape: list[int] | None,
     per_act_token_quant: bool,
+    quant: str,
 ) -> None:
+    # the dispatcher's form of a record: its fields in order, out first
     forward(
-        hidden_states,
-        w1,
-        w2,
-        topk_weights,
-        topk_ids,
-        out,
-        activation,
-        apply_router_weight_on_input,
-        expert_map,
-        w1_scale,
-        w2_scale,
-        a1_scale,
-        a2_scale,
-        block_shape,
-        per_act_token_quant,
-    )
-
-
-@_fused_moe_out_op.register_fake
-def _(
-    out,
-    hidden_states,
-    w1,
-    w2,
-    topk_weights,
-    topk_ids,
-    activation,
-    apply_router_weight_on_input,
-    expert_map,
-    w1_scale,
-    w2_scale,
-    a1_scale,
-    a2_scale,
-    block_shape,
-    per_act_token_quant,
-):
-    return None
+        Args(hidden_states, w1, w2, topk_weights, topk_ids, out, activation, apply_router_weight_on_input,
+             expert_map, w1_scale, w2_scale, a1_scale, a2_scale, block_shape, per_act_token_quant, quant)
+    )  # fmt: skip
 
 
 def _scale_scheme(name: str, s, w: torch.Tensor, block_shape) -> str:
@@ -498,22 +462,26 @@ def _scale_scheme(name: str, s, w: torch.Tensor, block_shape) -> str:
 
 
 def check_args(
-    hidden_states,
-    w1,
-    w2,
-    topk_weights,
-    topk_ids,
-    out,
-    activation,
-    apply_router_weight_on_input,
-    expert_map,
-    w1_scale,
-    w2_scale,
-    a1_scale,
-    a2_scale,
-    block_shape,
-) -> str:
-    """Every argument checked on metadata alone (no device sync); returns the quant scheme."""
+    hidden_states: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    *,
+    activation: str = "silu",
+    apply_router_weight_on_input: bool = False,
+    expert_map: torch.Tensor | None = None,
+    w1_scale: torch.Tensor | None = None,
+    w2_scale: torch.Tensor | None = None,
+    a1_scale: torch.Tensor | None = None,
+    a2_scale: torch.Tensor | None = None,
+    block_shape: list[int] | None = None,
+    per_act_token_quant: bool = True,
+    out: torch.Tensor | None = None,
+) -> Args:
+    """The op's named surface: fused_moe's arguments checked on metadata alone (no device sync), a ValueError or
+    TypeError naming the bad one, nothing written; returns the call's record (``out`` as given, None included),
+    which :func:`forward` launches on."""
     _checks.inference_only(hidden_states=hidden_states, w1=w1, w2=w2, topk_weights=topk_weights, out=out)
     x = _checks.tensor("hidden_states", hidden_states, dtypes=ACT_DTYPES, ndim=2, last_contiguous=True)
     M, K = x.shape
@@ -635,7 +603,18 @@ def check_args(
         )
         if expert_map is not None:
             _checks.index_range("expert_map", expert_map, E, "local expert indices (-1: another rank's)", low=-1)
-    return quant
+    if not isinstance(per_act_token_quant, bool):
+        raise TypeError(f"per_act_token_quant must be a bool, got {type(per_act_token_quant).__name__}")
+    if not per_act_token_quant and quant == "fp8_block128":
+        raise ValueError(
+            "per_act_token_quant=False needs per-tensor or per-channel fp8 weights: block-wise "
+            "activations are quantized per 128-column group"
+        )
+    bs = [int(b) for b in block_shape] if block_shape is not None else None
+    return Args(
+        hidden_states, w1, w2, topk_weights, topk_ids, out, activation, bool(apply_router_weight_on_input),
+        expert_map, w1_scale, w2_scale, a1_scale, a2_scale, bs, per_act_token_quant, quant,
+    )  # fmt: skip
 
 
 def fused_moe(
@@ -690,47 +669,25 @@ def fused_moe(
     rounded to the activation dtype (then fp8-quantized under fp8), each expert's weighted output is rounded to the
     activation dtype, and the topk sum runs in float32 in j order (deterministic) with one rounding at the end.
     """
-    quant = check_args(
-        hidden_states,
-        w1,
-        w2,
-        topk_weights,
-        topk_ids,
-        out,
-        activation,
-        apply_router_weight_on_input,
-        expert_map,
-        w1_scale,
-        w2_scale,
-        a1_scale,
-        a2_scale,
-        block_shape,
-    )
-    if not isinstance(per_act_token_quant, bool):
-        raise TypeError(f"per_act_token_quant must be a bool, got {type(per_act_token_quant).__name__}")
-    if not per_act_token_quant and quant == "fp8_block128":
-        raise ValueError(
-            "per_act_token_quant=False needs per-tensor or per-channel fp8 weights: block-wise "
-            "activations are quantized per 128-column group"
-        )
-    bs = [int(b) for b in block_shape] if block_shape is not None else None
-    args = (hidden_states, w1, w2, topk_weights, topk_ids)
-    opt = (expert_map, w1_scale, w2_scale, a1_scale, a2_scale)
-    per_token = bool(per_act_token_quant)
-    if through_dispatcher(*args, out, *opt):
+    a = check_args(
+        hidden_states, w1, w2, topk_weights, topk_ids, activation=activation,
+        apply_router_weight_on_input=apply_router_weight_on_input, expert_map=expert_map, w1_scale=w1_scale,
+        w2_scale=w2_scale, a1_scale=a1_scale, a2_scale=a2_scale, block_shape=block_shape,
+        per_act_token_quant=per_act_token_quant, out=out,
+    )  # fmt: skip
+    if through_dispatcher(
+        hidden_states, w1, w2, topk_weights, topk_ids, out, expert_map, w1_scale, w2_scale, a1_scale, a2_scale
+    ):
+        # the dispatcher takes the record's fields in order, out leading the out form and left out of the other
         if out is None:
-            return torch.ops.tritonkit.fused_moe(
-                *args, activation, bool(apply_router_weight_on_input), *opt, bs, per_token
-            )
-        torch.ops.tritonkit.fused_moe_out(
-            out, *args, activation, bool(apply_router_weight_on_input), *opt, bs, per_token
-        )
+            return torch.ops.tritonkit.fused_moe(*a[:5], *a[6:])
+        torch.ops.tritonkit.fused_moe_out(out, *a[:5], *a[6:])
         return out
-    return forward(*args, out, activation, apply_router_weight_on_input, *opt, bs, per_token, quant=quant)
+    return forward(a)
 
 
 def reload_tables() -> None:
     """Forget the tuned tile tables read so far, so later calls read ``ops/fused_moe/configs/`` again (after
-    ``tritonkit tune`` wrote one in this process)."""
-    _config._tables.cache_clear()
-    _config.fused_moe_config.cache_clear()
+    ``tritonkit tune`` wrote one in this process). The same as ``tritonkit.ops.clear_caches``, which forgets them
+    with every other memo of the ops."""
+    _memo.clear_caches()

@@ -34,11 +34,11 @@ larger bucket). No table: :func:`default_config`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 from pathlib import Path
 
+from .. import _memo
 from .._ints import cdiv
 
 QUANT_SCHEMES = ("none", "fp8_tensor", "fp8_channel", "fp8_block128")
@@ -236,7 +236,7 @@ def fused_moe_table_name(E: int, N: int, K: int, dtype: str, quant: str, device_
     return f"E={E},N={N},K={K},dtype={dtype},quant={quant},device={dev},triton={triton_version}.json"
 
 
-@functools.cache
+@_memo.memoized(maxsize=None)
 def _tables(config_dir: str) -> dict:
     """{(E, N, K, dtype, quant, device): {triton version: (buckets, {bucket: FusedMoeConfig})}} of every file."""
     out: dict = {}
@@ -289,7 +289,7 @@ def lookup(
     return cfgs[nearest_bucket(M, buckets)]
 
 
-@functools.lru_cache(maxsize=1024)
+@_memo.memoized(maxsize=1024)
 def fused_moe_config(
     M: int, E: int, N: int, K: int, topk: int, dtype: str, quant: str, device_name: str | None
 ) -> FusedMoeConfig:

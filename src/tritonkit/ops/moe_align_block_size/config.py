@@ -5,8 +5,8 @@ and the num_tokens sweep of ``tritonkit bench`` is what should move them.
 """
 
 import dataclasses
-import functools
 
+from .. import _memo
 from .._ints import next_power_of_2
 
 # Experts held as one register vector (counts, run starts) per program.
@@ -33,7 +33,7 @@ class MoeAlignConfig:
     num_warps: int
 
 
-@functools.lru_cache(maxsize=256)
+@_memo.memoized(maxsize=256)
 def moe_align_config(num_experts: int) -> MoeAlignConfig:
     block_e = next_power_of_2(num_experts)
     # 4 warps; 8 once the per-expert vectors pass 16 values a thread

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import sys
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -13,8 +12,8 @@ import torch
 from .. import _alloc, _checks
 from .. import _launch as _launch_mod
 from .._ints import cdiv
-from .._launch import launch
-from .._library import through_dispatcher
+from .._launch import Step, launch
+from .._library import op_with_outputs, through_dispatcher
 from . import config
 from .kernel import (
     _paged_attention_decode_kernel,
@@ -23,7 +22,7 @@ from .kernel import (
     _paged_attention_prefill_merge_kernel,
     gdc_wait,
 )
-from .replay import Layout, Replay, scratch
+from .replay import CALL_SLOTS, Layout, Replay, scratch
 
 LOG2E = 1.4426950408889634
 Q_DTYPES = (torch.float16, torch.bfloat16)
@@ -40,54 +39,43 @@ _PREFILL_FRONT = itemgetter(0, 1, 2, 3, 13, 14, 15, 4, 5, 6, 7, 8, 9)
 _PREFILL_MERGE_FRONT = itemgetter(3, 13, 14, 15, 4, 7, 9)
 
 
-class _Step(NamedTuple):
-    """One launch as a function of the layout alone: its leading tensors come from the call's slots."""
-
-    kernel: object
-    grid: tuple
-    front: itemgetter
-    n_front: int
-    tail: tuple
-    constexprs: dict
-    num_warps: int
-    num_stages: int | None = None
-    pdl: bool = False
+_new_record = tuple.__new__
 
 
-def _launch(
-    q,
-    k_cache,
-    v_cache,
-    out,
-    cu_seqlens_q,
-    seqused_k,
-    block_table,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    scale: float,
-    causal: bool,
-    window_left: int,
-    window_right: int,
-    softcap: float,
-    sinks,
-    k_scale,
-    v_scale,
-    record: Layout | None = None,
-) -> None:
+class Args(NamedTuple):
+    """A call's arguments as check_args accepted them: the ten tensors a call's launches take their leading pointers
+    from (``out`` is allocated before the record is made; k_scale/v_scale are one-element float32 tensors or None),
+    then the scalars, resolved (softmax_scale's default, the window's sides). Every function past check_args takes
+    this record, never the argument list."""
+
+    q: torch.Tensor
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    out: torch.Tensor | None
+    cu_seqlens_q: torch.Tensor
+    seqused_k: torch.Tensor
+    block_table: torch.Tensor
+    sinks: torch.Tensor | None
+    k_scale: torch.Tensor | None
+    v_scale: torch.Tensor | None
+    max_seqlen_q: int
+    max_seqlen_k: int
+    scale: float
+    causal: bool
+    window_left: int
+    window_right: int
+    softcap: float
+
+
+def _launch(a: Args, record: Layout | None = None) -> None:
     """Launch the call's kernels; with ``record`` (check_args' memo entry of this layout), keep them there for
     later calls where the fast path holds every one of them (and api's ``launch`` is the real one)."""
-    steps, scratch_sizes = _steps(
-        q, k_cache, v_cache, out, block_table, seqused_k, max_seqlen_q, max_seqlen_k, scale, causal,
-        window_left, window_right, softcap, sinks,
-    )  # fmt: skip
+    steps, scratch_sizes = _steps(a)
     if not steps:
         return
-    dev = q.device
-    slots = (
-        (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
-        + scratch(scratch_sizes[0], dev)
-        + scratch(scratch_sizes[1], dev)
-    )
+    dev = a.q.device
+    # the record's first ten fields are the call's slots
+    slots = a[:CALL_SLOTS] + scratch(scratch_sizes[0], dev) + scratch(scratch_sizes[1], dev)
     bounds = tuple(
         launch(
             s.kernel, s.grid, s.front(slots) + s.tail, s.constexprs, s.num_warps, s.num_stages,
@@ -99,44 +87,30 @@ def _launch(
         record.replay = Replay(bounds, tuple(s.front for s in steps), scratch_sizes, dev, slots)
 
 
-def _steps(
-    q,
-    k_cache,
-    v_cache,
-    out,
-    block_table,
-    seqused_k,
-    max_seqlen_q,
-    max_seqlen_k,
-    scale,
-    causal,
-    window_left,
-    window_right,
-    softcap,
-    sinks,
-) -> tuple[list[_Step], tuple]:
+def _steps(a: Args) -> tuple[list[Step], tuple]:
     """The call's launches and the sizes of its decode and prefill split scratch (None: none), from metadata and
     scalars alone (nothing here reads a data pointer)."""
+    q, k_cache, v_cache, out, block_table = a.q, a.k_cache, a.v_cache, a.out, a.block_table
     num_tokens, num_heads, head_dim = q.shape
-    num_seqs = seqused_k.shape[0]
+    num_seqs = a.seqused_k.shape[0]
     if num_tokens == 0 or num_seqs == 0:
         return [], (None, None)
     num_kv_heads = k_cache.shape[2]
     group = num_heads // num_kv_heads
     kv_fp8 = k_cache.dtype == FP8_DTYPE
     # flash-attn semantics: causal is the window (left, 0); -1 is an unbounded side
-    limit_right = causal or window_right >= 0
-    limit_left = window_left >= 0
+    limit_right = a.causal or a.window_right >= 0
+    limit_left = a.window_left >= 0
     # a side past every key a row can reach is no limit; clamped, no int32 position sum in the kernels overflows: a
     # key lies at most num_tokens - 1 after its row's position and at most bt_width * block_size - 1 before it
-    win_right = 0 if causal else min(max(window_right, 0), num_tokens)
-    win_left = min(max(window_left, 0), block_table.shape[1] * k_cache.shape[1])
-    use_softcap = softcap > 0
-    qk_scale = scale * LOG2E
-    softcap_in = scale / softcap if use_softcap else 0.0
-    softcap_out = softcap * LOG2E
+    win_right = 0 if a.causal else min(max(a.window_right, 0), num_tokens)
+    win_left = min(max(a.window_left, 0), block_table.shape[1] * k_cache.shape[1])
+    use_softcap = a.softcap > 0
+    qk_scale = a.scale * LOG2E
+    softcap_in = a.scale / a.softcap if use_softcap else 0.0
+    softcap_out = a.softcap * LOG2E
     features = dict(
-        LIMIT_LEFT=limit_left, LIMIT_RIGHT=limit_right, SOFTCAP=use_softcap, SINKS=sinks is not None, KV_FP8=kv_fp8
+        LIMIT_LEFT=limit_left, LIMIT_RIGHT=limit_right, SOFTCAP=use_softcap, SINKS=a.sinks is not None, KV_FP8=kv_fp8
     )
     common = (
         win_left,
@@ -164,38 +138,34 @@ def _steps(
         num_seqs,
         num_tokens,
         num_kv_heads,
-        max_seqlen_q,
-        config.max_keys_needed(max_seqlen_q, max_seqlen_k, window_left),
+        a.max_seqlen_q,
+        config.max_keys_needed(a.max_seqlen_q, a.max_seqlen_k, a.window_left),
         config.num_sms(q.device),
     )
-    steps: list[_Step] = []
+    steps: list[Step] = []
     dec_scratch = pre_scratch = None
     # a property of the device, not of the call: the decode kernel's trigger stays one specialization whether or
     # not this call has splits (the trigger is a no-op without a dependent launch)
     pdl = gdc_wait is not None and config.merge_pdl(q.device)
     if plan.decode is not None:
-        dec_scratch = _decode_steps(
-            steps, q, k_cache, block_table, num_seqs, sinks, plan.decode, max_seqlen_q, pdl, common, features
-        )
+        dec_scratch = _decode_steps(steps, a, plan.decode, pdl, common, features)
     if plan.prefill is not None:
-        pre_scratch = _prefill_steps(
-            steps, q, k_cache, block_table, num_seqs, sinks, plan.prefill, plan.prefill_skips_q, pdl, common, features
-        )
+        pre_scratch = _prefill_steps(steps, a, plan.prefill, plan.prefill_skips_q, pdl, common, features)
     return steps, (dec_scratch, pre_scratch)
 
 
-def _decode_steps(
-    steps, q, k_cache, block_table, num_seqs, sinks, dec, max_seqlen_q: int, pdl: bool, common, features
-) -> tuple | None:
+def _decode_steps(steps: list, a: Args, dec, pdl: bool, common: tuple, features: dict) -> tuple | None:
     """The decode kernel over the sequences a decode program holds, and the merge of its KV splits (a programmatic
     dependent launch with ``pdl``); returns the split scratch's sizes (accumulator and row elements; None with one
     split)."""
+    q, k_cache, block_table, sinks = a.q, a.k_cache, a.block_table, a.sinks
+    num_seqs = a.seqused_k.shape[0]
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
     d_pad = config.head_dim_pad(head_dim)
     steps.append(
-        _Step(
+        Step(
             _paged_attention_decode_kernel,
             (num_seqs, num_kv_heads, dec.num_splits),
             _DECODE_FRONT,
@@ -221,9 +191,9 @@ def _decode_steps(
         return None
     # a program a query token: a decode sequence has at most dec.max_q (<= DECODE_WIDE_ROWS, within grid[2]'s 65535)
     # and, by the caller's contract, at most max_seqlen_q (1 at plain decode: no program a row cannot use)
-    tokens = max(1, min(dec.max_q, max_seqlen_q))
+    tokens = max(1, min(dec.max_q, a.max_seqlen_q))
     steps.append(
-        _Step(
+        Step(
             _paged_attention_merge_kernel,
             (num_seqs, num_heads, tokens),
             _DECODE_MERGE_FRONT,
@@ -249,11 +219,13 @@ def _decode_steps(
 
 
 def _prefill_steps(
-    steps, q, k_cache, block_table, num_seqs, sinks, pre, decode_max_q: int, pdl: bool, common: tuple, features: dict
+    steps: list, a: Args, pre, decode_max_q: int, pdl: bool, common: tuple, features: dict
 ) -> tuple | None:
     """The prefill kernel over the sequences longer than ``decode_max_q`` tokens (0: all of them), with its KV
     splits and their merge (a programmatic dependent launch with ``pdl``) where the batch's query tiles cannot fill
     the card; returns the split scratch's sizes (None without splits)."""
+    q, k_cache, block_table, sinks = a.q, a.k_cache, a.block_table, a.sinks
+    num_seqs = a.seqused_k.shape[0]
     num_tokens, num_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
@@ -262,7 +234,7 @@ def _prefill_steps(
     split = pre.num_splits > 1
     tile = {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m, "BLOCK_Q": pre.block_q}
     steps.append(
-        _Step(
+        Step(
             _paged_attention_prefill_kernel,
             (programs, pre.num_splits),
             _PREFILL_FRONT,
@@ -290,7 +262,7 @@ def _prefill_steps(
     # the row-slice merge launches after the prefill grid, as measured (config.PREFILL_MERGE_PARALLEL_SPLITS)
     merge_pdl = pdl and merge_rows == 1
     steps.append(
-        _Step(
+        Step(
             _paged_attention_prefill_merge_kernel,
             (programs, cdiv(pre.block_q * group, merge_rows)),
             _PREFILL_MERGE_FRONT,
@@ -312,117 +284,21 @@ def _prefill_steps(
     return rows * head_dim, rows
 
 
-def forward(
-    q,
-    k_cache,
-    v_cache,
-    cu_seqlens_q,
-    seqused_k,
-    block_table,
-    max_seqlen_q,
-    max_seqlen_k,
-    scale,
-    causal,
-    window_left,
-    window_right,
-    softcap,
-    sinks,
-    k_scale,
-    v_scale,
-    out=None,
-    *,
-    _layout: Layout | None = None,
-):
-    """The op's named surface: launch on arguments check_args accepted; writes a fresh output (or the caller's
-    ``out``, which may not alias the inputs). ``_layout`` is paged_attention's own: check_args' memo entry for
-    exactly these arguments, where this call records its launches for later calls to repeat."""
-    if out is None:
-        out = _alloc.empty(q.shape, q.dtype, q.device)
-    _launch(
-        q,
-        k_cache,
-        v_cache,
-        out,
-        cu_seqlens_q,
-        seqused_k,
-        block_table,
-        max_seqlen_q,
-        max_seqlen_k,
-        scale,
-        causal,
-        window_left,
-        window_right,
-        softcap,
-        sinks,
-        k_scale,
-        v_scale,
-        _layout,
-    )
-    return out
+def forward(a: Args, layout: Layout | None = None) -> torch.Tensor:
+    """The op's named surface: launch on a record check_args returned, into ``a.out`` (allocated when None; a given
+    one may not alias the inputs). ``layout`` is check_args' memo entry for exactly these arguments, where this call
+    records its launches for later calls to repeat."""
+    if a.out is None:
+        a = a._replace(out=_alloc.empty(a.q.shape, a.q.dtype, a.q.device))
+    _launch(a, layout)
+    return a.out
 
 
-@torch.library.custom_op("tritonkit::paged_attention", mutates_args=())
-def _paged_attention_op(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    seqused_k: torch.Tensor,
-    block_table: torch.Tensor,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    softmax_scale: float,
-    causal: bool,
-    window_left: int,
-    window_right: int,
-    softcap: float,
-    sinks: torch.Tensor | None,
-    k_scale: torch.Tensor | None,
-    v_scale: torch.Tensor | None,
-) -> torch.Tensor:
-    return forward(
-        q,
-        k_cache,
-        v_cache,
-        cu_seqlens_q,
-        seqused_k,
-        block_table,
-        max_seqlen_q,
-        max_seqlen_k,
-        softmax_scale,
-        causal,
-        window_left,
-        window_right,
-        softcap,
-        sinks,
-        k_scale,
-        v_scale,
-    )
+def _alloc_out(q: torch.Tensor, *rest) -> torch.Tensor:
+    return _alloc.empty(q.shape, q.dtype, q.device)
 
 
-@_paged_attention_op.register_fake
-def _(
-    q,
-    k_cache,
-    v_cache,
-    cu_seqlens_q,
-    seqused_k,
-    block_table,
-    max_seqlen_q,
-    max_seqlen_k,
-    softmax_scale,
-    causal,
-    window_left,
-    window_right,
-    softcap,
-    sinks,
-    k_scale,
-    v_scale,
-):
-    return q.new_empty(q.shape)
-
-
-@torch.library.custom_op("tritonkit::paged_attention_out", mutates_args=("out",))
+@op_with_outputs("paged_attention", _alloc_out)
 def _paged_attention_out_op(
     out: torch.Tensor,
     q: torch.Tensor,
@@ -431,59 +307,22 @@ def _paged_attention_out_op(
     cu_seqlens_q: torch.Tensor,
     seqused_k: torch.Tensor,
     block_table: torch.Tensor,
+    sinks: torch.Tensor | None,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
     max_seqlen_q: int,
     max_seqlen_k: int,
-    softmax_scale: float,
+    scale: float,
     causal: bool,
     window_left: int,
     window_right: int,
     softcap: float,
-    sinks: torch.Tensor | None,
-    k_scale: torch.Tensor | None,
-    v_scale: torch.Tensor | None,
 ) -> None:
-    forward(
-        q,
-        k_cache,
-        v_cache,
-        cu_seqlens_q,
-        seqused_k,
-        block_table,
-        max_seqlen_q,
-        max_seqlen_k,
-        softmax_scale,
-        causal,
-        window_left,
-        window_right,
-        softcap,
-        sinks,
-        k_scale,
-        v_scale,
-        out=out,
-    )
-
-
-@_paged_attention_out_op.register_fake
-def _(
-    out,
-    q,
-    k_cache,
-    v_cache,
-    cu_seqlens_q,
-    seqused_k,
-    block_table,
-    max_seqlen_q,
-    max_seqlen_k,
-    softmax_scale,
-    causal,
-    window_left,
-    window_right,
-    softcap,
-    sinks,
-    k_scale,
-    v_scale,
-):
-    return None
+    # the dispatcher's form of a record: its fields in order, out first
+    _launch(
+        Args(q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale,
+             max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap)
+    )  # fmt: skip
 
 
 def _int(name: str, v, minimum: int) -> int:
@@ -518,43 +357,31 @@ def _scale_tensor(name: str, s, device: torch.device) -> torch.Tensor:
 
 
 def check_args(
-    q,
-    k_cache,
-    v_cache,
-    cu_seqlens_q,
-    seqused_k,
-    block_table,
-    max_seqlen_q,
-    max_seqlen_k,
-    softmax_scale,
-    causal,
-    window_size,
-    softcap,
-    sinks,
-    out,
-    k_scale,
-    v_scale,
-):
-    """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
-    naming the bad one; nothing is written. A layout that passed before skips the metadata checks (_CHECKED)."""
-    _checked(
-        q,
-        k_cache,
-        v_cache,
-        cu_seqlens_q,
-        seqused_k,
-        block_table,
-        max_seqlen_q,
-        max_seqlen_k,
-        softmax_scale,
-        causal,
-        window_size,
-        softcap,
-        sinks,
-        out,
-        k_scale,
-        v_scale,
-    )
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    *,
+    cu_seqlens_q: torch.Tensor,
+    seqused_k: torch.Tensor,
+    block_table: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float | None = None,
+    causal: bool = True,
+    window_size=(-1, -1),
+    softcap: float = 0.0,
+    sinks: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    k_scale=None,
+    v_scale=None,
+) -> Args:
+    """The op's named surface: paged_attention's arguments checked on metadata alone (no device sync), a ValueError
+    or TypeError naming the bad one, nothing written; returns the call's record (``out`` as given, None included),
+    which :func:`forward` launches on. A layout that passed before skips the metadata checks (_CHECKED)."""
+    return _checked(
+        q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+        causal, window_size, softcap, sinks, out, k_scale, v_scale, False,
+    )[0]  # fmt: skip
 
 
 def _checked(
@@ -574,9 +401,11 @@ def _checked(
     out,
     k_scale,
     v_scale,
-) -> Layout | None:
-    """check_args, returning the memo entry of the arguments' layout (None where it has no key: symbolic shapes,
-    torch.compile tracing)."""
+    allocate: bool,
+) -> tuple[Args, Layout | None]:
+    """check_args: the call's record (with a fresh ``out`` where ``allocate`` and none was given) and the memo entry
+    of its layout (None where it has no key: symbolic shapes, torch.compile tracing). Each check below takes the
+    arguments it reads, not the list."""
     _checks.inference_only(q=q, k_cache=k_cache, v_cache=v_cache, sinks=sinks, out=out)
     key = _checks.hashable_key(
         lambda: (
@@ -606,31 +435,34 @@ def _checked(
     )
     layout = _CHECKED.get(key)
     if layout is None:
-        _check_layout(
-            q,
-            k_cache,
-            v_cache,
-            cu_seqlens_q,
-            seqused_k,
-            block_table,
-            max_seqlen_q,
-            max_seqlen_k,
-            softmax_scale,
-            causal,
-            window_size,
-            softcap,
-            sinks,
-            out,
-            k_scale,
-            v_scale,
+        _check_cache(q, k_cache, v_cache)
+        _check_batch(q, k_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k)
+        scalars = _check_scalars(q, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, softcap)
+        _check_extras(q, k_cache, sinks, out, k_scale, v_scale)
+        _checks.same_device(
+            q=q,
+            k_cache=k_cache,
+            v_cache=v_cache,
+            cu_seqlens_q=cu_seqlens_q,
+            seqused_k=seqused_k,
+            block_table=block_table,
+            sinks=sinks,
+            out=out,
+            k_scale=k_scale if isinstance(k_scale, torch.Tensor) else None,
+            v_scale=v_scale if isinstance(v_scale, torch.Tensor) else None,
         )
         if key is not None:
             # out's and the inputs' extents, in the order the overlap test below names them
             layout = Layout(
-                _checks.extents(out, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
+                _checks.extents(
+                    out, q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale
+                ),
+                scalars,
             )
             if not _CHECKED.add(key, layout):
                 layout = None
+    else:
+        scalars = layout.scalars
     # data pointers and index values, every call: the kernels write out while reading everything else, so no
     # element twice and no shared memory (a fresh output shares none)
     if out is not None:
@@ -649,12 +481,19 @@ def _checked(
             k_scale=k_scale,
             v_scale=v_scale,
         )
+    elif allocate:
+        out = _alloc.empty(q.shape, q.dtype, q.device)
     if _checks.indices_checked():
         _check_indices(
             cu_seqlens_q, seqused_k, block_table, q.shape[0], k_cache.shape[0], k_cache.shape[1], max_seqlen_q
         )
         _check_scales(k_scale, v_scale)
-    return layout
+    if k_scale is not None:
+        k_scale = _scale_tensor("k_scale", k_scale, q.device)
+        v_scale = _scale_tensor("v_scale", v_scale, q.device)
+    # tuple.__new__, not Args(...): the record is made on every call's host path (0.3 against 0.5 us)
+    tensors = (q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)
+    return _new_record(Args, tensors + scalars), layout
 
 
 def _items_key(w):
@@ -667,37 +506,13 @@ def _items_key(w):
 
 
 # layouts (and scalars) check_args accepted; a key of every argument it reads, data pointers and values aside
-# (10 -> 7 us a call on a CPU: docs/notes/paged-attention-host.md), each holding the launches a call recorded
+# (10 -> 7 us a call on a CPU: docs/notes/paged-attention-host.md), each holding the resolved scalars and the
+# launches a call recorded; tritonkit.ops.clear_caches empties it
 _CHECKED = _checks.CheckedLayouts()
 
 
-def _forget() -> None:
-    """Drop the recorded launches (with the checked layouts that hold them): a name they were derived from changed."""
-    _CHECKED.clear()
-
-
-config._ON_REBIND.append(_forget)
-
-
-def _check_layout(
-    q,
-    k_cache,
-    v_cache,
-    cu_seqlens_q,
-    seqused_k,
-    block_table,
-    max_seqlen_q,
-    max_seqlen_k,
-    softmax_scale,
-    causal,
-    window_size,
-    softcap,
-    sinks,
-    out,
-    k_scale,
-    v_scale,
-) -> None:
-    """check_args' checks of metadata and scalars: nothing here reads a data pointer or grad state."""
+def _check_cache(q, k_cache, v_cache) -> None:
+    """q and the two caches: dtypes, ranks, shapes that agree."""
     _checks.tensor("q", q, dtypes=Q_DTYPES, ndim=3, last_contiguous=True)
     num_tokens, num_heads, head_dim = q.shape
     _checks.tensor("k_cache", k_cache, ndim=4, last_contiguous=True)
@@ -731,6 +546,9 @@ def _check_layout(
     if num_heads > MAX_GRID_YZ:
         raise ValueError(f"q's num_heads must be at most {MAX_GRID_YZ}, got {num_heads}")
 
+
+def _check_batch(q, k_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k) -> None:
+    """The batch's index tensors and bounds, on metadata: dtypes, lengths, the block table's width."""
     # the kernels index these with stride 1: a strided view would read the wrong sequences
     _checks.tensor("seqused_k", seqused_k, dtypes=(torch.int32,), ndim=1, last_contiguous=True)
     num_seqs = seqused_k.shape[0]
@@ -748,12 +566,17 @@ def _check_layout(
         )
     _int("max_seqlen_q", max_seqlen_q, 0)
     _int("max_seqlen_k", max_seqlen_k, 0)
+    block_size = k_cache.shape[1]
     if block_table.shape[1] * block_size < max_seqlen_k:
         raise ValueError(
             f"block_table is too narrow for max_seqlen_k {max_seqlen_k}: {block_table.shape[1]} "
             f"blocks x block_size {block_size} = {block_table.shape[1] * block_size} keys"
         )
 
+
+def _check_scalars(q, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, softcap) -> tuple:
+    """The scalars checked and resolved, in Args' order from max_seqlen_q: softmax_scale's default ``D ** -0.5``,
+    the window's two sides as ints."""
     if softmax_scale is not None and not _real("softmax_scale", softmax_scale) > 0:
         raise ValueError(f"softmax_scale must be > 0, got {softmax_scale}")
     if not isinstance(causal, bool):
@@ -771,6 +594,21 @@ def _check_layout(
         raise ValueError(f"window_size sides must be >= 0, or -1 for unbounded, got {tuple(window_size)}")
     if not _real("softcap", softcap) >= 0:
         raise ValueError(f"softcap must be >= 0 (0 disables it), got {softcap}")
+    scale = float(softmax_scale) if softmax_scale is not None else q.shape[-1] ** -0.5
+    return (
+        max_seqlen_q,
+        max_seqlen_k,
+        scale,
+        causal,
+        int(window_size[0]),
+        int(window_size[1]),
+        float(softcap),
+    )
+
+
+def _check_extras(q, k_cache, sinks, out, k_scale, v_scale) -> None:
+    """The optional tensors: sinks, a given out, the fp8 scales a float8 cache needs (and only it)."""
+    num_tokens, num_heads, head_dim = q.shape
     if sinks is not None:
         _checks.tensor("sinks", sinks, dtypes=(torch.float32,), ndim=1, last_contiguous=True)
         _checks.shape_equal("sinks", sinks, (num_heads,), "one logit per query head")
@@ -786,18 +624,6 @@ def _check_layout(
             raise ValueError(
                 f"{name} applies only to a float8_e4m3fn cache; k_cache is {_checks.dtype_name(k_cache.dtype)}"
             )
-    _checks.same_device(
-        q=q,
-        k_cache=k_cache,
-        v_cache=v_cache,
-        cu_seqlens_q=cu_seqlens_q,
-        seqused_k=seqused_k,
-        block_table=block_table,
-        sinks=sinks,
-        out=out,
-        k_scale=k_scale if isinstance(k_scale, torch.Tensor) else None,
-        v_scale=v_scale if isinstance(v_scale, torch.Tensor) else None,
-    )
 
 
 def _check_indices(
@@ -901,63 +727,19 @@ def paged_attention(
     statistics and both dots accumulate in float32; the probabilities are rounded to q's dtype for the P @ V dot.
     No tensor data is read on the host: the call is CUDA-graph capturable.
     """
-    layout = _checked(
-        q,
-        k_cache,
-        v_cache,
-        cu_seqlens_q,
-        seqused_k,
-        block_table,
-        max_seqlen_q,
-        max_seqlen_k,
-        softmax_scale,
-        causal,
-        window_size,
-        softcap,
-        sinks,
-        out,
-        k_scale,
-        v_scale,
-    )
-    if k_scale is not None:
-        k_scale = _scale_tensor("k_scale", k_scale, q.device)
-        v_scale = _scale_tensor("v_scale", v_scale, q.device)
     dispatch = through_dispatcher(q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, sinks, out)
-    replay = layout.replay if layout is not None and not dispatch else None
-    if replay is not None:
-        # the layout's recorded launches, with this call's tensors: none of the arguments below are needed
-        if out is None:
-            out = _alloc.empty(q.shape, q.dtype, q.device)
-        if replay((q, k_cache, v_cache, out, cu_seqlens_q, seqused_k, block_table, sinks, k_scale, v_scale)):
-            return out
-    scale = float(softmax_scale) if softmax_scale is not None else q.shape[-1] ** -0.5
-    left, right = int(window_size[0]), int(window_size[1])
-    softcap = float(softcap)
-    args = (
-        q,
-        k_cache,
-        v_cache,
-        cu_seqlens_q,
-        seqused_k,
-        block_table,
-        max_seqlen_q,
-        max_seqlen_k,
-        scale,
-        causal,
-        left,
-        right,
-        softcap,
-        sinks,
-        k_scale,
-        v_scale,
-    )
+    a, layout = _checked(
+        q, k_cache, v_cache, cu_seqlens_q, seqused_k, block_table, max_seqlen_q, max_seqlen_k, softmax_scale,
+        causal, window_size, softcap, sinks, out, k_scale, v_scale, not dispatch,
+    )  # fmt: skip
     if dispatch:
+        # the dispatcher takes the record's fields in order, out leading the out form and left out of the other
         if out is None:
-            return torch.ops.tritonkit.paged_attention(*args)
-        torch.ops.tritonkit.paged_attention_out(out, *args)
+            return torch.ops.tritonkit.paged_attention(*a[:3], *a[4:])
+        torch.ops.tritonkit.paged_attention_out(out, *a[:3], *a[4:])
         return out
-    return forward(*args, out=out, _layout=layout)
-
-
-# rebinding a name here (a kernel, launch, a constant) drops the recorded launches, as config's names do
-sys.modules[__name__].__class__ = config.ForgetOnRebind
+    # the layout's recorded launches, with this call's tensors: nothing else of the record is read
+    replay = layout.replay if layout is not None else None
+    if replay is not None and replay(a):
+        return a.out
+    return forward(a, layout)

@@ -37,10 +37,8 @@ group)) and a decode program's query tokens (<= 128): all within CUDA's 65535 (a
 from __future__ import annotations
 
 import dataclasses
-import functools
-import sys
-import types
 
+from .. import _memo
 from .. import _device
 from .._ints import cdiv, next_power_of_2
 
@@ -357,32 +355,10 @@ class LaunchPlan:
 
 
 # launch plans by their arguments: a plan is a pure function of them and of this module's names, and computing one
-# costs an eager call 3-15 us of host time (a cached one ~0.5). Emptied when full and whenever a name of this module
-# is rebound (ForgetOnRebind), so a patched threshold or merge_pdl holds from the next call on.
-# docs/notes/paged-attention-host.md.
-_PLANS: dict[tuple, LaunchPlan] = {}
+# costs an eager call 3-15 us of host time (a cached one ~0.5). Emptied when full and by tritonkit.ops.clear_caches
+# (which tritonkit.ops.overrides runs when it changes a name here). docs/notes/paged-attention-host.md.
+_PLANS: dict[tuple, LaunchPlan] = _memo.register({})
 PLAN_MEMO_SIZE = 4096
-# what else holds a plan's decisions (api's recorded launches) registers its emptying here
-_ON_REBIND: list = []
-
-
-def _forget() -> None:
-    _PLANS.clear()
-    for f in _ON_REBIND:
-        f()
-
-
-class ForgetOnRebind(types.ModuleType):
-    """A module class that calls the module's own ``_forget`` whenever one of its names is rebound or deleted: this
-    module's (launch plans) and api's (recorded launches) memos are derived from their names."""
-
-    def __setattr__(self, name: str, value) -> None:
-        super().__setattr__(name, value)
-        self._forget()
-
-    def __delattr__(self, name: str) -> None:
-        super().__delattr__(name)
-        self._forget()
 
 
 def launch_plan(
@@ -469,7 +445,7 @@ def max_keys_needed(max_seqlen_q: int, max_seqlen_k: int, window_left: int) -> i
     return max_seqlen_k
 
 
-@functools.lru_cache(maxsize=None)
+@_memo.memoized(maxsize=None)
 def _cuda_sms(index: int) -> int:
     import torch
 
@@ -490,7 +466,3 @@ def merge_pdl(device) -> bool:
     (the checker's ``--arch``); CPU tensors (the interpreter) and unknown targets never do."""
     cap = _device.capability(device)
     return MERGE_PDL and cap is not None and cap >= (9, 0)
-
-
-# after every definition: rebinding a name of this module from here on empties _PLANS (and _ON_REBIND's memos)
-sys.modules[__name__].__class__ = ForgetOnRebind

@@ -6,7 +6,8 @@ key, of config's names and of api's kernels. A call whose layout recorded its la
 them through ``_launch.launch_bound`` with the call's tensors and fresh split scratch, skipping the plan, the argument
 building and the specialization keys (docs/notes/paged-attention-host.md). What the key leaves out is checked per
 call: each tensor's 16-byte alignment (Triton specializes on it) here, hooks, the current device and stream, a
-cleared Triton cache in ``launch_bound``. config's and api's module classes empty the memo when a name is rebound.
+cleared Triton cache in ``launch_bound``. ``tritonkit.ops.clear_caches`` (and ``overrides``, which changes config's
+names) empties the memo.
 
 A repeat hands the launchers data pointers as ints, which Triton's CUDA launcher takes as they are: a tensor would
 cost a ``data_ptr`` call and a ``cuPointerGetAttribute`` per pointer argument (20 at a split decode), and the key
@@ -29,12 +30,14 @@ _SCRATCH_SLOTS = 6
 
 class Layout:
     """check_args' memo entry for one accepted layout: the byte extents of out and the tensors it reads
-    (``_checks.extents``) and the launches a call recorded for it (None until then)."""
+    (``_checks.extents``), the call's scalars as check_args resolved them (api.Args' fields from max_seqlen_q) and
+    the launches a call recorded for it (None until then)."""
 
-    __slots__ = ("extents", "replay")
+    __slots__ = ("extents", "scalars", "replay")
 
-    def __init__(self, extents: tuple[int, ...]):
+    def __init__(self, extents: tuple[int, ...], scalars: tuple):
         self.extents = extents
+        self.scalars = scalars
         self.replay: Replay | None = None
 
 

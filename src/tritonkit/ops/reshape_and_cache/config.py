@@ -2,8 +2,8 @@
 whole num_tokens sweep shares one compile)."""
 
 import dataclasses
-import functools
 
+from .. import _memo
 from .._ints import next_power_of_2
 
 
@@ -28,7 +28,7 @@ class ReshapeAndCacheConfig:
 
 
 # pure in its arguments, and on every call's host path: computed once per model config
-@functools.lru_cache(maxsize=256)
+@_memo.memoized(maxsize=256)
 def reshape_and_cache_config(num_kv_heads: int, head_dim: int, elem_bytes: int) -> ReshapeAndCacheConfig:
     """``elem_bytes`` is the key's element size: loads set the vector width and the bytes in flight."""
     block_d = next_power_of_2(head_dim)

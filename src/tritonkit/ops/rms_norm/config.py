@@ -1,8 +1,8 @@
 """Block size and warps for rms_norm as a pure function of the row width."""
 
 import dataclasses
-import functools
 
+from .. import _memo
 from .._ints import next_power_of_2
 
 
@@ -20,7 +20,7 @@ class RmsNormConfig:
 
 
 # pure in its arguments, and on every call's host path: computed once per model config
-@functools.lru_cache(maxsize=256)
+@_memo.memoized(maxsize=256)
 def rms_norm_config(hidden: int, elem_bytes: int) -> RmsNormConfig:
     single = hidden <= MAX_SINGLE_PASS
     block = next_power_of_2(hidden) if single else STREAM_BLOCK

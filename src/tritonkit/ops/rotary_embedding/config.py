@@ -1,8 +1,8 @@
 """Tile shape and warps for rotary_embedding as a pure function of head counts, rot_dim and the element size."""
 
 import dataclasses
-import functools
 
+from .. import _memo
 from .._ints import next_power_of_2
 
 
@@ -23,7 +23,7 @@ class RotaryConfig:
 
 
 # pure in its arguments, and on every call's host path: computed once per model config
-@functools.lru_cache(maxsize=256)
+@_memo.memoized(maxsize=256)
 def rotary_config(num_q_heads: int, num_k_heads: int, rot_dim: int, elem_bytes: int) -> RotaryConfig:
     block_half = next_power_of_2(max(rot_dim // 2, 1))
     max_heads = max(TILE // (2 * block_half), 1)

@@ -1,8 +1,8 @@
 """Tile shape and warps for silu_and_mul as a pure function of d (the output width) and the element size."""
 
 import dataclasses
-import functools
 
+from .. import _memo
 from .._ints import cdiv, next_power_of_2
 
 
@@ -22,7 +22,7 @@ class SiluAndMulConfig:
 
 
 # pure in its arguments, and on every call's host path: computed once per model config
-@functools.lru_cache(maxsize=256)
+@_memo.memoized(maxsize=256)
 def silu_and_mul_config(d: int, elem_bytes: int) -> SiluAndMulConfig:
     tile = TILE_BYTES // elem_bytes
     block_n = min(next_power_of_2(max(d, 1)), tile)

@@ -1,8 +1,8 @@
 """Rows per program and warps for topk_softmax as a pure function of the expert count and topk."""
 
 import dataclasses
-import functools
 
+from .. import _memo
 from .._ints import next_power_of_2
 
 # Experts one program holds in registers: a whole row is one tile (logit + int64 key per expert).
@@ -20,7 +20,7 @@ class TopkSoftmaxConfig:
     num_warps: int
 
 
-@functools.lru_cache(maxsize=256)
+@_memo.memoized(maxsize=256)
 def topk_softmax_config(num_experts: int, topk: int) -> TopkSoftmaxConfig:
     block_e = next_power_of_2(num_experts)
     block_m = max(TILE_ELEMS // block_e, 1)
