@@ -8,7 +8,7 @@ import triton
 from .. import _checks, _device
 from .._ints import cdiv
 from .._launch import launch
-from .._library import through_dispatcher
+from .._library import mutating_op, through_dispatcher
 from .config import reshape_and_cache_config
 from .kernel import _reshape_and_cache_kernel
 
@@ -91,7 +91,7 @@ def forward(
     )
 
 
-@torch.library.custom_op("tritonkit::reshape_and_cache", mutates_args=("key_cache", "value_cache"))
+@mutating_op("reshape_and_cache", ("key_cache", "value_cache"))
 def _reshape_and_cache_op(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -103,11 +103,6 @@ def _reshape_and_cache_op(
     v_scale: torch.Tensor | None,
 ) -> None:
     forward(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
-
-
-@_reshape_and_cache_op.register_fake
-def _(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale):
-    return None
 
 
 def _check_scale(name: str, s) -> None:

@@ -7,7 +7,7 @@ import torch
 
 from .. import _alloc, _checks
 from .._launch import launch
-from .._library import through_dispatcher
+from .._library import op_with_outputs, through_dispatcher
 from .config import rms_norm_config
 from .kernel import _rms_norm_fwd_kernel
 
@@ -56,7 +56,7 @@ def launch_into(
 
 def forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """The op's named surface: launch on arguments check_args accepted into a fresh output."""
-    y = _alloc.empty(x.shape, x.dtype, x.device)
+    y = _alloc_y(x)
     launch_into(x, weight, eps, None, y, None)
     return y
 
@@ -64,32 +64,29 @@ def forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def _forward_fused(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    y = _alloc.empty(x.shape, x.dtype, x.device)
-    r = _alloc.empty(x.shape, x.dtype, x.device)
+    y, r = _alloc_y_r(x)
     launch_into(x, weight, eps, residual, y, r)
     return y, r
 
 
-@torch.library.custom_op("tritonkit::rms_norm", mutates_args=())
-def _rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return forward(x, weight, eps)
+def _alloc_y(x: torch.Tensor, *rest) -> torch.Tensor:
+    return _alloc.empty(x.shape, x.dtype, x.device)
 
 
-@_rms_norm_op.register_fake
-def _(x, weight, eps):
-    return x.new_empty(x.shape)
+def _alloc_y_r(x: torch.Tensor, *rest) -> tuple[torch.Tensor, torch.Tensor]:
+    return _alloc.empty(x.shape, x.dtype, x.device), _alloc.empty(x.shape, x.dtype, x.device)
 
 
-@torch.library.custom_op("tritonkit::fused_add_rms_norm", mutates_args=())
-def _fused_add_rms_norm_op(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    return _forward_fused(x, residual, weight, eps)
+@op_with_outputs("rms_norm", _alloc_y)
+def _rms_norm_out_op(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
+    launch_into(x, weight, eps, None, out, None)
 
 
-@_fused_add_rms_norm_op.register_fake
-def _(x, residual, weight, eps):
-    return x.new_empty(x.shape), x.new_empty(x.shape)
+@op_with_outputs("fused_add_rms_norm", _alloc_y_r, outs=("y", "r"))
+def _fused_add_rms_norm_out_op(
+    y: torch.Tensor, r: torch.Tensor, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> None:
+    launch_into(x, weight, eps, residual, y, r)
 
 
 def check_args(x, weight, eps, residual, x_name: str = "x", eps_name: str = "eps") -> None:

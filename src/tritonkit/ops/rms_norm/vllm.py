@@ -9,18 +9,13 @@ from __future__ import annotations
 import torch
 
 from .. import _checks
-from .._library import through_dispatcher
+from .._library import mutating_op, through_dispatcher
 from . import api
 
 
-@torch.library.custom_op("tritonkit::vllm_rms_norm", mutates_args=("out",))
+@mutating_op("vllm_rms_norm", ("out",))
 def _rms_norm_op(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
     api.launch_into(input, weight, epsilon, None, out, None)
-
-
-@_rms_norm_op.register_fake
-def _(out, input, weight, epsilon):
-    return None
 
 
 def rms_norm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
@@ -39,14 +34,9 @@ def rms_norm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsil
         api.launch_into(input, weight, float(epsilon), None, out, None)
 
 
-@torch.library.custom_op("tritonkit::vllm_fused_add_rms_norm", mutates_args=("input", "residual"))
+@mutating_op("vllm_fused_add_rms_norm", ("input", "residual"))
 def _fused_add_rms_norm_op(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
     api.launch_into(input, weight, epsilon, residual, input, residual)
-
-
-@_fused_add_rms_norm_op.register_fake
-def _(input, residual, weight, epsilon):
-    return None
 
 
 def fused_add_rms_norm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:

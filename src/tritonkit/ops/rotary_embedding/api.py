@@ -7,7 +7,7 @@ import torch
 from .. import _checks
 from .._ints import cdiv
 from .._launch import launch
-from .._library import through_dispatcher
+from .._library import mutating_op, through_dispatcher
 from .config import rotary_config
 from .kernel import _rotary_embedding_fwd_kernel
 
@@ -55,16 +55,11 @@ def forward(
     )
 
 
-@torch.library.custom_op("tritonkit::rotary_embedding", mutates_args=("q", "k"))
+@mutating_op("rotary_embedding", ("q", "k"))
 def _rotary_embedding_op(
     positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None, cos_sin_cache: torch.Tensor, is_neox: bool
 ) -> None:
     forward(positions, q, k, cos_sin_cache, is_neox)
-
-
-@_rotary_embedding_op.register_fake
-def _(positions, q, k, cos_sin_cache, is_neox):
-    return None
 
 
 def check_args(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: str = "k") -> None:

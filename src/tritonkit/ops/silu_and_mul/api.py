@@ -7,7 +7,7 @@ import torch
 from .. import _alloc, _checks
 from .._ints import cdiv
 from .._launch import launch
-from .._library import through_dispatcher
+from .._library import op_with_outputs, through_dispatcher
 from .config import silu_and_mul_config
 from .kernel import _silu_and_mul_fwd_kernel
 
@@ -15,7 +15,7 @@ from .kernel import _silu_and_mul_fwd_kernel
 def forward(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``out`` (the caller's ``[..., d]``, rows addressable by one stride) or a fresh contiguous output."""
     d = x.shape[-1] // 2
-    y = out if out is not None else _alloc.empty((*x.shape[:-1], d), x.dtype, x.device)
+    y = out if out is not None else _alloc_y(x)
     if y.numel() == 0:
         return y
     n_rows = y.numel() // d
@@ -33,14 +33,13 @@ def forward(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     return y
 
 
-@torch.library.custom_op("tritonkit::silu_and_mul", mutates_args=())
-def _silu_and_mul_op(x: torch.Tensor) -> torch.Tensor:
-    return forward(x)
+def _alloc_y(x: torch.Tensor) -> torch.Tensor:
+    return _alloc.empty((*x.shape[:-1], x.shape[-1] // 2), x.dtype, x.device)
 
 
-@_silu_and_mul_op.register_fake
-def _(x):
-    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+@op_with_outputs("silu_and_mul", _alloc_y)
+def _silu_and_mul_out_op(out: torch.Tensor, x: torch.Tensor) -> None:
+    forward(x, out)
 
 
 def check_args(x, x_name: str = "x") -> None:

@@ -9,18 +9,13 @@ from __future__ import annotations
 import torch
 
 from .. import _checks
-from .._library import through_dispatcher
+from .._library import mutating_op, through_dispatcher
 from . import api
 
 
-@torch.library.custom_op("tritonkit::vllm_silu_and_mul", mutates_args=("out",))
+@mutating_op("vllm_silu_and_mul", ("out",))
 def _silu_and_mul_op(out: torch.Tensor, input: torch.Tensor) -> None:
     api.forward(input, out)
-
-
-@_silu_and_mul_op.register_fake
-def _(out, input):
-    return None
 
 
 def silu_and_mul(out: torch.Tensor, input: torch.Tensor) -> None:
