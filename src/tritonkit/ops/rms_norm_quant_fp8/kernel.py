@@ -1,0 +1,222 @@
+import triton
+import triton.language as tl
+
+# Triton 3.6's interpreter converts float32 to bfloat16 by truncation and float32 to e4m3 with the wrong ties; under
+# it (CPU tests only) both roundings are done to nearest even by hand, as the GPU does them.
+_INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
+FP8_MAX = tl.constexpr(448.0)
+# vLLM's min_scaling_factor for e4m3: 1 / (448 * 512), the float32 nearest
+MIN_SCALE = tl.constexpr(4.359654017857143e-06)
+# QUANT: how y becomes fp8. STATIC: y * (1 / scale) with the float32 scale at scale_ptr. TOKEN: one dynamic scale per
+# row, y / scale. GROUP: one per GROUP columns. TENSOR_AMAX: no fp8 written, max over rows of amax / 448 folded into
+# s_ptr (zeroed by the host; the quantization is a STATIC launch by that scale). GRID: static scales of a tensor
+# indexed by (row // group_m, column // group_n) through their strides.
+STATIC = tl.constexpr(0)
+TOKEN = tl.constexpr(1)
+GROUP = tl.constexpr(2)
+TENSOR_AMAX = tl.constexpr(3)
+GRID = tl.constexpr(4)
+
+
+@triton.jit
+def _round_to(v, dtype: tl.constexpr):
+    """float32 ``v`` rounded to ``dtype`` (nearest even) and widened back: one of vLLM's rounding points."""
+    if dtype == tl.float32:
+        return v
+    if dtype == tl.bfloat16 and _INTERPRETING:
+        bits = v.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return bits.to(tl.float32, bitcast=True)
+    return v.to(dtype).to(tl.float32)
+
+
+@triton.jit
+def _to_fp8(v):
+    """vLLM's fp8 conversion of the float32 ``v``: clamped to +-448 with NaN to +448 (its fminf/fmaxf), then
+    rounded to the nearest even e4m3 value."""
+    v = tl.where(v != v, FP8_MAX, v)  # noqa: PLR0124 - the NaN test
+    v = tl.minimum(tl.maximum(v, -FP8_MAX), FP8_MAX)
+    if _INTERPRETING:
+        # to 3 mantissa bits for normals, to multiples of 2^-9 below 2^-6 (subnormals, on |v|: a negative value that
+        # rounds to zero stays -0, as the GPU's conversion keeps it): the conversion is then exact
+        bits = v.to(tl.uint32, bitcast=True)
+        normal = ((bits + 0x7FFFF + ((bits >> 20) & 1)) & 0xFFF00000).to(tl.float32, bitcast=True)
+        sub = ((tl.abs(v) + 24576.0) - 24576.0).to(tl.uint32, bitcast=True) | (bits & 0x80000000)
+        v = tl.where(tl.abs(v) < 0.015625, sub.to(tl.float32, bitcast=True), normal)
+    return v.to(tl.float8e4nv)
+
+
+@triton.jit
+def _amax(y, axis: tl.constexpr):
+    """max |y| along ``axis``, NaNs skipped (vLLM's fmaxf reduction); 0 where all are NaN."""
+    return tl.max(tl.where(y == y, tl.abs(y), 0.0), axis=axis)  # noqa: PLR0124 - the NaN test
+
+
+@triton.jit
+def _fminf(a, b):
+    """C's fminf: a NaN operand gives the other one (tl.minimum leaves NaN to the target)."""
+    return tl.where(b != b, a, tl.minimum(a, b))  # noqa: PLR0124 - the NaN test
+
+
+@triton.jit
+def _dynamic_scale(amax, ub_ptr, HAS_UB: tl.constexpr, UB_ON_SCALE: tl.constexpr):
+    """``max(min(amax, ub) / 448, MIN_SCALE)`` in float32; with UB_ON_SCALE ``max(min(amax / 448, ub), MIN_SCALE)``
+    (vLLM's silu_and_mul_per_block_quant bounds the scale, its norm and plain quants bound the amax)."""
+    if HAS_UB and not UB_ON_SCALE:
+        amax = _fminf(amax, tl.load(ub_ptr))
+    s = tl.math.div_rn(amax, FP8_MAX)
+    if HAS_UB and UB_ON_SCALE:
+        s = _fminf(s, tl.load(ub_ptr))
+    return tl.maximum(s, MIN_SCALE)
+
+
+@triton.jit
+def _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL: tl.constexpr, ROUND_RESIDUAL: tl.constexpr):
+    """``(x, r)``: the float32 row the statistics and the norm read, and the residual to store (x + residual
+    rounded to x's dtype). With ROUND_RESIDUAL the norm reads that rounded sum (vLLM's static forms), otherwise the
+    float32 sum (its dynamic forms)."""
+    x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)
+    r = x
+    if HAS_RESIDUAL:
+        x = x + tl.load(res_row + offs, mask=mask, other=0.0).to(tl.float32)
+        r = _round_to(x, x_row.dtype.element_ty)
+        if ROUND_RESIDUAL:
+            x = r
+    return x, r
+
+
+@triton.jit
+def _normed(x, rstd, w_row, offs, mask, NORM: tl.constexpr, dtype: tl.constexpr):
+    """``y = (x * rstd rounded to dtype) * w``, rounded to dtype: vLLM's two rounding points; ``x`` without NORM."""
+    if not NORM:
+        return x
+    w = tl.load(w_row + offs, mask=mask, other=0.0).to(tl.float32)
+    return _round_to(_round_to(x * rstd, dtype) * w, dtype)
+
+
+@triton.jit(do_not_specialize=["stride_sb", "stride_st", "stride_sg", "rows_per_batch"])
+def _rms_norm_quant_fp8_kernel(
+    x_ptr,
+    res_ptr,
+    w_ptr,
+    q_ptr,
+    r_ptr,
+    s_ptr,
+    scale_ptr,
+    ub_ptr,
+    stride_x,
+    stride_res,
+    stride_q,
+    stride_r,
+    stride_sb,
+    stride_st,
+    stride_sg,
+    rows_per_batch,
+    group_m,
+    group_n,
+    hidden,
+    eps,
+    NORM: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    ROUND_RESIDUAL: tl.constexpr,
+    QUANT: tl.constexpr,
+    GROUP_SIZE: tl.constexpr,
+    HAS_UB: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SINGLE_PASS: tl.constexpr,
+):
+    """One row per program: ``y = rms_norm(x (+ residual)) * w`` at vLLM's rounding points (NORM off: ``y = x``,
+    plain quantization), quantized to fp8 by QUANT. The sum of squares and ``1 / sqrt(mean + eps)`` are float64
+    (one float32 rounding of rstd, so the fp8 codes are those of the float64 reference, and no overflow below
+    float64's range); everything after is float32 as in vLLM. A scale of row ``t`` and group ``g`` sits at
+    ``(t // rows_per_batch) * stride_sb + (t % rows_per_batch) * stride_st + g * stride_sg`` (vLLM's plain,
+    transposed and TMA-aligned layouts). SINGLE_PASS holds the row in registers; otherwise the row streams in
+    BLOCK chunks, read once for the statistics, once more for a per-token amax, and once to write (the residual is
+    written only in that last pass: in vLLM's in-place form it is also an input)."""
+    pid = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + pid * stride_x
+    res_row = res_ptr + pid * stride_res
+    q_row = q_ptr + pid * stride_q
+    r_row = r_ptr + pid * stride_r
+    s_row = s_ptr + (pid // rows_per_batch) * stride_sb + (pid % rows_per_batch) * stride_st
+    dtype: tl.constexpr = x_ptr.dtype.element_ty
+    if QUANT == STATIC:
+        inv = tl.math.div_rn(1.0, tl.load(scale_ptr))
+    if SINGLE_PASS:
+        offs = tl.arange(0, BLOCK)
+        mask = offs < hidden
+        x, r = _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL, ROUND_RESIDUAL)  # [BLOCK]
+        if HAS_RESIDUAL:
+            tl.store(r_row + offs, r.to(dtype), mask=mask)
+        rstd = 1.0
+        if NORM:
+            x64 = x.to(tl.float64)
+            rstd = (1.0 / tl.sqrt(tl.sum(x64 * x64, axis=0) / hidden + eps)).to(tl.float32)
+        y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
+        if QUANT == STATIC:
+            tl.store(q_row + offs, _to_fp8(y * inv), mask=mask)
+        elif QUANT == TOKEN:
+            s = _dynamic_scale(_amax(y, 0), ub_ptr, HAS_UB, False)
+            tl.store(s_row, s)
+            tl.store(q_row + offs, _to_fp8(tl.math.div_rn(y, s)), mask=mask)
+        elif QUANT == GROUP:
+            y2 = tl.reshape(y, (BLOCK // GROUP_SIZE, GROUP_SIZE))  # [groups, GROUP_SIZE]
+            s = _dynamic_scale(_amax(y2, 1), ub_ptr, HAS_UB, False)
+            g = tl.arange(0, BLOCK // GROUP_SIZE)
+            tl.store(s_row + g * stride_sg, s, mask=g * GROUP_SIZE < hidden)
+            q = tl.reshape(_to_fp8(tl.math.div_rn(y2, s[:, None])), (BLOCK,))
+            tl.store(q_row + offs, q, mask=mask)
+        elif QUANT == TENSOR_AMAX:
+            # amax >= 0: the float max is the integer max of the bits, as vLLM's atomicMaxFloat does it
+            tl.atomic_max(s_ptr, tl.math.div_rn(_amax(y, 0), FP8_MAX))
+        else:
+            gs = tl.load(scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0)
+            tl.store(q_row + offs, _to_fp8(y * tl.math.div_rn(1.0, gs)), mask=mask)
+    else:
+        rstd = 1.0
+        if NORM:
+            acc = tl.zeros([BLOCK], dtype=tl.float64)
+            for start in range(0, hidden, BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                x, r = _norm_row(x_row, res_row, offs, offs < hidden, HAS_RESIDUAL, ROUND_RESIDUAL)
+                x64 = x.to(tl.float64)
+                acc += x64 * x64
+            rstd = (1.0 / tl.sqrt(tl.sum(acc, axis=0) / hidden + eps)).to(tl.float32)
+        if QUANT == TOKEN or QUANT == TENSOR_AMAX:
+            amax = tl.zeros([BLOCK], dtype=tl.float32)
+            for start in range(0, hidden, BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                mask = offs < hidden
+                x, r = _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL, ROUND_RESIDUAL)
+                y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
+                amax = tl.maximum(amax, tl.where(y == y, tl.abs(y), 0.0))  # noqa: PLR0124 - the NaN test
+            if QUANT == TOKEN:
+                s = _dynamic_scale(tl.max(amax, axis=0), ub_ptr, HAS_UB, False)
+                tl.store(s_row, s)
+            else:
+                tl.atomic_max(s_ptr, tl.math.div_rn(tl.max(amax, axis=0), FP8_MAX))
+        if QUANT != TENSOR_AMAX:
+            for start in range(0, hidden, BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                mask = offs < hidden
+                x, r = _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL, ROUND_RESIDUAL)
+                y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
+                if QUANT == STATIC:
+                    q = _to_fp8(y * inv)
+                elif QUANT == TOKEN:
+                    q = _to_fp8(tl.math.div_rn(y, s))
+                elif QUANT == GROUP:
+                    # BLOCK is a multiple of GROUP_SIZE: a chunk holds whole groups
+                    y2 = tl.reshape(y, (BLOCK // GROUP_SIZE, GROUP_SIZE))
+                    sg = _dynamic_scale(_amax(y2, 1), ub_ptr, HAS_UB, False)
+                    g = start // GROUP_SIZE + tl.arange(0, BLOCK // GROUP_SIZE)
+                    tl.store(s_row + g * stride_sg, sg, mask=g * GROUP_SIZE < hidden)
+                    q = tl.reshape(_to_fp8(tl.math.div_rn(y2, sg[:, None])), (BLOCK,))
+                else:
+                    gs = tl.load(
+                        scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0
+                    )
+                    q = _to_fp8(y * tl.math.div_rn(1.0, gs))
+                if HAS_RESIDUAL:
+                    tl.store(r_row + offs, r.to(dtype), mask=mask)
+                tl.store(q_row + offs, q, mask=mask)
