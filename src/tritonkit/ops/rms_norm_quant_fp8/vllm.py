@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from .. import _alloc, _checks, _fp8
-from .._library import through_dispatcher
+from .._library import mutating_op, through_dispatcher
 from . import api
 
 
@@ -28,7 +28,7 @@ def _inplace_residual(residual, input, weight) -> None:
         _checks.no_overlap("residual", residual, input=input, weight=weight)
 
 
-@torch.library.custom_op("tritonkit::vllm_rms_norm_quant_fp8", mutates_args=("out", "scales", "residual"))
+@mutating_op("vllm_rms_norm_quant_fp8", ("out", "scales", "residual"))
 def _fused_op(
     out: torch.Tensor,
     input: torch.Tensor,
@@ -42,11 +42,6 @@ def _fused_op(
     group_size: int,
 ) -> None:
     api.launch_into(input, weight, epsilon, residual, out, residual, scales, quant, scale, scale_ub, group_size)
-
-
-@_fused_op.register_fake
-def _(out, input, weight, scales, epsilon, scale, scale_ub, residual, quant, group_size):
-    return None
 
 
 def _launch(out, input, weight, scales, epsilon, scale, scale_ub, residual, quant: str, group_size: int) -> None:
@@ -168,7 +163,7 @@ def fused_add_rms_norm_static_fp8_quant(
 
 
 # -- scaled_fp8_quant -----------------------------------------------------------------------------------------------
-@torch.library.custom_op("tritonkit::vllm_scaled_fp8_quant", mutates_args=("output", "scale"))
+@mutating_op("vllm_scaled_fp8_quant", ("output", "scale"))
 def _quant_op(
     output: torch.Tensor,
     input: torch.Tensor,
@@ -180,11 +175,6 @@ def _quant_op(
     api.quantize_fp8(
         input, mode, scale if mode == "static" else None, scale_ub, output, scale, tuple(grid_scale) or None
     )
-
-
-@_quant_op.register_fake
-def _(output, input, scale, scale_ub, mode, grid_scale):
-    return None
 
 
 def _grid_scale(scale: torch.Tensor, rows: int, cols: int, group_shape) -> tuple[int, int, int, int] | None:
