@@ -1,0 +1,48 @@
+"""Tile shape and warps for silu_and_mul_quant_fp8 as a pure function of d (the output width), the element size and
+the quantization mode (not yet measured on a GPU: the tiles are silu_and_mul's)."""
+
+import dataclasses
+import functools
+
+from .._ints import cdiv, next_power_of_2
+
+# silu_and_mul's tile: 4 KB of each input half per program (docs/notes/elementwise-tiles.md); a multiple of every
+# group size for 16-bit and float32 inputs
+TILE_BYTES = 4096
+# grid[1] (column blocks) must stay within CUDA's 65535
+MAX_GRID_1 = 65535
+# per-token rows up to this many outputs are one tile (a row's amax in registers); wider rows are walked twice
+MAX_TOKEN_ROW = 16384
+TOKEN_STREAM_BLOCK = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class SiluQuantConfig:
+    block_m: int  # rows per program
+    block_n: int  # output columns per tile
+    single_pass: bool  # per-token: a tile holds the whole row
+    grid_n: int  # column blocks (grid[1])
+    num_warps: int
+
+
+# pure in its arguments, and on every call's host path: computed once per model config
+@functools.lru_cache(maxsize=256)
+def silu_and_mul_quant_config(d: int, elem_bytes: int, quant: str, group_size: int) -> SiluQuantConfig:
+    tile = TILE_BYTES // elem_bytes
+    single = True
+    if quant == "token":
+        single = d <= MAX_TOKEN_ROW
+        block_n = next_power_of_2(max(d, 1)) if single else TOKEN_STREAM_BLOCK
+        grid_n = 1
+    else:
+        block_n = min(next_power_of_2(max(d, 1)), tile)
+        if quant == "group":
+            block_n = max(block_n, group_size)
+        if cdiv(d, block_n) > MAX_GRID_1:
+            block_n = next_power_of_2(cdiv(d, MAX_GRID_1))
+        grid_n = cdiv(d, block_n)
+    # narrow rows stack several rows per program so each still moves a full tile
+    block_m = max(tile // block_n, 1)
+    # silu_and_mul's 16 bytes of each half per thread (docs/notes/elementwise-tiles.md)
+    num_warps = min(max(block_m * block_n * elem_bytes // (32 * 16), 1), 16 if block_n > tile else 8)
+    return SiluQuantConfig(block_m, block_n, single, grid_n, num_warps)
