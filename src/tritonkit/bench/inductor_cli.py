@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import hashlib
 import re
 import sys
 
+#: characters of a written file's shape part: the name (with "inductor_", the device and ".py") stays under 255
+_MAX_STEM = 200
 #: ``name = async_compile.triton('name', '''...`` (GPU) / ``name = async_compile.cpp_pybinding([...], '''...`` (CPU)
 _KERNEL_RE = re.compile(r"^(\w+) = async_compile\.(\w+)\(", re.MULTILINE)
 DEFAULT_TOKENS = 4096
@@ -131,6 +134,10 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         return _err(f"--out {args.out!r}: cannot make the directory ({e.strerror or e})")
     stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{spec.name}_{args.dtype}_{shape.id}").replace(",", "_")
+    if len(stem) > _MAX_STEM:
+        # a file name holds 255 bytes: a long shape id (a dozen keys) keeps its start and a digest of the whole
+        digest = hashlib.sha1(stem.encode()).hexdigest()[:12]
+        stem = f"{stem[: _MAX_STEM - 13]}_{digest}"
     path = out / f"inductor_{stem}_{device.type}.py"
     header = (
         f"# Inductor output for tritonkit op {spec.name}: torch.compile(reference, dynamic={args.dynamic})\n"
