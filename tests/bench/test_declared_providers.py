@@ -16,9 +16,9 @@ from tritonkit.ops import OP_NAMES, get_spec
 from tritonkit.spec import OpSpec, Peer
 
 # what the bench listed before the peers moved into the op folders (same names, order and availability)
-ALL = ("tritonkit", "eager", "inductor", "inductor-dynamic", "vllm", "sdpa")
-DEFAULT = ("tritonkit", "eager", "inductor", "vllm", "sdpa")
-VLLM = {"reshape_and_cache", "paged_attention", "fused_moe"}
+ALL = ("tritonkit", "eager", "inductor", "inductor-dynamic", "unfused", "vllm", "sdpa")
+DEFAULT = ("tritonkit", "eager", "inductor", "unfused", "vllm", "sdpa")
+VLLM = {"rms_norm_quant_fp8", "silu_and_mul_quant_fp8", "reshape_and_cache", "paged_attention", "fused_moe"}
 SDPA = {"paged_attention"}
 NOT_COMPILABLE = {
     "paged_attention": "its reference reads sequence lengths on the host",
@@ -111,7 +111,8 @@ def test_series_help_lists_every_series_the_specs_declare(monkeypatch):
     spec = get_spec("paged_attention")
     names = list(spec.sweep_series(next(m for m in MODELS.values() if spec.has_layer(m)), 1))
     assert len(names) >= 8
-    assert text.startswith("paged_attention: ") and all(repr(n) in text for n in names)
+    assert "\npaged_attention: " in "\n" + text and all(repr(n) in text for n in names)
+    assert text.startswith("rms_norm_quant_fp8: 'static', 'per-token', 'per-group'")  # in OP_NAMES' order
     # read from the specs, not written out: a new op's series shows up
     base = get_spec("rms_norm")
     mine = OpSpec(

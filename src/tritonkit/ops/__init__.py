@@ -37,18 +37,24 @@ from ._memo import clear_caches, overrides  # noqa: E402
 from .fused_moe.api import fused_moe  # noqa: E402
 from .moe_align_block_size.api import moe_align_block_size  # noqa: E402
 from .paged_attention.api import paged_attention  # noqa: E402
+from .qk_norm_rope_cache.api import qk_norm_rope_cache  # noqa: E402
 from .reshape_and_cache.api import reshape_and_cache  # noqa: E402
 from .rms_norm.api import rms_norm  # noqa: E402
+from .rms_norm_quant_fp8.api import rms_norm_quant_fp8  # noqa: E402
 from .rotary_embedding.api import rotary_embedding  # noqa: E402
 from .silu_and_mul.api import silu_and_mul  # noqa: E402
+from .silu_and_mul_quant_fp8.api import silu_and_mul_quant_fp8  # noqa: E402
 from .topk_softmax.api import topk_softmax  # noqa: E402
 
 #: Built-in ops in the order the tools report them.
 OP_NAMES = (
     "rms_norm",
     "silu_and_mul",
+    "rms_norm_quant_fp8",
+    "silu_and_mul_quant_fp8",
     "rotary_embedding",
     "reshape_and_cache",
+    "qk_norm_rope_cache",
     "paged_attention",
     "topk_softmax",
     "moe_align_block_size",
@@ -95,10 +101,13 @@ __all__ = [
     "fused_moe",
     "moe_align_block_size",
     "paged_attention",
+    "qk_norm_rope_cache",
     "reshape_and_cache",
     "rms_norm",
+    "rms_norm_quant_fp8",
     "rotary_embedding",
     "silu_and_mul",
+    "silu_and_mul_quant_fp8",
     "topk_softmax",
 ]
 

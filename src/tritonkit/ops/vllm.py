@@ -1,6 +1,7 @@
 """vLLM's call forms of the ops: swap ``vllm._custom_ops`` / ``unified_attention`` for these by changing an import.
 
-Each function takes vLLM's arguments in vLLM's order (as of vLLM 0.33.0) and has vLLM's semantics: outputs are
+Each function takes vLLM's arguments in vLLM's order (as of vLLM 0.33.0; the fused fp8 and QK-norm forms as of
+0.34.0, where they first appear) and has vLLM's semantics: outputs are
 written into the tensors passed (``out``, or the inputs themselves for the fused and in-place forms) and nothing is
 returned (``fused_experts`` returns its output, as vLLM's does). Arguments are checked before anything is written,
 and a rejected call writes nothing.
@@ -22,6 +23,24 @@ and a rejected call writes nothing.
 ``fused_experts``         ``(hidden_states, w1, w2, topk_weights, topk_ids, activation, apply_router_weight_on_input,
                           global_num_experts, expert_map, quant_config)`` (``vllm.model_executor.layers.fused_moe``):
                           returns the MoE layer's output
+``fused_qk_norm_rope``    ``(qkv, num_heads_q, num_heads_k, num_heads_v, head_dim, eps, q_weight, k_weight,
+                          cos_sin_cache, is_neox, position_ids, forced_token_heads_per_warp=-1)``: per-head
+                          RMSNorm and rotary of q and k in place in the fused qkv (vLLM 0.34)
+``fused_qknorm_rope_cache``  ``(qkv, q_weight, k_weight, cos_sin_cache, positions, slot_mapping, key_cache,
+                          value_cache, num_q_heads, num_kv_heads, head_dim, rotary_dim, eps, norm_weight_bias=0.0,
+                          kv_cache_dtype="auto", k_scale=None, v_scale=None)``: norm, NeoX rotary and the
+                          KV-cache write; returns (q, k, v) (vLLM 0.34)
+``rms_norm_dynamic_per_token_quant``  ``(input, weight, epsilon, quant_dtype, scale_ub, residual)``: returns (fp8,
+                          scales [rows, 1]); ``residual += input`` in place (vLLM 0.34)
+``rms_norm_per_block_quant``  ``(input, weight, epsilon, quant_dtype, group_size, scale_ub, residual,
+                          is_scale_transposed, tma_alignment)``: returns (fp8, group scales) (vLLM 0.34)
+``rms_norm_static_fp8_quant``, ``fused_add_rms_norm_static_fp8_quant``  ``(result, input, [residual,] weight,
+                          scale, epsilon)``: into result (vLLM 0.34's ``torch.ops._C`` ops)
+``scaled_fp8_quant``      ``(input, scale, num_token_padding, scale_ub, use_per_token_if_dynamic, output,
+                          group_shape)``: returns (fp8, scale) (vLLM 0.34)
+``silu_and_mul_per_block_quant``  ``(input, group_size, quant_dtype, scale_ub, is_scale_transposed)``: returns
+                          (fp8, group scales) (vLLM 0.34)
+``silu_and_mul_quant``    ``(result, input, scale)``: static, into result (vLLM 0.34's ``torch.ops._C`` op)
 ========================  ===============================================================================
 
 Under ``torch.compile``, ``make_fx`` or ``FakeTensorMode`` each call goes through a ``tritonkit::vllm_*`` op that
@@ -35,20 +54,38 @@ from __future__ import annotations
 from .fused_moe.vllm import fused_experts
 from .moe_align_block_size.vllm import moe_align_block_size
 from .paged_attention.vllm import unified_attention
+from .qk_norm_rope_cache.vllm import fused_qk_norm_rope, fused_qknorm_rope_cache
 from .reshape_and_cache.vllm import reshape_and_cache_flash
 from .rms_norm.vllm import fused_add_rms_norm, rms_norm
+from .rms_norm_quant_fp8.vllm import (
+    fused_add_rms_norm_static_fp8_quant,
+    rms_norm_dynamic_per_token_quant,
+    rms_norm_per_block_quant,
+    rms_norm_static_fp8_quant,
+    scaled_fp8_quant,
+)
 from .rotary_embedding.vllm import rotary_embedding
 from .silu_and_mul.vllm import silu_and_mul
+from .silu_and_mul_quant_fp8.vllm import silu_and_mul_per_block_quant, silu_and_mul_quant
 from .topk_softmax.vllm import topk_softmax
 
 __all__ = [
     "fused_add_rms_norm",
+    "fused_add_rms_norm_static_fp8_quant",
     "fused_experts",
+    "fused_qk_norm_rope",
+    "fused_qknorm_rope_cache",
     "moe_align_block_size",
     "reshape_and_cache_flash",
     "rms_norm",
+    "rms_norm_dynamic_per_token_quant",
+    "rms_norm_per_block_quant",
+    "rms_norm_static_fp8_quant",
     "rotary_embedding",
+    "scaled_fp8_quant",
     "silu_and_mul",
+    "silu_and_mul_per_block_quant",
+    "silu_and_mul_quant",
     "topk_softmax",
     "unified_attention",
 ]
