@@ -166,22 +166,27 @@ def _err(msg: str) -> int:
     return 2
 
 
-def _base_meta(cfg) -> dict:
+def _base_meta(repeats: int | None) -> dict:
     """What a cached base timing must share with this run to be reused: the card, driver and software, and how
-    points are timed."""
+    points are timed (``repeats``, and the runner's cap on input sets)."""
     import torch
     import triton
 
     from .._env import driver_version
+    from .runner import MAX_SETS
 
     return {
         "gpu": torch.cuda.get_device_name(),
         "driver": driver_version(),
         "torch": torch.__version__,
         "triton": triton.__version__,
-        "repeats": cfg.repeats,
-        "max_sets": cfg.max_sets,
+        "repeats": repeats,
+        "max_sets": MAX_SETS,
     }
+
+
+class _Refused(Exception):
+    """An argument the run cannot start with: its message is the error line (exit 2)."""
 
 
 def _record_finished(directory: str | None, path: str) -> int:
@@ -221,100 +226,136 @@ def main(argv: list[str]) -> int:
             "(CUDA graphs, events); on a CPU only --compare A.json B.json works. "
             "Run it on a machine with a CUDA GPU; `tritonkit validate` checks correctness on a CPU."
         )
+    try:
+        cfg, base_cache = _config(args)
+        _check_record_dir(args.record)
+    except _Refused as e:
+        return _err(str(e))
+    return _run(cfg, base_cache, args, argv)
 
+
+def _config(args):
+    """The run's BenchConfig, built once from the arguments (each refused with a _Refused naming it), and where a
+    --base tree's timings are cached (None without --base)."""
+    import torch
+
+    from ..models import DEFAULT_BENCH_MODELS, NUM_TOKENS_SWEEP
+    from .providers import DEFAULT_PROVIDERS
+    from .runner import POINT_BUDGET_S, BenchConfig
+
+    models_given = args.models is not None
+    models = list(args.models) if models_given else list(DEFAULT_BENCH_MODELS)
+    targets = _targets(args, models, models_given)
+    dtypes = _dtypes(args.dtypes)
+    if args.point_budget is not None and not args.point_budget > 0:
+        raise _Refused(f"--point-budget must be a positive number of seconds, got {args.point_budget}")
+    base = base_cache = None
+    base_cached: dict = {}
+    if args.base:
+        from .base import BaseTreeError, checkout, load_points
+
+        try:
+            base = checkout(args.base)
+            base.import_package()
+        except BaseTreeError as e:
+            raise _Refused(str(e)) from None
+        base_cache = base.cache_dir(torch.cuda.get_device_name()) / "points.json"
+        if not args.base_retime:
+            base_cached = load_points(base_cache, _base_meta(args.repeats))
+    cfg = BenchConfig(
+        targets=targets,
+        models=models,
+        models_given=models_given,
+        dtypes=dtypes,
+        num_tokens=list(args.num_tokens or NUM_TOKENS_SWEEP),
+        providers=list(args.providers or DEFAULT_PROVIDERS),
+        startup=not args.no_startup,
+        repeats=args.repeats,
+        deadline_s=args.deadline,
+        point_budget_s=args.point_budget if args.point_budget is not None else POINT_BUDGET_S,
+        copy_ref=not args.no_copy_ref,
+        device=torch.device("cuda"),
+        base=base,
+        base_cached=base_cached,
+        series=tuple(args.series) if args.series else None,
+    )
+    return cfg, base_cache
+
+
+def _targets(args, models: list[str], models_given: bool) -> list:
+    """The ops to time with their shape overrides, each one's sweep probed (an unknown series or a model without
+    the op's layer is refused here, before any timing)."""
     from ..models import MODELS
     from ..ops import OP_NAMES, get_spec
-    from . import report
-    from .ceilings import get_ceilings
-    from .records import Results, record, write_json
-    from .runner import BenchConfig, OpTarget, parse_kv, run, sweep_points
-
-    from .providers import ALL_PROVIDERS, DEFAULT_PROVIDERS
+    from .providers import ALL_PROVIDERS
+    from .runner import BenchConfig, OpTarget, parse_kv, sweep_points
 
     unknown = [p for p in args.providers or () if p not in ALL_PROVIDERS]
     if unknown:
-        return _err(f"--providers: unknown provider {unknown[0]!r}; known: {', '.join(ALL_PROVIDERS)}")
+        raise _Refused(f"--providers: unknown provider {unknown[0]!r}; known: {', '.join(ALL_PROVIDERS)}")
     try:
         shape_kv = parse_kv(args.shape)
         targets = [OpTarget.parse(t) for t in (args.ops or OP_NAMES)]
     except ValueError as e:
-        return _err(str(e))
+        raise _Refused(str(e)) from None
     if shape_kv:
         targets = [OpTarget(t.name, tuple({**shape_kv, **dict(t.overrides)}.items())) for t in targets]
-    models_given = args.models is not None
-    if not models_given:
-        from ..models import DEFAULT_BENCH_MODELS
-
-        args.models = list(DEFAULT_BENCH_MODELS)
-    for m in args.models:
+    for m in models:
         if m not in MODELS:
-            return _err(f"unknown model {m!r}; known: {', '.join(MODELS)}")
-    dtypes = []
-    for d in args.dtypes:
-        dt = getattr(torch, d, None)
-        if not isinstance(dt, torch.dtype):
-            return _err(f"unknown dtype {d!r}")
-        dtypes.append(dt)
-    num_tokens = args.num_tokens
+            raise _Refused(f"unknown model {m!r}; known: {', '.join(MODELS)}")
     for t in targets:
         if t.name not in OP_NAMES:
-            return _err(f"unknown op {t.name!r}; built-in ops: {', '.join(OP_NAMES)}")
+            raise _Refused(f"unknown op {t.name!r}; built-in ops: {', '.join(OP_NAMES)}")
         try:
             spec = get_spec(t.name)
         except Exception:  # noqa: BLE001 - an op still being written: the runner reports it
             continue
         try:
-            probe = BenchConfig(targets=[t], models=list(args.models), models_given=models_given)
+            probe = BenchConfig(targets=[t], models=models, models_given=models_given)
             sweep_points(spec, probe.models_for(spec)[:1], [1], dict(t.overrides), args.series)
         except ValueError as e:
-            return _err(str(e))
+            raise _Refused(str(e)) from None
+    return targets
 
-    from ..models import NUM_TOKENS_SWEEP
 
-    cfg = BenchConfig(
-        targets=targets,
-        models=list(args.models),
-        models_given=models_given,
-        dtypes=dtypes,
-        num_tokens=list(num_tokens or NUM_TOKENS_SWEEP),
-        providers=list(args.providers or DEFAULT_PROVIDERS),
-        startup=not args.no_startup,
-        repeats=args.repeats,
-        deadline_s=args.deadline,
-        copy_ref=not args.no_copy_ref,
-        device=torch.device("cuda"),
-        series=tuple(args.series) if args.series else None,
-    )
-    base_cache = None
-    if args.base:
-        from .base import BaseTreeError, checkout, load_points
+def _dtypes(names: list[str]) -> list:
+    import torch
 
-        try:
-            tree = checkout(args.base)
-            tree.import_package()
-        except BaseTreeError as e:
-            return _err(str(e))
-        cfg.base = tree
-        base_cache = tree.cache_dir(torch.cuda.get_device_name()) / "points.json"
-        if not args.base_retime:
-            cfg.base_cached = load_points(base_cache, _base_meta(cfg))
-    if args.point_budget is not None:
-        if not args.point_budget > 0:
-            return _err(f"--point-budget must be a positive number of seconds, got {args.point_budget}")
-        cfg.point_budget_s = args.point_budget
-    if args.record:
-        table = pathlib.Path(args.record) / "bench.csv"
-        try:
-            table.parent.mkdir(parents=True, exist_ok=True)
-            if table.exists():
-                with table.open() as f:
-                    head = f.readline().strip().split(",")
-                from .records import TABLE_COLUMNS
+    dtypes = []
+    for d in names:
+        dt = getattr(torch, d, None)
+        if not isinstance(dt, torch.dtype):
+            raise _Refused(f"unknown dtype {d!r}")
+        dtypes.append(dt)
+    return dtypes
 
-                if tuple(head) != TABLE_COLUMNS:
-                    return _err(f"--record {args.record}: {table} has other columns than a bench table")
-        except OSError as e:
-            return _err(f"--record {args.record}: cannot write there ({e.strerror or e})")
+
+def _check_record_dir(record: str | None) -> None:
+    """--record DIR must be writable and, where it holds a bench table, one with the bench's columns."""
+    if not record:
+        return
+    from .records import TABLE_COLUMNS
+
+    table = pathlib.Path(record) / "bench.csv"
+    try:
+        table.parent.mkdir(parents=True, exist_ok=True)
+        if table.exists():
+            with table.open() as f:
+                head = f.readline().strip().split(",")
+            if tuple(head) != TABLE_COLUMNS:
+                raise _Refused(f"--record {record}: {table} has other columns than a bench table")
+    except OSError as e:
+        raise _Refused(f"--record {record}: cannot write there ({e.strerror or e})") from None
+
+
+def _run(cfg, base_cache, args, argv: list[str]) -> int:
+    """Time the run, write bench.json (as it goes), the plots and the record; print the tables. 1 when a tritonkit
+    point came out wrong or an op failed."""
+    from . import report
+    from .ceilings import get_ceilings
+    from .records import Results, record, write_json
+    from .runner import run
+
     out = pathlib.Path(args.out)
     meta = report.metadata(argv, cfg.device)
     if cfg.copy_ref:
@@ -346,8 +387,8 @@ def main(argv: list[str]) -> int:
             for p in points
             if p.provider == cfg.base.label and p.ok and not p.detail.startswith("reused")
         ]
-        kept = load_points(base_cache, _base_meta(cfg))
-        save_points(base_cache, [*kept.values(), *timed], _base_meta(cfg))
+        kept = load_points(base_cache, _base_meta(cfg.repeats))
+        save_points(base_cache, [*kept.values(), *timed], _base_meta(cfg.repeats))
     pngs = []
     if not args.no_plot:
         from .plot import write_plots
