@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from .. import _vocab
 from .capture.isolate import DEFAULT_CASE_TIMEOUT, parse_seconds
 from .registry import rule_ids
 
@@ -62,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
         "--space",
         action="append",
         dest="spaces",
-        choices=("boundary", "sweep", "large"),
+        choices=_vocab.SHAPE_SPACES,
         help="with no PATH: shape spaces of the built-in ops (default: all three)",
     )
     p.add_argument("--no-cache", action="store_true", help="compile everything again (ignore the on-disk IR cache)")

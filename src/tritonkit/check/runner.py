@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .. import _vocab
 from .._imports import import_file
 from ..testing.inputs import MetaFill
 from .adopt import apply_baseline, read_baseline, suppress, unknown_suppressions
@@ -33,7 +34,7 @@ from .capture.isolate import (
 from .progress import Progress
 from .capture.target import CheckError, Compiler, arch_name, interpreter_off, parse_arch
 
-SPACES = ("boundary", "sweep", "large")
+SPACES = _vocab.SHAPE_SPACES
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING
 
+from .. import _vocab
 from .._env import driver_version, git_info
 from .._fileio import write_atomic
 
@@ -48,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--shapes",
         default="boundary",
-        choices=("boundary", "sweep", "large"),
+        choices=_vocab.SHAPE_SPACES,
         help="shape space (large: GPU only, tensors past 2^31 elements)",
     )
     p.add_argument("--families", nargs="+", metavar="FAMILY", help="input families (default: each op's own)")

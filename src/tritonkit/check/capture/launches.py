@@ -19,6 +19,7 @@ from typing import Any
 
 import triton
 
+from ... import _vocab
 from ... import _triton_compat as _compat
 from ..._triton_compat import Autotuner, JITFunction
 from .case import CaseContext
@@ -356,7 +357,7 @@ class Capture:
         if cuda.is_available():
             return
         cc = divmod(int(self.compiler.target.arch), 10)
-        sms = {8: 108, 9: 132, 10: 148}.get(cc[0], 132)
+        sms = _vocab.sms_of_major(cc[0])
         props = type(
             "DeviceProperties",
             (),

@@ -23,10 +23,13 @@ import triton
 from triton import knobs
 
 from ... import _triton_compat as _compat
+from ... import _vocab
 from ..._triton_compat import DriverBase, GPUTarget
 
 #: arch name -> (compute capability, shared memory per block in bytes, SM count of the flagship part)
-ARCHS = {"sm_80": (80, 166912, 108), "sm_90": (90, 232448, 132), "sm_100": (100, 232448, 148)}
+ARCHS = {
+    f"sm_{cc}": (cc, smem, _vocab.sms_of_major(cc // 10)) for cc, smem in ((80, 166912), (90, 232448), (100, 232448))
+}
 
 
 class CheckError(Exception):

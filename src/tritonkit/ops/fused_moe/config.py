@@ -38,6 +38,7 @@ import json
 import math
 from pathlib import Path
 
+from ... import _vocab
 from .. import _memo
 from .._ints import cdiv
 
@@ -47,7 +48,7 @@ TABLE_FORMAT = 1
 # block-wise fp8 weight (and activation group) scales cover 128 x 128 (DeepSeek-V3's block_shape)
 SCALE_BLOCK = 128
 # H200 SMs: the small-M rule aims at this many programs per wave (no device query: the rule stays pure in shapes)
-NUM_SMS = 132
+NUM_SMS = _vocab.DEFAULT_SMS
 
 
 @dataclasses.dataclass(frozen=True)

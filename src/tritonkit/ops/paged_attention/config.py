@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 
 from .. import _memo
+from ... import _vocab
 from .. import _device
 from .._ints import cdiv, next_power_of_2
 
@@ -121,8 +122,8 @@ PREFILL_SHORT_ROWS = 32
 PREFILL_MERGE_PARALLEL_SPLITS = 8
 PREFILL_MERGE_ROWS = 16
 PREFILL_MERGE_ROWS_WARPS = 4
-# SM count when no CUDA device answers (the interpreter, meta tensors): the H200's.
-DEFAULT_NUM_SMS = 132
+# SM count when no CUDA device answers (the interpreter, meta tensors): the H200's (tritonkit/_vocab).
+DEFAULT_NUM_SMS = _vocab.DEFAULT_SMS
 
 
 @dataclasses.dataclass(frozen=True)
