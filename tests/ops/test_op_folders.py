@@ -59,10 +59,16 @@ def test_each_folder_has_what_the_tools_read(op):
 
 @pytest.mark.parametrize("op", FOLDERS)
 def test_kernel_and_reference_import_what_the_layout_allows(op):
-    kernel = _imports(OPS_DIR / op / "kernel.py") - {"__future__"}
+    # Triton, and the device functions the ops share (ops/_fp8_jit, itself Triton only)
+    kernel = _imports(OPS_DIR / op / "kernel.py") - {"__future__", ".._fp8_jit"}
     assert all(m == "triton" or m.startswith("triton.") for m in kernel), kernel
     reference = _imports(OPS_DIR / op / "reference.py")
     assert not any(m.startswith("triton") or m.endswith("kernel") for m in reference), reference
+
+
+def test_the_shared_device_functions_import_only_triton():
+    shared = _imports(OPS_DIR / "_fp8_jit.py") - {"__future__"}
+    assert shared and all(m == "triton" or m.startswith("triton.") for m in shared), shared
 
 
 @pytest.mark.parametrize("op", FOLDERS)

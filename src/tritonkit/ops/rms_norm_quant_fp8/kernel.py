@@ -1,12 +1,8 @@
 import triton
 import triton.language as tl
 
-# Triton 3.6's interpreter converts float32 to bfloat16 by truncation and float32 to e4m3 with the wrong ties; under
-# it (CPU tests only) both roundings are done to nearest even by hand, as the GPU does them.
-_INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
-FP8_MAX = tl.constexpr(448.0)
-# vLLM's min_scaling_factor for e4m3: 1 / (448 * 512), the float32 nearest
-MIN_SCALE = tl.constexpr(4.359654017857143e-06)
+from .._fp8_jit import FP8_MAX, abs_max, dynamic_scale, round_to, to_fp8
+
 # QUANT: how y becomes fp8. STATIC: y * (1 / scale) with the float32 scale at scale_ptr. TOKEN: one dynamic scale per
 # row, y / scale. GROUP: one per GROUP columns. TENSOR_AMAX: no fp8 written, max over rows of amax / 448 folded into
 # s_ptr (zeroed by the host; the quantization is a STATIC launch by that scale). GRID: static scales of a tensor
@@ -19,58 +15,6 @@ GRID = tl.constexpr(4)
 
 
 @triton.jit
-def _round_to(v, dtype: tl.constexpr):
-    """float32 ``v`` rounded to ``dtype`` (nearest even) and widened back: one of vLLM's rounding points."""
-    if dtype == tl.float32:
-        return v
-    if dtype == tl.bfloat16 and _INTERPRETING:
-        bits = v.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        return bits.to(tl.float32, bitcast=True)
-    return v.to(dtype).to(tl.float32)
-
-
-@triton.jit
-def _to_fp8(v):
-    """vLLM's fp8 conversion of the float32 ``v``: clamped to +-448 with NaN to +448 (its fminf/fmaxf), then
-    rounded to the nearest even e4m3 value."""
-    v = tl.where(v != v, FP8_MAX, v)  # noqa: PLR0124 - the NaN test
-    v = tl.minimum(tl.maximum(v, -FP8_MAX), FP8_MAX)
-    if _INTERPRETING:
-        # to 3 mantissa bits for normals, to multiples of 2^-9 below 2^-6 (subnormals, on |v|: a negative value that
-        # rounds to zero stays -0, as the GPU's conversion keeps it): the conversion is then exact
-        bits = v.to(tl.uint32, bitcast=True)
-        normal = ((bits + 0x7FFFF + ((bits >> 20) & 1)) & 0xFFF00000).to(tl.float32, bitcast=True)
-        sub = ((tl.abs(v) + 24576.0) - 24576.0).to(tl.uint32, bitcast=True) | (bits & 0x80000000)
-        v = tl.where(tl.abs(v) < 0.015625, sub.to(tl.float32, bitcast=True), normal)
-    return v.to(tl.float8e4nv)
-
-
-@triton.jit
-def _amax(y, axis: tl.constexpr):
-    """max |y| along ``axis``, NaNs skipped (vLLM's fmaxf reduction); 0 where all are NaN."""
-    return tl.max(tl.where(y == y, tl.abs(y), 0.0), axis=axis)  # noqa: PLR0124 - the NaN test
-
-
-@triton.jit
-def _fminf(a, b):
-    """C's fminf: a NaN operand gives the other one (tl.minimum leaves NaN to the target)."""
-    return tl.where(b != b, a, tl.minimum(a, b))  # noqa: PLR0124 - the NaN test
-
-
-@triton.jit
-def _dynamic_scale(amax, ub_ptr, HAS_UB: tl.constexpr, UB_ON_SCALE: tl.constexpr):
-    """``max(min(amax, ub) / 448, MIN_SCALE)`` in float32; with UB_ON_SCALE ``max(min(amax / 448, ub), MIN_SCALE)``
-    (vLLM's silu_and_mul_per_block_quant bounds the scale, its norm and plain quants bound the amax)."""
-    if HAS_UB and not UB_ON_SCALE:
-        amax = _fminf(amax, tl.load(ub_ptr))
-    s = tl.math.div_rn(amax, FP8_MAX)
-    if HAS_UB and UB_ON_SCALE:
-        s = _fminf(s, tl.load(ub_ptr))
-    return tl.maximum(s, MIN_SCALE)
-
-
-@triton.jit
 def _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL: tl.constexpr, ROUND_RESIDUAL: tl.constexpr):
     """``(x, r)``: the float32 row the statistics and the norm read, and the residual to store (x + residual
     rounded to x's dtype). With ROUND_RESIDUAL the norm reads that rounded sum (vLLM's static forms), otherwise the
@@ -79,7 +23,7 @@ def _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL: tl.constexpr, ROUND_RESI
     r = x
     if HAS_RESIDUAL:
         x = x + tl.load(res_row + offs, mask=mask, other=0.0).to(tl.float32)
-        r = _round_to(x, x_row.dtype.element_ty)
+        r = round_to(x, x_row.dtype.element_ty)
         if ROUND_RESIDUAL:
             x = r
     return x, r
@@ -91,7 +35,7 @@ def _normed(x, rstd, w_row, offs, mask, NORM: tl.constexpr, dtype: tl.constexpr)
     if not NORM:
         return x
     w = tl.load(w_row + offs, mask=mask, other=0.0).to(tl.float32)
-    return _round_to(_round_to(x * rstd, dtype) * w, dtype)
+    return round_to(round_to(x * rstd, dtype) * w, dtype)
 
 
 @triton.jit(do_not_specialize=["stride_sb", "stride_st", "stride_sg", "rows_per_batch"])
@@ -154,24 +98,24 @@ def _rms_norm_quant_fp8_kernel(
             rstd = (1.0 / tl.sqrt(tl.sum(x64 * x64, axis=0) / hidden + eps)).to(tl.float32)
         y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
         if QUANT == STATIC:
-            tl.store(q_row + offs, _to_fp8(y * inv), mask=mask)
+            tl.store(q_row + offs, to_fp8(y * inv), mask=mask)
         elif QUANT == TOKEN:
-            s = _dynamic_scale(_amax(y, 0), ub_ptr, HAS_UB, False)
+            s = dynamic_scale(abs_max(y, 0), ub_ptr, HAS_UB, False)
             tl.store(s_row, s)
-            tl.store(q_row + offs, _to_fp8(tl.math.div_rn(y, s)), mask=mask)
+            tl.store(q_row + offs, to_fp8(tl.math.div_rn(y, s)), mask=mask)
         elif QUANT == GROUP:
             y2 = tl.reshape(y, (BLOCK // GROUP_SIZE, GROUP_SIZE))  # [groups, GROUP_SIZE]
-            s = _dynamic_scale(_amax(y2, 1), ub_ptr, HAS_UB, False)
+            s = dynamic_scale(abs_max(y2, 1), ub_ptr, HAS_UB, False)
             g = tl.arange(0, BLOCK // GROUP_SIZE)
             tl.store(s_row + g * stride_sg, s, mask=g * GROUP_SIZE < hidden)
-            q = tl.reshape(_to_fp8(tl.math.div_rn(y2, s[:, None])), (BLOCK,))
+            q = tl.reshape(to_fp8(tl.math.div_rn(y2, s[:, None])), (BLOCK,))
             tl.store(q_row + offs, q, mask=mask)
         elif QUANT == TENSOR_AMAX:
             # amax >= 0: the float max is the integer max of the bits, as vLLM's atomicMaxFloat does it
-            tl.atomic_max(s_ptr, tl.math.div_rn(_amax(y, 0), FP8_MAX))
+            tl.atomic_max(s_ptr, tl.math.div_rn(abs_max(y, 0), FP8_MAX))
         else:
             gs = tl.load(scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0)
-            tl.store(q_row + offs, _to_fp8(y * tl.math.div_rn(1.0, gs)), mask=mask)
+            tl.store(q_row + offs, to_fp8(y * tl.math.div_rn(1.0, gs)), mask=mask)
     else:
         rstd = 1.0
         if NORM:
@@ -191,7 +135,7 @@ def _rms_norm_quant_fp8_kernel(
                 y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
                 amax = tl.maximum(amax, tl.where(y == y, tl.abs(y), 0.0))  # noqa: PLR0124 - the NaN test
             if QUANT == TOKEN:
-                s = _dynamic_scale(tl.max(amax, axis=0), ub_ptr, HAS_UB, False)
+                s = dynamic_scale(tl.max(amax, axis=0), ub_ptr, HAS_UB, False)
                 tl.store(s_row, s)
             else:
                 tl.atomic_max(s_ptr, tl.math.div_rn(tl.max(amax, axis=0), FP8_MAX))
@@ -202,21 +146,21 @@ def _rms_norm_quant_fp8_kernel(
                 x, r = _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL, ROUND_RESIDUAL)
                 y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
                 if QUANT == STATIC:
-                    q = _to_fp8(y * inv)
+                    q = to_fp8(y * inv)
                 elif QUANT == TOKEN:
-                    q = _to_fp8(tl.math.div_rn(y, s))
+                    q = to_fp8(tl.math.div_rn(y, s))
                 elif QUANT == GROUP:
                     # BLOCK is a multiple of GROUP_SIZE: a chunk holds whole groups
                     y2 = tl.reshape(y, (BLOCK // GROUP_SIZE, GROUP_SIZE))
-                    sg = _dynamic_scale(_amax(y2, 1), ub_ptr, HAS_UB, False)
+                    sg = dynamic_scale(abs_max(y2, 1), ub_ptr, HAS_UB, False)
                     g = start // GROUP_SIZE + tl.arange(0, BLOCK // GROUP_SIZE)
                     tl.store(s_row + g * stride_sg, sg, mask=g * GROUP_SIZE < hidden)
-                    q = tl.reshape(_to_fp8(tl.math.div_rn(y2, sg[:, None])), (BLOCK,))
+                    q = tl.reshape(to_fp8(tl.math.div_rn(y2, sg[:, None])), (BLOCK,))
                 else:
                     gs = tl.load(
                         scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0
                     )
-                    q = _to_fp8(y * tl.math.div_rn(1.0, gs))
+                    q = to_fp8(y * tl.math.div_rn(1.0, gs))
                 if HAS_RESIDUAL:
                     tl.store(r_row + offs, r.to(dtype), mask=mask)
                 tl.store(q_row + offs, q, mask=mask)

@@ -1,0 +1,66 @@
+"""Triton device functions the fused fp8 ops share (imports only Triton, as an op's kernel.py): vLLM's rounding
+points, its fp8 e4m3 conversion and its dynamic scale.
+
+Triton 3.6's interpreter converts float32 to bfloat16 by truncation and float32 to e4m3 with the wrong ties; under
+it (CPU tests only) both roundings are done to nearest even by hand, as the GPU does them.
+"""
+
+import triton
+import triton.language as tl
+
+INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
+FP8_MAX = tl.constexpr(448.0)
+# vLLM's min_scaling_factor for e4m3: 1 / (448 * 512), the float32 nearest
+MIN_SCALE = tl.constexpr(4.359654017857143e-06)
+
+
+@triton.jit
+def round_to(v, dtype: tl.constexpr):
+    """float32 ``v`` rounded to ``dtype`` (nearest even) and widened back: one of vLLM's rounding points."""
+    if dtype == tl.float32:
+        return v
+    if dtype == tl.bfloat16 and INTERPRETING:
+        bits = v.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return bits.to(tl.float32, bitcast=True)
+    return v.to(dtype).to(tl.float32)
+
+
+@triton.jit
+def to_fp8(v):
+    """vLLM's fp8 conversion of the float32 ``v``: clamped to +-448 with NaN to +448 (its fminf/fmaxf), then
+    rounded to the nearest even e4m3 value."""
+    v = tl.where(v != v, FP8_MAX, v)  # noqa: PLR0124 - the NaN test
+    v = tl.minimum(tl.maximum(v, -FP8_MAX), FP8_MAX)
+    if INTERPRETING:
+        # to 3 mantissa bits for normals, to multiples of 2^-9 below 2^-6 (subnormals, on |v|: a negative value that
+        # rounds to zero stays -0, as the GPU's conversion keeps it): the conversion is then exact
+        bits = v.to(tl.uint32, bitcast=True)
+        normal = ((bits + 0x7FFFF + ((bits >> 20) & 1)) & 0xFFF00000).to(tl.float32, bitcast=True)
+        sub = ((tl.abs(v) + 24576.0) - 24576.0).to(tl.uint32, bitcast=True) | (bits & 0x80000000)
+        v = tl.where(tl.abs(v) < 0.015625, sub.to(tl.float32, bitcast=True), normal)
+    return v.to(tl.float8e4nv)
+
+
+@triton.jit
+def abs_max(y, axis: tl.constexpr):
+    """max |y| along ``axis``, NaNs skipped (vLLM's fmaxf reduction); 0 where all are NaN."""
+    return tl.max(tl.where(y == y, tl.abs(y), 0.0), axis=axis)  # noqa: PLR0124 - the NaN test
+
+
+@triton.jit
+def fminf(a, b):
+    """C's fminf: a NaN operand gives the other one (tl.minimum leaves NaN to the target)."""
+    return tl.where(b != b, a, tl.minimum(a, b))  # noqa: PLR0124 - the NaN test
+
+
+@triton.jit
+def dynamic_scale(amax, ub_ptr, HAS_UB: tl.constexpr, UB_ON_SCALE: tl.constexpr):
+    """``max(min(amax, ub) / 448, MIN_SCALE)`` in float32; with UB_ON_SCALE ``max(min(amax / 448, ub), MIN_SCALE)``
+    (vLLM's silu_and_mul_per_block_quant bounds the scale, its norm and plain quants bound the amax)."""
+    if HAS_UB and not UB_ON_SCALE:
+        amax = fminf(amax, tl.load(ub_ptr))
+    s = tl.math.div_rn(amax, FP8_MAX)
+    if HAS_UB and UB_ON_SCALE:
+        s = fminf(s, tl.load(ub_ptr))
+    return tl.maximum(s, MIN_SCALE)
