@@ -47,19 +47,20 @@ def _returns_none(*args, **kwargs) -> None:
     return None
 
 
-def op_with_outputs(name: str, alloc, outs: tuple[str, ...] = ("out",)):
+def op_with_outputs(name: str, alloc, outs: tuple[str, ...] = ("out",), mutates: tuple[str, ...] = ()):
     """One declaration, two ops. The decorated function (annotated) writes its leading parameters ``outs`` from the
     rest and returns None; ``alloc`` takes the rest and returns the outputs (a tensor, or a tuple in ``outs``'
-    order), allocated as an eager call allocates them. Registers
+    order), allocated as an eager call allocates them. ``mutates``: inputs both forms also write in place (a KV
+    cache). Registers
 
-    - ``tritonkit::<name>_out(*outs, *inputs) -> None``, mutating ``outs`` (fake: None), and
-    - ``tritonkit::<name>(*inputs) -> outputs``: ``alloc``, then the function; its fake is ``alloc`` on the fake
-      tensors, so the fake's shapes, dtypes and devices are the eager call's by construction.
+    - ``tritonkit::<name>_out(*outs, *inputs) -> None``, mutating ``outs`` and ``mutates`` (fake: None), and
+    - ``tritonkit::<name>(*inputs) -> outputs``, mutating ``mutates``: ``alloc``, then the function; its fake is
+      ``alloc`` on the fake tensors, so the fake's shapes, dtypes and devices are the eager call's by construction.
 
     Returns ``(functional op, out op)``."""
 
     def register(impl):
-        out_op = torch.library.custom_op(f"tritonkit::{name}_out", impl, mutates_args=outs)
+        out_op = torch.library.custom_op(f"tritonkit::{name}_out", impl, mutates_args=(*outs, *mutates))
         out_op.register_fake(_returns_none)
         sig = inspect.signature(impl)
         params = list(sig.parameters.values())
@@ -75,7 +76,7 @@ def op_with_outputs(name: str, alloc, outs: tuple[str, ...] = ("out",)):
         functional.__name__ = functional.__qualname__ = name
         functional.__module__ = impl.__module__
         functional.__signature__ = sig.replace(parameters=params[len(outs) :], return_annotation=returns)
-        fn_op = torch.library.custom_op(f"tritonkit::{name}", functional, mutates_args=())
+        fn_op = torch.library.custom_op(f"tritonkit::{name}", functional, mutates_args=mutates)
         fn_op.register_fake(alloc)
         return fn_op, out_op
 

@@ -8,7 +8,7 @@ import torch
 from .. import _alloc, _checks
 from .._ints import cdiv
 from .._launch import launch
-from .._library import through_dispatcher
+from .._library import op_with_outputs, through_dispatcher
 from . import config
 from .config import max_padded, moe_align_config
 from .kernel import (
@@ -21,19 +21,42 @@ from .kernel import (
 _INT32_MAX = 2**31 - 1
 
 
+def _alloc_outputs(
+    topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    padded, dev = max_padded(topk_ids.numel(), block_size, num_experts), topk_ids.device
+    return (
+        _alloc.empty((padded,), torch.int32, dev),
+        _alloc.empty((cdiv(padded, block_size),), torch.int32, dev),
+        _alloc.empty((1,), torch.int32, dev),
+    )
+
+
 def forward(
     topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The op's named surface: (sorted_token_ids, expert_ids, num_tokens_post_padded) on arguments check_args
     accepted; no host sync."""
-    numel, dev = topk_ids.numel(), topk_ids.device
-    padded = max_padded(numel, block_size, num_experts)
-    num_blocks = cdiv(padded, block_size)
-    sorted_ids = _alloc.empty((padded,), torch.int32, dev)
-    expert_ids = _alloc.empty((num_blocks,), torch.int32, dev)
+    sorted_ids, expert_ids, post_padded = _alloc_outputs(topk_ids, block_size, num_experts, expert_map)
+    launch_into(sorted_ids, expert_ids, post_padded, topk_ids, block_size, num_experts, expert_map)
+    return sorted_ids, expert_ids, post_padded
+
+
+def launch_into(
+    sorted_ids: torch.Tensor,
+    expert_ids: torch.Tensor,
+    post_padded: torch.Tensor,
+    topk_ids: torch.Tensor,
+    block_size: int,
+    num_experts: int,
+    expert_map: torch.Tensor | None,
+) -> None:
+    """Write forward's three outputs into the caller's contiguous int32 tensors of their shapes (:func:`forward`)."""
+    numel = topk_ids.numel()
     if numel == 0:
-        return sorted_ids, expert_ids, torch.zeros((1,), dtype=torch.int32, device=dev)
-    post_padded = _alloc.empty((1,), torch.int32, dev)
+        post_padded.zero_()
+        return
+    padded, num_blocks = sorted_ids.numel(), expert_ids.numel()
     cfg = moe_align_config(num_experts)
     has_map = expert_map is not None
     map_ptr = expert_map if has_map else topk_ids
@@ -62,10 +85,10 @@ def forward(
             },
             cfg.num_warps,
         )
-        return sorted_ids, expert_ids, post_padded
+        return
     num_chunks = cdiv(numel, config.CHUNK)
     # per chunk and expert: the counts, then the slots in earlier chunks; then each expert's total
-    work = torch.empty((2 * num_chunks + 1) * num_experts, dtype=torch.int32, device=dev)
+    work = torch.empty((2 * num_chunks + 1) * num_experts, dtype=torch.int32, device=topk_ids.device)
     counts, prefix = work[: num_chunks * num_experts], work[num_chunks * num_experts : 2 * num_chunks * num_experts]
     totals = work[2 * num_chunks * num_experts :]
     launch(
@@ -89,24 +112,21 @@ def forward(
         {"HAS_MAP": has_map, "CHUNK": config.CHUNK, "SUB": config.SUB, "BLOCK_E": cfg.block_e},
         cfg.num_warps,
     )
-    return sorted_ids, expert_ids, post_padded
 
 
-@torch.library.custom_op("tritonkit::moe_align_block_size", mutates_args=())
-def _moe_align_block_size_op(
-    topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return forward(topk_ids, block_size, num_experts, expert_map)
-
-
-@_moe_align_block_size_op.register_fake
-def _(topk_ids, block_size, num_experts, expert_map):
-    padded = max_padded(topk_ids.numel(), block_size, num_experts)
-    return (
-        topk_ids.new_empty((padded,), dtype=torch.int32),
-        topk_ids.new_empty((cdiv(padded, block_size),), dtype=torch.int32),
-        topk_ids.new_empty((1,), dtype=torch.int32),
-    )
+@op_with_outputs(
+    "moe_align_block_size", _alloc_outputs, outs=("sorted_token_ids", "expert_ids", "num_tokens_post_padded")
+)
+def _moe_align_block_size_out_op(
+    sorted_token_ids: torch.Tensor,
+    expert_ids: torch.Tensor,
+    num_tokens_post_padded: torch.Tensor,
+    topk_ids: torch.Tensor,
+    block_size: int,
+    num_experts: int,
+    expert_map: torch.Tensor | None,
+) -> None:
+    launch_into(sorted_token_ids, expert_ids, num_tokens_post_padded, topk_ids, block_size, num_experts, expert_map)
 
 
 def _int32_span(numel: int, block_size: int, num_experts: int) -> int:
@@ -193,4 +213,7 @@ def moe_align_block_size(
     check_args(topk_ids, block_size, num_experts, expert_map)
     if through_dispatcher(topk_ids, expert_map):
         return torch.ops.tritonkit.moe_align_block_size(topk_ids, block_size, num_experts, expert_map)
-    return forward(topk_ids, block_size, num_experts, expert_map)
+    # forward's two steps, one call fewer on the host path
+    sorted_ids, expert_ids, post_padded = _alloc_outputs(topk_ids, block_size, num_experts, expert_map)
+    launch_into(sorted_ids, expert_ids, post_padded, topk_ids, block_size, num_experts, expert_map)
+    return sorted_ids, expert_ids, post_padded

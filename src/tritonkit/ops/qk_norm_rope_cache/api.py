@@ -12,7 +12,7 @@ import triton
 from .. import _alloc, _checks, _device
 from .._ints import cdiv
 from .._launch import launch
-from .._library import through_dispatcher
+from .._library import op_with_outputs, through_dispatcher
 from .config import qk_norm_rope_cache_config
 from .kernel import _qk_norm_rope_cache_kernel
 
@@ -490,8 +490,15 @@ def check_args(
 _CHECKED = _checks.CheckedLayouts()
 
 
-@torch.library.custom_op("tritonkit::qk_norm_rope_cache", mutates_args=("key_cache", "value_cache"))
-def _qk_norm_rope_cache_op(
+def _alloc_q(qkv, positions, cos_sin_cache, key_cache, value_cache, slot_mapping, num_q_heads, num_kv_heads, *rest):
+    """The fresh q ``[T, num_q_heads, head_dim]`` of a call check_args accepted."""
+    head_dim = qkv.shape[1] // (num_q_heads + 2 * num_kv_heads)
+    return _alloc.empty((qkv.shape[0], num_q_heads, head_dim), qkv.dtype, qkv.device)
+
+
+@op_with_outputs("qk_norm_rope_cache", _alloc_q, mutates=("key_cache", "value_cache"))
+def _qk_norm_rope_cache_out_op(
+    out: torch.Tensor,
     qkv: torch.Tensor,
     positions: torch.Tensor,
     cos_sin_cache: torch.Tensor | None,
@@ -508,53 +515,14 @@ def _qk_norm_rope_cache_op(
     kv_cache_dtype: str,
     k_scale: torch.Tensor | None,
     v_scale: torch.Tensor | None,
-) -> torch.Tensor:
+) -> None:
     args = (qkv, positions, cos_sin_cache, key_cache, value_cache, slot_mapping, num_q_heads, num_kv_heads)
     rest = (q_weight, k_weight, eps, weight_bias, is_neox, kv_cache_dtype, k_scale, v_scale)
     plan = check_args(*args, *rest)
-    return _run(plan, *args[:6], *rest)
-
-
-@_qk_norm_rope_cache_op.register_fake
-def _(qkv, positions, cos_sin_cache, key_cache, value_cache, slot_mapping, num_q_heads, num_kv_heads, *rest):
-    return qkv.new_empty((qkv.shape[0], num_q_heads, qkv.shape[1] // (num_q_heads + 2 * num_kv_heads)))
-
-
-def _run(
-    plan,
-    qkv,
-    positions,
-    cos_sin_cache,
-    key_cache,
-    value_cache,
-    slot_mapping,
-    q_weight,
-    k_weight,
-    eps,
-    weight_bias,
-    is_neox,
-    kv_cache_dtype,
-    k_scale,
-    v_scale,
-) -> torch.Tensor:
-    q = _alloc.empty((qkv.shape[0], plan.num_q_heads, plan.head_dim), qkv.dtype, qkv.device)
     forward(
-        plan,
-        qkv,
-        positions,
-        cos_sin_cache,
-        q_weight,
-        k_weight,
-        key_cache,
-        value_cache,
-        slot_mapping,
-        k_scale,
-        v_scale,
-        float(eps),
-        float(weight_bias),
-        q,
-    )
-    return q
+        plan, qkv, positions, cos_sin_cache, q_weight, k_weight, key_cache, value_cache, slot_mapping, k_scale,
+        v_scale, float(eps), float(weight_bias), out,
+    )  # fmt: skip
 
 
 def qk_norm_rope_cache(
@@ -614,4 +582,9 @@ def qk_norm_rope_cache(
     plan = check_args(*args, *rest)
     if through_dispatcher(qkv, positions, cos_sin_cache, key_cache, value_cache, slot_mapping, q_weight, k_weight):
         return torch.ops.tritonkit.qk_norm_rope_cache(*args, *rest[:2], float(eps), float(weight_bias), *rest[4:])
-    return _run(plan, *args[:6], *rest)
+    q = _alloc_q(*args)
+    forward(
+        plan, qkv, positions, cos_sin_cache, q_weight, k_weight, key_cache, value_cache, slot_mapping, k_scale,
+        v_scale, float(eps), float(weight_bias), q,
+    )  # fmt: skip
+    return q

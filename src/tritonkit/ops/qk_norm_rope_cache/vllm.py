@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from .. import _alloc, _checks
-from .._library import through_dispatcher
+from .._library import mutating_op, op_with_outputs, through_dispatcher
 from . import api
 
 _CACHE_NAMES = ("positions", "eps", ("key_cache", "value_cache"))
@@ -52,7 +52,7 @@ def _inplace_run(
     )  # fmt: skip
 
 
-@torch.library.custom_op("tritonkit::vllm_fused_qk_norm_rope", mutates_args=("qkv",))
+@mutating_op("vllm_fused_qk_norm_rope", ("qkv",))
 def _fused_qk_norm_rope_op(
     qkv: torch.Tensor,
     num_heads_q: int,
@@ -66,11 +66,6 @@ def _fused_qk_norm_rope_op(
     position_ids: torch.Tensor,
 ) -> None:
     _inplace_run(qkv, num_heads_q, num_heads_k, head_dim, eps, q_weight, k_weight, cos_sin_cache, is_neox, position_ids)
-
-
-@_fused_qk_norm_rope_op.register_fake
-def _(qkv, num_heads_q, num_heads_k, head_dim, eps, q_weight, k_weight, cos_sin_cache, is_neox, position_ids):
-    return None
 
 
 def fused_qk_norm_rope(
@@ -124,54 +119,15 @@ def fused_qk_norm_rope(
     _inplace_run(*args)
 
 
-def _cache_run(
-    qkv,
-    q_weight,
-    k_weight,
-    cos_sin_cache,
-    positions,
-    slot_mapping,
-    key_cache,
-    value_cache,
-    num_q_heads,
-    num_kv_heads,
-    head_dim,
-    rotary_dim,
-    eps,
-    norm_weight_bias,
-    kv_cache_dtype,
-    k_scale,
-    v_scale,
-):
-    plan = _check_cache_form(
-        qkv,
-        q_weight,
-        k_weight,
-        cos_sin_cache,
-        positions,
-        slot_mapping,
-        key_cache,
-        value_cache,
-        num_q_heads,
-        num_kv_heads,
-        head_dim,
-        rotary_dim,
-        eps,
-        norm_weight_bias,
-        kv_cache_dtype,
-        k_scale,
-        v_scale,
+def _alloc_qkv(qkv, q_weight, k_weight, cos_sin_cache, positions, slot_mapping, key_cache, value_cache, num_q_heads,
+               num_kv_heads, head_dim, *rest):  # fmt: skip
+    """The fresh contiguous ``(q [T, num_q_heads * head_dim], k, v [T, num_kv_heads * head_dim])``."""
+    t, dtype, dev = qkv.shape[0], qkv.dtype, qkv.device
+    return (
+        _alloc.empty((t, num_q_heads * head_dim), dtype, dev),
+        _alloc.empty((t, num_kv_heads * head_dim), dtype, dev),
+        _alloc.empty((t, num_kv_heads * head_dim), dtype, dev),
     )
-    t = qkv.shape[0]
-    q = _alloc.empty((t, num_q_heads * head_dim), qkv.dtype, qkv.device)
-    k = _alloc.empty((t, num_kv_heads * head_dim), qkv.dtype, qkv.device)
-    v = _alloc.empty((t, num_kv_heads * head_dim), qkv.dtype, qkv.device)
-    api.forward(
-        plan, qkv, positions, cos_sin_cache if rotary_dim else None, q_weight, k_weight, key_cache, value_cache,
-        slot_mapping, k_scale, v_scale, float(eps), float(norm_weight_bias),
-        q.view(t, num_q_heads, head_dim), k.view(t, num_kv_heads, head_dim), v.view(t, num_kv_heads, head_dim),
-    )  # fmt: skip
-    return q, k, v
 
 
 def _check_cache_form(
@@ -223,8 +179,11 @@ def _check_cache_form(
     )
 
 
-@torch.library.custom_op("tritonkit::vllm_fused_qknorm_rope_cache", mutates_args=("key_cache", "value_cache"))
-def _fused_qknorm_rope_cache_op(
+@op_with_outputs("vllm_fused_qknorm_rope_cache", _alloc_qkv, outs=("q", "k", "v"), mutates=("key_cache", "value_cache"))
+def _fused_qknorm_rope_cache_out_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
     qkv: torch.Tensor,
     q_weight: torch.Tensor,
     k_weight: torch.Tensor,
@@ -242,38 +201,17 @@ def _fused_qknorm_rope_cache_op(
     kv_cache_dtype: str,
     k_scale: torch.Tensor | None,
     v_scale: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    q, k, v = _cache_run(
-        qkv,
-        q_weight,
-        k_weight,
-        cos_sin_cache,
-        positions,
-        slot_mapping,
-        key_cache,
-        value_cache,
-        num_q_heads,
-        num_kv_heads,
-        head_dim,
-        rotary_dim,
-        eps,
-        norm_weight_bias,
-        kv_cache_dtype,
-        k_scale,
-        v_scale,
-    )
-    return q, k, v
-
-
-@_fused_qknorm_rope_cache_op.register_fake
-def _(qkv, q_weight, k_weight, cos_sin_cache, positions, slot_mapping, key_cache, value_cache, num_q_heads,
-      num_kv_heads, head_dim, *rest):  # fmt: skip
+) -> None:
+    plan = _check_cache_form(
+        qkv, q_weight, k_weight, cos_sin_cache, positions, slot_mapping, key_cache, value_cache, num_q_heads,
+        num_kv_heads, head_dim, rotary_dim, eps, norm_weight_bias, kv_cache_dtype, k_scale, v_scale,
+    )  # fmt: skip
     t = qkv.shape[0]
-    return (
-        qkv.new_empty((t, num_q_heads * head_dim)),
-        qkv.new_empty((t, num_kv_heads * head_dim)),
-        qkv.new_empty((t, num_kv_heads * head_dim)),
-    )
+    api.forward(
+        plan, qkv, positions, cos_sin_cache if rotary_dim else None, q_weight, k_weight, key_cache, value_cache,
+        slot_mapping, k_scale, v_scale, float(eps), float(norm_weight_bias),
+        q.view(t, num_q_heads, head_dim), k.view(t, num_kv_heads, head_dim), v.view(t, num_kv_heads, head_dim),
+    )  # fmt: skip
 
 
 def fused_qknorm_rope_cache(
@@ -328,4 +266,12 @@ def fused_qknorm_rope_cache(
         return torch.ops.tritonkit.vllm_fused_qknorm_rope_cache(
             *args[:12], float(eps), float(norm_weight_bias), *args[14:]
         )
-    return _cache_run(*args)
+    plan = _check_cache_form(*args)
+    q, k, v = _alloc_qkv(*args)
+    t = qkv.shape[0]
+    api.forward(
+        plan, qkv, positions, cos_sin_cache if rotary_dim else None, q_weight, k_weight, key_cache, value_cache,
+        slot_mapping, k_scale, v_scale, float(eps), float(norm_weight_bias),
+        q.view(t, num_q_heads, head_dim), k.view(t, num_kv_heads, head_dim), v.view(t, num_kv_heads, head_dim),
+    )  # fmt: skip
+    return q, k, v

@@ -10,7 +10,7 @@ import torch
 
 from .. import _alloc, _checks, _fp8
 from .._launch import launch
-from .._library import through_dispatcher
+from .._library import op_with_outputs, through_dispatcher
 from .config import rms_norm_quant_config
 from .kernel import _rms_norm_quant_fp8_kernel
 
@@ -138,18 +138,27 @@ def _alloc_scales(x, quant: str, group_size: int, transposed: bool, empty=_alloc
     return empty(shape, torch.float32, x.device)
 
 
+def _alloc_outputs(x, weight, eps, residual, quant, scale, scale_ub, group_size, transposed):
+    """Fresh ``(q, scales, r)`` of :func:`forward`."""
+    q = _alloc.empty(x.shape, _fp8.FP8_DTYPE, x.device)
+    s = _alloc_scales(x, quant, group_size, transposed)
+    r = _alloc.empty(x.shape if residual is not None else (0,), x.dtype, x.device)
+    return q, s, r
+
+
 def forward(x, weight, eps, residual, quant, scale, scale_ub, group_size, transposed):
     """The op's named surface: launch on arguments check_args accepted into fresh outputs ``(q, scales, r)``
     (``scales`` empty for the static mode, ``r`` empty without a residual)."""
-    q = _alloc.empty(x.shape, _fp8.FP8_DTYPE, x.device)
-    s = _alloc_scales(x, quant, group_size, transposed)
-    r = _alloc.empty(x.shape, x.dtype, x.device) if residual is not None else _alloc.empty((0,), x.dtype, x.device)
+    q, s, r = _alloc_outputs(x, weight, eps, residual, quant, scale, scale_ub, group_size, transposed)
     launch_into(x, weight, eps, residual, q, r if residual is not None else None, s, quant, scale, scale_ub, group_size)
     return q, s, r
 
 
-@torch.library.custom_op("tritonkit::rms_norm_quant_fp8", mutates_args=())
-def _rms_norm_quant_fp8_op(
+@op_with_outputs("rms_norm_quant_fp8", _alloc_outputs, outs=("q", "scales", "r"))
+def _rms_norm_quant_fp8_out_op(
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    r: torch.Tensor,
     x: torch.Tensor,
     weight: torch.Tensor,
     eps: float,
@@ -159,19 +168,9 @@ def _rms_norm_quant_fp8_op(
     scale_ub: torch.Tensor | None,
     group_size: int,
     transposed: bool,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return forward(x, weight, eps, residual, quant, scale, scale_ub, group_size, transposed)
-
-
-def _empty_like_fake(size, dtype, device):
-    return torch.empty(size, dtype=dtype, device=device)
-
-
-@_rms_norm_quant_fp8_op.register_fake
-def _(x, weight, eps, residual, quant, scale, scale_ub, group_size, transposed):
-    s = _alloc_scales(x, quant, group_size, transposed, _empty_like_fake)
-    r = x.new_empty(x.shape if residual is not None else (0,))
-    return x.new_empty(x.shape, dtype=_fp8.FP8_DTYPE), s, r
+) -> None:
+    r = r if residual is not None else None
+    launch_into(x, weight, eps, residual, q, r, scales, quant, scale, scale_ub, group_size)
 
 
 def check_args(
@@ -261,7 +260,11 @@ def rms_norm_quant_fp8(
             x, weight, eps, residual, quant, scale, scale_ub, group_size, bool(transposed_scales)
         )
     else:
-        q, s, r = forward(x, weight, eps, residual, quant, scale, scale_ub, group_size, bool(transposed_scales))
+        # forward's two steps, one call fewer on the host path
+        q, s, r = _alloc_outputs(x, weight, eps, residual, quant, scale, scale_ub, group_size, bool(transposed_scales))
+        launch_into(
+            x, weight, eps, residual, q, r if residual is not None else None, s, quant, scale, scale_ub, group_size
+        )
     s = scale if quant == "static" else s
     return (q, s) if residual is None else (q, s, r)
 

@@ -8,7 +8,7 @@ import torch
 
 from .. import _alloc, _checks, _fp8
 from .._launch import launch
-from .._library import through_dispatcher
+from .._library import op_with_outputs, through_dispatcher
 from .config import silu_and_mul_quant_config
 from .kernel import _silu_and_mul_quant_fp8_kernel
 
@@ -80,36 +80,32 @@ def _alloc_scales(x, quant: str, group_size: int, transposed: bool, empty=_alloc
     return empty(shape, torch.float32, x.device)
 
 
+def _alloc_outputs(x, quant, scale, scale_ub, group_size, transposed):
+    """Fresh ``(q, scales)`` of :func:`forward`."""
+    q = _alloc.empty((*x.shape[:-1], x.shape[-1] // 2), _fp8.FP8_DTYPE, x.device)
+    return q, _alloc_scales(x, quant, group_size, transposed)
+
+
 def forward(x, quant, scale, scale_ub, group_size, transposed):
     """The op's named surface: launch on arguments check_args accepted into fresh ``(q, scales)`` (``scales``
     empty for the static mode). The group mode's ``scale_ub`` bounds the scale, the token mode's the amax."""
-    ub_on_scale = quant == "group"
-    q = _alloc.empty((*x.shape[:-1], x.shape[-1] // 2), _fp8.FP8_DTYPE, x.device)
-    s = _alloc_scales(x, quant, group_size, transposed)
-    launch_into(x, q, s if quant != "static" else None, quant, scale, scale_ub, group_size, ub_on_scale)
+    q, s = _alloc_outputs(x, quant, scale, scale_ub, group_size, transposed)
+    launch_into(x, q, s if quant != "static" else None, quant, scale, scale_ub, group_size, quant == "group")
     return q, s
 
 
-@torch.library.custom_op("tritonkit::silu_and_mul_quant_fp8", mutates_args=())
-def _silu_and_mul_quant_fp8_op(
+@op_with_outputs("silu_and_mul_quant_fp8", _alloc_outputs, outs=("q", "scales"))
+def _silu_and_mul_quant_fp8_out_op(
+    q: torch.Tensor,
+    scales: torch.Tensor,
     x: torch.Tensor,
     quant: str,
     scale: torch.Tensor | None,
     scale_ub: torch.Tensor | None,
     group_size: int,
     transposed: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    return forward(x, quant, scale, scale_ub, group_size, transposed)
-
-
-def _empty_fake(size, dtype, device):
-    return torch.empty(size, dtype=dtype, device=device)
-
-
-@_silu_and_mul_quant_fp8_op.register_fake
-def _(x, quant, scale, scale_ub, group_size, transposed):
-    q = x.new_empty((*x.shape[:-1], x.shape[-1] // 2), dtype=_fp8.FP8_DTYPE)
-    return q, _alloc_scales(x, quant, group_size, transposed, _empty_fake)
+) -> None:
+    launch_into(x, q, scales if quant != "static" else None, quant, scale, scale_ub, group_size, quant == "group")
 
 
 def check_args(x, quant: str, scale, scale_ub, group_size: int, x_name: str = "x") -> None:
@@ -168,5 +164,7 @@ def silu_and_mul_quant_fp8(
     if through_dispatcher(x, scale, scale_ub):
         q, s = torch.ops.tritonkit.silu_and_mul_quant_fp8(x, quant, scale, scale_ub, group_size, transposed)
     else:
-        q, s = forward(x, quant, scale, scale_ub, group_size, transposed)
+        # forward's two steps, one call fewer on the host path
+        q, s = _alloc_outputs(x, quant, scale, scale_ub, group_size, transposed)
+        launch_into(x, q, s if quant != "static" else None, quant, scale, scale_ub, group_size, quant == "group")
     return q, (scale if quant == "static" else s)

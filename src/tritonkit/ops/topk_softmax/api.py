@@ -8,25 +8,26 @@ import torch
 from .. import _alloc, _checks
 from .._ints import cdiv
 from .._launch import launch
-from .._library import through_dispatcher
+from .._library import op_with_outputs, through_dispatcher
 from .config import MAX_EXPERTS, topk_softmax_config
 from .kernel import _topk_softmax_kernel
 
 
-def forward(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """The op's named surface: (topk_weights, topk_ids) on arguments check_args accepted."""
+def launch_into(
+    topk_weights: torch.Tensor, topk_ids: torch.Tensor, gating_output: torch.Tensor, topk: int, renormalize: bool
+) -> None:
+    """Write (topk_weights, topk_ids) of arguments check_args accepted into the caller's ``[num_tokens, topk]``
+    float32 and int32 tensors, contiguous."""
     num_tokens, num_experts = gating_output.shape
-    weights = _alloc.empty((num_tokens, topk), torch.float32, gating_output.device)
-    ids = _alloc.empty((num_tokens, topk), torch.int32, gating_output.device)
     if num_tokens == 0:
-        return weights, ids
+        return
     cfg = topk_softmax_config(num_experts, topk)
     bf16_bits = gating_output.dtype == torch.bfloat16
     logits = gating_output.view(torch.int16) if bf16_bits else gating_output
     launch(
         _topk_softmax_kernel,
         (cdiv(num_tokens, cfg.block_m),),
-        (logits, weights, ids, num_tokens, num_experts, gating_output.stride(0)),
+        (logits, topk_weights, topk_ids, num_tokens, num_experts, gating_output.stride(0)),
         {
             "TOPK": topk,
             "RENORMALIZE": renormalize,
@@ -37,21 +38,25 @@ def forward(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[
         },
         cfg.num_warps,
     )
+
+
+def _alloc_outputs(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    num_tokens, dev = gating_output.shape[0], gating_output.device
+    return _alloc.empty((num_tokens, topk), torch.float32, dev), _alloc.empty((num_tokens, topk), torch.int32, dev)
+
+
+def forward(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The op's named surface: (topk_weights, topk_ids) on arguments check_args accepted."""
+    weights, ids = _alloc_outputs(gating_output, topk, renormalize)
+    launch_into(weights, ids, gating_output, topk, renormalize)
     return weights, ids
 
 
-@torch.library.custom_op("tritonkit::topk_softmax", mutates_args=())
-def _topk_softmax_op(gating_output: torch.Tensor, topk: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    return forward(gating_output, topk, renormalize)
-
-
-@_topk_softmax_op.register_fake
-def _(gating_output, topk, renormalize):
-    m = gating_output.shape[0]
-    return (
-        gating_output.new_empty((m, topk), dtype=torch.float32),
-        gating_output.new_empty((m, topk), dtype=torch.int32),
-    )
+@op_with_outputs("topk_softmax", _alloc_outputs, outs=("topk_weights", "topk_ids"))
+def _topk_softmax_out_op(
+    topk_weights: torch.Tensor, topk_ids: torch.Tensor, gating_output: torch.Tensor, topk: int, renormalize: bool
+) -> None:
+    launch_into(topk_weights, topk_ids, gating_output, topk, renormalize)
 
 
 def check_args(gating_output, topk, renormalize) -> None:
@@ -100,4 +105,7 @@ def topk_softmax(
     check_args(gating_output, topk, renormalize)
     if through_dispatcher(gating_output):
         return torch.ops.tritonkit.topk_softmax(gating_output, topk, renormalize)
-    return forward(gating_output, topk, renormalize)
+    # forward's two steps, one call fewer on the host path
+    weights, ids = _alloc_outputs(gating_output, topk, renormalize)
+    launch_into(weights, ids, gating_output, topk, renormalize)
+    return weights, ids
