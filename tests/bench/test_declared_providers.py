@@ -1,7 +1,7 @@
 """The bench's providers per op, read from the specs: bench/providers.py holds only the generic ones (tritonkit,
 eager, inductor, base@); peers, speed-of-light references and why Inductor cannot compile a reference come from
-each op's OpSpec (``ops/<op>/peers.py``). On this CPU vLLM is absent, so a declared vLLM peer is unavailable with
-the import's reason and an undeclared one with the spec's."""
+each op's OpSpec (``ops/<op>/peers.py``). On this CPU vLLM and its FA3 binary are absent, so a declared vLLM or FA3
+peer is unavailable with the import's reason and an undeclared one with the spec's."""
 
 import sys
 
@@ -16,9 +16,11 @@ from tritonkit.ops import OP_NAMES, get_spec
 from tritonkit.spec import OpSpec, Peer
 
 # what the bench listed before the peers moved into the op folders (same names, order and availability)
-ALL = ("tritonkit", "eager", "inductor", "inductor-dynamic", "unfused", "vllm", "sdpa")
-DEFAULT = ("tritonkit", "eager", "inductor", "unfused", "vllm", "sdpa")
+# (fa3, vLLM's FlashAttention-3, timed by default beside vllm and sdpa: issue 37)
+ALL = ("tritonkit", "eager", "inductor", "inductor-dynamic", "unfused", "vllm", "fa3", "sdpa")
+DEFAULT = ("tritonkit", "eager", "inductor", "unfused", "vllm", "fa3", "sdpa")
 VLLM = {"rms_norm_quant_fp8", "silu_and_mul_quant_fp8", "reshape_and_cache", "paged_attention", "fused_moe"}
+FA3 = {"paged_attention"}
 SDPA = {"paged_attention"}
 NOT_COMPILABLE = {
     "paged_attention": "its reference reads sequence lengths on the host",
@@ -30,6 +32,7 @@ NOT_COMPILABLE = {
 def test_provider_names_come_from_the_specs_in_the_same_order():
     assert P.ALL_PROVIDERS == ALL and P.DEFAULT_PROVIDERS == DEFAULT
     assert {op for op in OP_NAMES if "vllm" in get_spec(op).peers} == VLLM
+    assert {op for op in OP_NAMES if "fa3" in get_spec(op).peers} == FA3
     assert {op for op in OP_NAMES if "sdpa" in get_spec(op).speed_of_light} == SDPA
 
 
@@ -37,6 +40,7 @@ def test_provider_names_come_from_the_specs_in_the_same_order():
 def test_each_ops_providers(op, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # vLLM absent, whatever this machine has
     monkeypatch.setitem(sys.modules, "vllm_moe_peer", None)
+    monkeypatch.setitem(sys.modules, "vllm_fa3_peer", None)
     spec = get_spec(op)
     for name in ("tritonkit", "eager"):
         assert P.make_provider(name, spec, torch.float16).name == name
@@ -48,6 +52,10 @@ def test_each_ops_providers(op, monkeypatch):
             assert P.make_provider(name, spec, torch.float16).name == name
     with pytest.raises(P.Unavailable, match="not importable" if op in VLLM else f"{op}'s OpSpec declares no vllm"):
         P.make_provider("vllm", spec, torch.float16)
+    with pytest.raises(
+        P.Unavailable, match="FA3 peer not importable" if op in FA3 else f"{op}'s OpSpec declares no fa3"
+    ):
+        P.make_provider("fa3", spec, torch.float16)
     if op in SDPA:
         assert P.make_provider("sdpa", spec, torch.float16).description.startswith("torch SDPA on dense K/V")
     else:

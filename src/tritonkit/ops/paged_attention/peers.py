@@ -1,9 +1,15 @@
-"""paged_attention's bench peers: vLLM's Triton attention (``OpSpec.peers``) and dense SDPA, its speed-of-light
-reference (``OpSpec.speed_of_light``).
+"""paged_attention's bench peers: vLLM's Triton attention and vLLM's FlashAttention-3 (``OpSpec.peers``) and dense
+SDPA, its speed-of-light reference (``OpSpec.speed_of_light``).
 
 vllm  ``unified_attention`` (``vllm/v1/attention/ops/triton_unified_attention``), called as vLLM's Triton backend
       calls it: the output and the split decode kernel's scratch allocated outside the timing. Optional, never a
       dependency: put vLLM, or its Triton kernels extracted by ``shared/peers/vllm-triton-kernels.sh``, on PYTHONPATH.
+fa3   vLLM 0.34's FlashAttention-3 binary (what vLLM runs by default on Hopper) through ``vllm_fa3_peer.fa3_varlen``,
+      which ``shared/peers/vllm-fa3.sh DIR`` cuts out of vLLM's wheel: put DIR on PYTHONPATH. Called as vLLM's
+      FlashAttention backend calls it, on the same paged cache: the output and the scheduler's metadata
+      (``get_scheduler_metadata``, once per batch in vLLM) built outside the timing. Sinks and fp8 caches are
+      :class:`~tritonkit.spec.Inapplicable` (the wrapper passes neither ``s_aux`` nor descales), as are pages and
+      head sizes vLLM never gives FA3.
 sdpa  ``torch.nn.functional.scaled_dot_product_attention`` on dense copies of the point's keys and values (gathered
       from the paged cache outside the timing), where a dense call computes the same thing (a causal prompt:
       cuDNN's kernel; a prompt after cached keys: bottom-right causal mask; a decode batch of equal lengths);
@@ -17,6 +23,7 @@ import importlib
 import torch
 
 from ...spec import Inapplicable, OpSpec, Peer, Unavailable
+from .._alloc import empty_like
 
 #: vLLM's Triton backend: the split ("3D") decode kernel below this many sequences x KV heads, 16 segments
 VLLM_3D_SEQS_X_KV_HEADS = 128
@@ -76,6 +83,116 @@ def vllm(spec: OpSpec, dtype: torch.dtype) -> Peer:
         f"{VLLM_3D_SEQS_X_KV_HEADS} seqs x KV heads, {VLLM_SOFTMAX_SEGMENTS} segments)",
         fn,
         (mod_name,),
+        prepare=prepare,
+    )
+
+
+FA3_MODULE = "vllm_fa3_peer"
+#: the torch.ops namespace the FA3 binary registers ``fwd`` and ``get_scheduler_metadata`` in
+FA3_OPS = "_vllm_fa3_C"
+#: vLLM's FlashAttention backend: pages of a multiple of 16 keys (``get_supported_kernel_block_sizes``), head sizes
+#: a multiple of 8 up to 256 on FA3 (``supports_head_size``)
+FA3_PAGE_MULTIPLE = 16
+FA3_MAX_HEAD_DIM = 256
+
+
+def _fa3_scheduler_op():
+    """The binary's ``get_scheduler_metadata``; None where it is not loaded (a stand-in module)."""
+    return getattr(getattr(torch.ops, FA3_OPS), "get_scheduler_metadata", None)
+
+
+def _fa3_schedule(inputs: dict, causal: bool, window: tuple[int, int], softcap: float):
+    """The work schedule vLLM's metadata builder computes once per batch (``aot_schedule`` with FA3) and hands to
+    every layer's call; None where the binary's op is not loaded (FA3 then schedules inside each call)."""
+    op = _fa3_scheduler_op()
+    if op is None:
+        return None
+    q, k_cache = inputs["q"], inputs["k_cache"]
+    bs, hkv, d = k_cache.shape[1:]
+    return op(
+        batch_size=inputs["seqused_k"].shape[0],
+        max_seqlen_q=inputs["max_seqlen_q"],
+        max_seqlen_k=inputs["max_seqlen_k"],
+        num_heads=q.shape[1],
+        num_heads_k=hkv,
+        headdim=d,
+        headdim_v=d,
+        qkv_dtype=q.dtype,
+        seqused_k=inputs["seqused_k"],
+        cu_seqlens_q=inputs["cu_seqlens_q"],
+        cu_seqlens_k=None,
+        cu_seqlens_k_new=None,
+        seqused_q=None,
+        leftpad_k=None,
+        page_size=bs,
+        max_seqlen_k_new=0,
+        is_causal=causal,
+        window_size_left=window[0],
+        window_size_right=window[1],
+        has_softcap=softcap != 0.0,
+        num_splits=0,  # FA3's split heuristic, as vLLM outside full CUDA graphs; fwd gets the same
+        pack_gqa=None,
+        sm_margin=0,
+    )
+
+
+def fa3(spec: OpSpec, dtype: torch.dtype) -> Peer:
+    """The ``fa3`` peer: vLLM 0.34's FlashAttention-3 on the same paged cache, called as vLLM's backend calls it."""
+    try:
+        fa3_varlen = importlib.import_module(FA3_MODULE).fa3_varlen
+    except Exception as e:  # noqa: BLE001 - ImportError, or OSError where the CUDA binary cannot load (no GPU)
+        cause = f"; {e.__cause__}" if e.__cause__ is not None else ""
+        raise Unavailable(
+            f"vLLM's FA3 peer not importable ({type(e).__name__}: {e}{cause}): cut it with "
+            f"shared/peers/vllm-fa3.sh DIR and put DIR on PYTHONPATH; it needs CUDA and a Hopper GPU"
+        ) from None
+
+    def prepare(inputs: dict) -> dict:
+        q, k_cache = inputs["q"], inputs["k_cache"]
+        bs, _, d = k_cache.shape[1:]
+        if k_cache.dtype != q.dtype:
+            raise Inapplicable(
+                "fp8 KV cache: fa3_varlen passes no q/k/v descales (and FA3's fp8 path takes q in fp8 too)"
+            )
+        if inputs.get("sinks") is not None:
+            raise Inapplicable("sinks: fa3_varlen passes no s_aux")
+        if bs % FA3_PAGE_MULTIPLE:
+            raise Inapplicable(f"block_size {bs}: vLLM runs FA3 on pages of a multiple of {FA3_PAGE_MULTIPLE} keys")
+        if d % 8 or d > FA3_MAX_HEAD_DIM:
+            raise Inapplicable(f"head_dim {d}: FA3 takes head sizes a multiple of 8 up to {FA3_MAX_HEAD_DIM}")
+        causal = bool(inputs.get("causal", True))
+        window = tuple(inputs.get("window_size", (-1, -1)))
+        softcap = float(inputs.get("softcap", 0.0))
+        return dict(
+            q=q,
+            k_cache=k_cache,
+            v_cache=inputs["v_cache"],
+            cu_seqlens_q=inputs["cu_seqlens_q"],
+            seqused_k=inputs["seqused_k"],
+            block_table=inputs["block_table"],
+            max_seqlen_q=inputs["max_seqlen_q"],
+            max_seqlen_k=inputs["max_seqlen_k"],
+            softmax_scale=d**-0.5,
+            causal=causal,
+            window_size=window,
+            softcap=softcap,
+            out=empty_like(q),
+            scheduler_metadata=_fa3_schedule(inputs, causal, window, softcap),
+            num_splits=0,
+        )
+
+    def fn(kw: dict) -> dict:
+        return {"out": fa3_varlen(**kw)}
+
+    schedule = (
+        "scheduler metadata built per batch outside the timing"
+        if _fa3_scheduler_op() is not None
+        else "no get_scheduler_metadata: FA3 schedules inside each call"
+    )
+    return Peer(
+        f"{FA3_MODULE}.fa3_varlen (vLLM's FlashAttention-3, {FA3_OPS}.fwd, on the paged cache; {schedule}, FA3's "
+        "split heuristic)",
+        fn,
         prepare=prepare,
     )
 

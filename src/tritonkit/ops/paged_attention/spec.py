@@ -396,7 +396,7 @@ SPEC = OpSpec(
     tolerance=_TOLERANCE,
     interpreter_tolerance=_INTERPRETER_TOLERANCE,
     loaded_bounds=loaded_bounds,
-    peers={"vllm": peers.vllm},
+    peers={"vllm": peers.vllm, "fa3": peers.fa3},
     speed_of_light={"sdpa": peers.sdpa},
     not_compilable="its reference reads sequence lengths on the host and loops over them (a graph break per batch "
     "layout), so torch.compile of it is no peer; sdpa is the dense speed-of-light",
