@@ -175,11 +175,12 @@ def _ratio(a: PointResult | None, b: PointResult | None) -> str:
 
 
 def point_table(series: Series, providers: Sequence[str]) -> str:
-    """One row per num_tokens. Peers' time over tritonkit's (``vllm/tk``, ``inductor/tk``) where they ran; the
-    size-matched copy columns ("copy us", "%copy@size" for tritonkit) last and only where the series has them."""
+    """One row per num_tokens. Peers' time over tritonkit's (``vllm/tk``, ``fa3/tk``, ``unfused/tk``, ...) where
+    they ran; the size-matched copy columns ("copy us", "%copy@size" for tritonkit) last and only where the series
+    has them."""
     head = ["num_tokens", "bytes"] + [f"{pr} us" for pr in providers]
     head += ["tk GB/s", "tk TFLOP/s", "%ceil", "t/target", "tk eager us"]
-    peers = [pr for pr in ("vllm", "inductor", "sdpa") if pr in providers]
+    peers = [pr for pr in ("vllm", "fa3", "inductor", "sdpa", "unfused") if pr in providers]
     peers += [pr for pr in providers if pr.startswith("base@")]
     head += [f"{pr}/tk" for pr in peers]
     copy_cols = has_copy_ref(series)
@@ -396,6 +397,7 @@ def format_summary(results: Results, tokens: int = SUMMARY_TOKENS) -> str:
         f"%ceil@{tokens // 1024}K",
         "inductor",
         "vllm",
+        "fa3",
         "sdpa",
         "worst t/target",
         "pass",
@@ -413,6 +415,7 @@ def format_summary(results: Results, tokens: int = SUMMARY_TOKENS) -> str:
                 fmt(r.pct.get("tritonkit"), ".1f"),
                 fmt(r.pct.get("inductor"), ".1f"),
                 fmt(r.pct.get("vllm"), ".1f"),
+                fmt(r.pct.get("fa3"), ".1f"),
                 fmt(r.pct.get("sdpa"), ".1f"),
                 f"{r.worst_ratio:.2f} @{r.worst_at}" if r.worst_ratio is not None else "-",
                 f"{r.passed}/{r.points}",

@@ -103,8 +103,9 @@ def _act_mode(block: bool, static: torch.Tensor | None, per_token: bool) -> str:
 def quantize_fp8(
     x: torch.Tensor, mode: str, static: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor, int, int]:
-    """The op's named surface (the bench's vLLM peer quantizes with it): fp8 copy of ``x [rows, cols]`` and its
-    scales, (q, scale, row stride of scale, column stride of scale); ``mode`` one of row, group, static, tensor."""
+    """fp8 copy of ``x [rows, cols]`` and its scales, (q, scale, row stride of scale, column stride of scale), as
+    the layer quantizes its activations (the launches ``_quant_steps`` plans, run now: tests read the quantization
+    alone through it); ``mode`` one of row, group, static, tensor."""
     steps: list[Step] = []
     got = _quant_steps(steps, x, mode, static)
     for st in steps:
