@@ -331,3 +331,14 @@ def test_case_rejects_a_sweep_that_names_no_parameter():
 
     with pytest.raises(ValueError, match="sweep names"):
         tritonkit.case(num_tokens=[1, 2], sweep=["num_seqs"])(lambda num_tokens: None)
+
+
+def test_a_packed_key_read_back_through_a_shift_is_not_an_offset_overflow(report):
+    # Liger-Kernel's router packs (expert << 16 | lane) in uint32 and sorts it; the expert comes back by >> 16: the
+    # bits the shift drops are dropped by design. The same shift used as the offset, and a wrapping product that a
+    # right shift only halves, are still overflows
+    assert _on(report, "_packed_keys_kernel", "int32-offset") == []
+    (f,) = _on(report, "_packed_key_as_offset_kernel", "int32-offset")
+    assert f.message.startswith("`ids << 16` is computed in uint32")
+    (g,) = _on(report, "_wrap_then_shift_kernel", "int32-offset")
+    assert g.message.startswith("`ids * stride` is computed in uint32")

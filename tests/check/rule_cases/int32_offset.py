@@ -188,3 +188,39 @@ def slot_unbounded_first(n):
 @tritonkit.case(n=[4, 8], loaded_bounds={"slot_ptr": (0, 4095)})
 def slot_bounded_second(n):
     _slot_mixed_late_kernel[(n,)](*_slot_args(n), BLOCK=16)
+
+
+@triton.jit
+def _packed_keys_kernel(out_ptr, ids_ptr, table_ptr, n_cols, BLOCK: tl.constexpr):
+    # bit packing: (id << 16 | lane) in uint32 drops the id's high bits by design (-1 becomes 0xFFFF), and the id
+    # comes back through >> 16 before it offsets the table
+    lanes = tl.arange(0, BLOCK)
+    ids = tl.load(ids_ptr + lanes, mask=lanes < n_cols, other=-1).to(tl.uint32)
+    packed = tl.sort(((ids << 16) | lanes).to(tl.uint32), 0)
+    key = packed >> 16
+    tl.store(out_ptr + lanes, tl.load(table_ptr + key, mask=key != 0xFFFF, other=0.0))
+
+
+@triton.jit
+def _packed_key_as_offset_kernel(out_ptr, ids_ptr, table_ptr, BLOCK: tl.constexpr):
+    # the shifted id itself offsets the table: a wrap there lands elsewhere
+    lanes = tl.arange(0, BLOCK)
+    ids = tl.load(ids_ptr + lanes).to(tl.uint32)
+    tl.store(out_ptr + lanes, tl.load(table_ptr + (ids << 16)))
+
+
+@triton.jit
+def _wrap_then_shift_kernel(out_ptr, ids_ptr, table_ptr, stride, BLOCK: tl.constexpr):
+    # a product that wraps, then halved: the right shift does not make the wrapped product right
+    lanes = tl.arange(0, BLOCK)
+    ids = tl.load(ids_ptr + lanes).to(tl.uint32)
+    tl.store(out_ptr + lanes, tl.load(table_ptr + ((ids * stride) >> 1)))
+
+
+@tritonkit.case()
+def packed_keys():
+    table = torch.empty(2**20, dtype=torch.float32, **M)
+    ids, out = torch.empty(128, dtype=torch.int32, **M), torch.empty(128, dtype=torch.float32, **M)
+    _packed_keys_kernel[(1,)](out, ids, table, 100, BLOCK=128)
+    _packed_key_as_offset_kernel[(1,)](out, ids, torch.empty(2**33, dtype=torch.int8, **M), BLOCK=128)
+    _wrap_then_shift_kernel[(1,)](out, ids, torch.empty(2**33, dtype=torch.int8, **M), 2**20, BLOCK=128)

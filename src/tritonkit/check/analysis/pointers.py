@@ -141,8 +141,10 @@ def base_arg(f: Func, name: str) -> str | None:
     return decompose(f, name, block_ptrs=True)[0]
 
 
-def offset_slice(f: Func, name: str) -> list[Op]:
-    """Integer ops (in def order, deduplicated) whose values feed ``name``: the backward slice of an offset."""
+def offset_slice(f: Func, name: str, through: bool = True) -> list[Op]:
+    """Integer ops (in def order, deduplicated) whose values feed ``name``: the backward slice of an offset. With
+    ``through=False`` the slice stops at bit extractions (:data:`EXTRACTIONS`): what feeds ``name`` other than
+    through a right shift or a mask."""
     seen: set[str] = set()
     out: dict[int, Op] = {}
     stack = [name]
@@ -183,9 +185,15 @@ def offset_slice(f: Func, name: str) -> list[Op]:
                 if y is not None and y.name == "scf.yield" and k < len(y.operands):
                     stack.append(y.operands[k])
             continue
+        if not through and op.name in EXTRACTIONS:
+            continue
         stack += [x for x in op.operands if int_bits(f.types.get(x)) is not None]
     OFFSET_SLICE.stopped(f, stack, seen)
     return [out[k] for k in sorted(out)]
+
+
+#: ops that keep some bits of their operand and drop the rest: what a packed field is read back through
+EXTRACTIONS = ("arith.shrui", "arith.shrsi", "arith.andi")
 
 
 def is_int32_offset(f: Func, name: str) -> bool:

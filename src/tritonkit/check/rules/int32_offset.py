@@ -365,7 +365,15 @@ def check(ctx: Context) -> list[Finding]:
             if isinstance(v, Unknown):
                 ctx.note(unit, op, f"int32-offset could not bound this pointer offset: {v.reason}")
             ring = None
+            unpacked = None
             for s in offset_slice(f, offset):
+                if s.pos in ra.overflows and s.name == "arith.shli":
+                    # bit packing (``key << 16 | low``, read back by ``>> 16`` or a mask): a left shift whose every
+                    # path to the offset passes a right shift or a mask drops the wrapped bits by design
+                    if unpacked is None:
+                        unpacked = {o.pos for o in offset_slice(f, offset, through=False)}
+                    if s.pos not in unpacked:
+                        continue
                 if s.pos in ra.overflows:
                     cands.setdefault(s.pos, s)
                     if not unsigned:
