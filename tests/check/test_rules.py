@@ -342,3 +342,11 @@ def test_a_packed_key_read_back_through_a_shift_is_not_an_offset_overflow(report
     assert f.message.startswith("`ids << 16` is computed in uint32")
     (g,) = _on(report, "_wrap_then_shift_kernel", "int32-offset")
     assert g.message.startswith("`ids * stride` is computed in uint32")
+
+
+def test_an_offset_widened_after_it_wrapped_is_reported(report):
+    # (pid * stride).to(tl.int64): the int32 product wrapped before the cast; casting pid first is the fix
+    (f,) = _on(report, "_widened_late_kernel", "int32-offset")
+    assert f.case == {"rows": 2**20} and "before it is widened to int64 (too late" in f.message
+    assert "`tl.program_id(0).to(tl.int64) * stride`" in f.fix
+    assert _on(report, "_widened_early_kernel", "int32-offset") == []

@@ -224,3 +224,23 @@ def packed_keys():
     _packed_keys_kernel[(1,)](out, ids, table, 100, BLOCK=128)
     _packed_key_as_offset_kernel[(1,)](out, ids, torch.empty(2**33, dtype=torch.int8, **M), BLOCK=128)
     _wrap_then_shift_kernel[(1,)](out, ids, torch.empty(2**33, dtype=torch.int8, **M), 2**20, BLOCK=128)
+
+
+@triton.jit
+def _widened_late_kernel(x_ptr, stride, BLOCK: tl.constexpr):
+    # the row offset is computed in int32, then widened: the cast comes after the wrap
+    row = (tl.program_id(0) * stride).to(tl.int64)
+    tl.store(x_ptr + row + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float16))
+
+
+@triton.jit
+def _widened_early_kernel(x_ptr, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * stride
+    tl.store(x_ptr + row + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float16))
+
+
+@tritonkit.case(rows=[16, 2**20])
+def widened_rows(rows):
+    x = torch.empty(rows * 4096, dtype=torch.float16, **M)
+    _widened_late_kernel[(rows,)](x, 4096, BLOCK=64)
+    _widened_early_kernel[(rows,)](x, 4096, BLOCK=64)

@@ -201,7 +201,9 @@ def _cast_target(f: Func, op: Op, ov: Overflow) -> str | None:
     return best[1] if best else None
 
 
-def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid, unsigned: bool = False) -> tuple[str, str]:
+def _message(
+    ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid, unsigned: bool = False, late: bool = False
+) -> tuple[str, str]:
     expr, labels, sides = _labels(ctx, unit, f, op, ov)
     grid_note = f"program id < grid {grid}" if grid else "program id"
     parts = [
@@ -224,12 +226,15 @@ def _message(ctx: Context, unit, f: Func, op: Op, ov: Overflow, grid, unsigned: 
             else f"can reach {_fmt(ov.iv.lo)}, below 0, where it wraps"
         )
         msg = f"`{expr}` is computed in uint{ov.bits} and {reach}, before it is widened to offset a pointer"
-    elif ov.iv.hi > _INT32_MAX:
-        reach = f"can reach {_fmt(ov.iv.hi)}, past the int32 limit of {_fmt(_INT32_MAX)}"
-        msg = f"`{expr}` is computed in int{ov.bits} and {reach}, before it offsets a pointer"
     else:
-        reach = f"can reach {_fmt(ov.iv.lo)}, below the int32 limit of {_fmt(-(2**31))}, where it wraps"
-        msg = f"`{expr}` is computed in int{ov.bits} and {reach}, before it offsets a pointer"
+        reach = (
+            f"can reach {_fmt(ov.iv.hi)}, past the int32 limit of {_fmt(_INT32_MAX)}"
+            if ov.iv.hi > _INT32_MAX
+            else f"can reach {_fmt(ov.iv.lo)}, below the int32 limit of {_fmt(-(2**31))}, where it wraps"
+        )
+        # widened to int64 only after it wrapped: the cast comes too late to help
+        where = "before it is widened to int64 (too late: the wrapped value is widened)" if late else ""
+        msg = f"`{expr}` is computed in int{ov.bits} and {reach}, {where or 'before it offsets a pointer'}"
     msg += f" ({'; '.join(parts)})" if parts else ""
     target = _cast_target(f, op, ov)
     sym = _SYM.get(op.name, op.name)
@@ -297,11 +302,21 @@ def _zero_extended(f: Func, name: str) -> str | None:
     """The 32-bit value a 64-bit pointer offset zero-extends (behind shape ops), or None. Triton widens an unsigned
     offset that way before ``tt.addptr`` (``Y_ptr + perm_idx * stride`` with ``perm_idx`` a ``tl.uint32``), so the
     arithmetic before it ran in uint32, which wraps past 2^32 - 1."""
+    return _extended(f, name, "arith.extui")
+
+
+def _sign_extended(f: Func, name: str) -> str | None:
+    """The 32-bit value a 64-bit pointer offset sign-extends (behind shape ops), or None: ``(a * b).to(tl.int64)``
+    widens a product that was computed, and wrapped, in int32."""
+    return _extended(f, name, "arith.extsi")
+
+
+def _extended(f: Func, name: str, ext: str) -> str | None:
     for _ in range(RING_SLICE.limit):
         op = f.defs.get(name)
         if op is None or not op.operands:
             return None
-        if op.name == "arith.extui":
+        if op.name == ext:
             bits = int_bits(f.types.get(op.operands[0], ""))
             return op.operands[0] if bits is not None and 1 < bits <= 32 else None
         if op.name not in _SHAPES:
@@ -354,13 +369,21 @@ def check(ctx: Context) -> list[Finding]:
         cands: dict[int, Op] = {}
         feeds: dict[int, list[tuple[str | None, bool]]] = {}  # candidate -> (pointer's argument, exact mod 2^32)
         signed: set[int] = set()  # candidates that feed an int32 offset (the others feed only uint32 ones)
+        widened: set[int] = set()  # candidates an int64 offset takes sign-extended from their wrapped int32
         for op in f.ops:
             if op.name != "tt.addptr" or len(op.operands) < 2:
                 continue
             offset = op.operands[1]
             unsigned = not is_int32_offset(f, offset)
-            if unsigned and (offset := _zero_extended(f, offset)) is None:
-                continue
+            late = False
+            if unsigned:
+                narrow = _zero_extended(f, offset)
+                if narrow is None:
+                    # a 64-bit offset sign-extended from int32: widened after the arithmetic that wrapped
+                    narrow, unsigned, late = _sign_extended(f, offset), False, True
+                if narrow is None:
+                    continue
+                offset = narrow
             v = ra.get(offset)
             if isinstance(v, Unknown):
                 ctx.note(unit, op, f"int32-offset could not bound this pointer offset: {v.reason}")
@@ -378,6 +401,8 @@ def check(ctx: Context) -> list[Finding]:
                     cands.setdefault(s.pos, s)
                     if not unsigned:
                         signed.add(s.pos)
+                    if late:
+                        widened.add(s.pos)
                     ring = _ring_slice(f, offset) if ring is None else ring
                     feeds.setdefault(s.pos, []).append((base_arg(f, op.operands[0]), s.pos in ring))
         if not cands:
@@ -405,6 +430,6 @@ def check(ctx: Context) -> list[Finding]:
         for pos, (ln, ov) in sorted(witness.items()):
             op = cands[pos]
             file, line, col = ctx.frame(unit, op)
-            msg, fix = _message(ctx, unit, f, op, ov, ln.grid, unsigned=pos not in signed)
+            msg, fix = _message(ctx, unit, f, op, ov, ln.grid, unsigned=pos not in signed, late=pos in widened)
             out.append(Finding(RULE.id, RULE.severity, unit.kernel.name, file, line, msg, ln.case, fix=fix, col=col))
     return out
