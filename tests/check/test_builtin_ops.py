@@ -68,7 +68,12 @@ def test_the_readme_says_how_long_it_takes(cold):
     m = re.search(r"every built-in op over its boundary, sweep and large shapes: about (\d+) s on 2 cores, cold", text)
     assert m, "the README no longer gives the figure this test holds it to"
     documented, (_rc, _d, seconds) = int(m.group(1)), cold
-    assert documented / 2 <= seconds <= documented * 2, f"{seconds:.0f} s cold; the README says about {documented} s"
+    # the figure is an idle machine's; beside the suite's other workers (CI runs this under -n auto) a run takes as
+    # much longer as the machine is oversubscribed, which the load average says
+    load = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    assert documented / 2 <= seconds <= documented * 2 * load, (
+        f"{seconds:.0f} s cold at load {load:.1f} per core; the README says about {documented} s"
+    )
 
 
 @pytest.mark.parametrize("arch,pdl", [("sm_90", True), ("sm_80", False)])
