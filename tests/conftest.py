@@ -106,20 +106,23 @@ class _ForgettingMonkeyPatch(pytest.MonkeyPatch):
         name = getattr(obj, "__name__", "") if isinstance(obj, types.ModuleType) else ""
         return name.startswith("tritonkit.ops.") and name.rsplit(".", 1)[-1] in ("config", "api")
 
-    def _after(self) -> None:
-        if self._derives_memos(self._setattr[-1][0]):
+    def _after(self, before: int) -> None:
+        # a delattr with raising=False of a name that is not there records nothing
+        if len(self._setattr) > before and self._derives_memos(self._setattr[-1][0]):
             self._touched = True
             from tritonkit.ops import clear_caches
 
             clear_caches()
 
     def setattr(self, *args, **kwargs):
+        before = len(self._setattr)
         super().setattr(*args, **kwargs)
-        self._after()
+        self._after(before)
 
     def delattr(self, *args, **kwargs):
+        before = len(self._setattr)
         super().delattr(*args, **kwargs)
-        self._after()
+        self._after(before)
 
     def undo(self) -> None:
         super().undo()
