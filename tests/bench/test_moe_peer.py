@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
+from triton.runtime.errors import InterpreterError
 
 from tritonkit.bench import providers as P
 from tritonkit.ops import get_spec
@@ -153,6 +155,10 @@ def _quantize_act_rounded(x):
     return (g / s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(x.shape), s.squeeze(-1)
 
 
+def _triton_at_least(major: int, minor: int) -> bool:
+    return tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (major, minor)
+
+
 @pytest.fixture
 def cpu_fp8_cast(monkeypatch):
     """Triton 3.6's interpreter casts float32 to e4m3 without carrying a mantissa round-up into the exponent (x / s =
@@ -192,7 +198,15 @@ def test_vllm_launches_match_the_reference_and_tritonkit(cpu_fp8_cast, quant, sh
     prov = P.make_provider("vllm", SPEC, torch.float16)
     # on a GPU the same points run compiled (B through TMA for block-fp8 on sm_90), else under the interpreter
     inputs = _inputs(_shape(**shape, quant=quant), device="cuda" if torch.cuda.is_available() else "cpu")
-    assert (prov.prepared(inputs)["routing"][1] is None) == naive
+    try:
+        routing = prov.prepared(inputs)["routing"]
+    except InterpreterError as e:
+        if torch.cuda.is_available() or not _triton_at_least(3, 9):
+            raise
+        # Triton 3.9's interpreter raises inside vLLM 0.34's own kernel at its 64-row block-fp8 tiles ("too many
+        # indices for tensor of rank 0"); vLLM pins Triton 3.8, under which (and 3.6, 3.7) these points run
+        pytest.skip(f"Triton {triton.__version__}'s interpreter cannot run vLLM's kernel here: {str(e)[-120:]}")
+    assert (routing[1] is None) == naive
     oracle = P.reference(SPEC, torch.float16, inputs)
     c = P.check(prov, SPEC, torch.float16, inputs, oracle)
     assert c.passed, c.detail

@@ -193,10 +193,11 @@ def slot_bounded_second(n):
 @triton.jit
 def _packed_keys_kernel(out_ptr, ids_ptr, table_ptr, n_cols, BLOCK: tl.constexpr):
     # bit packing: (id << 16 | lane) in uint32 drops the id's high bits by design (-1 becomes 0xFFFF), and the id
-    # comes back through >> 16 before it offsets the table
+    # comes back through >> 16 before it offsets the table (Liger-Kernel sorts the packed keys between the two; no
+    # tl.sort here: from Triton 3.8 it lowers to a reduction the range analysis does not model)
     lanes = tl.arange(0, BLOCK)
     ids = tl.load(ids_ptr + lanes, mask=lanes < n_cols, other=-1).to(tl.uint32)
-    packed = tl.sort(((ids << 16) | lanes).to(tl.uint32), 0)
+    packed = ((ids << 16) | lanes).to(tl.uint32)
     key = packed >> 16
     tl.store(out_ptr + lanes, tl.load(table_ptr + key, mask=key != 0xFFFF, other=0.0))
 
