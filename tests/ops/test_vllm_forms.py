@@ -117,6 +117,36 @@ def test_rms_norm_writes_only_the_rows_of_a_strided_out_and_takes_leading_dims()
     assert (base[..., 96:] == SENTINEL).all()
 
 
+@pytest.mark.parametrize("add_residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("hidden", [8, 769, 16385], ids=["h8", "h769", "h16385-streamed"])
+def test_rms_norm_weight_none_applies_no_scale(hidden, dtype, add_residual):
+    # vLLM 0.34: weight=None is y = x * rsqrt(mean(x^2) + eps), no scale (its native op skips the multiply)
+    g = _gen(3)
+    eps = 1e-6
+    tokens = 2 if hidden > 1024 else 5
+    x = _randn(tokens, hidden, g=g, dtype=dtype)
+    ones = torch.ones(hidden, dtype=dtype, device=DEVICE)
+    if not add_residual:
+        out = torch.full_like(x, math.nan)
+        out_ones = torch.full_like(x, math.nan)
+        ops.rms_norm(out, x, None, eps)
+        ops.rms_norm(out_ones, x, ones, eps)
+        _assert_close("rms_norm", out, rms_norm_reference(x.double(), ones.double(), eps))
+        # a scale of one is exact in float32: no weight and a weight of ones round the same
+        assert torch.equal(_bits(out), _bits(out_ones))
+        return
+    residual = _randn(tokens, hidden, g=g, dtype=dtype)
+    x0, r0 = x.clone(), residual.clone()
+    x1, r1 = x.clone(), residual.clone()
+    ops.fused_add_rms_norm(x, residual, None, eps)
+    ops.fused_add_rms_norm(x1, r1, ones, eps)
+    ref_y, ref_r = rms_norm_reference(x0.double(), ones.double(), eps, residual=r0.double(), dtype=dtype)
+    _assert_close("rms_norm", residual, ref_r)
+    _assert_close("rms_norm", x, ref_y)
+    assert torch.equal(_bits(x), _bits(x1)) and torch.equal(_bits(residual), _bits(r1))
+
+
 # --- silu_and_mul (test_activation.py) ------------------------------------------------------------------------------
 
 

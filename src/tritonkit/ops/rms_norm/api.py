@@ -14,14 +14,15 @@ from .kernel import _rms_norm_fwd_kernel
 
 def launch_into(
     x: torch.Tensor,
-    weight: torch.Tensor,
+    weight: torch.Tensor | None,
     eps: float,
     residual: torch.Tensor | None,
     y: torch.Tensor,
     r: torch.Tensor | None,
 ) -> None:
     """``y`` and ``r`` are outputs of x's shape whose rows can be addressed by one stride (fresh contiguous ones,
-    or the caller's, which may be x and residual themselves: each row is read before it is written)."""
+    or the caller's, which may be x and residual themselves: each row is read before it is written). ``weight``
+    None: no scale (vLLM's forms allow it)."""
     hidden = x.shape[-1]
     n_rows = y.numel() // hidden
     if n_rows == 0:
@@ -39,7 +40,7 @@ def launch_into(
         (
             x,
             residual if has_res else x,
-            weight,
+            x if weight is None else weight,
             y,
             r if has_res else y,
             stride_x,
@@ -49,7 +50,7 @@ def launch_into(
             hidden,
             eps,
         ),
-        {"HAS_RESIDUAL": has_res, "BLOCK": cfg.block, "SINGLE_PASS": cfg.single_pass},
+        {"HAS_RESIDUAL": has_res, "HAS_WEIGHT": weight is not None, "BLOCK": cfg.block, "SINGLE_PASS": cfg.single_pass},
         cfg.num_warps,
     )
 
@@ -89,17 +90,21 @@ def _fused_add_rms_norm_out_op(
     launch_into(x, weight, eps, residual, y, r)
 
 
-def check_args(x, weight, eps, residual, x_name: str = "x", eps_name: str = "eps") -> None:
-    """``x_name``/``eps_name``: what the caller calls them (vLLM's forms say ``input`` and ``epsilon``)."""
+def check_args(
+    x, weight, eps, residual, x_name: str = "x", eps_name: str = "eps", weight_optional: bool = False
+) -> None:
+    """``x_name``/``eps_name``: what the caller calls them (vLLM's forms say ``input`` and ``epsilon``).
+    ``weight_optional``: weight may be None (vLLM's forms; :func:`launch_into` then applies no scale)."""
     _checks.inference_only(**{x_name: x, "weight": weight, "residual": residual})
     _checks.tensor(x_name, x, dtypes=_checks.FLOAT_DTYPES, min_ndim=1, last_contiguous=True)
     if x.shape[-1] == 0:
         raise ValueError(f"{x_name} must have a non-empty last (hidden) dimension, got shape {tuple(x.shape)}")
-    _checks.tensor("weight", weight, dtypes=_checks.FLOAT_DTYPES, ndim=1, last_contiguous=True)
-    if weight.shape[0] != x.shape[-1]:
-        raise ValueError(
-            f"weight must have shape ({x.shape[-1]},) to match {x_name}'s hidden size, got {tuple(weight.shape)}"
-        )
+    if weight is not None or not weight_optional:
+        _checks.tensor("weight", weight, dtypes=_checks.FLOAT_DTYPES, ndim=1, last_contiguous=True)
+        if weight.shape[0] != x.shape[-1]:
+            raise ValueError(
+                f"weight must have shape ({x.shape[-1]},) to match {x_name}'s hidden size, got {tuple(weight.shape)}"
+            )
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
         raise ValueError(f"{eps_name} must be a non-negative float, got {eps!r}")
     if residual is not None:

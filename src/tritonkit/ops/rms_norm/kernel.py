@@ -18,13 +18,15 @@ def _rms_norm_fwd_kernel(
     hidden,
     eps,
     HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
     SINGLE_PASS: tl.constexpr,
 ):
-    """One row per program: ``y = r * rsqrt(mean(r^2) + eps) * w`` with ``r = x (+ residual, rounded to x's
-    dtype)``, statistics in float32. SINGLE_PASS keeps the row in registers; otherwise it streams the row in BLOCK
-    chunks and reads it twice. When the float32 sum of squares overflows (|x| past ~1e19, bf16/fp32 only) the sum
-    is redone on x / max|x|: on the common path that costs one compare."""
+    """One row per program: ``y = r * rsqrt(mean(r^2) + eps) * w`` (no ``* w`` without HAS_WEIGHT: vLLM's
+    weight=None) with ``r = x (+ residual, rounded to x's dtype)``, statistics in float32. SINGLE_PASS keeps the
+    row in registers; otherwise it streams the row in BLOCK chunks and reads it twice. When the float32 sum of
+    squares overflows (|x| past ~1e19, bf16/fp32 only) the sum is redone on x / max|x|: on the common path that
+    costs one compare."""
     pid_row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + pid_row * stride_x
     y_row = y_ptr + pid_row * stride_y
@@ -37,8 +39,9 @@ def _rms_norm_fwd_kernel(
         # time. Loads do not cross a CTA barrier, and the barrier does not wait for them: without it ptxas issues
         # w's load only once x has arrived (sm_90 SASS: after the reduction's first shuffles, or after x + residual;
         # docs/notes/rms-norm.md)
-        w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        tl.debug_barrier()
+        if HAS_WEIGHT:
+            w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            tl.debug_barrier()
         x = tl.load(x_row + offs, mask=mask, other=0.0).to(tl.float32)  # [BLOCK]
         if HAS_RESIDUAL:
             r = (x + tl.load(res_row + offs, mask=mask, other=0.0).to(tl.float32)).to(r_ptr.dtype.element_ty)
@@ -50,7 +53,11 @@ def _rms_norm_fwd_kernel(
             inv = 1.0 / tl.max(tl.abs(x), axis=0)
             xs = x * inv
             rstd = tl.rsqrt(tl.sum(xs * xs, axis=0) / hidden + eps * inv * inv) * inv
-        tl.store(y_row + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+        if HAS_WEIGHT:
+            y = x * rstd * w
+        else:
+            y = x * rstd
+        tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
         if HAS_RESIDUAL:
             src_row = r_row
@@ -84,5 +91,9 @@ def _rms_norm_fwd_kernel(
             offs = start + tl.arange(0, BLOCK)
             mask = offs < hidden
             x = tl.load(src_row + offs, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-            tl.store(y_row + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+            if HAS_WEIGHT:
+                w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+                y = x * rstd * w
+            else:
+                y = x * rstd
+            tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)

@@ -14,16 +14,16 @@ from . import api
 
 
 @mutating_op("vllm_rms_norm", ("out",))
-def _rms_norm_op(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
+def _rms_norm_op(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> None:
     api.launch_into(input, weight, epsilon, None, out, None)
 
 
-def rms_norm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
+def rms_norm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> None:
     """``out [..., hidden] = input * rsqrt(mean(input^2, -1) + epsilon) * weight`` (input's dtype; statistics in
-    float32). ``out`` has input's shape and dtype; its rows may be strided, its last dim contiguous. ``out`` may be
-    ``input`` itself (exactly in place: each row is read before it is written) but may not otherwise overlap it or
-    weight."""
-    api.check_args(input, weight, epsilon, None, x_name="input", eps_name="epsilon")
+    float32; weight None: no scale, as vLLM's op). ``out`` has input's shape and dtype; its rows may be strided,
+    its last dim contiguous. ``out`` may be ``input`` itself (exactly in place: each row is read before it is
+    written) but may not otherwise overlap it or weight."""
+    api.check_args(input, weight, epsilon, None, x_name="input", eps_name="epsilon", weight_optional=True)
     _out("out", out, input)
     _checks.distinct_elements("out", out)
     _checks.no_overlap("out", out, in_place_ok=True, input=input)
@@ -35,15 +35,19 @@ def rms_norm(out: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, epsil
 
 
 @mutating_op("vllm_fused_add_rms_norm", ("input", "residual"))
-def _fused_add_rms_norm_op(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
+def _fused_add_rms_norm_op(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float
+) -> None:
     api.launch_into(input, weight, epsilon, residual, input, residual)
 
 
-def fused_add_rms_norm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float) -> None:
+def fused_add_rms_norm(
+    input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float
+) -> None:
     """In place: ``residual <- input + residual`` (rounded to input's dtype), then ``input <- rms_norm(residual) *
-    weight``. Each row is read before it is written, so the two may not overlap each other but are their own
-    outputs."""
-    api.check_args(input, weight, epsilon, residual, x_name="input", eps_name="epsilon")
+    weight`` (weight None: no scale, as vLLM's op). Each row is read before it is written, so the two may not
+    overlap each other but are their own outputs."""
+    api.check_args(input, weight, epsilon, residual, x_name="input", eps_name="epsilon", weight_optional=True)
     _checks.distinct_elements("input", input, "it is written in place")
     _checks.distinct_elements("residual", residual, "it is written in place")
     _checks.no_overlap("residual", residual, input=input)
