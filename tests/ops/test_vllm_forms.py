@@ -292,6 +292,78 @@ def test_rotary_embedding_refuses_a_batch_it_cannot_view_in_place():
         ops.rotary_embedding(pos, query, None, 64, _cos_sin_cache(64, 64, torch.float32, DEVICE), True)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_rotary_embedding_inverse_rotates_by_the_opposite_angle_and_undoes_the_forward(is_neox, dtype):
+    # vLLM 0.34's inverse=True negates sin: the rotation by the cache with its sin half negated, bit for bit
+    g = _gen(7)
+    t, h, d = 6, 3, 64
+    cache = _cos_sin_cache(32, d, torch.float32, DEVICE)
+    cos, sin = cache.chunk(2, dim=-1)
+    negated = torch.cat((cos, -sin), dim=-1)
+    positions = torch.randint(0, 32, (t,), generator=g, device=DEVICE)
+    query, key = _randn(t, h * d, g=g, dtype=dtype), _randn(t, 2 * d, g=g, dtype=dtype)
+    q0, k0 = query.clone(), key.clone()
+    assert ops.rotary_embedding(positions, query, key, d, cache, is_neox, 0, True) is None
+    q_neg, k_neg = q0.clone(), k0.clone()
+    ops.rotary_embedding(positions, q_neg, k_neg, d, negated, is_neox)
+    assert torch.equal(_bits(query), _bits(q_neg)) and torch.equal(_bits(key), _bits(k_neg))
+    ref_q, ref_k = rotary_embedding_reference(
+        positions, q0.view(t, h, d).double(), k0.view(t, 2, d).double(), negated, is_neox
+    )
+    _assert_close("rotary_embedding", query.view(t, h, d), ref_q)
+    _assert_close("rotary_embedding", key.view(t, 2, d), ref_k)
+    # forward then inverse at the same positions gives the input back, up to the two roundings
+    tol = 1e-5 if dtype == torch.float32 else 3e-2
+    q1, k1 = q0.clone(), k0.clone()
+    ops.rotary_embedding(positions, q1, k1, d, cache, is_neox)
+    ops.rotary_embedding(positions, q1, k1, d, cache, is_neox, inverse=True)
+    torch.testing.assert_close(q1.float(), q0.float(), atol=tol, rtol=tol)
+    torch.testing.assert_close(k1.float(), k0.float(), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+@pytest.mark.parametrize("offset,rot", [(64, 64), (16, 32)], ids=["rot-last", "rot-middle"])
+def test_rotary_embedding_rope_dim_offset_rotates_the_dims_from_the_offset(offset, rot, is_neox, inverse):
+    # vLLM 0.34: dims [rope_dim_offset, rope_dim_offset + rot_dim) of every head rotate (DeepSeek's indexer: the
+    # last rot_dim), the others keep their bits
+    g = _gen(8)
+    t, h, d = 5, 2, 128
+    cache = _cos_sin_cache(16, rot, torch.float32, DEVICE)
+    cos, sin = cache.chunk(2, dim=-1)
+    used = torch.cat((cos, -sin), dim=-1) if inverse else cache
+    positions = torch.randint(0, 16, (t,), generator=g, device=DEVICE)
+    query, key = _randn(t, h * d, g=g, dtype=torch.bfloat16), _randn(t, h, d, g=g, dtype=torch.bfloat16)
+    q0, k0 = query.view(t, h, d).clone(), key.clone()
+    ops.rotary_embedding(positions, query, key, d, cache, is_neox, rope_dim_offset=offset, inverse=inverse)
+    for got, before in ((query.view(t, h, d), q0), (key, k0)):
+        ref, _ = rotary_embedding_reference(positions, before[..., offset:].double(), None, used, is_neox)
+        _assert_close("rotary_embedding", got[..., offset : offset + rot], ref[..., :rot])
+        assert torch.equal(_bits(got[..., :offset]), _bits(before[..., :offset]))
+        assert torch.equal(_bits(got[..., offset + rot :]), _bits(before[..., offset + rot :]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, words",
+    [
+        ({"rope_dim_offset": 48}, ValueError, "rope_dim_offset 48 + rot_dim 32 (cos_sin_cache's width) must be at"),
+        ({"rope_dim_offset": -2}, ValueError, "rope_dim_offset must be an int in [0, head_size 64), got -2"),
+        ({"rope_dim_offset": 2.0}, ValueError, "rope_dim_offset must be an int in [0, head_size 64), got 2.0"),
+        ({"inverse": 1}, TypeError, "inverse must be a bool, got int"),
+    ],
+)
+def test_rotary_embedding_names_a_bad_offset_or_inverse_and_writes_nothing(kwargs, exc, words):
+    g = _gen(9)
+    query, key = _randn(4, 128, g=g), _randn(4, 64, g=g)
+    before = query.clone(), key.clone()
+    pos = torch.zeros(4, dtype=torch.int64, device=DEVICE)
+    with pytest.raises(exc) as e:
+        ops.rotary_embedding(pos, query, key, 64, _cos_sin_cache(8, 32, torch.float32, DEVICE), True, **kwargs)
+    assert words in str(e.value)
+    assert torch.equal(query, before[0]) and torch.equal(key, before[1])
+
+
 @pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
 def test_rotary_embedding_rotates_q_and_k_views_of_fused_qkv_in_place(is_neox):
     # vLLM's attention layers split one qkv projection and rotate q and k through their [T, H * D] views

@@ -13,9 +13,15 @@ from .kernel import _rotary_embedding_fwd_kernel
 
 
 def forward(
-    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None, cos_sin_cache: torch.Tensor, is_neox: bool
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    inverse: bool = False,
 ) -> None:
-    """The op's named surface: rotate q (and k) in place on arguments check_args accepted."""
+    """The op's named surface: rotate q (and k) in place on arguments check_args accepted; ``inverse`` rotates
+    by the opposite angle (sin negated), undoing the rotation."""
     num_tokens, num_q_heads, _ = q.shape
     num_k_heads = 0 if k is None else k.shape[1]
     if num_tokens == 0 or num_q_heads + num_k_heads == 0:
@@ -46,6 +52,7 @@ def forward(
         {
             "ROT_HALF": rot_dim // 2,
             "IS_NEOX": is_neox,
+            "INVERSE": inverse,
             "BLOCK_T": cfg.block_t,
             "BLOCK_HQ": cfg.block_hq,
             "BLOCK_HK": cfg.block_hk,
@@ -57,9 +64,14 @@ def forward(
 
 @mutating_op("rotary_embedding", ("q", "k"))
 def _rotary_embedding_op(
-    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor | None, cos_sin_cache: torch.Tensor, is_neox: bool
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    inverse: bool = False,
 ) -> None:
-    forward(positions, q, k, cos_sin_cache, is_neox)
+    forward(positions, q, k, cos_sin_cache, is_neox, inverse)
 
 
 def check_args(positions, q, k, cos_sin_cache, is_neox, q_name: str = "q", k_name: str = "k") -> None:
@@ -154,9 +166,9 @@ def rotary_embedding(
     return q, k
 
 
-def run_in_place(positions, q, k, cos_sin_cache, is_neox) -> None:
+def run_in_place(positions, q, k, cos_sin_cache, is_neox, inverse: bool = False) -> None:
     """A checked call: through the dispatcher when tracing, else a direct launch."""
     if through_dispatcher(positions, q, k, cos_sin_cache):
-        torch.ops.tritonkit.rotary_embedding(positions, q, k, cos_sin_cache, is_neox)
+        torch.ops.tritonkit.rotary_embedding(positions, q, k, cos_sin_cache, is_neox, inverse)
     else:
-        forward(positions, q, k, cos_sin_cache, is_neox)
+        forward(positions, q, k, cos_sin_cache, is_neox, inverse)

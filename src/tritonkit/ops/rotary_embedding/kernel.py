@@ -15,14 +15,15 @@ def _rotate_heads(
     mask_cs,
     ROT_HALF: tl.constexpr,
     IS_NEOX: tl.constexpr,
+    INVERSE: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
 ):
     """Rotate dims ``[0, 2 * ROT_HALF)`` of heads ``[head_start, head_start + BLOCK_H)`` of the tokens ``offs_t``
-    in place, with cos/sin at ``cs`` (``[BLOCK_T, BLOCK_HALF]`` pointers). Every element is loaded before any is
-    stored, so nothing is re-read after a write; q/k are loaded before cos/sin, whose address waits on the
-    position load, so the two round trips overlap."""
+    in place, with cos/sin at ``cs`` (``[BLOCK_T, BLOCK_HALF]`` pointers); INVERSE rotates by the opposite angle.
+    Every element is loaded before any is stored, so nothing is re-read after a write; q/k are loaded before
+    cos/sin, whose address waits on the position load, so the two round trips overlap."""
     offs_h = head_start.to(tl.int64) + tl.arange(0, BLOCK_H)
     heads = x_ptr + offs_t[:, None, None] * stride_t + offs_h[None, :, None] * stride_h  # [BLOCK_T, BLOCK_H, 1]
     mask_th = mask_t[:, None, None] & (offs_h < num_heads)[None, :, None]
@@ -34,6 +35,8 @@ def _rotate_heads(
         x2 = tl.load(heads + ROT_HALF + offs_j, mask=mask, other=0.0).to(tl.float32)
         cos = tl.load(cs, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
         sin = tl.load(cs + ROT_HALF, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]
+        if INVERSE:
+            sin = -sin
         tl.store(heads + offs_j, (x1 * cos - x2 * sin).to(x_ptr.dtype.element_ty), mask=mask)
         tl.store(heads + ROT_HALF + offs_j, (x2 * cos + x1 * sin).to(x_ptr.dtype.element_ty), mask=mask)
     else:
@@ -43,6 +46,8 @@ def _rotate_heads(
         x = tl.load(heads + offs_d, mask=mask, other=0.0).to(tl.float32)  # [BLOCK_T, BLOCK_H, 2 * BLOCK_HALF]
         cos = tl.load(cs, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
         sin = tl.load(cs + ROT_HALF, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]
+        if INVERSE:
+            sin = -sin
         x1, x2 = tl.split(tl.reshape(x, (BLOCK_T, BLOCK_H, BLOCK_HALF, 2)))
         out = tl.join(x1 * cos - x2 * sin, x2 * cos + x1 * sin)  # [BLOCK_T, BLOCK_H, BLOCK_HALF, 2]
         out = tl.reshape(out, (BLOCK_T, BLOCK_H, 2 * BLOCK_HALF))
@@ -67,6 +72,7 @@ def _rotary_embedding_fwd_kernel(
     stride_cache,
     ROT_HALF: tl.constexpr,
     IS_NEOX: tl.constexpr,
+    INVERSE: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_HQ: tl.constexpr,
     BLOCK_HK: tl.constexpr,
@@ -74,8 +80,9 @@ def _rotary_embedding_fwd_kernel(
 ):
     """In-place rotary embedding of BLOCK_T tokens: program ``(i, j)`` rotates q's head block j, or for
     ``j >= cdiv(num_q_heads, BLOCK_HQ)`` one of k's, with the tokens' cos/sin rows loaded once and shared by all
-    heads. Rotation in float32, one rounding at the store. A position outside ``[0, max_position)`` reads no cache
-    memory: its rows rotate by NaN, so the caller's bug shows instead of stray memory being read."""
+    heads. Rotation in float32, one rounding at the store; INVERSE (vLLM's ``inverse``) negates sin, undoing it.
+    A position outside ``[0, max_position)`` reads no cache memory: its rows rotate by NaN, so the caller's bug
+    shows instead of stray memory being read."""
     pid_t = tl.program_id(0).to(tl.int64)
     pid_h = tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)  # int64: token * stride passes 2^31 on large inputs
@@ -99,6 +106,7 @@ def _rotary_embedding_fwd_kernel(
             mask_cs,
             ROT_HALF,
             IS_NEOX,
+            INVERSE,
             BLOCK_T,
             BLOCK_HQ,
             BLOCK_HALF,
@@ -116,6 +124,7 @@ def _rotary_embedding_fwd_kernel(
             mask_cs,
             ROT_HALF,
             IS_NEOX,
+            INVERSE,
             BLOCK_T,
             BLOCK_HK,
             BLOCK_HALF,

@@ -19,6 +19,8 @@ def rotary_embedding(
     head_size: int,
     cos_sin_cache: torch.Tensor,
     is_neox: bool,
+    rope_dim_offset: int = 0,
+    inverse: bool = False,
 ) -> None:
     """Rotary embedding of query and key in place, as ``vllm._custom_ops.rotary_embedding``.
 
@@ -29,6 +31,9 @@ def rotary_embedding(
                    projection are fine; the last dim must be contiguous (the rotation writes through a view).
     cos_sin_cache  ``[max_position, rot_dim]``, cos then sin; ``rot_dim < head_size`` rotates the first rot_dim dims
                    of every head (partial rotary) and leaves the rest.
+    rope_dim_offset  the rotated dims start there in every head: dims ``[rope_dim_offset, rope_dim_offset +
+                   rot_dim)`` rotate, the rest are left (DeepSeek's indexer puts the rotary dims last).
+    inverse        rotate by the opposite angle (sin negated): undoes the rotation of the same positions.
     """
     if isinstance(head_size, bool) or not isinstance(head_size, int) or head_size < 1:
         raise ValueError(f"head_size must be a positive int, got {head_size!r}")
@@ -38,9 +43,29 @@ def rotary_embedding(
     lead = tuple(positions.shape)
     q = _heads("query", query, head_size, lead)
     k = _heads("key", key, head_size, lead) if key is not None else None
+    if not isinstance(inverse, bool):
+        raise TypeError(f"inverse must be a bool, got {type(inverse).__name__}")
+    if rope_dim_offset != 0:
+        q, k = _offset(q, k, rope_dim_offset, head_size, cos_sin_cache)
     positions = positions.reshape(-1)
     api.check_args(positions, q, k, cos_sin_cache, is_neox, q_name="query", k_name="key")
-    api.run_in_place(positions, q, k, cos_sin_cache, is_neox)
+    api.run_in_place(positions, q, k, cos_sin_cache, is_neox, inverse)
+
+
+def _offset(q: torch.Tensor, k, offset, head_size: int, cos_sin_cache):
+    """The ``[T, H, head_size - offset]`` views whose dim 0 is each head's dim ``offset``: the kernel rotates the
+    first rot_dim dims of what it is given, so these rotate ``[offset, offset + rot_dim)`` through the same
+    strides."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < head_size:
+        raise ValueError(f"rope_dim_offset must be an int in [0, head_size {head_size}), got {offset!r}")
+    if isinstance(cos_sin_cache, torch.Tensor) and cos_sin_cache.dim() == 2:
+        rot_dim = cos_sin_cache.shape[1]
+        if offset + rot_dim > head_size:
+            raise ValueError(
+                f"rope_dim_offset {offset} + rot_dim {rot_dim} (cos_sin_cache's width) must be at most head_size "
+                f"{head_size}"
+            )
+    return q[..., offset:], (None if k is None else k[..., offset:])
 
 
 def _heads(name: str, t, head_size: int, lead: tuple) -> torch.Tensor:
