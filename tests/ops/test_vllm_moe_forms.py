@@ -81,12 +81,24 @@ def test_topk_softmax_names_the_bad_argument_and_writes_nothing(make, exc, name)
         assert torch.equal(b, old) or (b.isnan().all() and old.isnan().all())
 
 
-def test_topk_softmax_refuses_the_bias_and_padding_arguments():
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ((torch.zeros(8),), "e_score_correction_bias=<float32 tensor of shape (8,)> is not supported"),
+        ((None, torch.zeros(2, dtype=torch.bool)), "is_padding=<bool tensor of shape (2,)> is not supported"),
+    ],
+    ids=["e_score_correction_bias", "is_padding"],
+)
+def test_topk_softmax_refuses_the_bias_and_padding_arguments_by_name_and_value(extra, words):
+    # vLLM 0.34's topk_softmax takes both; tritonkit's router has no kernel for them: refused before any write
     bufs = _topk_buffers(2, 2)
-    with pytest.raises(NotImplementedError, match="e_score_correction_bias"):
-        ops.topk_softmax(*bufs, torch.randn(2, 8, device=DEVICE), False, torch.zeros(8, device=DEVICE))
-    with pytest.raises(NotImplementedError, match="is_padding"):
-        ops.topk_softmax(*bufs, torch.randn(2, 8, device=DEVICE), False, None, torch.zeros(2, device=DEVICE))
+    before = [b.clone() for b in bufs]
+    extra = tuple(None if t is None else t.to(DEVICE) for t in extra)
+    with pytest.raises(NotImplementedError, match=r"^topk_softmax: ") as e:
+        ops.topk_softmax(*bufs, torch.randn(2, 8, device=DEVICE), False, *extra)
+    assert words in str(e.value)
+    for b, old in zip(bufs, before):
+        assert torch.equal(b, old) or (b.isnan().all() and old.isnan().all())
 
 
 # --- moe_align_block_size --------------------------------------------------------------------------------------------
@@ -137,8 +149,8 @@ def test_moe_align_block_size_refuses_short_buffers_and_scatter_idx():
         ops.moe_align_block_size(ids, 8, 16, sorted_ids, experts[:-1], total)
     with pytest.raises(TypeError, match="^num_tokens_post_pad"):
         ops.moe_align_block_size(ids, 8, 16, sorted_ids, experts, total.long())
-    with pytest.raises(NotImplementedError, match="scatter_idx"):
-        ops.moe_align_block_size(ids, 8, 16, *bufs, scatter_idx=torch.empty(18, 1, dtype=torch.int32))
+    with pytest.raises(NotImplementedError, match=r"scatter_idx=<int32 tensor of shape \(18, 1\)> is not supported"):
+        ops.moe_align_block_size(ids, 8, 16, *bufs, scatter_idx=torch.empty(18, 1, dtype=torch.int32, device=DEVICE))
     assert all(torch.equal(b, old) for b, old in zip(bufs, before))
 
 

@@ -23,7 +23,7 @@ def moe_align_block_size(
     experts_ids: torch.Tensor,
     num_tokens_post_pad: torch.Tensor,
     expert_map: torch.Tensor | None = None,
-    scatter_idx=None,
+    scatter_idx: torch.Tensor | None = None,
 ) -> None:
     """``vllm._custom_ops.moe_align_block_size``: slots ``m * topk + j`` of ``topk_ids`` sorted by expert, each
     expert's run padded to a multiple of block_size with ``numel``, into the caller's int32 buffers
@@ -33,7 +33,10 @@ def moe_align_block_size(
     other ranks are left out and experts_ids holds local indices, as vLLM's op with a map does. ``scatter_idx``
     is not supported (pass None)."""
     if scatter_idx is not None:
-        raise NotImplementedError("moe_align_block_size: scatter_idx not supported (pass None)")
+        raise NotImplementedError(
+            f"moe_align_block_size: scatter_idx={_given(scatter_idx)} is not supported (pass None): tritonkit's "
+            f"alignment has no kernel for it"
+        )
     api.check_args(topk_ids, block_size, num_experts, expert_map)
     numel = topk_ids.numel()
     need = max_padded(numel, block_size, num_experts)
@@ -74,3 +77,10 @@ def moe_align_block_size(
     experts_ids[: e.shape[0]].copy_(e)
     experts_ids[e.shape[0] :].fill_(-1)
     num_tokens_post_pad[:1].copy_(n)
+
+
+def _given(value) -> str:
+    """The refused value, named without printing a tensor's data."""
+    if isinstance(value, torch.Tensor):
+        return f"<{str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}>"
+    return repr(value)

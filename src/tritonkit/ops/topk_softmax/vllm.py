@@ -18,20 +18,19 @@ def topk_softmax(
     token_expert_indices: torch.Tensor,
     gating_output: torch.Tensor,
     renormalize: bool = False,
-    e_score_correction_bias=None,
-    is_padding=None,
+    e_score_correction_bias: torch.Tensor | None = None,
+    is_padding: torch.Tensor | None = None,
 ) -> None:
     """The router's float32 softmax over ``gating_output [M, E]`` and its top ``topk`` experts, written into
     ``topk_weights [M, topk]`` float32, ``topk_ids [M, topk]`` int32/int64 and ``token_expert_indices [M, topk]``
     int32 (``j * M + m``: slot (m, j)'s row in the expert-major order, as vLLM's kernel writes it). Ties go to the
     lower expert. ``e_score_correction_bias`` and ``is_padding`` are not supported (pass None)."""
-    bad = [
-        n
-        for n, v in (("e_score_correction_bias", e_score_correction_bias), ("is_padding", is_padding))
-        if v is not None
-    ]
-    if bad:
-        raise NotImplementedError(f"topk_softmax: {', '.join(bad)} not supported (pass None)")
+    for name, value in (("e_score_correction_bias", e_score_correction_bias), ("is_padding", is_padding)):
+        if value is not None:
+            raise NotImplementedError(
+                f"topk_softmax: {name}={_given(value)} is not supported (pass None): tritonkit's router "
+                f"has no kernel for it"
+            )
     _checks.inference_only(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices)
     _checks.tensor("topk_weights", topk_weights, dtypes=(torch.float32,), ndim=2)
     m, k = topk_weights.shape
@@ -55,3 +54,10 @@ def topk_softmax(
     topk_ids.copy_(ids)
     rows = torch.arange(m, dtype=token_expert_indices.dtype, device=token_expert_indices.device)
     token_expert_indices.copy_(torch.arange(k, dtype=rows.dtype, device=rows.device)[None, :] * m + rows[:, None])
+
+
+def _given(value) -> str:
+    """The refused value, named without printing a tensor's data."""
+    if isinstance(value, torch.Tensor):
+        return f"<{str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}>"
+    return repr(value)
