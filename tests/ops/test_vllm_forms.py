@@ -11,8 +11,11 @@ Unmarked tests run on a CPU under Triton's interpreter with reduced grids that k
 tests run the same checks at vLLM's own sizes (``pytest -m gpu tests/ops/test_vllm_forms.py``).
 """
 
+import ast
 import enum
+import inspect
 import math
+import os
 import random
 
 import pytest
@@ -753,3 +756,143 @@ def test_unified_attention_refuses_unsupported_features_by_name(name):
     with pytest.raises(NotImplementedError, match=name):
         ops.unified_attention(**kw)
     assert (kw["out"] == SENTINEL).all(), "a refused call wrote out"
+
+
+# --- the call forms' signatures against vLLM 0.34.0 ------------------------------------------------------------------
+
+# Each form's parameters as vLLM 0.34.0 declares them (its wheel: vllm/_custom_ops.py,
+# vllm/v1/attention/ops/triton_unified_attention.py, vllm/model_executor/layers/fused_moe/fused_moe.py): (name,
+# default as vLLM's source writes it, or None for a required parameter). silu_and_mul is torch.ops._C's, whose schema
+# lives in the C++ bindings: its two positional tensors.
+VLLM_SIGNATURES = {
+    "rms_norm": [("out", None), ("input", None), ("weight", None), ("epsilon", None)],
+    "fused_add_rms_norm": [("input", None), ("residual", None), ("weight", None), ("epsilon", None)],
+    "silu_and_mul": [("out", None), ("input", None)],
+    "rotary_embedding": [
+        ("positions", None),
+        ("query", None),
+        ("key", None),
+        ("head_size", None),
+        ("cos_sin_cache", None),
+        ("is_neox", None),
+        ("rope_dim_offset", "0"),
+        ("inverse", "False"),
+    ],
+    "reshape_and_cache_flash": [
+        ("key", None),
+        ("value", None),
+        ("key_cache", None),
+        ("value_cache", None),
+        ("slot_mapping", None),
+        ("kv_cache_dtype", None),
+        ("k_scale", None),
+        ("v_scale", None),
+    ],
+    "unified_attention": [
+        *[
+            (n, None)
+            for n in (
+                "q k v out cu_seqlens_q max_seqlen_q seqused_k max_seqlen_k softmax_scale causal window_size "
+                "block_table softcap q_descale k_descale v_descale"
+            ).split()
+        ],
+        *[
+            (n, "None")
+            for n in (
+                "seq_threshold_3D num_par_softmax_segments softmax_segm_output softmax_segm_max softmax_segm_expsum "
+                "alibi_slopes output_scale qq_bias sinks mm_prefix_range rswa_prefix_lens rswa_window"
+            ).split()
+        ],
+        ("use_alibi_sqrt", "False"),
+        ("kv_quant_mode", "KVQuantMode.NONE"),
+        ("k_scale_cache", "None"),
+        ("v_scale_cache", "None"),
+        ("chunk_lookback", "-1"),
+        ("use_td", "False"),
+        ("mm_prefix_clamp_sliding_window", "False"),
+    ],
+    "topk_softmax": [
+        ("topk_weights", None),
+        ("topk_ids", None),
+        ("token_expert_indices", None),
+        ("gating_output", None),
+        ("renormalize", "False"),
+        ("e_score_correction_bias", "None"),
+        ("is_padding", "None"),
+    ],
+    "moe_align_block_size": [
+        ("topk_ids", None),
+        ("num_experts", None),
+        ("block_size", None),
+        ("sorted_token_ids", None),
+        ("experts_ids", None),
+        ("num_tokens_post_pad", None),
+        ("expert_map", "None"),
+        ("scatter_idx", "None"),
+    ],
+    "fused_experts": [
+        ("hidden_states", None),
+        ("w1", None),
+        ("w2", None),
+        ("topk_weights", None),
+        ("topk_ids", None),
+        ("activation", "MoEActivation.SILU"),
+        ("apply_router_weight_on_input", "False"),
+        ("global_num_experts", "-1"),
+        ("expert_map", "None"),
+        ("quant_config", "None"),
+    ],
+}
+# vLLM's enum defaults, which tritonkit cannot import: the forms default to the value each reads from the member
+# (unified_attention reads kv_quant_mode's name, fused_experts activation's value)
+_ENUM_STAND_INS = {"KVQuantMode.NONE": None, "MoEActivation.SILU": "silu"}
+_VLLM_SRC = os.environ.get("TRITONKIT_VLLM_SRC", "/tmp/vllm-wheel/src/vllm")
+_VLLM_FILES = {
+    "_custom_ops.py": (
+        "rms_norm",
+        "fused_add_rms_norm",
+        "rotary_embedding",
+        "reshape_and_cache_flash",
+        "topk_softmax",
+        "moe_align_block_size",
+    ),
+    "v1/attention/ops/triton_unified_attention.py": ("unified_attention",),
+    "model_executor/layers/fused_moe/fused_moe.py": ("fused_experts",),
+}
+
+
+def test_vllm_version_is_the_one_the_signatures_record():
+    assert ops.VLLM_VERSION == "0.34.0"
+
+
+@pytest.mark.parametrize("name", VLLM_SIGNATURES)
+def test_form_takes_vllms_parameters_in_order_with_its_defaults(name):
+    params = list(inspect.signature(getattr(ops, name)).parameters.values())
+    assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params), name
+    got = [(p.name, p.default) for p in params]
+    want = [
+        (
+            n,
+            inspect.Parameter.empty
+            if d is None
+            else _ENUM_STAND_INS[d]
+            if d in _ENUM_STAND_INS
+            else ast.literal_eval(d),
+        )
+        for n, d in VLLM_SIGNATURES[name]
+    ]
+    assert got == want
+
+
+@pytest.mark.skipif(not os.path.isdir(_VLLM_SRC), reason=f"no unpacked vLLM 0.34.0 wheel at {_VLLM_SRC}")
+def test_recorded_signatures_are_the_unpacked_vllm_wheels():
+    # the literals above against the wheel's source, where one is unpacked (TRITONKIT_VLLM_SRC; CI has none)
+    seen = {}
+    for path, names in _VLLM_FILES.items():
+        for node in ast.parse(open(os.path.join(_VLLM_SRC, path)).read()).body:
+            if isinstance(node, ast.FunctionDef) and node.name in names:
+                a = node.args
+                assert not (a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg), node.name
+                defaults = [None] * (len(a.args) - len(a.defaults)) + [ast.unparse(d) for d in a.defaults]
+                seen[node.name] = [(p.arg, d) for p, d in zip(a.args, defaults)]
+    assert seen == {n: s for n, s in VLLM_SIGNATURES.items() if n != "silu_and_mul"}

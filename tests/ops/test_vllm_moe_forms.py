@@ -1,6 +1,6 @@
 """vLLM's MoE call forms (``tritonkit.ops.vllm``: topk_softmax, moe_align_block_size, fused_experts).
 
-The call forms and semantics are vLLM 0.33.0's (``vllm._custom_ops.topk_softmax`` / ``moe_align_block_size`` and
+The call forms and semantics are vLLM 0.34.0's (``vllm._custom_ops.topk_softmax`` / ``moe_align_block_size`` and
 ``vllm.model_executor.layers.fused_moe.fused_experts``); the grids follow vLLM's ``tests/kernels/moe`` tests
 (tokens 1..222, K 128..1024 with a ragged 511, 8 and 64 experts, topk 2 and 6), reduced on a CPU, at vLLM's sizes
 on a GPU (``pytest -m gpu``). Outputs are compared with tritonkit's float64 references under the op's tolerance,
