@@ -143,30 +143,9 @@ def _positive_int(name: str, v) -> int:
     return v
 
 
-def _check_layout(
-    qkv,
-    positions,
-    cos_sin_cache,
-    key_cache,
-    value_cache,
-    slot_mapping,
-    num_q_heads,
-    num_kv_heads,
-    q_weight,
-    k_weight,
-    eps,
-    weight_bias,
-    is_neox,
-    kv_cache_dtype,
-    k_scale,
-    v_scale,
-    rotary_dim,
-    head_dim,
-    cache,
-    names,
-) -> Plan:
-    pos_name, eps_name, cache_names = names
-    kc_name, vc_name = cache_names
+def _check_qkv(qkv, positions, num_q_heads, num_kv_heads, head_dim, pos_name: str) -> tuple[int, int, int]:
+    """qkv's layout against the head counts (and head_dim where the caller gives it), positions one per token;
+    returns (num_q_heads, num_kv_heads, head_dim)."""
     _checks.tensor("qkv", qkv, dtypes=_checks.FLOAT_DTYPES, ndim=2, last_contiguous=True)
     hq = _positive_int("num_q_heads", num_q_heads)
     hk = _positive_int("num_kv_heads", num_kv_heads)
@@ -191,7 +170,12 @@ def _check_layout(
         raise ValueError(
             f"{pos_name} must have shape ({num_tokens},) (one per token of qkv), got {tuple(positions.shape)}"
         )
-    # rotary
+    return hq, hk, head_dim
+
+
+def _check_rotary(cos_sin_cache, rotary_dim, head_dim: int, is_neox) -> tuple[int, int, int, int]:
+    """The rotary's cache and flags; returns (rot_dim, max_position, cache row stride, sin column offset), all 0
+    without a cache (no rotary)."""
     max_position = sin_offset = rot = 0
     stride_cs = 0
     if cos_sin_cache is not None:
@@ -219,7 +203,11 @@ def _check_layout(
         sin_offset, stride_cs = cache_width // 2, cos_sin_cache.stride(0)
     if not isinstance(is_neox, bool):
         raise TypeError(f"is_neox must be a bool, got {type(is_neox).__name__}")
-    # norm
+    return rot, max_position, stride_cs, sin_offset
+
+
+def _check_norm(q_weight, k_weight, head_dim: int, eps, weight_bias, eps_name: str) -> None:
+    """The QK-norm's weights (both or neither), eps and weight_bias."""
     if (q_weight is None) != (k_weight is None):
         raise ValueError("q_weight and k_weight must be given together (RMSNorm of q and k) or both be None (no norm)")
     for name, w in (("q_weight", q_weight), ("k_weight", k_weight)):
@@ -231,74 +219,66 @@ def _check_layout(
         raise ValueError(f"{eps_name} must be a non-negative float, got {eps!r}")
     if not isinstance(weight_bias, (int, float)) or isinstance(weight_bias, bool) or not math.isfinite(weight_bias):
         raise ValueError(f"weight_bias must be a finite float, got {weight_bias!r}")
-    # cache
-    fp8 = False
-    num_slots = block_size = 0
-    cache_strides = (0,) * 6
-    if cache:
-        if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in KV_CACHE_DTYPES:
-            raise ValueError(
-                f"kv_cache_dtype must be one of {', '.join(map(repr, KV_CACHE_DTYPES))}, got {kv_cache_dtype!r}"
+
+
+def _check_cache(
+    qkv, hk: int, head_dim: int, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale, cache_names
+) -> tuple[bool, int, int, tuple]:
+    """The paged caches, slots and fp8 scales; returns (fp8, num_slots, block_size, the caches' strides)."""
+    kc_name, vc_name = cache_names
+    num_tokens = qkv.shape[0]
+    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise ValueError(
+            f"kv_cache_dtype must be one of {', '.join(map(repr, KV_CACHE_DTYPES))}, got {kv_cache_dtype!r}"
+        )
+    fp8 = kv_cache_dtype != "auto"
+    cache_dtypes = FP8_CACHE_DTYPES if fp8 else (qkv.dtype,)
+    for name, c in ((kc_name, key_cache), (vc_name, value_cache)):
+        _checks.tensor(name, c, ndim=4, last_contiguous=True)
+        if c.dtype not in cache_dtypes:
+            want = (
+                "float8_e4m3fn (or uint8 holding e4m3 bytes)" if fp8 else f"qkv's dtype {_checks.dtype_name(qkv.dtype)}"
             )
-        fp8 = kv_cache_dtype != "auto"
-        cache_dtypes = FP8_CACHE_DTYPES if fp8 else (qkv.dtype,)
-        for name, c in ((kc_name, key_cache), (vc_name, value_cache)):
-            _checks.tensor(name, c, ndim=4, last_contiguous=True)
-            if c.dtype not in cache_dtypes:
-                want = (
-                    "float8_e4m3fn (or uint8 holding e4m3 bytes)"
-                    if fp8
-                    else f"qkv's dtype {_checks.dtype_name(qkv.dtype)}"
-                )
-                raise TypeError(
-                    f"{name} must have dtype {want} for kv_cache_dtype={kv_cache_dtype!r}, got "
-                    f"{_checks.dtype_name(c.dtype)}"
-                )
-            if tuple(c.shape[2:]) != (hk, head_dim):
-                raise ValueError(
-                    f"{name} must have shape [num_blocks, block_size, {hk}, {head_dim}] (num_kv_heads and head_dim), "
-                    f"got {tuple(c.shape)}"
-                )
-            if c.shape[1] == 0:
-                raise ValueError(f"{name} must have a block_size (dim 1) of at least 1, got shape {tuple(c.shape)}")
-        _checks.same_dtype(vc_name, value_cache, kc_name, key_cache)
-        _checks.shape_equal(vc_name, value_cache, tuple(key_cache.shape), f"{kc_name}'s shape")
-        _checks.tensor("slot_mapping", slot_mapping, dtypes=_checks.INDEX_DTYPES, ndim=1, last_contiguous=True)
-        if slot_mapping.shape[0] > num_tokens:
-            raise ValueError(
-                f"slot_mapping must have at most {num_tokens} entries (one per token of qkv; later tokens write no "
-                f"cache row), got shape {tuple(slot_mapping.shape)}"
+            raise TypeError(
+                f"{name} must have dtype {want} for kv_cache_dtype={kv_cache_dtype!r}, got "
+                f"{_checks.dtype_name(c.dtype)}"
             )
-        for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
-            if s is None:
-                if fp8:
-                    raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r} needs {name}: a float32 tensor of one element")
-                continue
-            _check_scale(name, s)
-        num_slots, block_size = key_cache.shape[0] * key_cache.shape[1], key_cache.shape[1]
-        cache_strides = (*key_cache.stride()[:3], *value_cache.stride()[:3])
-    scales = {n: s for n, s in (("k_scale", k_scale), ("v_scale", v_scale)) if isinstance(s, torch.Tensor)}
-    _checks.same_device(
-        qkv=qkv,
-        **{pos_name: positions},
-        cos_sin_cache=cos_sin_cache,
-        q_weight=q_weight,
-        k_weight=k_weight,
-        **{kc_name: key_cache, vc_name: value_cache},
-        slot_mapping=slot_mapping,
-        **scales,
-    )
-    if cache:
-        _checks.distinct_elements(kc_name, key_cache)
-        _checks.distinct_elements(vc_name, value_cache)
+        if tuple(c.shape[2:]) != (hk, head_dim):
+            raise ValueError(
+                f"{name} must have shape [num_blocks, block_size, {hk}, {head_dim}] (num_kv_heads and head_dim), "
+                f"got {tuple(c.shape)}"
+            )
+        if c.shape[1] == 0:
+            raise ValueError(f"{name} must have a block_size (dim 1) of at least 1, got shape {tuple(c.shape)}")
+    _checks.same_dtype(vc_name, value_cache, kc_name, key_cache)
+    _checks.shape_equal(vc_name, value_cache, tuple(key_cache.shape), f"{kc_name}'s shape")
+    _checks.tensor("slot_mapping", slot_mapping, dtypes=_checks.INDEX_DTYPES, ndim=1, last_contiguous=True)
+    if slot_mapping.shape[0] > num_tokens:
+        raise ValueError(
+            f"slot_mapping must have at most {num_tokens} entries (one per token of qkv; later tokens write no "
+            f"cache row), got shape {tuple(slot_mapping.shape)}"
+        )
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if s is None:
+            if fp8:
+                raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r} needs {name}: a float32 tensor of one element")
+            continue
+        _check_scale(name, s)
+    num_slots, block_size = key_cache.shape[0] * key_cache.shape[1], key_cache.shape[1]
+    return fp8, num_slots, block_size, (*key_cache.stride()[:3], *value_cache.stride()[:3])
+
+
+def _plan(qkv, hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, norm: bool, cache: bool, fp8: bool,
+          ints: tuple, strides: tuple, cache_strides: tuple) -> Plan:  # fmt: skip
+    """The launch Plan of a checked layout: the config, the constexprs, the grid's head tiles."""
     cfg = qk_norm_rope_cache_config(hq, hk, head_dim, rot, qkv.element_size())
     exact = _INTERPRETED
     constexprs = {
         "HEAD_DIM": head_dim,
         "ROT_HALF": rot // 2,
         "IS_NEOX": is_neox,
-        "HAS_NORM": q_weight is not None,
-        "ROUND_NORM": q_weight is not None,
+        "HAS_NORM": norm,
+        "ROUND_NORM": norm,
         "WRITE_Q": True,
         "WRITE_K": True,
         "WRITE_V": True,
@@ -313,20 +293,9 @@ def _check_layout(
         "BLOCK_TAIL": cfg.block_tail,
         "BLOCK_D": cfg.block_d,
     }
+    grid_h = cdiv(hq, cfg.block_hq) + cdiv(hk, cfg.block_hkv)
     return Plan(
-        hq,
-        hk,
-        head_dim,
-        rot,
-        cdiv(hq, cfg.block_hq) + cdiv(hk, cfg.block_hkv),
-        cfg.block_t,
-        cfg.num_warps,
-        fp8,
-        cache,
-        (num_slots, hq, hk, max_position, block_size),
-        (qkv.stride(0), positions.stride(0), stride_cs, sin_offset),
-        cache_strides,
-        constexprs,
+        hq, hk, head_dim, rot, grid_h, cfg.block_t, cfg.num_warps, fp8, cache, ints, strides, cache_strides, constexprs
     )
 
 
@@ -394,28 +363,38 @@ def check_args(
     )
     plan = _CHECKED.get(key)
     if plan is None:
-        plan = _check_layout(
-            qkv,
-            positions,
-            cos_sin_cache,
-            key_cache,
-            value_cache,
-            slot_mapping,
-            num_q_heads,
-            num_kv_heads,
-            q_weight,
-            k_weight,
-            eps,
-            weight_bias,
-            is_neox,
-            kv_cache_dtype,
-            k_scale,
-            v_scale,
-            rotary_dim,
-            head_dim,
-            cache,
-            names,
+        pos_name, eps_name, cache_names = names
+        hq, hk, head_dim = _check_qkv(qkv, positions, num_q_heads, num_kv_heads, head_dim, pos_name)
+        rot, max_position, stride_cs, sin_offset = _check_rotary(cos_sin_cache, rotary_dim, head_dim, is_neox)
+        _check_norm(q_weight, k_weight, head_dim, eps, weight_bias, eps_name)
+        fp8, num_slots, block_size, cache_strides = (
+            _check_cache(
+                qkv, hk, head_dim, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale, cache_names
+            )
+            if cache
+            else (False, 0, 0, (0,) * 6)
         )
+        kc_name, vc_name = cache_names
+        scales = {n: s for n, s in (("k_scale", k_scale), ("v_scale", v_scale)) if isinstance(s, torch.Tensor)}
+        _checks.same_device(
+            qkv=qkv,
+            **{pos_name: positions},
+            cos_sin_cache=cos_sin_cache,
+            q_weight=q_weight,
+            k_weight=k_weight,
+            **{kc_name: key_cache, vc_name: value_cache},
+            slot_mapping=slot_mapping,
+            **scales,
+        )
+        if cache:
+            _checks.distinct_elements(kc_name, key_cache)
+            _checks.distinct_elements(vc_name, value_cache)
+        plan = _plan(
+            qkv, hq, hk, head_dim, rot, is_neox, q_weight is not None, cache, fp8,
+            (num_slots, hq, hk, max_position, block_size),
+            (qkv.stride(0), positions.stride(0), stride_cs, sin_offset),
+            cache_strides,
+        )  # fmt: skip
         if key is not None and cache:
             plan = dataclasses.replace(
                 plan,
