@@ -20,7 +20,7 @@ implements is refused by name (NotImplementedError) when it is not its default.
 ``unified_attention``     vLLM's Triton attention entry point (``vllm/v1/attention/ops/triton_unified_attention``)
 ``topk_softmax``          ``(topk_weights, topk_ids, token_expert_indices, gating_output, renormalize=False,
                           e_score_correction_bias=None, is_padding=None)``: the router's softmax and top-k, into the
-                          three ``[M, topk]`` buffers; the bias and padding mask are refused (NotImplementedError)
+                          three ``[M, topk]`` buffers; the bias chooses (weights stay unbiased), padding rows get id -1
 ``moe_align_block_size``  ``(topk_ids, num_experts, block_size, sorted_token_ids, experts_ids,
                           num_tokens_post_pad, expert_map=None, scatter_idx=None)``: slots sorted by expert, into the
                           buffers; scatter_idx is refused (NotImplementedError)

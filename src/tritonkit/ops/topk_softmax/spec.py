@@ -1,7 +1,9 @@
 """The OpSpec of topk_softmax.
 
 Shape knobs besides the sizes: ``renormalize`` (0 or 1); ``layout``: "packed" (contiguous logits) or "strided"
-(each row a slice of a wider buffer, the row stride not the expert count).
+(each row a slice of a wider buffer, the row stride not the expert count); optional ``bias`` (1: an
+``e_score_correction_bias`` of randn x 0.05, about the spread of the probabilities at 8-60 experts, so it changes the
+choice) and ``padding`` (1: every third row, from the second, is marked ``is_padding``).
 """
 
 import torch
@@ -22,23 +24,36 @@ def make_inputs(shape: Shape, dtype: torch.dtype, fill) -> dict:
         logits = fill((t, e + _ROW_PAD), dtype)[:, :e]
     else:
         logits = fill((t, e), dtype)
-    return {"gating_output": logits, "topk": shape["topk"], "renormalize": bool(shape["renormalize"])}
+    inputs = {"gating_output": logits, "topk": shape["topk"], "renormalize": bool(shape["renormalize"])}
+    if shape.get("bias", 0):
+        # from the randn family whatever the case's: a bias near the dtype's max would only test float32 absorption
+        inputs["e_score_correction_bias"] = fill((e,), torch.float32, family="randn") * 0.05
+    if shape.get("padding", 0):
+        inputs["is_padding"] = torch.arange(t, device=logits.device) % 3 == 1
+    return inputs
+
+
+def _optional(inputs: dict) -> dict:
+    return {k: inputs[k] for k in ("e_score_correction_bias", "is_padding") if k in inputs}
 
 
 def call(inputs: dict) -> dict:
-    w, ids = topk_softmax(inputs["gating_output"], inputs["topk"], renormalize=inputs["renormalize"])
+    w, ids = topk_softmax(
+        inputs["gating_output"], inputs["topk"], renormalize=inputs["renormalize"], **_optional(inputs)
+    )
     return {"topk_weights": w, "topk_ids": ids}
 
 
 def reference(inputs: dict, dtype: torch.dtype) -> dict:
-    w, ids = topk_softmax_reference(inputs["gating_output"], inputs["topk"], inputs["renormalize"])
+    w, ids = topk_softmax_reference(inputs["gating_output"], inputs["topk"], inputs["renormalize"], **_optional(inputs))
     return {"topk_weights": w, "topk_ids": ids}
 
 
 def work(shape: Shape, dtype: torch.dtype) -> Work:
     t, e, k = shape["num_tokens"], shape["num_experts"], shape["topk"]
     # logits read, float32 weights and int32 ids written; per logit: sub, exp, add, and a compare per pick
-    return Work(bytes=t * e * (torch.finfo(dtype).bits // 8) + 8 * t * k, flops=(3 + k) * t * e)
+    extra = 4 * e * shape.get("bias", 0) + t * shape.get("padding", 0)  # the bias and the padding mask read
+    return Work(bytes=t * e * (torch.finfo(dtype).bits // 8) + 8 * t * k + extra, flops=(3 + k) * t * e)
 
 
 def sweep_shape(model, num_tokens: int) -> Shape | None:
@@ -49,8 +64,8 @@ def sweep_shape(model, num_tokens: int) -> Shape | None:
     return Shape(num_tokens=num_tokens, num_experts=model.num_experts, topk=model.topk, renormalize=1, layout="packed")
 
 
-def _shape(t, e, k, renormalize=0, layout="packed") -> Shape:
-    return Shape(num_tokens=t, num_experts=e, topk=k, renormalize=renormalize, layout=layout)
+def _shape(t, e, k, renormalize=0, layout="packed", **features) -> Shape:
+    return Shape(num_tokens=t, num_experts=e, topk=k, renormalize=renormalize, layout=layout, **features)
 
 
 # rows per program: TILE_ELEMS / next_pow2(E) (128 rows at E=8, 16 at E=64, 2 at E=512)
@@ -66,6 +81,10 @@ _BOUNDARY = (
     _shape(4, 256, 8),  # DeepSeek-V3's geometry
     _shape(3, 512, 32, 1),  # 512 experts, topk 32
     _shape(2, 1000, 5),  # a ragged wide row
+    # vLLM's bias router and padding mask: rows across two programs, strided non-power-of-two rows, 256 experts
+    _shape(_ROWS_8 + 1, 8, 2, 1, bias=1, padding=1),
+    _shape(17, 60, 4, 1, "strided", bias=1),
+    _shape(5, 256, 8, 0, padding=1),
 )
 
 # The weights are a float32 softmax of logits the float64 reference reads exactly, so the float32 table entry
@@ -73,7 +92,9 @@ _BOUNDARY = (
 # The ids (int32) are compared exactly, as every integer output is: the kernel ranks experts by their float32
 # logits, an exact conversion of the input, and the reference by the same logits in float64: both are the order
 # of the exact probabilities, with ties (equal logits only) broken toward the lower index, so a correct kernel
-# matches the reference id for id on every input, near-ties and underflowed probabilities included.
+# matches the reference id for id on every input, near-ties and underflowed probabilities included. With a bias the
+# rank is of the float32 score probability + bias, which the reference forms from its probability rounded to float32:
+# a kernel probability a few ulps off could swap two scores within those ulps, which these inputs do not hold.
 _TOL = Tolerance(1e-5, 1e-6, "float32 softmax whatever the input dtype")
 
 SPEC = OpSpec(

@@ -24,13 +24,13 @@ def topk_softmax(
     """The router's float32 softmax over ``gating_output [M, E]`` and its top ``topk`` experts, written into
     ``topk_weights [M, topk]`` float32, ``topk_ids [M, topk]`` int32/int64 and ``token_expert_indices [M, topk]``
     int32 (``j * M + m``: slot (m, j)'s row in the expert-major order, as vLLM's kernel writes it). Ties go to the
-    lower expert. ``e_score_correction_bias`` and ``is_padding`` are not supported (pass None)."""
-    for name, value in (("e_score_correction_bias", e_score_correction_bias), ("is_padding", is_padding)):
-        if value is not None:
-            raise NotImplementedError(
-                f"topk_softmax: {name}={_given(value)} is not supported (pass None): tritonkit's router "
-                f"has no kernel for it"
-            )
+    lower expert.
+
+    ``e_score_correction_bias`` (float32 ``[E]``, contiguous): experts are chosen by the float32 score
+    ``softmax + bias``, the weights are the chosen experts' unbiased probabilities (renormalized over them when
+    ``renormalize``). ``is_padding`` (bool ``[M]``, contiguous): padding rows get expert id -1 in every slot of
+    ``topk_ids`` (their weights and ``token_expert_indices`` are written as any row's), read on the device. Both as
+    vLLM 0.34.0's kernel (``csrc/moe/topk_softmax_kernels.cu``)."""
     _checks.inference_only(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices)
     _checks.tensor("topk_weights", topk_weights, dtypes=(torch.float32,), ndim=2)
     m, k = topk_weights.shape
@@ -48,16 +48,16 @@ def topk_softmax(
         gating_output=gating_output,
     )
     _checks.distinct_outputs(topk_weights=topk_weights, topk_ids=topk_ids, token_expert_indices=token_expert_indices)
-    api.check_args(gating_output, k, bool(renormalize))
-    w, ids = api.topk_softmax(gating_output, k, renormalize=bool(renormalize))
+    renormalize = bool(renormalize)
+    api.check_args(gating_output, k, renormalize, e_score_correction_bias, is_padding)
+    w, ids = api.topk_softmax(
+        gating_output,
+        k,
+        renormalize=renormalize,
+        e_score_correction_bias=e_score_correction_bias,
+        is_padding=is_padding,
+    )
     topk_weights.copy_(w)
     topk_ids.copy_(ids)
     rows = torch.arange(m, dtype=token_expert_indices.dtype, device=token_expert_indices.device)
     token_expert_indices.copy_(torch.arange(k, dtype=rows.dtype, device=rows.device)[None, :] * m + rows[:, None])
-
-
-def _given(value) -> str:
-    """The refused value, named without printing a tensor's data."""
-    if isinstance(value, torch.Tensor):
-        return f"<{str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}>"
-    return repr(value)
