@@ -54,6 +54,20 @@ def inference_only(**tensors) -> None:
             )
 
 
+def fp8_scale(name: str, s) -> None:
+    """A per-tensor fp8 scale argument read on the device: a float32 tensor of one element (a float is refused with
+    how to wrap it: reading a float would not be capturable)."""
+    if not isinstance(s, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a float32 tensor of one element (the per-tensor fp8 scale, read on the "
+            f"device), got {type(s).__name__}; wrap a float as torch.tensor([s], device=...)"
+        )
+    if s.dtype != torch.float32:
+        raise TypeError(f"{name} must have dtype float32, got {dtype_name(s.dtype)}")
+    if s.numel() != 1:
+        raise ValueError(f"{name} must have exactly one element (a per-tensor scale), got shape {tuple(s.shape)}")
+
+
 def same_device(**tensors: torch.Tensor | None) -> torch.device:
     """All given tensors on one device; the op runs there (CUDA, CPU under TRITON_INTERPRET=1, or meta)."""
     items = [(n, t) for n, t in tensors.items() if t is not None]

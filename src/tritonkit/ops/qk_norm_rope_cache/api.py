@@ -125,18 +125,6 @@ def forward(
     )
 
 
-def _check_scale(name: str, s) -> None:
-    if not isinstance(s, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a float32 tensor of one element (the per-tensor fp8 scale, read on the device), got "
-            f"{type(s).__name__}; wrap a float as torch.tensor([s], device=...)"
-        )
-    if s.dtype != torch.float32:
-        raise TypeError(f"{name} must have dtype float32, got {_checks.dtype_name(s.dtype)}")
-    if s.numel() != 1:
-        raise ValueError(f"{name} must have exactly one element (a per-tensor scale), got shape {tuple(s.shape)}")
-
-
 def _positive_int(name: str, v) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise ValueError(f"{name} must be a positive int, got {v!r}")
@@ -263,7 +251,7 @@ def _check_cache(
             if fp8:
                 raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r} needs {name}: a float32 tensor of one element")
             continue
-        _check_scale(name, s)
+        _checks.fp8_scale(name, s)
     num_slots, block_size = key_cache.shape[0] * key_cache.shape[1], key_cache.shape[1]
     return fp8, num_slots, block_size, (*key_cache.stride()[:3], *value_cache.stride()[:3])
 

@@ -105,18 +105,6 @@ def _reshape_and_cache_op(
     forward(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
 
 
-def _check_scale(name: str, s) -> None:
-    if not isinstance(s, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a float32 tensor of one element (the per-tensor fp8 scale, read on the "
-            f"device), got {type(s).__name__}; wrap a float as torch.tensor([s], device=...)"
-        )
-    if s.dtype != torch.float32:
-        raise TypeError(f"{name} must have dtype float32, got {_checks.dtype_name(s.dtype)}")
-    if s.numel() != 1:
-        raise ValueError(f"{name} must have exactly one element (a per-tensor scale), got shape {tuple(s.shape)}")
-
-
 def check_args(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale) -> None:
     """The op's named surface: every argument checked on metadata alone (no device sync), a ValueError or TypeError
     naming the bad one; nothing is written."""
@@ -168,7 +156,7 @@ def check_args(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
             if fp8:
                 raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r} needs {name}: a float32 tensor of one element")
             continue
-        _check_scale(name, s)
+        _checks.fp8_scale(name, s)
     # the caches are written while key, value, the slots and the scales are read, and each other is written
     _checks.distinct_elements("key_cache", key_cache)
     _checks.distinct_elements("value_cache", value_cache)
