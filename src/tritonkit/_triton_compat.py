@@ -25,6 +25,9 @@ the interpreter's patches of ``triton.language``    check/runner.py, check/captu
                                                     interpreter ran in compiles wrong: put back from a copy taken
                                                     at import, else the check moves to a fresh process
 ``backends/nvidia/bin/cuobjdump``                   check/resources.py: registers and spills of a cubin
+Gluon's TMA load (``tma.async_load`` from 3.8,      ops/paged_attention/kernel_hopper.py: K/V pages into shared
+``async_copy_global_to_shared`` before), its        memory, the consumer warps' barrier
+barrier (``gl.barrier`` from 3.7)
 =================================================  ===============================================================
 """
 
@@ -76,6 +79,8 @@ __all__ = [
     "def_site",
     "device_cache",
     "fresh_device_caches",
+    "gluon_barrier",
+    "gluon_tma_load",
     "interpreted_function_type",
     "interpreter_patched",
     "knob_set",
@@ -385,3 +390,21 @@ def knob_set(group, name: str, value) -> Iterator[None]:
 def cuobjdump_path() -> str:
     """The ``cuobjdump`` Triton's NVIDIA backend ships."""
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+
+# -- Gluon (ops/paged_attention/kernel_hopper.py) -------------------------------------------------------------------
+def gluon_tma_load():
+    """Gluon's TMA load (global -> shared, signalled on an mbarrier): ``tma.async_load`` from 3.8, where 3.9 removed
+    the ``async_copy_global_to_shared`` of 3.6 and 3.7 (same arguments: descriptor, coordinates, barrier, buffer).
+    Imported when asked: importing tritonkit does not import Gluon."""
+    from triton.experimental.gluon.language.nvidia.hopper import tma
+
+    return getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
+
+def gluon_barrier():
+    """Gluon's barrier over the warps that run it (a partition's, inside ``warp_specialize``): ``gl.barrier`` from
+    3.7, ``gl.thread_barrier`` in 3.6."""
+    from triton.experimental.gluon import language as gl
+
+    return getattr(gl, "barrier", None) or gl.thread_barrier

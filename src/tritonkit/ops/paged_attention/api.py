@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import torch
 
-from .. import _alloc, _checks
+from .. import _alloc, _checks, _device, _memo
 from .. import _launch as _launch_mod
 from .._ints import cdiv
 from .._launch import Step, launch
@@ -141,6 +141,7 @@ def _steps(a: Args) -> tuple[list[Step], tuple]:
         a.max_seqlen_q,
         config.max_keys_needed(a.max_seqlen_q, a.max_seqlen_k, a.window_left),
         config.num_sms(q.device),
+        _hopper_ok(a, group),
     )
     steps: list[Step] = []
     dec_scratch = pre_scratch = None
@@ -152,6 +153,68 @@ def _steps(a: Args) -> tuple[list[Step], tuple]:
     if plan.prefill is not None:
         pre_scratch = _prefill_steps(steps, a, plan.prefill, plan.prefill_skips_q, pdl, common, features)
     return steps, (dec_scratch, pre_scratch)
+
+
+def _hopper_ok(a: Args, group: int) -> bool:
+    """Whether the call may take kernel_hopper's prefill kernel: config.prefill_hopper_fits, a bf16/fp16 cache of
+    q's dtype, and caches TMA can read as 2D ``[num_blocks * block_size, num_kv_heads * head_dim]`` rows (heads and
+    head_dim contiguous, pages evenly strided, 16-byte aligned rows and base)."""
+    # meta tensors: the checker's and the resource report's target (never the interpreter's CPU tensors)
+    if not config.PREFILL_HOPPER or a.q.device.type not in ("cuda", "meta"):
+        return False
+    k, v = a.k_cache, a.v_cache
+    num_blocks, block_size, num_kv_heads, head_dim = k.shape
+    if k.dtype != a.q.dtype or v.dtype != a.q.dtype:
+        return False
+    if not config.prefill_hopper_fits(
+        _device.capability(a.q.device), head_dim, block_size, group, num_blocks * block_size
+    ):
+        return False
+    row = num_kv_heads * head_dim
+    return all(
+        c.stride(3) == 1
+        and c.stride(2) == head_dim
+        and c.stride(1) >= row
+        and c.stride(0) == block_size * c.stride(1)
+        and c.stride(1) * c.element_size() % 16 == 0
+        and c.data_ptr() % 16 == 0
+        for c in (k, v)
+    )
+
+
+@_memo.memoized(maxsize=64)
+def _kv_box_layout(rows: int, head_dim: int, dtype: torch.dtype):
+    from triton.experimental.gluon import language as gl
+
+    return gl.NVMMASharedLayout.get_default_for(
+        [rows, head_dim], gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
+    )
+
+
+def _kv_descriptor(cache: torch.Tensor, rows: int):
+    """TMA descriptor of a paged cache as ``[num_blocks * block_size, num_kv_heads * head_dim]`` rows, a box of
+    ``rows`` keys x head_dim (kernel_hopper)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    num_blocks, block_size, num_kv_heads, head_dim = cache.shape
+    return TensorDescriptor(
+        cache,
+        [num_blocks * block_size, num_kv_heads * head_dim],
+        [cache.stride(1), 1],
+        [rows, head_dim],
+        _kv_box_layout(rows, head_dim, cache.dtype),
+    )
+
+
+def _hopper_front(rows: int):
+    """The Hopper prefill kernel's leading arguments from a call's slots: _PREFILL_FRONT's, with the two caches as
+    TMA descriptors and no fp8 scales."""
+
+    def front(slots):
+        q, k, v, out, part_acc, part_m, part_l, cu, used, bt, sinks = _PREFILL_FRONT(slots)[:11]
+        return (q, _kv_descriptor(k, rows), _kv_descriptor(v, rows), out, part_acc, part_m, part_l, cu, used, bt, sinks)
+
+    return front
 
 
 def _decode_steps(steps: list, a: Args, dec, pdl: bool, common: tuple, features: dict) -> tuple | None:
@@ -224,36 +287,19 @@ def _prefill_steps(
     """The prefill kernel over the sequences longer than ``decode_max_q`` tokens (0: all of them), with its KV
     splits and their merge (a programmatic dependent launch with ``pdl``) where the batch's query tiles cannot fill
     the card; returns the split scratch's sizes (None without splits)."""
-    q, k_cache, block_table, sinks = a.q, a.k_cache, a.block_table, a.sinks
+    q, k_cache, sinks = a.q, a.k_cache, a.sinks
     num_seqs = a.seqused_k.shape[0]
     num_tokens, num_heads, head_dim = q.shape
-    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    num_kv_heads = k_cache.shape[2]
     group = num_heads // num_kv_heads
     d_pad = config.head_dim_pad(head_dim)
     programs = config.prefill_grid_tiles(num_seqs, num_tokens, pre.block_q) * num_kv_heads
     split = pre.num_splits > 1
     tile = {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m, "BLOCK_Q": pre.block_q}
-    steps.append(
-        Step(
-            _paged_attention_prefill_kernel,
-            (programs, pre.num_splits),
-            _PREFILL_FRONT,
-            13,
-            (
-                num_seqs,
-                num_kv_heads,
-                block_table.shape[1],
-                num_tokens,
-                k_cache.shape[0],
-                *common,
-                pre.num_splits,
-                decode_max_q,
-            ),
-            {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split},
-            pre.num_warps,
-            pre.num_stages,
-        )
-    )
+    if pre.hopper:
+        _hopper_prefill_step(steps, a, pre, programs, decode_max_q, common, features)
+    else:
+        _triton_prefill_step(steps, a, pre, programs, decode_max_q, common, features, tile)
     if not split:
         return None
     # a program a slice of merge_rows query rows of each prefill program: block_q x group <= block_m rows, at most
@@ -282,6 +328,89 @@ def _prefill_steps(
     )
     rows = programs * pre.num_splits * pre.block_m
     return rows * head_dim, rows
+
+
+def _triton_prefill_step(
+    steps: list, a: Args, pre, programs: int, decode_max_q: int, common: tuple, features: dict, tile: dict
+) -> None:
+    """kernel.py's prefill kernel (Triton, any GPU and the interpreter)."""
+    q, k_cache, block_table = a.q, a.k_cache, a.block_table
+    num_seqs = a.seqused_k.shape[0]
+    num_tokens = q.shape[0]
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    split = pre.num_splits > 1
+    steps.append(
+        Step(
+            _paged_attention_prefill_kernel,
+            (programs, pre.num_splits),
+            _PREFILL_FRONT,
+            13,
+            (
+                num_seqs,
+                num_kv_heads,
+                block_table.shape[1],
+                num_tokens,
+                k_cache.shape[0],
+                *common,
+                pre.num_splits,
+                decode_max_q,
+            ),
+            {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split},
+            pre.num_warps,
+            pre.num_stages,
+        )
+    )
+
+
+def _hopper_prefill_step(
+    steps: list, a: Args, pre, programs: int, decode_max_q: int, common: tuple, features: dict
+) -> None:
+    """kernel_hopper's warp-specialized prefill kernel (sm_90; _hopper_ok held): the Triton kernel's arguments but
+    the caches' strides and fp8 scales, K/V as TMA descriptors (_hopper_front)."""
+    from .kernel_hopper import _paged_attention_prefill_hopper_kernel
+
+    q, k_cache, block_table = a.q, a.k_cache, a.block_table
+    num_seqs = a.seqused_k.shape[0]
+    num_tokens, _, head_dim = q.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    rows = config.page_rows(block_size)
+    # common: win_left, win_right, qk_scale, softcap_in, softcap_out, q and out strides (0-8), the caches' strides
+    # (9-14: the descriptors hold them), block_table's stride (15)
+    steps.append(
+        Step(
+            _paged_attention_prefill_hopper_kernel,
+            (programs, pre.num_splits),
+            _hopper_front(rows),
+            11,
+            (
+                num_seqs,
+                num_kv_heads,
+                block_table.shape[1],
+                num_tokens,
+                k_cache.shape[0],
+                *common[:9],
+                common[15],
+                pre.num_splits,
+                decode_max_q,
+            ),
+            {
+                "GROUP": q.shape[1] // num_kv_heads,
+                "HEAD_DIM": head_dim,
+                "BLOCK_M": pre.block_m,
+                "BLOCK_Q": pre.block_q,
+                "BLOCK_N": pre.block_n,
+                "BLOCK_SIZE": block_size,
+                "PAGE_ROWS": rows,
+                "STAGES": pre.num_stages,
+                "LIMIT_LEFT": features["LIMIT_LEFT"],
+                "LIMIT_RIGHT": features["LIMIT_RIGHT"],
+                "SOFTCAP": features["SOFTCAP"],
+                "SINKS": features["SINKS"],
+                "SPLIT": pre.num_splits > 1,
+            },
+            pre.num_warps,
+        )
+    )
 
 
 def forward(a: Args, layout: Layout | None = None) -> torch.Tensor:

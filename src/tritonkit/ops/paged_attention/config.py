@@ -37,6 +37,7 @@ group)) and a decode program's query tokens (<= 128): all within CUDA's 65535 (a
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from .. import _memo
 from ... import _vocab
@@ -143,8 +144,53 @@ class PrefillConfig:
     block_q: int  # query tokens per tile: block_m // group
     block_n: int
     num_warps: int
-    num_stages: int
+    num_stages: int  # Triton's pipeline stages; the Hopper kernel's K/V buffer ring
     num_splits: int = 1  # KV splits of each query tile; > 1 adds the prefill merge kernel
+    hopper: bool = False  # kernel_hopper's warp-specialized kernel instead of kernel.py's
+
+
+# The Gluon prefill kernel for sm_90 (kernel_hopper.py: K/V pages through TMA from a load warp, two consumer
+# warpgroups at up to 240 registers, 128 x 128 tiles, two K/V stages). Compiled on a CPU for sm_90 under Triton
+# 3.6, 3.8 and 3.9 (no spill, 160 KB shared at head_dim 128); not yet validated or timed on a GPU, so off unless
+# TRITONKIT_PREFILL_HOPPER=1: docs/notes/prefill-hopper.md says what the GPU run must show to make it the default.
+PREFILL_HOPPER = os.environ.get("TRITONKIT_PREFILL_HOPPER", "0").strip() == "1"
+PREFILL_HOPPER_ROWS = 128
+PREFILL_HOPPER_KEYS = 128
+PREFILL_HOPPER_WARPS = 8
+PREFILL_HOPPER_STAGES = 2
+# TMA coordinates are int32: a cache of more rows (num_blocks x block_size) keeps kernel.py's prefill
+MAX_TMA_ROWS = 2**31 - 1
+
+
+def prefill_hopper_fits(
+    capability: tuple[int, int] | None, head_dim: int, block_size: int, group: int, cache_rows: int
+) -> bool:
+    """Whether kernel_hopper's prefill kernel can take a call (besides its dtypes and cache strides, which api
+    checks): an sm_90 GPU (wgmma), head_dim 64 or 128 (a TMA box row and the dots' K), pages of a power-of-two
+    count of at least 16 keys (a 128-key tile is whole pages, or a slice of one), a GQA group within the tile's
+    rows, and cache rows that int32 TMA coordinates reach."""
+    return (
+        PREFILL_HOPPER
+        and capability is not None
+        and capability[0] == 9
+        and head_dim in (64, 128)
+        and block_size >= 16
+        and block_size & (block_size - 1) == 0
+        and group <= PREFILL_HOPPER_ROWS
+        and cache_rows <= MAX_TMA_ROWS
+    )
+
+
+def page_rows(block_size: int) -> int:
+    """Keys of one TMA box of the Hopper kernel: a page, or a tile's worth of a larger page."""
+    return min(block_size, PREFILL_HOPPER_KEYS)
+
+
+def _hopper_tile(group: int) -> PrefillConfig:
+    block_m = PREFILL_HOPPER_ROWS
+    return PrefillConfig(
+        block_m, block_m // group, PREFILL_HOPPER_KEYS, PREFILL_HOPPER_WARPS, PREFILL_HOPPER_STAGES, hopper=True
+    )
 
 
 # The merge kernel launches as the decode kernel's programmatic dependent (PDL, sm_90+), triggered at the decode
@@ -310,9 +356,13 @@ def prefill_config(
     num_kv_heads: int = 1,
     max_keys: int = 0,
     num_sms: int = DEFAULT_NUM_SMS,
+    *,
+    hopper: bool = False,
 ) -> PrefillConfig:
     """The prefill kernel's tile and KV splits for the batch, from host integers (H200 measurements:
     docs/notes/prefill-splits.md). Without the batch's integers (num_seqs 0): the largest tile, one split.
+    ``hopper`` (prefill_hopper_fits and the call's layout hold): kernel_hopper's tile takes the largest tile's
+    place; the short-prompt and small tiles stay kernel.py's.
 
     - The batch's 256-row tiles fill the card (long prompts), or head_dim > 128: the largest tile.
     - Every query fits one 256-row tile (at most 64 tokens at group 4): 64-row tiles at 4 warps, KV splits
@@ -320,7 +370,7 @@ def prefill_config(
       split 256-row tiles, SDPA 89).
     - A chunk over PREFILL_CHUNK_KEYS_PER_QUERY times its length in keys: 256-row tiles with KV splits.
     - Otherwise (short prompts): the largest of 128 and 64 rows whose tiles fill the card, else 64."""
-    big = _prefill_tile(group, head_dim)
+    big = _hopper_tile(group) if hopper else _prefill_tile(group, head_dim)
     if num_seqs <= 0:
         return big
 
@@ -372,10 +422,12 @@ def launch_plan(
     max_seqlen_q: int,
     max_keys: int,
     num_sms: int,
+    hopper: bool = False,
 ) -> LaunchPlan:
     """Which kernels a call launches, with their configs: the decode path where every query fits a decode program,
-    the prefill path alone where prefill_alone says so, both otherwise (each skipping the other's sequences)."""
-    key = (group, head_dim, kv_elem_bytes, num_seqs, num_tokens, num_kv_heads, max_seqlen_q, max_keys, num_sms)
+    the prefill path alone where prefill_alone says so, both otherwise (each skipping the other's sequences).
+    ``hopper``: the call may take kernel_hopper's prefill kernel (prefill_config)."""
+    key = (group, head_dim, kv_elem_bytes, num_seqs, num_tokens, num_kv_heads, max_seqlen_q, max_keys, num_sms, hopper)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _plan(*key)
@@ -395,14 +447,16 @@ def _plan(
     max_seqlen_q: int,
     max_keys: int,
     num_sms: int,
+    hopper: bool = False,
 ) -> LaunchPlan:
     dec = decode_config(group, head_dim, kv_elem_bytes, num_seqs, num_kv_heads, max_keys, num_sms, max_seqlen_q)
     alone = prefill_alone(num_seqs, group, max_seqlen_q, max_keys, dec.max_q)
     if not alone and max_seqlen_q <= dec.max_q:
         return LaunchPlan(dec, None, 0)
     pre = prefill_config(
-        group, head_dim, kv_elem_bytes, num_seqs, num_tokens, max_seqlen_q, num_kv_heads, max_keys, num_sms
-    )
+        group, head_dim, kv_elem_bytes, num_seqs, num_tokens, max_seqlen_q, num_kv_heads, max_keys, num_sms,
+        hopper=hopper,
+    )  # fmt: skip
     return LaunchPlan(None, pre, 0) if alone else LaunchPlan(dec, pre, dec.max_q)
 
 

@@ -1,0 +1,428 @@
+"""The prefill kernel for Hopper (sm_90) in Gluon: K/V pages through TMA, one load warp, two consumer warpgroups.
+
+Same programs, tile bounds, masks, splits and epilogue as kernel._paged_attention_prefill_kernel, so the two are
+interchangeable per launch (config.prefill_hopper chooses). What differs is how K/V reach the tensor cores:
+
+- a worker warp (32 registers) walks the program's KV tiles and issues one TMA box a page run (``PAGE_ROWS`` keys
+  x head_dim of one KV head, named by the block table) into a ring of ``STAGES`` K and V buffers, each signalled on
+  its own mbarrier, so the score dot of a tile starts while its V is still in flight;
+- the default partition (8 warps: two warpgroups of 64 query rows, up to 240 registers a thread) runs S = Q K^T
+  from shared Q, the online softmax in registers, and O += P V with P as the register operand, then frees the
+  stage. The 16-warp Triton kernel sits at a 128-register cap at head_dim 128 and spills in its KV loops
+  (docs/notes/prefill-registers.md).
+
+TMA writes shared memory in the async proxy, which is what wgmma reads: no proxy fence a tile (Triton 3.8 and 3.9
+put one before every wgmma whose operands cp.async wrote; docs/notes/triton-versions-h200.md). Keys past seqlen_k in
+the last tile come from whatever page the block table (or page 0) names: their scores are masked to -inf and their
+V rows are zeroed in shared memory before the P x V dot (0 x NaN would otherwise reach the output).
+
+Host side (api): each cache is viewed as 2D ``[num_blocks * block_size, num_kv_heads * head_dim]`` (the flash-attn
+layout, heads and head_dim contiguous) under a TensorDescriptor with a ``[PAGE_ROWS, head_dim]`` box.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from ... import _triton_compat
+from .kernel import _find_seq, _key_tiles, _out_scale, _prefill_tile, _tanh
+
+gluon_tma_load = _triton_compat.gluon_tma_load()
+gluon_barrier = _triton_compat.gluon_barrier()
+
+# worker warps and their registers: one warp of scalar work. 8 x 240 + 4 x 32 registers a thread are the SM's 64K;
+# at 24 Triton 3.9's build spills 8 values in the load loop (3.6 and 3.8 fit)
+LOAD_WARPS = gl.constexpr(1)
+LOAD_REGS = gl.constexpr(32)
+
+
+@gluon.jit
+def _page_row(bt_row, pos, seqlen_k, num_blocks, BLOCK_SIZE: gl.constexpr):
+    """Cache row (page * BLOCK_SIZE + slot, int32) of key position ``pos``: the block table's page, read only below
+    seqlen_k; a position at or past it, or an id outside [0, num_blocks), reads page 0 (its keys are masked)."""
+    inside = pos < seqlen_k
+    page = gl.load(bt_row + gl.where(inside, pos, 0) // BLOCK_SIZE)
+    page = gl.where(inside & (page.to(gl.uint32, bitcast=True) < num_blocks), page, 0)
+    return page * BLOCK_SIZE + pos % BLOCK_SIZE
+
+
+@gluon.jit
+def _load_partition(
+    k_desc,
+    v_desc,
+    k_bufs,
+    v_bufs,
+    k_ready,
+    v_ready,
+    k_empty,
+    v_empty,
+    bt_row,
+    lo,
+    hi,
+    seqlen_k,
+    num_blocks,
+    col,
+    BLOCK_N: gl.constexpr,
+    BLOCK_SIZE: gl.constexpr,
+    PAGE_ROWS: gl.constexpr,
+    STAGES: gl.constexpr,
+):
+    """The load warp: tiles [lo, hi) into the stage ring, K then V, each waiting for its buffer to be freed."""
+    tile_bytes: gl.constexpr = k_desc.block_type.nbytes * (BLOCK_N // PAGE_ROWS)
+    for j in range(lo, hi):
+        it = j - lo
+        s = it % STAGES
+        # a fresh mbarrier counts as having completed the phase before phase 0: the first STAGES waits pass
+        free_phase = ((it // STAGES) & 1) ^ 1
+        mbarrier.wait(k_empty.index(s), free_phase)
+        mbarrier.expect(k_ready.index(s), tile_bytes)
+        for c in gl.static_range(BLOCK_N // PAGE_ROWS):
+            row = _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
+            gluon_tma_load(k_desc, [row, col], k_ready.index(s), k_bufs.index(s).slice(c * PAGE_ROWS, PAGE_ROWS))
+        mbarrier.wait(v_empty.index(s), free_phase)
+        mbarrier.expect(v_ready.index(s), tile_bytes)
+        for c in gl.static_range(BLOCK_N // PAGE_ROWS):
+            row = _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
+            gluon_tma_load(v_desc, [row, col], v_ready.index(s), v_bufs.index(s).slice(c * PAGE_ROWS, PAGE_ROWS))
+
+
+@gluon.jit
+def _attend_tile(
+    acc,
+    m_i,
+    l_i,
+    j,
+    lo,
+    q_smem,
+    k_bufs,
+    v_bufs,
+    k_ready,
+    v_ready,
+    k_empty,
+    v_empty,
+    qpos,
+    seqlen_k,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr,
+    MASKED: gl.constexpr,
+    LIMIT_LEFT: gl.constexpr,
+    LIMIT_RIGHT: gl.constexpr,
+    SOFTCAP: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """One online-softmax step over keys [j * BLOCK_N, (j + 1) * BLOCK_N), the math of kernel._attend_tile: scores
+    in the log2 domain, MASKED tiles masked past seqlen_k and outside each row's causal/window range."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    it = j - lo
+    s_idx = it % STAGES
+    phase = (it // STAGES) & 1
+    k_buf = k_bufs.index(s_idx)
+    v_buf = v_bufs.index(s_idx)
+
+    mbarrier.wait(k_ready.index(s_idx), phase)
+    s = warpgroup_mma(
+        q_smem, k_buf.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout), use_acc=False,
+        is_async=True,
+    )  # fmt: skip
+    s, _, _ = warpgroup_mma_wait(0, deps=(s, q_smem, k_buf))
+    # every consumer warp is past its wait (the arrive is one thread's, after a partition barrier)
+    mbarrier.arrive(k_empty.index(s_idx), count=1)
+
+    if SOFTCAP:
+        s = _tanh(s * softcap_in) * softcap_out
+        s_scale = 1.0
+    else:
+        s_scale = qk_scale
+    if MASKED:
+        offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        keep = (offs_n < seqlen_k)[None, :]
+        if LIMIT_RIGHT:
+            keep = keep & (offs_n[None, :] <= qpos[:, None] + win_right)
+        if LIMIT_LEFT:
+            keep = keep & (offs_n[None, :] >= qpos[:, None] - win_left)
+        s = gl.where(keep, s, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, 1) * s_scale)
+    if MASKED:
+        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_use = m_new
+    p = gl.exp2(s * s_scale - m_use[:, None])
+    alpha = gl.exp2(m_i - m_use)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    p_op = gl.convert_layout(p.to(q_smem.dtype), gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2))
+
+    mbarrier.wait(v_ready.index(s_idx), phase)
+    if MASKED:
+        if (j + 1) * BLOCK_N > seqlen_k:
+            # rows past the sequence hold another page's (or stale) values: zero them for the dot
+            v_rows: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+            offs_r = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, v_rows))
+            v = v_buf.load(v_rows)
+            v_buf.store(gl.where((offs_r < seqlen_k)[:, None], v, gl.zeros_like(v)))
+            fence_async_shared()
+            gluon_barrier()
+    acc = warpgroup_mma(p_op, v_buf, acc, is_async=True)
+    acc, _ = warpgroup_mma_wait(0, deps=(acc, v_buf))
+    mbarrier.arrive(v_empty.index(s_idx), count=1)
+    return acc, m_new, l_i
+
+
+@gluon.jit
+def _attend_partition(
+    q_ptr,
+    out_ptr,
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    sinks_ptr,
+    q_smem,
+    k_bufs,
+    v_bufs,
+    k_ready,
+    v_ready,
+    k_empty,
+    v_empty,
+    q_start,
+    q_len,
+    t0,
+    ctx,
+    pid_kvh,
+    lo,
+    a,
+    b,
+    hi,
+    seqlen_k,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    stride_qt,
+    stride_qh,
+    stride_ot,
+    stride_oh,
+    num_splits,
+    GROUP: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_Q: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+    LIMIT_LEFT: gl.constexpr,
+    LIMIT_RIGHT: gl.constexpr,
+    SOFTCAP: gl.constexpr,
+    SINKS: gl.constexpr,
+    SPLIT: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """The two consumer warpgroups: Q into shared memory, tiles [lo, a) and [b, hi) masked, [a, b) not, then the
+    output rows (or the split's partials)."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    # 16-byte vectors along head_dim for the Q gather and the output rows
+    io_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+
+    offs_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, io_layout))
+    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, io_layout))
+    tok = t0 + offs_m // GROUP
+    head = pid_kvh * GROUP + offs_m % GROUP
+    mask_m = (offs_m < BLOCK_Q * GROUP) & (tok < q_len)
+    q_rows = (q_start + tok) * stride_qt + head.to(gl.int64) * stride_qh
+    q = gl.load(q_ptr + q_rows[:, None] + offs_d[None, :], mask=mask_m[:, None], other=0.0)
+    q_smem.store(q)
+    # the generic-proxy stores, then every warp's, before either warpgroup's wgmma reads Q
+    fence_async_shared()
+    gluon_barrier()
+
+    offs_ms = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    qpos = (ctx + t0 + offs_ms // GROUP).to(gl.int32)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
+    for j in range(lo, a):
+        acc, m_i, l_i = _attend_tile(
+            acc, m_i, l_i, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
+            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True,
+            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, num_warps,
+        )  # fmt: skip
+    for j in range(a, b):
+        acc, m_i, l_i = _attend_tile(
+            acc, m_i, l_i, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
+            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False,
+            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, num_warps,
+        )  # fmt: skip
+    for j in range(b, hi):
+        acc, m_i, l_i = _attend_tile(
+            acc, m_i, l_i, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
+            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True,
+            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, num_warps,
+        )  # fmt: skip
+
+    m_o = gl.convert_layout(m_i, gl.SliceLayout(1, o_layout))
+    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+    offs_mo = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
+    offs_do = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    tok_o = t0 + offs_mo // GROUP
+    head_o = pid_kvh * GROUP + offs_mo % GROUP
+    mask_o = (offs_mo < BLOCK_Q * GROUP) & (tok_o < q_len)
+    if SPLIT:
+        row = (gl.program_id(0).to(gl.int64) * num_splits + gl.program_id(1)) * BLOCK_M + offs_mo
+        gl.store(part_m_ptr + row, m_o, mask=mask_o)
+        gl.store(part_l_ptr + row, l_o, mask=mask_o)
+        gl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_do[None, :], acc, mask=mask_o[:, None])
+    else:
+        o = acc * _out_scale(m_o, l_o, sinks_ptr, head_o, sinks_ptr, SINKS, False)[:, None]
+        o_rows = (q_start + tok_o) * stride_ot + head_o.to(gl.int64) * stride_oh
+        gl.store(out_ptr + o_rows[:, None] + offs_do[None, :], o.to(out_ptr.dtype.element_ty), mask=mask_o[:, None])
+
+
+@gluon.jit(
+    do_not_specialize=[
+        "num_seqs",
+        "bt_width",
+        "num_tokens",
+        "num_blocks",
+        "win_left",
+        "win_right",
+        "stride_bt",
+        "num_splits",
+        "decode_max_q",
+    ]
+)
+def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile rows and splitting follow the batch
+    q_ptr,
+    k_desc,
+    v_desc,
+    out_ptr,
+    part_acc_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    cu_seqlens_q_ptr,
+    seqused_k_ptr,
+    block_table_ptr,
+    sinks_ptr,
+    num_seqs,
+    num_kv_heads,
+    bt_width,
+    num_tokens,
+    num_blocks,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    stride_qt,
+    stride_qh,
+    stride_ot,
+    stride_oh,
+    stride_bt,
+    num_splits,
+    decode_max_q,
+    GROUP: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_Q: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_SIZE: gl.constexpr,
+    PAGE_ROWS: gl.constexpr,
+    STAGES: gl.constexpr,
+    LIMIT_LEFT: gl.constexpr,
+    LIMIT_RIGHT: gl.constexpr,
+    SOFTCAP: gl.constexpr,
+    SINKS: gl.constexpr,
+    SPLIT: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
+    as that kernel does; the KV loop runs warp-specialized (the module's docstring). BLOCK_M = 128 rows at 8 warps,
+    HEAD_DIM 64 or 128, bf16/fp16 caches, BLOCK_SIZE a multiple of 16."""
+    pid = gl.num_programs(0) - 1 - gl.program_id(0)
+    pid_q = pid // num_kv_heads
+    pid_kvh = pid % num_kv_heads
+    seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
+    bt_row = block_table_ptr + seq.to(gl.int64) * stride_bt
+    seqlen_k = gl.load(seqused_k_ptr + seq)
+    q_start = gl.load(cu_seqlens_q_ptr + seq)
+    q_end = gl.load(cu_seqlens_q_ptr + seq + 1)
+    q_len = q_end - q_start
+    t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
+    keys_ok = (seqlen_k >= 0) & (seqlen_k.to(gl.int64) <= bt_width.to(gl.int64) * BLOCK_SIZE)
+    q_len = gl.where(mine, q_len, 0)
+    seqlen_k = gl.where(mine & keys_ok, seqlen_k, 0)
+    t0 = gl.where(mine, t0, 0)
+    ctx = seqlen_k - q_len
+    first = t0.to(gl.int32)
+    last = gl.minimum(first + BLOCK_Q, q_len) - 1
+    lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT)
+    if SPLIT:
+        per_split = (hi - lo + num_splits - 1) // num_splits
+        s_lo = gl.minimum(lo + gl.program_id(1) * per_split, hi)
+        s_hi = gl.minimum(s_lo + per_split, hi)
+        a = gl.maximum(gl.minimum(a, s_hi), s_lo)
+        b = gl.maximum(gl.minimum(b, s_hi), s_lo)
+        lo = s_lo
+        hi = s_hi
+
+    dtype: gl.constexpr = q_ptr.dtype.element_ty
+    q_smem = gl.allocate_shared_memory(
+        dtype, [BLOCK_M, HEAD_DIM], gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    )
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=1)
+        mbarrier.init(v_empty.index(i), count=1)
+    col = pid_kvh * HEAD_DIM
+
+    gl.warp_specialize(
+        [
+            (
+                _attend_partition,
+                (
+                    q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs,
+                    k_ready, v_ready, k_empty, v_empty, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k,
+                    win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
+                    stride_oh, num_splits, GROUP, HEAD_DIM, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT,
+                    LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, num_warps,
+                ),
+            ),
+            (
+                _load_partition,
+                (
+                    k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                    num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES,
+                ),
+            ),
+        ],
+        [LOAD_WARPS],
+        [LOAD_REGS],
+    )  # fmt: skip

@@ -1,0 +1,227 @@
+"""paged_attention's Gluon prefill kernel for sm_90 (ops/paged_attention/kernel_hopper.py): when the plan takes it,
+that the op's launch of it compiles for sm_90 on this CPU with the arguments api passes, within the SM's shared
+memory and without spills, on every Triton this machine has; and, on a Hopper GPU, that it matches the float64
+reference across the prefill features, with the keys past each sequence poisoned with NaN."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tritonkit.ops import overrides
+from tritonkit.ops.paged_attention import config
+
+SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
+
+
+def test_hopper_prefill_is_off_unless_asked():
+    assert config.PREFILL_HOPPER is (os.environ.get("TRITONKIT_PREFILL_HOPPER", "0").strip() == "1")
+    with overrides(config, PREFILL_HOPPER=False):
+        assert not config.prefill_hopper_fits((9, 0), 128, 16, 4, 1 << 20)
+
+
+@pytest.mark.parametrize(
+    "capability, head_dim, block_size, group, rows, fits",
+    [
+        ((9, 0), 128, 16, 4, 1 << 20, True),
+        ((9, 0), 64, 256, 8, 1 << 20, True),
+        ((9, 0), 128, 16, 128, 1 << 20, True),
+        ((8, 0), 128, 16, 4, 1 << 20, False),  # no wgmma
+        ((10, 0), 128, 16, 4, 1 << 20, False),  # Blackwell: tcgen05, not wgmma
+        (None, 128, 16, 4, 1 << 20, False),  # the interpreter
+        ((9, 0), 96, 16, 4, 1 << 20, False),  # a TMA box row is the whole head_dim
+        ((9, 0), 256, 16, 4, 1 << 20, False),
+        ((9, 0), 128, 8, 4, 1 << 20, False),  # a box of fewer than 16 keys
+        ((9, 0), 128, 48, 4, 1 << 20, False),  # a 128-key tile is not whole pages
+        ((9, 0), 128, 16, 256, 1 << 20, False),  # the group past the tile's 128 rows
+        ((9, 0), 128, 16, 4, 1 << 31, False),  # int32 TMA row coordinates
+    ],
+)
+def test_which_calls_the_hopper_prefill_fits(capability, head_dim, block_size, group, rows, fits):
+    with overrides(config, PREFILL_HOPPER=True):
+        assert config.prefill_hopper_fits(capability, head_dim, block_size, group, rows) is fits
+
+
+def test_the_hopper_tile_takes_the_largest_tiles_place_only():
+    # long prompt: the largest tile is the Hopper kernel's; a short prompt keeps kernel.py's small tiles
+    long = config.prefill_config(4, 128, 2, 1, 8192, 8192, 8, 8192, 132, hopper=True)
+    assert (long.hopper, long.block_m, long.block_q, long.block_n, long.num_warps) == (True, 128, 32, 128, 8)
+    chunk = config.prefill_config(4, 128, 2, 1, 256, 256, 8, 16384, 132, hopper=True)
+    assert chunk.hopper and chunk.num_splits > 1
+    short = config.prefill_config(4, 128, 2, 1, 64, 64, 8, 64, 132, hopper=True)
+    assert not short.hopper
+    assert not config.prefill_config(4, 128, 2, 1, 8192, 8192, 8, 8192, 132).hopper
+    # the plan memo keys on the flag
+    plain = config.launch_plan(4, 128, 2, 1, 8192, 8, 8192, 8192, 132)
+    hopper = config.launch_plan(4, 128, 2, 1, 8192, 8, 8192, 8192, 132, True)
+    assert not plain.prefill.hopper and hopper.prefill.hopper
+
+
+_COMPILE = r"""
+import json, sys, torch
+from tritonkit.ops import overrides, paged_attention
+from tritonkit.ops.paged_attention import config
+from tritonkit.check.resources import record_launches, compile_for, resources_of, sass_counts
+
+def call(head_dim, block_size, q_len, ctx, causal, window, softcap, sinks, dtype):
+    kv_heads, heads, blocks = 8, 32, (ctx + q_len) // block_size + 2
+    q = torch.empty(q_len, heads, head_dim, dtype=dtype, device="meta")
+    k = torch.empty(blocks, block_size, kv_heads, head_dim, dtype=dtype, device="meta")
+    bt = torch.empty(1, blocks, dtype=torch.int32, device="meta")
+    cu = torch.empty(2, dtype=torch.int32, device="meta")
+    used = torch.empty(1, dtype=torch.int32, device="meta")
+    s = torch.empty(heads, dtype=torch.float32, device="meta") if sinks else None
+    return lambda: paged_attention(q, k, k, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=q_len,
+                                   max_seqlen_k=ctx + q_len, causal=causal, window_size=window, softcap=softcap,
+                                   sinks=s)
+
+out = []
+with overrides(config, PREFILL_HOPPER=True):
+    for case in json.loads(sys.argv[1]):
+        dtype = getattr(torch, case.pop("dtype"))
+        launches = record_launches(call(dtype=dtype, **case))
+        names = [ln.kernel.fn.__name__ for ln in launches]
+        hop = [ln for ln in launches if ln.kernel.fn.__name__ == "_paged_attention_prefill_hopper_kernel"]
+        row = {"names": names}
+        if hop:
+            ck = compile_for(hop[0].kernel, *hop[0].args, **hop[0].kwargs)
+            r = resources_of(ck)
+            counts, _ = sass_counts(ck.asm["cubin"])
+            row.update(shared=r.shared_bytes, max_shared=r.max_shared_bytes, stack=r.stack_bytes,
+                       local=r.local_bytes, warps=r.num_warps, wgmma=r.wgmma, loop_spills=counts["loop_STL"] +
+                       counts["loop_LDL"], setmaxnreg="setmaxnreg" in ck.asm["ptx"])
+        out.append(row)
+print(json.dumps(out))
+"""
+
+
+def _compile(cases: list[dict], python: str = sys.executable) -> list[dict]:
+    # a process of its own with the interpreter off before Triton loads: Gluon does not import under it
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": SRC}
+    proc = subprocess.run(
+        [python, "-c", _COMPILE, json.dumps(cases)], capture_output=True, text=True, env=env, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+_BASE = dict(head_dim=128, block_size=16, q_len=4096, ctx=0, causal=True, window=[-1, -1], softcap=0.0, sinks=False)
+
+
+def _assert_fits(row: dict) -> None:
+    assert row["names"][0] == "_paged_attention_prefill_hopper_kernel", row
+    assert row["shared"] <= row["max_shared"] and row["wgmma"] and row["setmaxnreg"], row
+    assert row["warps"] == 12, row  # 8 consumer warps + the load warp's warpgroup
+    assert row["loop_spills"] == 0, row
+
+
+def test_the_ops_hopper_prefill_launch_compiles_for_sm_90():
+    (row,) = _compile([{**_BASE, "dtype": "bfloat16"}])
+    _assert_fits(row)
+    assert row["stack"] == 0 and row["local"] == 0, row
+
+
+@pytest.mark.slow
+def test_every_hopper_prefill_feature_compiles_for_sm_90():
+    cases = [
+        {**_BASE, "dtype": "float16", "head_dim": 64, "block_size": 256},
+        # a chunk over a long context: KV splits and the merge
+        {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384},
+        {**_BASE, "dtype": "bfloat16", "window": [1000, 0], "softcap": 30.0, "sinks": True, "block_size": 32},
+        {**_BASE, "dtype": "bfloat16", "causal": False, "block_size": 64},
+    ]
+    rows = _compile(cases)
+    for row in rows:
+        _assert_fits(row)
+    assert "_paged_attention_prefill_merge_kernel" in rows[1]["names"]
+
+
+def _venv_pythons() -> list[str]:
+    root = os.environ.get("TRITONKIT_MATRIX_DIR") or os.path.expanduser("~/.cache/tritonkit-matrix")
+    found = []
+    for v in ("3.7.1", "3.8.0", "3.9.0"):
+        py = os.path.join(root, f"triton-{v}", "bin", "python")
+        if os.path.exists(py):
+            found.append(py)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("python", _venv_pythons() or [None], ids=lambda p: p and p.split(os.sep)[-3])
+def test_the_hopper_prefill_compiles_on_other_tritons(python):
+    if python is None:
+        pytest.skip("no .ci/triton-matrix venv on this machine")
+    (row,) = _compile([{**_BASE, "dtype": "bfloat16"}], python)
+    _assert_fits(row)
+
+
+# -- on a Hopper GPU -------------------------------------------------------------------------------------------------
+_GPU_CASES = [
+    dict(id="causal-8k", lens=[8192], ctx=[0]),
+    dict(id="batch-of-prompts", lens=[300, 1, 17, 511, 64, 129], ctx=[0] * 6),
+    dict(id="chunk-over-context", lens=[256], ctx=[16000]),
+    dict(id="mixed", lens=[1, 3, 700, 2], ctx=[5000, 31, 2000, 77]),
+    dict(id="window-softcap-sinks", lens=[1500], ctx=[3000], window=(700, 0), softcap=30.0, sinks=True),
+    dict(id="not-causal", lens=[999, 130], ctx=[0, 12], causal=False),
+    dict(id="d64-block256", lens=[777], ctx=[1000], head_dim=64, block_size=256),
+    dict(id="gqa1-block32", lens=[1000], ctx=[0], kv_heads=32, block_size=32),
+    dict(id="gqa8-fp16", lens=[1000], ctx=[200], heads=64, dtype=torch.float16),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _GPU_CASES, ids=[c["id"] for c in _GPU_CASES])
+def test_the_hopper_prefill_matches_the_reference(case):
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("needs a Hopper GPU")
+    from tritonkit.ops import paged_attention
+    from tritonkit.ops.paged_attention.reference import paged_attention_reference
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    dtype = case.get("dtype", torch.bfloat16)
+    heads, kv_heads = case.get("heads", 32), case.get("kv_heads", 8)
+    d, bs = case.get("head_dim", 128), case.get("block_size", 16)
+    lens, ctx = case["lens"], case["ctx"]
+    keys = [a + b for a, b in zip(lens, ctx)]
+    pages = [-(-k // bs) for k in keys]
+    width = max(pages) + 1
+    num_blocks = sum(pages) + 3
+    # every slot starts NaN: a key past a sequence's end, or a page it does not own, must never reach the output
+    k = torch.full((num_blocks, bs, kv_heads, d), float("nan"), dtype=dtype, device="cuda")
+    v = torch.full_like(k, float("nan"))
+    perm = torch.randperm(num_blocks, generator=gen, device="cuda").to(torch.int32)
+    bt = torch.zeros(len(lens), width, dtype=torch.int32, device="cuda")
+    at = 0
+    for i, (n, p) in enumerate(zip(keys, pages)):
+        ids = perm[at : at + p]
+        at += p
+        bt[i, :p] = ids
+        flat_k = torch.randn(p * bs, kv_heads, d, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+        flat_v = torch.randn(p * bs, kv_heads, d, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+        flat_k[n:] = float("nan")
+        flat_v[n:] = float("nan")
+        k[ids] = flat_k.view(p, bs, kv_heads, d)
+        v[ids] = flat_v.view(p, bs, kv_heads, d)
+    q = torch.randn(sum(lens), heads, d, generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+    cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device="cuda")
+    used = torch.tensor(keys, dtype=torch.int32, device="cuda")
+    sinks = torch.randn(heads, generator=gen, device="cuda") if case.get("sinks") else None
+    kw = dict(
+        cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=max(lens), max_seqlen_k=max(keys),
+        causal=case.get("causal", True), window_size=case.get("window", (-1, -1)), softcap=case.get("softcap", 0.0),
+        sinks=sinks,
+    )  # fmt: skip
+    with overrides(config, PREFILL_HOPPER=True):
+        out = paged_attention(q, k, v, **kw)
+    with overrides(config, PREFILL_HOPPER=False):
+        base = paged_attention(q, k, v, **kw)
+    ref_kw = {n: v for n, v in kw.items() if not n.startswith("max_seqlen")}
+    ref = paged_attention_reference(q.double(), k.double(), v.double(), **ref_kw).to(torch.float32)
+    err = (out.float() - ref).abs().max().item()
+    base_err = (base.float() - ref).abs().max().item()
+    assert torch.isfinite(out).all()
+    # no worse than kernel.py's prefill on the same call, within one rounding of the output dtype
+    assert err <= base_err + 2 * torch.finfo(dtype).eps, (err, base_err)
