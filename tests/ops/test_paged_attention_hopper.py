@@ -79,9 +79,11 @@ def call(head_dim, block_size, q_len, ctx, causal, window, softcap, sinks, dtype
                                    sinks=s)
 
 out = []
+OVERLAP = config.PREFILL_HOPPER_OVERLAP
 with overrides(config, PREFILL_HOPPER=True):
     for case in json.loads(sys.argv[1]):
         dtype = getattr(torch, case.pop("dtype"))
+        config.PREFILL_HOPPER_OVERLAP = case.pop("overlap", OVERLAP)
         launches = record_launches(call(dtype=dtype, **case))
         names = [ln.kernel.fn.__name__ for ln in launches]
         hop = [ln for ln in launches if ln.kernel.fn.__name__ == "_paged_attention_prefill_hopper_kernel"]
@@ -132,6 +134,8 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384},
         {**_BASE, "dtype": "bfloat16", "window": [1000, 0], "softcap": 30.0, "sinks": True, "block_size": 32},
         {**_BASE, "dtype": "bfloat16", "causal": False, "block_size": 64},
+        # the next tile's score dot issued before this tile's softmax (intra-warpgroup overlap)
+        {**_BASE, "dtype": "bfloat16", "overlap": True},
     ]
     rows = _compile(cases)
     for row in rows:

@@ -407,6 +407,7 @@ def _hopper_prefill_step(
                 "SOFTCAP": features["SOFTCAP"],
                 "SINKS": features["SINKS"],
                 "SPLIT": pre.num_splits > 1,
+                "OVERLAP": config.PREFILL_HOPPER_OVERLAP,
             },
             pre.num_warps,
         )

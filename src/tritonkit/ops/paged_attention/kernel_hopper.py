@@ -9,7 +9,8 @@ interchangeable per launch (config.prefill_hopper chooses). What differs is how 
 - the default partition (8 warps: two warpgroups of 64 query rows, up to 240 registers a thread) runs S = Q K^T
   from shared Q, the online softmax in registers, and O += P V with P as the register operand, then frees the
   stage. The 16-warp Triton kernel sits at a 128-register cap at head_dim 128 and spills in its KV loops
-  (docs/notes/prefill-registers.md).
+  (docs/notes/prefill-registers.md). With OVERLAP each warpgroup issues the next tile's score dot before this
+  tile's softmax, so the tensor cores work while the exp2s run.
 
 TMA writes shared memory in the async proxy, which is what wgmma reads: no proxy fence a tile (Triton 3.8 and 3.9
 put one before every wgmma whose operands cp.async wrote; docs/notes/triton-versions-h200.md). Keys past seqlen_k in
@@ -96,6 +97,7 @@ def _attend_tile(
     acc,
     m_i,
     l_i,
+    s_cur,
     j,
     lo,
     q_smem,
@@ -120,10 +122,15 @@ def _attend_tile(
     LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr,
     SOFTCAP: gl.constexpr,
+    OVERLAP: gl.constexpr,
+    ISSUE_NEXT: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """One online-softmax step over keys [j * BLOCK_N, (j + 1) * BLOCK_N), the math of kernel._attend_tile: scores
-    in the log2 domain, MASKED tiles masked past seqlen_k and outside each row's causal/window range."""
+    in the log2 domain, MASKED tiles masked past seqlen_k and outside each row's causal/window range. OVERLAP:
+    ``s_cur`` holds this tile's finished scores, and (ISSUE_NEXT: every tile but the program's last) the next
+    tile's score dot runs on the tensor cores while this tile's softmax runs, returned finished as the next step's
+    ``s_cur``; otherwise S is computed and waited here."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
     )
@@ -136,14 +143,28 @@ def _attend_tile(
     k_buf = k_bufs.index(s_idx)
     v_buf = v_bufs.index(s_idx)
 
-    mbarrier.wait(k_ready.index(s_idx), phase)
-    s = warpgroup_mma(
-        q_smem, k_buf.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout), use_acc=False,
-        is_async=True,
-    )  # fmt: skip
-    s, _, _ = warpgroup_mma_wait(0, deps=(s, q_smem, k_buf))
-    # every consumer warp is past its wait (the arrive is one thread's, after a partition barrier)
-    mbarrier.arrive(k_empty.index(s_idx), count=1)
+    if OVERLAP:
+        s = s_cur
+        # the previous step's wait finished this tile's score dot
+        mbarrier.arrive(k_empty.index(s_idx), count=1)
+        s_next = s_cur
+        if ISSUE_NEXT:
+            n_idx = (it + 1) % STAGES
+            mbarrier.wait(k_ready.index(n_idx), ((it + 1) // STAGES) & 1)
+            s_next = warpgroup_mma(
+                q_smem, k_bufs.index(n_idx).permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                use_acc=False, is_async=True,
+            )  # fmt: skip
+    else:
+        mbarrier.wait(k_ready.index(s_idx), phase)
+        s = warpgroup_mma(
+            q_smem, k_buf.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout), use_acc=False,
+            is_async=True,
+        )  # fmt: skip
+        s, _, _ = warpgroup_mma_wait(0, deps=(s, q_smem, k_buf))
+        # every consumer warp is past its wait (the arrive is one thread's, after a partition barrier)
+        mbarrier.arrive(k_empty.index(s_idx), count=1)
+        s_next = s
 
     if SOFTCAP:
         s = _tanh(s * softcap_in) * softcap_out
@@ -180,9 +201,10 @@ def _attend_tile(
             fence_async_shared()
             gluon_barrier()
     acc = warpgroup_mma(p_op, v_buf, acc, is_async=True)
-    acc, _ = warpgroup_mma_wait(0, deps=(acc, v_buf))
+    # with OVERLAP this also finishes the next tile's score dot, issued before the softmax
+    acc, s_next, _ = warpgroup_mma_wait(0, deps=(acc, s_next, v_buf))
     mbarrier.arrive(v_empty.index(s_idx), count=1)
-    return acc, m_new, l_i
+    return acc, m_new, l_i, s_next
 
 
 @gluon.jit
@@ -231,6 +253,7 @@ def _attend_partition(
     SOFTCAP: gl.constexpr,
     SINKS: gl.constexpr,
     SPLIT: gl.constexpr,
+    OVERLAP: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """The two consumer warpgroups: Q into shared memory, tiles [lo, a) and [b, hi) masked, [a, b) not, then the
@@ -261,24 +284,59 @@ def _attend_partition(
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
-    for j in range(lo, a):
-        acc, m_i, l_i = _attend_tile(
-            acc, m_i, l_i, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
-            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True,
-            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, num_warps,
-        )  # fmt: skip
-    for j in range(a, b):
-        acc, m_i, l_i = _attend_tile(
-            acc, m_i, l_i, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
-            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False,
-            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, num_warps,
-        )  # fmt: skip
-    for j in range(b, hi):
-        acc, m_i, l_i = _attend_tile(
-            acc, m_i, l_i, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
-            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True,
-            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, num_warps,
-        )  # fmt: skip
+    s_cur = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    if OVERLAP:
+        # the first tile's scores, before the loop hands each step the next tile's
+        if lo < hi:
+            mbarrier.wait(k_ready.index(0), 0)
+            s_cur = warpgroup_mma(q_smem, k_bufs.index(0).permute((1, 0)), s_cur, use_acc=False, is_async=True)
+            s_cur, _ = warpgroup_mma_wait(0, deps=(s_cur, k_bufs.index(0)))
+    if OVERLAP:
+        # every tile but the last issues the next one's score dot; the last runs masked (a superset of the math)
+        last = gl.maximum(hi - 1, lo)
+        for j in range(lo, gl.minimum(a, last)):
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, True, num_warps,
+            )  # fmt: skip
+        for j in range(a, gl.minimum(b, last)):
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, True, num_warps,
+            )  # fmt: skip
+        for j in range(b, last):
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, True, num_warps,
+            )  # fmt: skip
+        if lo < hi:
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, last, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, False, num_warps,
+            )  # fmt: skip
+    else:
+        for j in range(lo, a):
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, False, False, num_warps,
+            )  # fmt: skip
+        for j in range(a, b):
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, False, False, num_warps,
+            )  # fmt: skip
+        for j in range(b, hi):
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, False, False, num_warps,
+            )  # fmt: skip
 
     m_o = gl.convert_layout(m_i, gl.SliceLayout(1, o_layout))
     l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
@@ -353,6 +411,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     SOFTCAP: gl.constexpr,
     SINKS: gl.constexpr,
     SPLIT: gl.constexpr,
+    OVERLAP: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
@@ -412,7 +471,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                     k_ready, v_ready, k_empty, v_empty, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k,
                     win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
                     stride_oh, num_splits, GROUP, HEAD_DIM, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT,
-                    LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, num_warps,
+                    LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, OVERLAP, num_warps,
                 ),
             ),
             (
