@@ -1,7 +1,8 @@
 """paged_attention's Gluon prefill kernel for sm_90 (ops/paged_attention/kernel_hopper.py): when the plan takes it,
 that the op's launch of it compiles for sm_90 on this CPU with the arguments api passes, within the SM's shared
-memory and without spills, on every Triton this machine has; and, on a Hopper GPU, that it matches the float64
-reference across the prefill features, with the keys past each sequence poisoned with NaN."""
+memory and without spills (on each supported Triton through .ci/triton-matrix; .ci/run's newest-release leg runs
+this file); and, on a Hopper GPU, that it matches the float64 reference across the prefill features, with the keys
+past each sequence poisoned with NaN."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import sys
 
 import pytest
 import torch
+import triton
 
 from tritonkit.ops import overrides
 from tritonkit.ops.paged_attention import config
@@ -138,28 +140,14 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         {**_BASE, "dtype": "bfloat16", "overlap": True},
     ]
     rows = _compile(cases)
-    for row in rows:
+    for row in rows[:-1]:
         _assert_fits(row)
     assert "_paged_attention_prefill_merge_kernel" in rows[1]["names"]
-
-
-def _venv_pythons() -> list[str]:
-    root = os.environ.get("TRITONKIT_MATRIX_DIR") or os.path.expanduser("~/.cache/tritonkit-matrix")
-    found = []
-    for v in ("3.7.1", "3.8.0", "3.9.0"):
-        py = os.path.join(root, f"triton-{v}", "bin", "python")
-        if os.path.exists(py):
-            found.append(py)
-    return found
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("python", _venv_pythons() or [None], ids=lambda p: p and p.split(os.sep)[-3])
-def test_the_hopper_prefill_compiles_on_other_tritons(python):
-    if python is None:
-        pytest.skip("no .ci/triton-matrix venv on this machine")
-    (row,) = _compile([{**_BASE, "dtype": "bfloat16"}], python)
-    _assert_fits(row)
+    if triton.__version__.startswith("3.8."):
+        # 3.8's build of the overlap spills in its loops (27 values): why config.PREFILL_HOPPER_OVERLAP is off
+        assert rows[-1]["loop_spills"] > 0, rows[-1]
+    else:
+        _assert_fits(rows[-1])
 
 
 # -- on a Hopper GPU -------------------------------------------------------------------------------------------------

@@ -287,19 +287,33 @@ def _prefill_steps(
     """The prefill kernel over the sequences longer than ``decode_max_q`` tokens (0: all of them), with its KV
     splits and their merge (a programmatic dependent launch with ``pdl``) where the batch's query tiles cannot fill
     the card; returns the split scratch's sizes (None without splits)."""
-    q, k_cache, sinks = a.q, a.k_cache, a.sinks
+    q, k_cache, block_table, sinks = a.q, a.k_cache, a.block_table, a.sinks
     num_seqs = a.seqused_k.shape[0]
     num_tokens, num_heads, head_dim = q.shape
-    num_kv_heads = k_cache.shape[2]
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_heads // num_kv_heads
     d_pad = config.head_dim_pad(head_dim)
     programs = config.prefill_grid_tiles(num_seqs, num_tokens, pre.block_q) * num_kv_heads
     split = pre.num_splits > 1
     tile = {"GROUP": group, "HEAD_DIM": head_dim, "HEAD_DIM_PAD": d_pad, "BLOCK_M": pre.block_m, "BLOCK_Q": pre.block_q}
+    head = (num_seqs, num_kv_heads, block_table.shape[1], num_tokens, k_cache.shape[0])
+    tail = (pre.num_splits, decode_max_q)
+    constexprs = {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split}
     if pre.hopper:
-        _hopper_prefill_step(steps, a, pre, programs, decode_max_q, common, features)
+        steps.append(_hopper_prefill_step(pre, programs, head + common[:9] + common[15:] + tail, constexprs))
     else:
-        _triton_prefill_step(steps, a, pre, programs, decode_max_q, common, features, tile)
+        steps.append(
+            Step(
+                _paged_attention_prefill_kernel,
+                (programs, pre.num_splits),
+                _PREFILL_FRONT,
+                13,
+                head + common + tail,
+                constexprs,
+                pre.num_warps,
+                pre.num_stages,
+            )
+        )
     if not split:
         return None
     # a program a slice of merge_rows query rows of each prefill program: block_q x group <= block_m rows, at most
@@ -330,87 +344,27 @@ def _prefill_steps(
     return rows * head_dim, rows
 
 
-def _triton_prefill_step(
-    steps: list, a: Args, pre, programs: int, decode_max_q: int, common: tuple, features: dict, tile: dict
-) -> None:
-    """kernel.py's prefill kernel (Triton, any GPU and the interpreter)."""
-    q, k_cache, block_table = a.q, a.k_cache, a.block_table
-    num_seqs = a.seqused_k.shape[0]
-    num_tokens = q.shape[0]
-    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
-    split = pre.num_splits > 1
-    steps.append(
-        Step(
-            _paged_attention_prefill_kernel,
-            (programs, pre.num_splits),
-            _PREFILL_FRONT,
-            13,
-            (
-                num_seqs,
-                num_kv_heads,
-                block_table.shape[1],
-                num_tokens,
-                k_cache.shape[0],
-                *common,
-                pre.num_splits,
-                decode_max_q,
-            ),
-            {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split},
-            pre.num_warps,
-            pre.num_stages,
-        )
-    )
-
-
-def _hopper_prefill_step(
-    steps: list, a: Args, pre, programs: int, decode_max_q: int, common: tuple, features: dict
-) -> None:
-    """kernel_hopper's warp-specialized prefill kernel (sm_90; _hopper_ok held): the Triton kernel's arguments but
-    the caches' strides and fp8 scales, K/V as TMA descriptors (_hopper_front)."""
+def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> Step:
+    """kernel_hopper's warp-specialized prefill kernel (sm_90; _hopper_ok held) on kernel.py's prefill arguments
+    without the caches' strides (``args``: common's 0-8 and 15; the descriptors hold the rest) and constexprs
+    without the padded head_dim and the fp8 flag (neither applies), K/V as TMA descriptors (_hopper_front)."""
     from .kernel_hopper import _paged_attention_prefill_hopper_kernel
 
-    q, k_cache, block_table = a.q, a.k_cache, a.block_table
-    num_seqs = a.seqused_k.shape[0]
-    num_tokens, _, head_dim = q.shape
-    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
-    rows = config.page_rows(block_size)
-    # common: win_left, win_right, qk_scale, softcap_in, softcap_out, q and out strides (0-8), the caches' strides
-    # (9-14: the descriptors hold them), block_table's stride (15)
-    steps.append(
-        Step(
-            _paged_attention_prefill_hopper_kernel,
-            (programs, pre.num_splits),
-            _hopper_front(rows),
-            11,
-            (
-                num_seqs,
-                num_kv_heads,
-                block_table.shape[1],
-                num_tokens,
-                k_cache.shape[0],
-                *common[:9],
-                common[15],
-                pre.num_splits,
-                decode_max_q,
-            ),
-            {
-                "GROUP": q.shape[1] // num_kv_heads,
-                "HEAD_DIM": head_dim,
-                "BLOCK_M": pre.block_m,
-                "BLOCK_Q": pre.block_q,
-                "BLOCK_N": pre.block_n,
-                "BLOCK_SIZE": block_size,
-                "PAGE_ROWS": rows,
-                "STAGES": pre.num_stages,
-                "LIMIT_LEFT": features["LIMIT_LEFT"],
-                "LIMIT_RIGHT": features["LIMIT_RIGHT"],
-                "SOFTCAP": features["SOFTCAP"],
-                "SINKS": features["SINKS"],
-                "SPLIT": pre.num_splits > 1,
-                "OVERLAP": config.PREFILL_HOPPER_OVERLAP,
-            },
-            pre.num_warps,
-        )
+    rows = config.page_rows(constexprs["BLOCK_SIZE"])
+    drop = ("HEAD_DIM_PAD", "KV_FP8")
+    return Step(
+        _paged_attention_prefill_hopper_kernel,
+        (programs, pre.num_splits),
+        _hopper_front(rows),
+        11,
+        args,
+        {
+            **{k: v for k, v in constexprs.items() if k not in drop},
+            "PAGE_ROWS": rows,
+            "STAGES": pre.num_stages,
+            "OVERLAP": config.PREFILL_HOPPER_OVERLAP,
+        },
+        pre.num_warps,
     )
 
 

@@ -66,6 +66,46 @@ def _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q:
 
 
 @triton.jit
+def _prefill_rows(
+    pid_q, seq, q_start, q_end, seqlen_k, num_tokens, decode_max_q, bt_width, BLOCK_Q: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):  # fmt: skip
+    """(first token of the tile, query length, key count) a prefill program works on: the tile's, or 0 queries and
+    0 keys for a program that owns no tile (no early return, which would let the compiler sink earlier loads past
+    it); a seqused_k that is negative or past the block-table row reads as no key."""
+    t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
+    keys_ok = (seqlen_k >= 0) & (seqlen_k.to(tl.int64) <= bt_width.to(tl.int64) * BLOCK_SIZE)
+    q_len = tl.where(mine, q_end - q_start, 0)
+    seqlen_k = tl.where(mine & keys_ok, seqlen_k, 0)
+    # t0 = 0 with q_len = 0: every row fails `tok < q_len`, so a program with no tile stores nothing (t0 < 0 would
+    # pass rows below 0). A scalar select, not `mine` in the row mask: that AND on 8 row predicates costs the fp8
+    # build 6% at 8K on the H200 (docs/notes/paged-attention-prologue.md)
+    t0 = tl.where(mine, t0, 0)
+    return t0, q_len, seqlen_k
+
+
+@triton.jit
+def _prefill_key_tiles(
+    t0, q_len, ctx, seqlen_k, win_left, win_right, num_splits, BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, SPLIT: tl.constexpr,
+):  # fmt: skip
+    """_key_tiles of a prefill tile's query rows [t0, min(t0 + BLOCK_Q, q_len)); with SPLIT, the even share of
+    program_id(1) (the masked edges stay masked wherever they fall)."""
+    first = t0.to(tl.int32)
+    last = tl.minimum(first + BLOCK_Q, q_len) - 1
+    lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT)
+    if SPLIT:
+        per_split = (hi - lo + num_splits - 1) // num_splits
+        s_lo = tl.minimum(lo + tl.program_id(1) * per_split, hi)
+        s_hi = tl.minimum(s_lo + per_split, hi)
+        a = tl.maximum(tl.minimum(a, s_hi), s_lo)
+        b = tl.maximum(tl.minimum(b, s_hi), s_lo)
+        lo = s_lo
+        hi = s_hi
+    return lo, a, b, hi
+
+
+@triton.jit
 def _key_tiles(
     qpos_lo,
     qpos_hi,
@@ -742,17 +782,9 @@ def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows a
     tl.debug_barrier()
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_end = tl.load(cu_seqlens_q_ptr + seq + 1)
-    q_len = q_end - q_start
-    # programs that own no tile see no query row and no key (no early return, which would let the compiler sink
-    # the loads above past it); one whose seqused_k is negative or past its block-table row sees no key
-    t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
-    keys_ok = (seqlen_k >= 0) & (seqlen_k.to(tl.int64) <= bt_width.to(tl.int64) * BLOCK_SIZE)
-    q_len = tl.where(mine, q_len, 0)
-    seqlen_k = tl.where(mine & keys_ok, seqlen_k, 0)
-    # t0 = 0 with q_len = 0: every row fails `tok < q_len`, so a program with no tile stores nothing (t0 < 0 would
-    # pass rows below 0). A scalar select, not `mine` in the row mask: that AND on 8 row predicates costs the fp8
-    # build 6% at 8K on the H200 (docs/notes/paged-attention-prologue.md)
-    t0 = tl.where(mine, t0, 0)
+    t0, q_len, seqlen_k = _prefill_rows(
+        pid_q, seq, q_start, q_end, seqlen_k, num_tokens, decode_max_q, bt_width, BLOCK_Q, BLOCK_SIZE
+    )
     ctx = seqlen_k - q_len
 
     offs_m = tl.arange(0, BLOCK_M)
@@ -773,19 +805,10 @@ def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows a
         qk_scale_k = qk_scale * k_scale
         softcap_in_k = softcap_in * k_scale
 
-    first = t0.to(tl.int32)
-    last = tl.minimum(first + BLOCK_Q, q_len) - 1
-    lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT)
+    lo, a, b, hi = _prefill_key_tiles(
+        t0, q_len, ctx, seqlen_k, win_left, win_right, num_splits, BLOCK_Q, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, SPLIT
+    )
     kvh = pid_kvh.to(tl.int64)
-    if SPLIT:
-        # this split's even share of the tile's KV range (the masked edges stay masked wherever they fall)
-        per_split = (hi - lo + num_splits - 1) // num_splits
-        s_lo = tl.minimum(lo + tl.program_id(1) * per_split, hi)
-        s_hi = tl.minimum(s_lo + per_split, hi)
-        a = tl.maximum(tl.minimum(a, s_hi), s_lo)
-        b = tl.maximum(tl.minimum(b, s_hi), s_lo)
-        lo = s_lo
-        hi = s_hi
     if LIMIT_LEFT or SPLIT:
         page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, num_blocks, BLOCK_SIZE)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)

@@ -31,7 +31,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ... import _triton_compat
-from .kernel import _find_seq, _key_tiles, _out_scale, _prefill_tile, _tanh
+from .kernel import _find_seq, _out_scale, _prefill_key_tiles, _prefill_rows, _tanh
 
 gluon_tma_load = _triton_compat.gluon_tma_load()
 gluon_barrier = _triton_compat.gluon_barrier()
@@ -291,51 +291,39 @@ def _attend_partition(
             mbarrier.wait(k_ready.index(0), 0)
             s_cur = warpgroup_mma(q_smem, k_bufs.index(0).permute((1, 0)), s_cur, use_acc=False, is_async=True)
             s_cur, _ = warpgroup_mma_wait(0, deps=(s_cur, k_bufs.index(0)))
+    # tiles [lo, a) and [b, hi) masked, [a, b) not. OVERLAP: every tile but the last issues the next one's score dot;
+    # the last runs after the loops, masked (a superset of the math) and issuing none
+    a_end = a
+    b_end = b
+    last = hi
     if OVERLAP:
-        # every tile but the last issues the next one's score dot; the last runs masked (a superset of the math)
         last = gl.maximum(hi - 1, lo)
-        for j in range(lo, gl.minimum(a, last)):
-            acc, m_i, l_i, s_cur = _attend_tile(
-                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
-                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, True, num_warps,
-            )  # fmt: skip
-        for j in range(a, gl.minimum(b, last)):
-            acc, m_i, l_i, s_cur = _attend_tile(
-                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
-                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, True, num_warps,
-            )  # fmt: skip
-        for j in range(b, last):
-            acc, m_i, l_i, s_cur = _attend_tile(
-                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
-                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, True, num_warps,
-            )  # fmt: skip
+        a_end = gl.minimum(a, last)
+        b_end = gl.minimum(b, last)
+    for j in range(lo, a_end):
+        acc, m_i, l_i, s_cur = _attend_tile(
+            acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
+            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True,
+            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, OVERLAP, OVERLAP, num_warps,
+        )  # fmt: skip
+    for j in range(a, b_end):
+        acc, m_i, l_i, s_cur = _attend_tile(
+            acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
+            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False,
+            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, OVERLAP, OVERLAP, num_warps,
+        )  # fmt: skip
+    for j in range(b, last):
+        acc, m_i, l_i, s_cur = _attend_tile(
+            acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
+            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True,
+            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, OVERLAP, OVERLAP, num_warps,
+        )  # fmt: skip
+    if OVERLAP:
         if lo < hi:
             acc, m_i, l_i, s_cur = _attend_tile(
                 acc, m_i, l_i, s_cur, last, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
                 seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
                 True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, False, num_warps,
-            )  # fmt: skip
-    else:
-        for j in range(lo, a):
-            acc, m_i, l_i, s_cur = _attend_tile(
-                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
-                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, False, False, num_warps,
-            )  # fmt: skip
-        for j in range(a, b):
-            acc, m_i, l_i, s_cur = _attend_tile(
-                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
-                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, False, False, num_warps,
-            )  # fmt: skip
-        for j in range(b, hi):
-            acc, m_i, l_i, s_cur = _attend_tile(
-                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
-                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, False, False, num_warps,
             )  # fmt: skip
 
     m_o = gl.convert_layout(m_i, gl.SliceLayout(1, o_layout))
@@ -351,6 +339,7 @@ def _attend_partition(
         gl.store(part_l_ptr + row, l_o, mask=mask_o)
         gl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_do[None, :], acc, mask=mask_o[:, None])
     else:
+        # no fp8 cache here: the value-scale pointer is never read
         o = acc * _out_scale(m_o, l_o, sinks_ptr, head_o, sinks_ptr, SINKS, False)[:, None]
         o_rows = (q_start + tok_o) * stride_ot + head_o.to(gl.int64) * stride_oh
         gl.store(out_ptr + o_rows[:, None] + offs_do[None, :], o.to(out_ptr.dtype.element_ty), mask=mask_o[:, None])
@@ -425,24 +414,13 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     seqlen_k = gl.load(seqused_k_ptr + seq)
     q_start = gl.load(cu_seqlens_q_ptr + seq)
     q_end = gl.load(cu_seqlens_q_ptr + seq + 1)
-    q_len = q_end - q_start
-    t0, mine = _prefill_tile(pid_q, seq, q_start, q_end, num_tokens, decode_max_q, BLOCK_Q)
-    keys_ok = (seqlen_k >= 0) & (seqlen_k.to(gl.int64) <= bt_width.to(gl.int64) * BLOCK_SIZE)
-    q_len = gl.where(mine, q_len, 0)
-    seqlen_k = gl.where(mine & keys_ok, seqlen_k, 0)
-    t0 = gl.where(mine, t0, 0)
+    t0, q_len, seqlen_k = _prefill_rows(
+        pid_q, seq, q_start, q_end, seqlen_k, num_tokens, decode_max_q, bt_width, BLOCK_Q, BLOCK_SIZE
+    )
     ctx = seqlen_k - q_len
-    first = t0.to(gl.int32)
-    last = gl.minimum(first + BLOCK_Q, q_len) - 1
-    lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT)
-    if SPLIT:
-        per_split = (hi - lo + num_splits - 1) // num_splits
-        s_lo = gl.minimum(lo + gl.program_id(1) * per_split, hi)
-        s_hi = gl.minimum(s_lo + per_split, hi)
-        a = gl.maximum(gl.minimum(a, s_hi), s_lo)
-        b = gl.maximum(gl.minimum(b, s_hi), s_lo)
-        lo = s_lo
-        hi = s_hi
+    lo, a, b, hi = _prefill_key_tiles(
+        t0, q_len, ctx, seqlen_k, win_left, win_right, num_splits, BLOCK_Q, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, SPLIT
+    )
 
     dtype: gl.constexpr = q_ptr.dtype.element_ty
     q_smem = gl.allocate_shared_memory(
