@@ -169,6 +169,7 @@ _GPU_CASES = [
 def test_the_hopper_prefill_matches_the_reference(case):
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("needs a Hopper GPU")
+    from tritonkit.check.resources import record_launches
     from tritonkit.ops import paged_attention
     from tritonkit.ops.paged_attention.reference import paged_attention_reference
 
@@ -208,6 +209,11 @@ def test_the_hopper_prefill_matches_the_reference(case):
     )  # fmt: skip
     with overrides(config, PREFILL_HOPPER=True):
         out = paged_attention(q, k, v, **kw)
+        # the same call's launches as sm_90 sees them: the Hopper kernel must be the one that ran
+        meta = {n: (t.to("meta") if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
+        names = [ln.kernel.fn.__name__ for ln in record_launches(
+            lambda: paged_attention(q.to("meta"), k.to("meta"), v.to("meta"), **meta))]  # fmt: skip
+    assert "_paged_attention_prefill_hopper_kernel" in names, names
     with overrides(config, PREFILL_HOPPER=False):
         base = paged_attention(q, k, v, **kw)
     ref_kw = {n: v for n, v in kw.items() if not n.startswith("max_seqlen")}

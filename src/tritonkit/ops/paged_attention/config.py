@@ -161,8 +161,9 @@ PREFILL_HOPPER_STAGES = 2
 # OVERLAP: each warpgroup issues tile j + 1's score dot before tile j's softmax (FA3's intra-warpgroup overlap). In
 # the sm_90 builds ptxas interleaves those HGMMAs with the softmax's exp2s (without it the exp2s wait on the dot)
 # and the extra [128, 128] float32 tile fits 240 registers on Triton 3.6, 3.7 and 3.9, but 3.8's build spills 27
-# values in its loops; off until the GPU run times both (docs/notes/prefill-hopper.md).
-PREFILL_HOPPER_OVERLAP = False
+# values in its loops; off until the GPU run times both (docs/notes/prefill-hopper.md;
+# TRITONKIT_PREFILL_HOPPER_OVERLAP=1 turns it on for that run).
+PREFILL_HOPPER_OVERLAP = os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "0").strip() == "1"
 # TMA coordinates are int32: a cache of more rows (num_blocks x block_size) keeps kernel.py's prefill
 MAX_TMA_ROWS = 2**31 - 1
 
