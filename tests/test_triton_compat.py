@@ -68,6 +68,50 @@ def test_jit_run_launches_the_way_the_fast_path_copies(monkeypatch):
     assert not compat.launch_convention_ok(None)
 
 
+def _cuda_launcher(cls=None, **fields):
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    launcher = object.__new__(cls or CudaLauncher)  # __init__ would build the C launcher
+    vars(launcher).update(
+        launch=print,
+        global_scratch_size=0,
+        profile_scratch_size=0,
+        launch_cooperative_grid=False,
+        launch_pdl=True,
+        arg_annotations=("annotations",),
+        kernel_signature=b"signature",
+        gsan_enabled=False,
+    )
+    vars(launcher).update(fields)
+    return launcher
+
+
+def test_the_cuda_launcher_calls_its_c_function_as_the_fast_path_does(monkeypatch):
+    # every supported Triton's CudaLauncher.__call__ is one the fast path knows, named after the release it was read
+    # from; tests/ops/test_launch.py checks that the C function gets exactly what __call__ would hand it
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    direct = compat.direct_launch(_cuda_launcher(), ("packed",))
+    assert direct is not None, f"Triton {compat.VERSION}: CudaLauncher.__call__ is not in LAUNCHER_CONVENTIONS"
+    assert direct.launch is print and direct.call is CudaLauncher.__dict__["__call__"]
+    assert ("packed",) in direct.head and direct.head[:2] == (False, True)
+    assert (("annotations",) in direct.head) is direct.args_as_tuple
+    conv = compat.LAUNCHER_CONVENTIONS[compat.source_digest(CudaLauncher.__call__)]
+    assert conv.releases == ".".join(compat.VERSION.split(".")[:2])
+
+    class Sub(CudaLauncher):
+        pass
+
+    assert compat.direct_launch(_cuda_launcher(Sub), ()) is None  # a subclass may do more
+    assert compat.direct_launch(lambda *a: None, ()) is None
+    assert compat.direct_launch(_cuda_launcher(global_scratch_size=None), ()) is None
+    launcher = _cuda_launcher()
+    del launcher.launch_pdl
+    assert compat.direct_launch(launcher, ()) is None
+    monkeypatch.setattr(compat, "LAUNCHER_CONVENTIONS", {})
+    assert compat.direct_launch(_cuda_launcher(), ()) is None
+
+
 def test_device_caches_hold_compiled_kernels_then_the_backend(jit):
     with stub_driver(parse_arch("sm_90")):
         with compat.fresh_device_caches(jit):

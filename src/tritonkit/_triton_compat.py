@@ -11,7 +11,9 @@ internal                                            who needs it
 =================================================  ===============================================================
 ``native_specialize_impl``, ``JITFunction.run``'s   ops/_launch.py: the fast launch path copies ``run``'s launch
 source, ``CompiledKernel`` launch fields,            convention and keys launches as Triton does
-``knobs.HookChain``, ``JITFunction.device_caches``
+``knobs.HookChain``, ``JITFunction.device_caches``,
+``CudaLauncher.__call__``'s source and the
+launcher's fields (C ``launch``, scratch sizes, ...)
 ``device_caches[device][0]`` (compiled kernels)     bench/providers.py: compile counts; check/resources.py
 ``create_function_from_signature``,                 check/capture/launches.py: binds and specializes a launch as ``run``
 ``JITFunction._pack_args``, ``get_jit_fn_file_line`` does, then compiles it for the target
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import inspect
 import os
@@ -67,17 +70,20 @@ __all__ = [
     "SUPPORTED",
     "VERSION",
     "Autotuner",
+    "DirectLaunch",
     "DriverBase",
     "GPUTarget",
     "KNOWN_LAUNCH_RELEASES",
     "JITFunction",
     "LaunchConvention",
+    "LauncherConvention",
     "active_driver",
     "capture_missing",
     "compiled_kernels",
     "cuobjdump_path",
     "def_site",
     "device_cache",
+    "direct_launch",
     "fresh_device_caches",
     "gluon_barrier",
     "gluon_tma_load",
@@ -213,6 +219,86 @@ def fresh_device_caches(jit) -> Iterator[None]:
         yield
     finally:
         jit.device_caches = saved
+
+
+@dataclasses.dataclass(frozen=True)
+class LauncherConvention:
+    """How one release's CUDA launcher (``CudaLauncher``, what ``CompiledKernel.run`` returns) calls its C launch
+    function in ``__call__``, as far as ops/_launch.py calls that function itself: the release it was read from,
+    whether the kernel's arguments go as one tuple after the launcher's ``arg_annotations`` and ``kernel_signature``
+    (3.7 on: Triton's generic C launcher) or spread after the hooks (3.6: a C launcher built per signature), and the
+    launcher's flags under which ``__call__`` does more than that call (3.8 on: GSan)."""
+
+    releases: str
+    args_as_tuple: bool
+    more_work_flags: tuple[str, ...] = ()
+
+
+#: the launcher conventions ops/_launch.py copies, by the sha256 prefix of the stripped source of
+#: ``CudaLauncher.__call__`` (read from each release's wheel). Every one of them, for a kernel without scratch memory
+#: and with the flags off, makes exactly one call: ``self.launch(gridX, gridY, gridZ, stream, function,
+#: launch_cooperative_grid, launch_pdl, ...)`` with the scratch buffers None and the rest of its arguments passed on
+LAUNCHER_CONVENTIONS = {
+    "fdaa2b81f7f24ae9": LauncherConvention("3.6", args_as_tuple=False),
+    "69884760f761be99": LauncherConvention("3.7", args_as_tuple=True),
+    # 3.8 adds GSan (more kernel arguments, a stream sync) and a default profile-scratch allocator
+    "82f60fc62f390c57": LauncherConvention("3.8", args_as_tuple=True, more_work_flags=("gsan_enabled",)),
+    "79bae830e3d12742": LauncherConvention("3.9", args_as_tuple=True, more_work_flags=("gsan_enabled",)),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectLaunch:
+    """One launcher's C launch function and what its ``__call__`` passes it besides grid, stream, function and the
+    kernel's arguments: ``launch(gridX, gridY, gridZ, stream, function, *head, args)`` where ``args_as_tuple``, else
+    ``launch(gridX, gridY, gridZ, stream, function, *head, *args)``. ``call`` is the ``__call__`` this was read from:
+    once the launcher's class holds another, the launcher must be called."""
+
+    call: Any
+    launch: Any
+    head: tuple
+    args_as_tuple: bool
+
+
+@functools.lru_cache(maxsize=8)
+def _launcher_call_digest(call) -> str | None:
+    try:
+        return source_digest(call)
+    except (OSError, TypeError):
+        return None
+
+
+def direct_launch(launcher, packed_metadata) -> DirectLaunch | None:
+    """What ``launcher(gridX, gridY, gridZ, stream, function, packed_metadata, None, None, None, *args)`` (no launch
+    metadata, no hooks: what ops/_launch.py passes) does, as one call of its C launch function; None where the launcher
+    is not Triton's ``CudaLauncher`` of a release in LAUNCHER_CONVENTIONS, or where its ``__call__`` would do more for
+    this kernel: allocate global or profile scratch memory (a size other than 0), or a flag of the convention is on."""
+    module = sys.modules.get("triton.backends.nvidia.driver")
+    cls = getattr(module, "CudaLauncher", None)
+    if cls is None or type(launcher) is not cls:
+        return None
+    call = cls.__dict__.get("__call__")
+    conv = LAUNCHER_CONVENTIONS.get(_launcher_call_digest(call)) if call is not None else None
+    if conv is None:
+        return None
+    try:
+        sizes = (launcher.global_scratch_size, launcher.profile_scratch_size)
+        if any(type(n) is not int or n != 0 for n in sizes):
+            return None
+        if any(getattr(launcher, flag, True) for flag in conv.more_work_flags):
+            return None
+        grid_flags = (launcher.launch_cooperative_grid, launcher.launch_pdl)
+        if conv.args_as_tuple:
+            # kernel metadata, launch metadata, the two hooks, the two scratch buffers, the argument layout
+            layout = (launcher.arg_annotations, launcher.kernel_signature)
+            head = (*grid_flags, packed_metadata, None, None, None, None, None, *layout)
+        else:
+            # the two scratch buffers, then what __call__ was handed: kernel metadata, launch metadata, the hooks
+            head = (*grid_flags, None, None, packed_metadata, None, None, None)
+        launch = launcher.launch
+    except AttributeError:
+        return None
+    return DirectLaunch(call, launch, head, conv.args_as_tuple)
 
 
 # -- launch capture (check/capture/launches.py) ---------------------------------------------------------------------

@@ -8,6 +8,7 @@ the fast path must hand the launcher exactly what ``run`` hands it.
 
 import importlib
 import itertools
+import sys
 import types
 import warnings
 
@@ -20,11 +21,13 @@ from compile_keys import Recorder
 from triton import knobs
 from triton.tools.tensor_descriptor import TensorDescriptor
 from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.driver import CudaLauncher
 from triton.compiler import make_backend
 from triton.compiler.compiler import CompiledKernel
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
 import tritonkit.ops
+from tritonkit import _triton_compat
 from tritonkit.check.capture.target import interpreter_off, parse_arch, stub_driver
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
 from tritonkit.ops import _launch, get_spec
@@ -264,13 +267,40 @@ class _FakeCompiled(CompiledKernel):
         pass  # nothing was loaded (3.8 on, CompiledKernel.__del__ unloads a module)
 
 
+def cuda_launcher(calls: list, **fields) -> CudaLauncher:
+    """This Triton's own CUDA launcher, its ``__call__`` untouched, with a C launch function that records
+    ``(caller, arguments)``: the caller is ``__call__`` where the launcher called it."""
+    launcher = object.__new__(CudaLauncher)  # __init__ would build the C launcher
+
+    def launch(*args):
+        calls.append((sys._getframe(1).f_code.co_name, args))
+
+    vars(launcher).update(
+        launch=launch,
+        num_ctas=1,
+        global_scratch_size=0,
+        global_scratch_align=1,
+        profile_scratch_size=0,
+        profile_scratch_align=1,
+        launch_cooperative_grid=False,
+        launch_pdl=True,
+        arg_annotations=("annotations",),  # 3.7 on: read by the C launcher only, passed through as they are
+        kernel_signature=b"signature",
+        gsan_enabled=False,
+    )
+    vars(launcher).update(fields)
+    return launcher
+
+
 class _Harness:
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, launcher=None):
         self.kernel = _probe_jit()
         self.calls, self.compiles, self.triton_runs = [], [], 0
 
         def do_compile(key, signature, device, constexprs, options, attrs, warmup):
             compiled = self.kernel.device_caches[device][0][key] = _FakeCompiled(self.calls)
+            if launcher is not None:
+                compiled._run = launcher
             self.compiles.append(key)
             return compiled
 
@@ -522,3 +552,91 @@ def test_compilation_extras_read_each_knob_of_the_convention(monkeypatch, names)
     assert _launch._compilation_extras(conv) == ("a mode",) * len(names)
     monkeypatch.setattr(knobs.compilation, "instrumentation_mode", "another")
     assert _launch._compilation_extras(conv) == ("another",) * len(names)
+
+
+# -- the C launch function under Triton's CUDA launcher -------------------------------------------------------------
+
+
+@pytest.fixture
+def cuda(monkeypatch):
+    """The harness with this Triton's CudaLauncher as every compiled kernel's launcher; ``.c_calls`` records its C
+    launch function's calls."""
+    importlib.import_module("triton.experimental.gluon")
+    c_calls = []
+    with stub_driver(parse_arch("sm_90")), interpreter_off():
+        h = _Harness(monkeypatch, cuda_launcher(c_calls))
+        h.c_calls = c_calls
+        yield h
+
+
+def _same_objects(a: tuple, b: tuple) -> bool:
+    """The same objects in the same places (tuples compared inside: 3.7 on, the kernel's arguments are one)."""
+    return len(a) == len(b) and all(x is y or (type(x) is tuple and _same_objects(x, y)) for x, y in zip(a, b))
+
+
+def _kernel_args(c_args: tuple, entry) -> tuple:
+    """The probe kernel's eight arguments in one call of the C launch function."""
+    return c_args[-1] if entry.direct.args_as_tuple else c_args[-8:]
+
+
+def _launcher_convention() -> _triton_compat.LauncherConvention:
+    return _triton_compat.LAUNCHER_CONVENTIONS[_triton_compat.source_digest(CudaLauncher.__call__)]
+
+
+def test_the_c_launch_gets_exactly_what_the_launcher_would_hand_it(cuda):
+    # the fast path skips CudaLauncher.__call__ and calls its C function with the very objects __call__ would pass
+    assert cuda.launch() == "normal" and cuda.c_calls[-1][0] == "__call__"
+    assert cuda.launch() == "fast" and cuda.c_calls[-1][0] == "_fire"
+    _, normal = cuda.c_calls[-2]
+    _, fast = cuda.c_calls[-1]
+    entry = next(iter(_launch._STATES[id(cuda.kernel)].entries.values()))
+    assert entry.direct is not None
+    # what the fast path handed the launcher before: no launch metadata, no hooks
+    entry.run(5, 2, 1, 0, 0xF00, ("packed",), None, None, None, *_kernel_args(fast, entry))
+    caller, through_call = cuda.c_calls.pop()
+    assert caller == "__call__" and _same_objects(fast, through_call)
+    # and what JITFunction.run hands it, but for the launch metadata and the two hook chains it passes
+    differ = [i for i, (x, y) in enumerate(zip(normal, fast)) if not _same_objects((x,), (y,))]
+    assert len(normal) == len(fast) and len(differ) == 3
+    assert all(fast[i] is None for i in differ)
+    assert {normal[i] for i in differ[1:]} == {knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook}
+    assert fast[:5] == (5, 2, 1, 0, 0xF00) and ("packed",) in fast and (False, True) == fast[5:7]
+
+
+def test_a_bound_launch_takes_the_c_launch_too(cuda):
+    cuda.launch()
+    bound = _launch.launch(cuda.kernel, (5, 2), *_call(), front=2)
+    x, y = torch.zeros(64, dtype=torch.float16), torch.zeros(64, dtype=torch.float32)
+    assert _launch.launch_bound((bound,), [(x, y)]) is True
+    caller, replayed = cuda.c_calls[-1]
+    assert caller == "_fire" and _kernel_args(replayed, bound.entry) == (x, y, 2, 2, 1.5, True, 64, True)
+    assert cuda.launch(_call(x=x, y=y)) == "fast" and _same_objects(cuda.c_calls[-1][1], replayed)
+
+
+def test_a_launcher_class_patched_later_is_called(cuda, monkeypatch):
+    # a __call__ put on CudaLauncher after the kernel was first launched (a profiler's wrapper) still runs
+    cuda.launch()
+    seen = []
+    real = CudaLauncher.__call__
+
+    def wrapped(self, *a):
+        seen.append(a)
+        return real(self, *a)
+
+    with monkeypatch.context() as m:
+        m.setattr(CudaLauncher, "__call__", wrapped)
+        assert cuda.launch() == "fast" and len(seen) == 1 and cuda.c_calls[-1][0] == "__call__"
+    assert cuda.launch() == "fast" and cuda.c_calls[-1][0] == "_fire"
+
+
+@pytest.mark.parametrize(
+    "fields", [{"global_scratch_size": 64}, {"profile_scratch_size": 64}, {"gsan_enabled": True}], ids=str
+)
+def test_a_launcher_with_more_to_do_is_called(fields):
+    # scratch to allocate, GSan: __call__ does more than one C call, so the fast path calls the launcher
+    if "gsan_enabled" in fields and not _launcher_convention().more_work_flags:
+        pytest.skip(f"Triton {triton.__version__}'s launcher has no GSan")
+    launcher = cuda_launcher([], **fields)
+    assert _triton_compat.direct_launch(launcher, ("packed",)) is None
+    entry = _launch._Entry({}, "key", types.SimpleNamespace(run=launcher, function=1, packed_metadata=()), {})
+    assert entry.direct is None
