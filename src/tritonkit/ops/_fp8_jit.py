@@ -1,8 +1,8 @@
 """Triton device functions the fused fp8 ops share (imports only Triton, as an op's kernel.py): vLLM's rounding
 points, its fp8 e4m3 conversion and its dynamic scale.
 
-Triton 3.6's interpreter converts float32 to bfloat16 by truncation and float32 to e4m3 with the wrong ties; under
-it (CPU tests only) both roundings are done to nearest even by hand, as the GPU does them.
+Triton 3.6's interpreter converts float32 to bfloat16 by truncation, float32 to e4m3 with the wrong ties and bfloat16
+subnormals to float32 wrongly; under it (CPU tests only) these conversions are done by hand, as the GPU does them.
 """
 
 import triton
@@ -12,6 +12,15 @@ INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
 FP8_MAX = tl.constexpr(448.0)
 # vLLM's min_scaling_factor for e4m3: 1 / (448 * 512), the float32 nearest
 MIN_SCALE = tl.constexpr(4.359654017857143e-06)
+
+
+@triton.jit
+def widen(v):
+    """``v`` (a float16, bfloat16 or float32 load) as float32, exactly: bfloat16 through its bits under the
+    interpreter."""
+    if v.dtype == tl.bfloat16 and INTERPRETING:
+        return (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    return v.to(tl.float32)
 
 
 @triton.jit

@@ -7,13 +7,17 @@ from __future__ import annotations
 import torch
 
 from .. import _alloc, _checks, _fp8
+from .._fp8_jit import INTERPRETING
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
+from . import config
 from .config import silu_and_mul_quant_config
 from .kernel import _silu_and_mul_quant_fp8_kernel
 
 #: the ``quant`` modes and the kernel's QUANT for each
 QUANT_MODES = {"static": 0, "token": 1, "group": 2}
+# tl.fma rounds once on a GPU; under the interpreter only where a test made it so (config.INTERPRETER_FMA_FUSED)
+_GPU_FMA = not INTERPRETING.value
 
 
 def scales_shape(x_shape, quant: str, group_size: int) -> tuple[int, ...] | None:
@@ -66,6 +70,7 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
             "BLOCK_M": cfg.block_m,
             "BLOCK_N": cfg.block_n,
             "SINGLE_PASS": cfg.single_pass,
+            "FUSED_FMA": _GPU_FMA or config.INTERPRETER_FMA_FUSED,
         },
         cfg.num_warps,
     )
@@ -155,9 +160,9 @@ def silu_and_mul_quant_fp8(
 
     ``y`` is vLLM's: for static and per token ``(g / (1 + exp(-g)))`` rounded to x's dtype, times u, rounded again
     (its silu_and_mul, then its quantization); per group ``g * (1 / (1 + exp(-g))) * u`` in float32 (its fused
-    per-block kernel). ``exp`` is correctly rounded to float32. Values are clamped to +-448 (NaN to +448) and
-    rounded to nearest even. Returns ``(q [..., d], scales)``: ``[rows, 1]``, ``[rows, d / group_size]``, or for
-    "static" the ``scale`` passed.
+    per-block kernel). The outputs are those of ``exp`` correctly rounded to float32. Values are clamped to +-448
+    (NaN to +448) and rounded to nearest even. Returns ``(q [..., d], scales)``: ``[rows, 1]``, ``[rows, d /
+    group_size]``, or for "static" the ``scale`` passed.
     """
     check_args(x, quant, scale, scale_ub, group_size)
     transposed = bool(transposed_scales)

@@ -1,23 +1,64 @@
 import triton
 import triton.language as tl
 
-from .._fp8_jit import abs_max, dynamic_scale, round_to, to_fp8
+from .._fp8_jit import abs_max, dynamic_scale, round_to, to_fp8, widen
 
 # QUANT: STATIC y * (1 / scale); TOKEN one dynamic scale per row, y / scale; GROUP one per GROUP_SIZE columns
 STATIC = tl.constexpr(0)
 TOKEN = tl.constexpr(1)
 GROUP = tl.constexpr(2)
 
+# exp(-g) in float32 for bfloat16 g (_exp_neg_bf16); every constant is a float32 value, written out exactly.
+# t = 1.5 * 2^23 + n keeps n = rint(-g log2(e)) in its low mantissa bits
+_SHIFT = tl.constexpr(12582912.0)
+_LOG2E = tl.constexpr(1.4426950216293335)  # float32 nearest log2(e)
+_LN2 = tl.constexpr(0.6931471824645996)  # float32 nearest ln(2)
+# -128 * _LN2: there s = 0, the polynomial is 1 and 2^128 * 1 is +inf (exp(88.72...) overflows float32); bf16 below
+# it (-89, ...) has exp(-g) = inf, and -88.5 above it the finite 2.7e38
+_G_INF = tl.constexpr(-88.72283935546875)
+# above 20, exp(-g) < 2^-28 and 1 + e rounds to 1 in float32 as the reference's does
+_G_ONE = tl.constexpr(20.0)
+# exp(-s) on |s| <= ln(2) / 2: a near-minimax degree-5 fit rounded to float32 (the activation is proven exact for
+# every bfloat16 g by tests/ops/test_silu_and_mul_quant_fp8_fast.py; degree 4 misses one, g = -3.046875)
+_C1 = tl.constexpr(-0.9999997019767761)
+_C2 = tl.constexpr(0.4999915063381195)
+_C3 = tl.constexpr(-0.1666763722896576)
+_C4 = tl.constexpr(0.041897963732481)
+_C5 = tl.constexpr(-0.008290305733680725)
+
 
 @triton.jit
-def _act(x_ptrs, d, mask, QUANT: tl.constexpr, dtype: tl.constexpr):
-    """``silu(g) * u`` at vLLM's rounding points, ``exp`` in float64 rounded once to float32 (a correctly rounded
-    expf, so the float64 reference is matched bit for bit). STATIC and TOKEN as its silu_and_mul kernels:
-    ``(g / (1 + e))`` rounded to dtype, times u rounded to dtype; GROUP as silu_and_mul_per_block_quant: ``g * (1 /
-    (1 + e)) * u`` in float32."""
-    g = tl.load(x_ptrs, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(x_ptrs + d, mask=mask, other=0.0).to(tl.float32)
-    e = tl.exp(-(g.to(tl.float64))).to(tl.float32)
+def _exp_neg_bf16(g):
+    """``exp(-g)`` in float32 within 5.1 ulp (2.3 for |g| < 16): not correctly rounded, but for every bfloat16 ``g``
+    the STATIC and TOKEN activation ``rnd_bf16(g / (1 + e))`` comes out bit for bit the reference's (proven over all
+    65536 by the tests). IEEE-exact float32 operations only, so the result is the same on every GPU and on a CPU:
+    each product that feeds a sum is an explicit ``tl.fma`` (FMA contraction changes nothing), no MUFU, and 2^n goes
+    into the exponent field by an integer add."""
+    x = tl.minimum(tl.maximum(g, _G_INF), _G_ONE)
+    t = tl.fma(x, -_LOG2E, _SHIFT)
+    n = t - _SHIFT
+    # s = x + n ln2, |s| <= ln(2) / 2 (+ ulps); exp(-g) = 2^n exp(-s). A one-part ln2 is off by 2^-29: 2 ulp of e
+    # at |n| = 128, which the activation absorbs (a second part would cost an FMA)
+    s = tl.fma(n, _LN2, x)
+    p = tl.fma(tl.fma(tl.fma(tl.fma(tl.fma(_C5, s, _C4), s, _C3), s, _C2), s, _C1), s, 1.0)
+    # n is in t's low bits: shifted into the exponent field, the rest of t's pattern shifts out of the 32 bits
+    bits = p.to(tl.int32, bitcast=True) + (t.to(tl.int32, bitcast=True) << 23)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _act(x_ptrs, d, mask, QUANT: tl.constexpr, dtype: tl.constexpr, FUSED_FMA: tl.constexpr):
+    """``silu(g) * u`` at vLLM's rounding points, with ``e = exp(-g)`` the float32 nearest (the float64 reference's
+    ``e``) or, for bfloat16 STATIC and TOKEN on a GPU (FUSED_FMA), :func:`_exp_neg_bf16`, whose activation is the
+    same bit for bit. STATIC and TOKEN as vLLM's silu_and_mul kernels: ``(g / (1 + e))`` rounded to dtype, times u
+    rounded to dtype; GROUP as silu_and_mul_per_block_quant: ``g * (1 / (1 + e)) * u`` in float32 (its ``1 + e``
+    must be exact, so float64 ``exp`` there)."""
+    g = widen(tl.load(x_ptrs, mask=mask, other=0.0))
+    u = widen(tl.load(x_ptrs + d, mask=mask, other=0.0))
+    if QUANT != GROUP and FUSED_FMA and dtype == tl.bfloat16:
+        e = _exp_neg_bf16(g)
+    else:
+        e = tl.exp(-(g.to(tl.float64))).to(tl.float32)
     if QUANT == GROUP:
         return g * tl.math.div_rn(1.0, 1.0 + e) * u
     return round_to(round_to(tl.math.div_rn(g, 1.0 + e), dtype) * u, dtype)
@@ -43,12 +84,14 @@ def _silu_and_mul_quant_fp8_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SINGLE_PASS: tl.constexpr,
+    FUSED_FMA: tl.constexpr,
 ):
     """fp8 of ``silu(x[r, :d]) * x[r, d:]`` over one ``[BLOCK_M, BLOCK_N]`` tile. GROUP tiles hold whole groups
     (BLOCK_N a multiple of GROUP_SIZE); TOKEN tiles whole rows with SINGLE_PASS (BLOCK_N >= d), otherwise a program
     walks its rows' BLOCK_N-column chunks twice (the amax, then the quantization: the activation is recomputed, not
     stored). The scale of row ``r`` and group ``g`` is at ``r * stride_st + g * stride_sg`` (plain or
-    column-major)."""
+    column-major). FUSED_FMA: tl.fma rounds once (every GPU; not Triton 3.6's interpreter), which the float32 ``exp``
+    needs to be exact."""
     pid_m = tl.program_id(0).to(tl.int64)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: row * stride passes 2^31 on large inputs
@@ -61,18 +104,18 @@ def _silu_and_mul_quant_fp8_kernel(
         for start in range(0, d, BLOCK_N):
             offs_n = start + tl.arange(0, BLOCK_N)
             mask = mask_m[:, None] & (offs_n < d)[None, :]
-            amax = tl.maximum(amax, abs_max(_act(x_rows + offs_n[None, :], d, mask, QUANT, dtype), 1))
+            amax = tl.maximum(amax, abs_max(_act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA), 1))
         s = dynamic_scale(amax, ub_ptr, HAS_UB, UB_ON_SCALE)
         tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
         for start in range(0, d, BLOCK_N):
             offs_n = start + tl.arange(0, BLOCK_N)
             mask = mask_m[:, None] & (offs_n < d)[None, :]
-            y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype)
+            y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA)
             tl.store(q_rows + offs_n[None, :], to_fp8(tl.math.div_rn(y, s[:, None])), mask=mask)
     else:
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         mask = mask_m[:, None] & (offs_n < d)[None, :]
-        y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype)  # [BLOCK_M, BLOCK_N]
+        y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA)  # [BLOCK_M, BLOCK_N]
         q_ptrs = q_rows + offs_n[None, :]
         if QUANT == STATIC:
             inv = tl.math.div_rn(1.0, tl.load(scale_ptr))

@@ -1,7 +1,8 @@
 """Float64 oracle for silu_and_mul_quant_fp8, rounded where vLLM's kernels round.
 
-``exp`` is computed in float64 and rounded once to float32 (the kernel does the same: a correctly rounded expf);
-every other step is exact in float64 and then rounded as vLLM's float32 (or x-dtype) operation rounds, so the fp8
+``exp`` is computed in float64 and rounded once to float32 (the kernel does the same, a correctly rounded expf, or
+for bfloat16 static and per-token on a GPU a float32 exp proven to give the same activation for every input); every
+other step is exact in float64 and then rounded as vLLM's float32 (or x-dtype) operation rounds, so the fp8
 codes and scales match the op's bit for bit. ``dtype`` is the op's dtype (x's before the harness upcast it).
 """
 

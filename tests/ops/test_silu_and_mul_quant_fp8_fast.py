@@ -1,0 +1,177 @@
+"""silu_and_mul_quant_fp8's GPU fast path, proven on the CPU by running the kernel's own device functions: the
+float32 ``exp`` of bfloat16 STATIC and TOKEN (bit-exact activation for all 65536 bfloat16 g).
+
+It needs ``tl.fma`` fused, as every GPU computes it; Triton 3.6's interpreter rounds ``x * y + z`` twice. Under the
+interpreter the ``fused_fma`` fixture replaces its fma by a correctly rounded one (the product exact in float64, the
+sum rounded to odd, then once to float32) and turns the fast path on; on a GPU nothing is patched."""
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tritonkit.ops import overrides
+from tritonkit.ops.silu_and_mul_quant_fp8 import config
+from tritonkit.ops.silu_and_mul_quant_fp8.api import silu_and_mul_quant_fp8
+from tritonkit.ops.silu_and_mul_quant_fp8.kernel import STATIC, TOKEN, _act, _exp_neg_bf16
+from tritonkit.ops.silu_and_mul_quant_fp8.reference import _activation, silu_and_mul_quant_fp8_reference
+from tritonkit.testing.inputs import Fill
+
+F32, F64 = np.float32, np.float64
+INTERPRETING = bool(triton.knobs.runtime.interpret)
+DEVICE = "cpu" if INTERPRETING else "cuda"
+
+
+def fma_rn32(x, y, z) -> np.ndarray:
+    """``x * y + z`` rounded once to float32 (float32 arrays, broadcast). The product is exact in float64; the sum is
+    rounded to odd there (a float64 rounding toward the exact sum, its last bit set when inexact), from which the
+    rounding to float32 is correct: a plain float64 sum could land on a float32 tie the exact sum is not on."""
+    p = np.asarray(x, F32).astype(F64) * np.asarray(y, F32).astype(F64)
+    c = np.asarray(z, F32).astype(F64)
+    with np.errstate(all="ignore"):
+        s = p + c
+        b = s - p
+        err = (p - (s - b)) + (c - b)  # exact: s + err == p + c (TwoSum)
+        even = (s.view(np.uint64) & 1) == 0
+        fix = np.isfinite(s) & np.isfinite(err) & (err != 0) & even
+        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+        return s.astype(F32)
+
+
+@pytest.fixture
+def fused_fma(monkeypatch):
+    """Under the interpreter: its float32 fma fused, and the op's fast paths on (config.INTERPRETER_FMA_FUSED)."""
+    if not INTERPRETING:
+        yield
+        return
+    from triton.runtime import interpreter
+
+    unfused = interpreter.InterpreterBuilder.create_fma
+
+    def create_fma(self, x, y, z):
+        if z.data.dtype != F32:
+            return unfused(self, x, y, z)
+        return interpreter.TensorHandle(fma_rn32(x.data, y.data, z.data), z.dtype.scalar)
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fma", create_fma)
+    with overrides(config, INTERPRETER_FMA_FUSED=True):
+        yield
+
+
+@triton.jit
+def _fma_probe(a_ptr, b_ptr, c_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.fma(tl.load(a_ptr + offs), tl.load(b_ptr + offs), tl.load(c_ptr + offs)))
+
+
+def test_the_fixture_makes_fma_fused(fused_fma):
+    """(1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 is a float32 tie: alone it rounds to even, a tiny addend of either sign
+    decides it (rounded in float64 first, the addend would vanish), and 1 + 2^-11 subtracted leaves 2^-24 exactly."""
+    a = 1 + 2.0**-12
+    cases = [
+        (-(1 + 2.0**-11), 2.0**-24),
+        (0.0, 1 + 2.0**-11),
+        (2.0**-80, 1 + 2.0**-11 + 2.0**-23),
+        (-(2.0**-80), 1 + 2.0**-11),
+    ]
+    c = torch.tensor([z for z, _ in cases], dtype=torch.float32, device=DEVICE)
+    out = torch.empty_like(c)
+    _fma_probe[(1,)](torch.full_like(c, a), torch.full_like(c, a), c, out, N=len(cases))
+    assert out.cpu().tolist() == [want for _, want in cases]
+
+
+def test_fma_rn32_rounds_once():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((2, 4096)).astype(F32)
+    z = np.concatenate([-(x[:2048].astype(F64) * y[:2048]).astype(F32), rng.standard_normal(2048).astype(F32)])
+    got = fma_rn32(x, y, z)
+    from fractions import Fraction
+
+    for i in range(0, 4096, 7):
+        exact = Fraction(float(x[i])) * Fraction(float(y[i])) + Fraction(float(z[i]))
+        near = np.float32(float(exact))
+        cands = [np.nextafter(near, F32(-np.inf)), near, np.nextafter(near, F32(np.inf))]
+        want = min(cands, key=lambda v: (abs(Fraction(float(v)) - exact), int(np.float32(v).view(np.uint32)) & 1))
+        assert got[i] == want, (x[i], y[i], z[i])
+
+
+# -- the float32 exp: every bfloat16 g ---------------------------------------------------------------------------------
+def _every_bf16() -> torch.Tensor:
+    return (torch.arange(65536, dtype=torch.int32) << 16).view(torch.float32).to(torch.bfloat16)
+
+
+@triton.jit
+def _act_probe(x_ptr, y_ptr, d, QUANT: tl.constexpr, BLOCK: tl.constexpr, FUSED_FMA: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < d
+    tl.store(y_ptr + offs, _act(x_ptr + offs, d, mask, QUANT, x_ptr.dtype.element_ty, FUSED_FMA), mask=mask)
+
+
+@triton.jit
+def _exp_probe(g_ptr, e_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(e_ptr + offs, _exp_neg_bf16(tl.load(g_ptr + offs)))
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """float32 equality of bit patterns, any NaN equal to any NaN (the fp8 conversion sends all of them to 448)."""
+    return (a.view(torch.int32) == b.view(torch.int32)) | (a.isnan() & b.isnan())
+
+
+@pytest.mark.parametrize("quant", [STATIC.value, TOKEN.value], ids=["static", "token"])
+def test_fast_exp_activation_is_exact_for_every_bf16(fused_fma, quant):
+    """The kernel's own ``_act`` with the float32 exp, on all 65536 bfloat16 g (NaNs, +-inf, subnormals, the exp
+    overflow at g = -88.5 / -89, g past 20): ``rnd_bf16(g / (1 + e))`` (u = 1) equals the float64 reference's bit for
+    bit."""
+    g = _every_bf16()
+    x = torch.cat([g, torch.ones_like(g)]).to(DEVICE)
+    y = torch.full((65536,), float("nan"), device=DEVICE)
+    block = 65536 if INTERPRETING else 1024
+    _act_probe[(65536 // block,)](x, y, 65536, QUANT=quant, BLOCK=block, FUSED_FMA=True)
+    want = _activation(torch.stack([g.double(), torch.ones(65536, dtype=torch.float64)], 1), "static", torch.bfloat16)
+    same = _same_bits(y.cpu(), want[:, 0].float())
+    assert same.all(), f"{int((~same).sum())} g differ, first {g[~same][:8].tolist()}"
+
+
+def test_the_fast_exp_is_not_a_correctly_rounded_exp(fused_fma):
+    """The equality above is the activation's, not the exp's: e itself differs from RN32(exp(-g)) on some g where it
+    matters (1 + e differs), and the activation still matches."""
+    g = _every_bf16().float().to(DEVICE)
+    e = torch.empty_like(g)
+    block = 65536 if INTERPRETING else 1024
+    _exp_probe[(65536 // block,)](g, e, BLOCK=block)
+    g, e = g.cpu(), e.cpu()
+    rn = torch.exp(-g.double()).float()
+    live = g.isfinite() & (g.abs() < 16)
+    assert ((1 + e) != (1 + rn))[live].any()
+
+
+# -- the whole op with the fast paths on: codes and scales equal to the reference --------------------------------------
+# rows stacked in a tile, two column tiles, Llama-3-8B's 14336 columns (held in chunks), and a per-token row past
+# MAX_TOKEN_ROW (walked twice)
+FAST_SHAPES = {
+    "static": [(3, 80), (2, 2048 + 384)],
+    "token": [(3, 80), (2, 2048 + 384), (1, 14336), (1, 16384 + 130)],
+    "group": [(3, 128), (2, 2048 + 384), (1, 14336)],
+}
+# a bound on the amax (token) or the scale (group): y / s then overflows float32 on near-max inputs
+SCALE_UB = {"token": 1.5, "group": 2 / 448}
+
+
+@pytest.mark.parametrize("family", ["randn", "outlier", "tiny", "near_max", "nonfinite"])
+@pytest.mark.parametrize("quant", ["static", "token", "group"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_codes_and_scales_with_the_fast_paths(fused_fma, dtype, quant, family):
+    """The whole op with its GPU paths, on the difficult families: fp8 codes and scales equal the reference's."""
+    fill = Fill(family, DEVICE, seed=7)
+    for t, d in FAST_SHAPES[quant]:
+        x = fill((t, 2 * d), dtype)
+        scale = torch.tensor([1 / 64], device=DEVICE) if quant == "static" else None
+        bounded = quant != "static" and family in ("outlier", "near_max")
+        ub = torch.tensor([SCALE_UB[quant]], device=DEVICE) if bounded else None
+        q, s = silu_and_mul_quant_fp8(x, quant=quant, scale=scale, scale_ub=ub)
+        ref = silu_and_mul_quant_fp8_reference(x.double(), quant, scale, ub, 128, dtype)
+        got, want = q.cpu().view(torch.uint8), ref["q"].to(q.dtype).cpu().view(torch.uint8)
+        assert torch.equal(got, want), f"{(got != want).sum()} codes differ at d={d}"
+        assert torch.equal(s.cpu().view(torch.int32), ref["scale"].float().cpu().view(torch.int32))
