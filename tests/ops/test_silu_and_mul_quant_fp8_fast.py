@@ -1,9 +1,10 @@
-"""silu_and_mul_quant_fp8's GPU fast path, proven on the CPU by running the kernel's own device functions: the
-float32 ``exp`` of bfloat16 STATIC and TOKEN (bit-exact activation for all 65536 bfloat16 g).
+"""silu_and_mul_quant_fp8's GPU fast paths, proven on the CPU by running the kernel's own device functions: the
+float32 ``exp`` of bfloat16 STATIC and TOKEN (bit-exact activation for all 65536 bfloat16 g) and the division by a
+scale through its reciprocal with Markstein's correction (equal to float32 division, specials included).
 
-It needs ``tl.fma`` fused, as every GPU computes it; Triton 3.6's interpreter rounds ``x * y + z`` twice. Under the
+Both need ``tl.fma`` fused, as every GPU computes it; Triton 3.6's interpreter rounds ``x * y + z`` twice. Under the
 interpreter the ``fused_fma`` fixture replaces its fma by a correctly rounded one (the product exact in float64, the
-sum rounded to odd, then once to float32) and turns the fast path on; on a GPU nothing is patched."""
+sum rounded to odd, then once to float32) and turns the fast paths on; on a GPU nothing is patched."""
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import triton.language as tl
 from tritonkit.ops import overrides
 from tritonkit.ops.silu_and_mul_quant_fp8 import config
 from tritonkit.ops.silu_and_mul_quant_fp8.api import silu_and_mul_quant_fp8
-from tritonkit.ops.silu_and_mul_quant_fp8.kernel import STATIC, TOKEN, _act, _exp_neg_bf16
+from tritonkit.ops.silu_and_mul_quant_fp8.kernel import STATIC, TOKEN, _act, _div_by_scale, _exp_neg_bf16, _recip
 from tritonkit.ops.silu_and_mul_quant_fp8.reference import _activation, silu_and_mul_quant_fp8_reference
 from tritonkit.testing.inputs import Fill
 
@@ -145,6 +146,129 @@ def test_the_fast_exp_is_not_a_correctly_rounded_exp(fused_fma):
     rn = torch.exp(-g.double()).float()
     live = g.isfinite() & (g.abs() < 16)
     assert ((1 + e) != (1 + rn))[live].any()
+
+
+# -- division by the scale: Markstein's correction from RN(1 / s) -----------------------------------------------------
+@triton.jit
+def _div_probe(y_ptr, s_ptr, q_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(y_ptr + offs, mask=mask, other=1.0)
+    s = tl.load(s_ptr + offs, mask=mask, other=1.0)
+    tl.store(q_ptr + offs, _div_by_scale(y, s, _recip(s, True), True), mask=mask)
+
+
+def _divide(y: np.ndarray, s: np.ndarray) -> np.ndarray:
+    yt, st = torch.from_numpy(y).to(DEVICE), torch.from_numpy(s).to(DEVICE)
+    q = torch.full_like(yt, float("nan"))
+    block = min(max(triton.next_power_of_2(len(y)), 16), 1 << 18) if INTERPRETING else 1024
+    _div_probe[(triton.cdiv(len(y), block),)](yt, st, q, len(y), BLOCK=block)
+    return q.cpu().numpy()
+
+
+def _pairs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(y, s) float32 where y / s stays normal: random significands and exponents, y of bf16 and fp16 precision, and
+    the hard ones: s of all-ones significand, y / s within an ulp of a midpoint, y just below s (the product y RN(1/s)
+    is off by up to 1.5 ulp there)."""
+    rng = np.random.default_rng(seed)
+    k = n // 6
+
+    def f32(m, e):
+        return np.ldexp(m, e).astype(F32)
+
+    mant = lambda size, bits=24: rng.integers(1 << (bits - 1), 1 << bits, size) / (1 << (bits - 1))  # noqa: E731
+    sign = lambda size: rng.choice([-1.0, 1.0], size)  # noqa: E731
+    ys, ss = [], []
+    # random significands and exponents; the scale's range [1 / (448 * 512), 3.4e38 / 448]
+    ys.append(f32(sign(k) * mant(k), rng.integers(-60, 60, k)))
+    ss.append(f32(mant(k), rng.integers(-17, 60, k)))
+    # bf16 and fp16 values of y (the token mode's), random s
+    for bits in (8, 11):
+        ys.append(f32(sign(k) * mant(k, bits), rng.integers(-40, 40, k)))
+        ss.append(f32(mant(k), rng.integers(-17, 30, k)))
+    # s with all-ones or nearly all-ones significands
+    ys.append(f32(sign(k) * mant(k), rng.integers(-20, 20, k)))
+    ss.append(f32(2 - rng.integers(1, 8, k) * 2.0**-23, rng.integers(-17, 30, k)))
+    # y / s next to a midpoint of float32: y = RN(m s) for a midpoint m, then nudged by an ulp or two
+    m = (2 * rng.integers(1 << 23, 1 << 24, k) + 1) / 2.0**24  # odd at the 25th bit: a midpoint in [1, 2)
+    s = mant(k).astype(F32)
+    y = (m * s.astype(F64)).astype(F32)
+    y = (y.view(np.int32) + rng.integers(-2, 3, k, dtype=np.int32)).view(F32)
+    ys.append(y * sign(k).astype(F32))
+    ss.append(s)
+    # y just below s, both near 2
+    s = (2 - rng.integers(1, 1 << 12, k) * 2.0**-23).astype(F32)
+    ys.append((s.view(np.int32) - rng.integers(1, 1 << 12, k, dtype=np.int32)).view(F32))
+    ss.append(s)
+    return np.concatenate(ys), np.concatenate(ss)
+
+
+def _assert_divides(y: np.ndarray, s: np.ndarray) -> None:
+    q = _divide(y, s)
+    with np.errstate(all="ignore"):
+        want = (y / s).astype(F32)
+    same = (q.view(np.int32) == want.view(np.int32)) | (np.isnan(q) & np.isnan(want))
+    bad = np.flatnonzero(~same)
+    assert bad.size == 0, (
+        f"{bad.size} differ, first y={y[bad[:4]]} s={s[bad[:4]]} got {q[bad[:4]]} want {want[bad[:4]]}"
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_markstein_division_equals_float32_division(fused_fma, seed):
+    y, s = _pairs(6 * 20000, seed)
+    _assert_divides(y, s)
+
+
+@pytest.mark.slow
+def test_markstein_division_equals_float32_division_many(fused_fma):
+    for seed in range(2, 12):
+        y, s = _pairs(6 * 200000, seed)
+        _assert_divides(y, s)
+
+
+def test_markstein_division_specials(fused_fma):
+    """+-0 keep their sign; an overflowing y / s and y = +-inf give +-inf (448 after the clamp); s = inf gives +-0
+    (NaN for y = +-inf); NaN stays NaN; 2^-10 (an e4m3 tie) and its neighbours stay exact."""
+    inf, nan, big = np.inf, np.nan, 3.0e38
+    pairs = [
+        (0.0, 1.0),
+        (-0.0, 1.0),
+        (-0.0, 4.36e-6),
+        (0.0, 7.6e35),
+        (-0.0, inf),
+        (1.5, inf),
+        (-2.0, inf),
+        (inf, 1.0),
+        (-inf, 3.0),
+        (inf, inf),
+        (nan, 1.0),
+        (nan, inf),
+        (big, 4.36e-6),
+        (-big, 1e-5),
+        (big, 0.5),
+        (-big, 0.75),
+        (3.4e38, 1.0 - 2**-24),
+        (2.0**-10 * 3, 3.0),
+        (-(2.0**-10) * 0.7, 0.7),
+        (2.0**-10 * 1.7 * (1 + 2**-23), 1.7),
+    ]
+    y = np.array([a for a, _ in pairs], F32)
+    s = np.array([b for _, b in pairs], F32)
+    _assert_divides(y, s)
+
+
+def test_markstein_division_of_tiny_y_rounds_to_the_same_fp8(fused_fma):
+    """Below ~2^-103 the remainder s q0 - y underflows and q may be an ulp off; such a quotient is far below e4m3's
+    2^-10 and both quantize to a zero of y's sign."""
+    y = np.array([1e-40, -3e-42, 1e-45, -1e-38, 2.0**-110, -(2.0**-104)], F32)
+    s = np.array([4.36e-6, 1e-5, 4.36e-6, 7.6e35, 3.0, 1.5], F32)
+    with np.errstate(all="ignore"):
+        want = (y / s).astype(F32)
+    got = _divide(y, s)
+    assert (np.abs(got) < 2.0**-11).all() and (np.signbit(got) == np.signbit(want)).all()
+    fp8 = lambda q: torch.from_numpy(q).to(torch.float8_e4m3fn).view(torch.uint8)  # noqa: E731
+    assert torch.equal(fp8(got), fp8(want))
 
 
 # -- the whole op with the fast paths on: codes and scales equal to the reference --------------------------------------

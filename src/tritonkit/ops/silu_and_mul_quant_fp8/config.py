@@ -14,9 +14,9 @@ MAX_GRID_1 = 65535
 # per-token rows up to this many outputs are one tile (a row's amax in registers); wider rows are walked twice
 MAX_TOKEN_ROW = 16384
 TOKEN_STREAM_BLOCK = 4096
-# tl.fma rounds once on every GPU, twice under Triton 3.6's interpreter (x * y + z), where the kernel's float32 exp
-# would not be exact: the interpreter keeps the float64 exp. A test that makes the interpreter's fma fused sets this
-# (tritonkit.ops.overrides(config, INTERPRETER_FMA_FUSED=True)).
+# tl.fma rounds once on every GPU, twice under Triton 3.6's interpreter (x * y + z), where the kernel's float32 exp and
+# its division through the scale's reciprocal would not be exact: the interpreter keeps float64 exp and div_rn. A test
+# that makes the interpreter's fma fused sets this (tritonkit.ops.overrides(config, INTERPRETER_FMA_FUSED=True)).
 INTERPRETER_FMA_FUSED = False
 
 

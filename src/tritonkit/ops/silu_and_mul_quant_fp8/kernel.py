@@ -64,6 +64,29 @@ def _act(x_ptrs, d, mask, QUANT: tl.constexpr, dtype: tl.constexpr, FUSED_FMA: t
     return round_to(round_to(tl.math.div_rn(g, 1.0 + e), dtype) * u, dtype)
 
 
+@triton.jit
+def _recip(s, FUSED_FMA: tl.constexpr):
+    """``1 / s`` correctly rounded, once a row or a group, for :func:`_div_by_scale` (``s`` itself, unused, without
+    FUSED_FMA)."""
+    if FUSED_FMA:
+        return tl.math.div_rn(1.0, s)
+    return s
+
+
+@triton.jit
+def _div_by_scale(y, s, r, FUSED_FMA: tl.constexpr):
+    """``y / s`` correctly rounded (``div_rn``). FUSED_FMA: from ``r = RN(1 / s)`` (one a row or a group) by
+    Markstein's correction, three float32 operations instead of a division: ``q0 = RN(y r)``, ``q1 = RN(q0 - r RN(s
+    q0 - y))`` (the remainder negated so that y = -0 gives -0). Where ``y r`` overflows (|q| saturates to 448 all the
+    same) or ``s`` is inf (q is +-0), the correction is NaN and ``q0`` is the answer; NaN y stays NaN."""
+    if FUSED_FMA:
+        q0 = y * r
+        # x * -1.0, not -x: Triton's -x is 0 - x (+0 for -0), and the product folds into the FMA as a sign
+        q1 = tl.fma(tl.fma(s, q0, y * -1.0) * -1.0, r, q0)
+        return tl.where(q1 == q1, q1, q0)  # noqa: PLR0124 - the NaN test
+    return tl.math.div_rn(y, s)
+
+
 @triton.jit(do_not_specialize=["n_rows", "stride_st", "stride_sg"])
 def _silu_and_mul_quant_fp8_kernel(
     x_ptr,
@@ -91,7 +114,7 @@ def _silu_and_mul_quant_fp8_kernel(
     walks its rows' BLOCK_N-column chunks twice (the amax, then the quantization: the activation is recomputed, not
     stored). The scale of row ``r`` and group ``g`` is at ``r * stride_st + g * stride_sg`` (plain or
     column-major). FUSED_FMA: tl.fma rounds once (every GPU; not Triton 3.6's interpreter), which the float32 ``exp``
-    needs to be exact."""
+    and the division through the scale's reciprocal need to be exact."""
     pid_m = tl.program_id(0).to(tl.int64)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: row * stride passes 2^31 on large inputs
@@ -107,11 +130,12 @@ def _silu_and_mul_quant_fp8_kernel(
             amax = tl.maximum(amax, abs_max(_act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA), 1))
         s = dynamic_scale(amax, ub_ptr, HAS_UB, UB_ON_SCALE)
         tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
+        r = _recip(s, FUSED_FMA)[:, None]
         for start in range(0, d, BLOCK_N):
             offs_n = start + tl.arange(0, BLOCK_N)
             mask = mask_m[:, None] & (offs_n < d)[None, :]
             y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA)
-            tl.store(q_rows + offs_n[None, :], to_fp8(tl.math.div_rn(y, s[:, None])), mask=mask)
+            tl.store(q_rows + offs_n[None, :], to_fp8(_div_by_scale(y, s[:, None], r, FUSED_FMA)), mask=mask)
     else:
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         mask = mask_m[:, None] & (offs_n < d)[None, :]
@@ -123,7 +147,8 @@ def _silu_and_mul_quant_fp8_kernel(
         elif QUANT == TOKEN:
             s = dynamic_scale(abs_max(y, 1), ub_ptr, HAS_UB, UB_ON_SCALE)  # [BLOCK_M]
             tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
-            tl.store(q_ptrs, to_fp8(tl.math.div_rn(y, s[:, None])), mask=mask)
+            q = _div_by_scale(y, s[:, None], _recip(s, FUSED_FMA)[:, None], FUSED_FMA)
+            tl.store(q_ptrs, to_fp8(q), mask=mask)
         else:
             NG: tl.constexpr = BLOCK_N // GROUP_SIZE
             y3 = tl.reshape(y, (BLOCK_M, NG, GROUP_SIZE))
@@ -134,5 +159,5 @@ def _silu_and_mul_quant_fp8_kernel(
                 s,
                 mask=mask_m[:, None] & (g * GROUP_SIZE < d)[None, :],
             )
-            q = tl.reshape(to_fp8(tl.math.div_rn(y3, s[:, :, None])), (BLOCK_M, BLOCK_N))
-            tl.store(q_ptrs, q, mask=mask)
+            q3 = _div_by_scale(y3, s[:, :, None], _recip(s, FUSED_FMA)[:, :, None], FUSED_FMA)
+            tl.store(q_ptrs, tl.reshape(to_fp8(q3), (BLOCK_M, BLOCK_N)), mask=mask)
