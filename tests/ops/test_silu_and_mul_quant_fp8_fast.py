@@ -272,11 +272,11 @@ def test_markstein_division_of_tiny_y_rounds_to_the_same_fp8(fused_fma):
 
 
 # -- the whole op with the fast paths on: codes and scales equal to the reference --------------------------------------
-# rows stacked in a tile, two column tiles, Llama-3-8B's 14336 columns (held in chunks), and a per-token row past
-# MAX_TOKEN_ROW (walked twice)
+# rows stacked in a tile, two column tiles, Llama-3-8B's 14336 columns (per token: 7 chunks held in registers),
+# MAX_TOKEN_ROW (8 chunks) and a per-token row past it (walked twice)
 FAST_SHAPES = {
     "static": [(3, 80), (2, 2048 + 384)],
-    "token": [(3, 80), (2, 2048 + 384), (1, 14336), (1, 16384 + 130)],
+    "token": [(3, 80), (2, 2048 + 384), (1, 14336), (1, 16384), (1, 16384 + 130)],
     "group": [(3, 128), (2, 2048 + 384), (1, 14336)],
 }
 # a bound on the amax (token) or the scale (group): y / s then overflows float32 on near-max inputs

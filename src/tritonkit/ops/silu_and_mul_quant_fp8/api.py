@@ -69,6 +69,7 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
             "UB_ON_SCALE": ub_on_scale,
             "BLOCK_M": cfg.block_m,
             "BLOCK_N": cfg.block_n,
+            "NUM_CHUNKS": cfg.num_chunks,
             "SINGLE_PASS": cfg.single_pass,
             "FUSED_FMA": _GPU_FMA or config.INTERPRETER_FMA_FUSED,
         },

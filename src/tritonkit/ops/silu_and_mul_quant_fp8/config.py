@@ -11,9 +11,12 @@ from .._ints import cdiv, next_power_of_2
 TILE_BYTES = 4096
 # grid[1] (column blocks) must stay within CUDA's 65535
 MAX_GRID_1 = 65535
-# per-token rows up to this many outputs are one tile (a row's amax in registers); wider rows are walked twice
+# per-token rows up to this many outputs are held in registers (the amax, then the quantization); wider rows are
+# walked twice
 MAX_TOKEN_ROW = 16384
 TOKEN_STREAM_BLOCK = 4096
+# such a row is held as chunks of this many columns: Llama-3-8B's 14336 are 7 of them, not a 16384-wide tile
+TOKEN_CHUNK = 2048
 # tl.fma rounds once on every GPU, twice under Triton 3.6's interpreter (x * y + z), where the kernel's float32 exp and
 # its division through the scale's reciprocal would not be exact: the interpreter keeps float64 exp and div_rn. A test
 # that makes the interpreter's fma fused sets this (tritonkit.ops.overrides(config, INTERPRETER_FMA_FUSED=True)).
@@ -24,6 +27,7 @@ INTERPRETER_FMA_FUSED = False
 class SiluQuantConfig:
     block_m: int  # rows per program
     block_n: int  # output columns per tile
+    num_chunks: int  # per-token single pass: tiles a row is held in (1 otherwise)
     single_pass: bool  # per-token: a tile holds the whole row
     grid_n: int  # column blocks (grid[1])
     num_warps: int
@@ -33,10 +37,11 @@ class SiluQuantConfig:
 @functools.lru_cache(maxsize=256)
 def silu_and_mul_quant_config(d: int, elem_bytes: int, quant: str, group_size: int) -> SiluQuantConfig:
     tile = TILE_BYTES // elem_bytes
-    single = True
+    single, num_chunks = True, 1
     if quant == "token":
         single = d <= MAX_TOKEN_ROW
-        block_n = next_power_of_2(max(d, 1)) if single else TOKEN_STREAM_BLOCK
+        block_n = min(next_power_of_2(max(d, 1)), TOKEN_CHUNK) if single else TOKEN_STREAM_BLOCK
+        num_chunks = cdiv(d, block_n) if single else 1
         grid_n = 1
     else:
         block_n = min(next_power_of_2(max(d, 1)), tile)
@@ -49,4 +54,8 @@ def silu_and_mul_quant_config(d: int, elem_bytes: int, quant: str, group_size: i
     block_m = max(tile // block_n, 1)
     # silu_and_mul's 16 bytes of each half per thread (docs/notes/elementwise-tiles.md)
     num_warps = min(max(block_m * block_n * elem_bytes // (32 * 16), 1), 16 if block_n > tile else 8)
-    return SiluQuantConfig(block_m, block_n, single, grid_n, num_warps)
+    if num_chunks > 1:
+        # a row held in chunks: 16 warps take 64 registers for 14336 bf16 columns (two programs a SM); 8 warps take
+        # 181 (one) for the same instructions a value (46.6 against 46.3, sm_90 SASS; docs/notes/silu-fp8-issue.md)
+        num_warps = 16
+    return SiluQuantConfig(block_m, block_n, num_chunks, single, grid_n, num_warps)

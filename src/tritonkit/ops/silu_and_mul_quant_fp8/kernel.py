@@ -87,6 +87,12 @@ def _div_by_scale(y, s, r, FUSED_FMA: tl.constexpr):
     return tl.math.div_rn(y, s)
 
 
+@triton.jit
+def _nan_dropped_abs(y):
+    """``|y|`` with NaN as 0: what vLLM's fmaxf amax reduction sees."""
+    return tl.where(y == y, tl.abs(y), 0.0)  # noqa: PLR0124 - the NaN test
+
+
 @triton.jit(do_not_specialize=["n_rows", "stride_st", "stride_sg"])
 def _silu_and_mul_quant_fp8_kernel(
     x_ptr,
@@ -106,15 +112,17 @@ def _silu_and_mul_quant_fp8_kernel(
     UB_ON_SCALE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    NUM_CHUNKS: tl.constexpr,
     SINGLE_PASS: tl.constexpr,
     FUSED_FMA: tl.constexpr,
 ):
     """fp8 of ``silu(x[r, :d]) * x[r, d:]`` over one ``[BLOCK_M, BLOCK_N]`` tile. GROUP tiles hold whole groups
-    (BLOCK_N a multiple of GROUP_SIZE); TOKEN tiles whole rows with SINGLE_PASS (BLOCK_N >= d), otherwise a program
-    walks its rows' BLOCK_N-column chunks twice (the amax, then the quantization: the activation is recomputed, not
-    stored). The scale of row ``r`` and group ``g`` is at ``r * stride_st + g * stride_sg`` (plain or
-    column-major). FUSED_FMA: tl.fma rounds once (every GPU; not Triton 3.6's interpreter), which the float32 ``exp``
-    and the division through the scale's reciprocal need to be exact."""
+    (BLOCK_N a multiple of GROUP_SIZE); TOKEN programs hold whole rows with SINGLE_PASS, as NUM_CHUNKS tiles of
+    BLOCK_N columns kept in registers (a 14336-wide row is 7 x 2048, not 16384); otherwise a program walks its rows'
+    BLOCK_N-column chunks twice (the amax, then the quantization: the activation is recomputed, not stored). The scale
+    of row ``r`` and group ``g`` is at ``r * stride_st + g * stride_sg`` (plain or column-major). FUSED_FMA: tl.fma
+    rounds once (every GPU; not Triton 3.6's interpreter), which the float32 ``exp`` and the division through the
+    scale's reciprocal need to be exact."""
     pid_m = tl.program_id(0).to(tl.int64)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: row * stride passes 2^31 on large inputs
@@ -136,6 +144,23 @@ def _silu_and_mul_quant_fp8_kernel(
             mask = mask_m[:, None] & (offs_n < d)[None, :]
             y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA)
             tl.store(q_rows + offs_n[None, :], to_fp8(_div_by_scale(y, s[:, None], r, FUSED_FMA)), mask=mask)
+    elif QUANT == TOKEN:
+        # the row's chunks stay in registers: their elementwise max first, one reduction for the row
+        ys = ()
+        big = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for c in tl.static_range(NUM_CHUNKS):
+            offs_n = c * BLOCK_N + tl.arange(0, BLOCK_N)
+            mask = mask_m[:, None] & (offs_n < d)[None, :]
+            y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA)  # [BLOCK_M, BLOCK_N]
+            big = tl.maximum(big, _nan_dropped_abs(y))
+            ys = ys + (y,)
+        s = dynamic_scale(tl.max(big, 1), ub_ptr, HAS_UB, UB_ON_SCALE)  # [BLOCK_M]
+        tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
+        r = _recip(s, FUSED_FMA)[:, None]
+        for c in tl.static_range(NUM_CHUNKS):
+            offs_n = c * BLOCK_N + tl.arange(0, BLOCK_N)
+            mask = mask_m[:, None] & (offs_n < d)[None, :]
+            tl.store(q_rows + offs_n[None, :], to_fp8(_div_by_scale(ys[c], s[:, None], r, FUSED_FMA)), mask=mask)
     else:
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         mask = mask_m[:, None] & (offs_n < d)[None, :]
@@ -144,11 +169,6 @@ def _silu_and_mul_quant_fp8_kernel(
         if QUANT == STATIC:
             inv = tl.math.div_rn(1.0, tl.load(scale_ptr))
             tl.store(q_ptrs, to_fp8(y * inv), mask=mask)
-        elif QUANT == TOKEN:
-            s = dynamic_scale(abs_max(y, 1), ub_ptr, HAS_UB, UB_ON_SCALE)  # [BLOCK_M]
-            tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
-            q = _div_by_scale(y, s[:, None], _recip(s, FUSED_FMA)[:, None], FUSED_FMA)
-            tl.store(q_ptrs, to_fp8(q), mask=mask)
         else:
             NG: tl.constexpr = BLOCK_N // GROUP_SIZE
             y3 = tl.reshape(y, (BLOCK_M, NG, GROUP_SIZE))
