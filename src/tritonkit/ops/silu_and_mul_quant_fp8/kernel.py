@@ -1,7 +1,8 @@
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
-from .._fp8_jit import abs_max, dynamic_scale, round_to, to_fp8, widen
+from .._fp8_jit import INTERPRETING, abs_max, dynamic_scale, round_to, to_fp8, widen
 
 # QUANT: STATIC y * (1 / scale); TOKEN one dynamic scale per row, y / scale; GROUP one per GROUP_SIZE columns
 STATIC = tl.constexpr(0)
@@ -60,7 +61,10 @@ def _act(x_ptrs, d, mask, QUANT: tl.constexpr, dtype: tl.constexpr, FUSED_FMA: t
     else:
         e = tl.exp(-(g.to(tl.float64))).to(tl.float32)
     if QUANT == GROUP:
-        return g * tl.math.div_rn(1.0, 1.0 + e) * u
+        # rcp.rn: the same correctly rounded 1 / (1 + e) as div_rn, 2 instructions a value fewer (sm_90 SASS); the
+        # interpreter has no libdevice
+        sig = tl.math.div_rn(1.0, 1.0 + e) if INTERPRETING else libdevice.rcp_rn(1.0 + e)
+        return g * sig * u
     return round_to(round_to(tl.math.div_rn(g, 1.0 + e), dtype) * u, dtype)
 
 
