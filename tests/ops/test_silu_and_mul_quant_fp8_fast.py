@@ -44,7 +44,8 @@ def fma_rn32(x, y, z) -> np.ndarray:
 def fused_fma(monkeypatch):
     """Under the interpreter: its float32 fma fused, and the op's fast paths on (config.INTERPRETER_FMA_FUSED)."""
     if not INTERPRETING:
-        yield
+        with overrides(config, FAST_EXP=True):
+            yield
         return
     from triton.runtime import interpreter
 
@@ -56,7 +57,7 @@ def fused_fma(monkeypatch):
         return interpreter.TensorHandle(fma_rn32(x.data, y.data, z.data), z.dtype.scalar)
 
     monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fma", create_fma)
-    with overrides(config, INTERPRETER_FMA_FUSED=True):
+    with overrides(config, INTERPRETER_FMA_FUSED=True, FAST_EXP=True):
         yield
 
 
@@ -103,10 +104,10 @@ def _every_bf16() -> torch.Tensor:
 
 
 @triton.jit
-def _act_probe(x_ptr, y_ptr, d, QUANT: tl.constexpr, BLOCK: tl.constexpr, FUSED_FMA: tl.constexpr):
+def _act_probe(x_ptr, y_ptr, d, QUANT: tl.constexpr, BLOCK: tl.constexpr, FUSED_FMA: tl.constexpr):  # noqa: N803
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < d
-    tl.store(y_ptr + offs, _act(x_ptr + offs, d, mask, QUANT, x_ptr.dtype.element_ty, FUSED_FMA), mask=mask)
+    tl.store(y_ptr + offs, _act(x_ptr + offs, d, mask, QUANT, x_ptr.dtype.element_ty, FUSED_FMA, FUSED_FMA), mask=mask)
 
 
 @triton.jit

@@ -72,6 +72,7 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
             "NUM_CHUNKS": cfg.num_chunks,
             "SINGLE_PASS": cfg.single_pass,
             "FUSED_FMA": _GPU_FMA or config.INTERPRETER_FMA_FUSED,
+            "FAST_EXP": config.FAST_EXP,
         },
         cfg.num_warps,
     )

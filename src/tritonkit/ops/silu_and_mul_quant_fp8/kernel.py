@@ -48,7 +48,7 @@ def _exp_neg_bf16(g):
 
 
 @triton.jit
-def _act(x_ptrs, d, mask, QUANT: tl.constexpr, dtype: tl.constexpr, FUSED_FMA: tl.constexpr):
+def _act(x_ptrs, d, mask, QUANT: tl.constexpr, dtype: tl.constexpr, FUSED_FMA: tl.constexpr, FAST_EXP: tl.constexpr):
     """``silu(g) * u`` at vLLM's rounding points, with ``e = exp(-g)`` the float32 nearest (the float64 reference's
     ``e``) or, for bfloat16 STATIC and TOKEN on a GPU (FUSED_FMA), :func:`_exp_neg_bf16`, whose activation is the
     same bit for bit. STATIC and TOKEN as vLLM's silu_and_mul kernels: ``(g / (1 + e))`` rounded to dtype, times u
@@ -56,7 +56,7 @@ def _act(x_ptrs, d, mask, QUANT: tl.constexpr, dtype: tl.constexpr, FUSED_FMA: t
     must be exact, so float64 ``exp`` there)."""
     g = widen(tl.load(x_ptrs, mask=mask, other=0.0))
     u = widen(tl.load(x_ptrs + d, mask=mask, other=0.0))
-    if QUANT != GROUP and FUSED_FMA and dtype == tl.bfloat16:
+    if QUANT != GROUP and FUSED_FMA and FAST_EXP and dtype == tl.bfloat16:
         e = _exp_neg_bf16(g)
     else:
         e = tl.exp(-(g.to(tl.float64))).to(tl.float32)
@@ -119,6 +119,7 @@ def _silu_and_mul_quant_fp8_kernel(
     NUM_CHUNKS: tl.constexpr,
     SINGLE_PASS: tl.constexpr,
     FUSED_FMA: tl.constexpr,
+    FAST_EXP: tl.constexpr,
 ):
     """fp8 of ``silu(x[r, :d]) * x[r, d:]`` over one ``[BLOCK_M, BLOCK_N]`` tile. GROUP tiles hold whole groups
     (BLOCK_N a multiple of GROUP_SIZE); TOKEN programs hold whole rows with SINGLE_PASS, as NUM_CHUNKS tiles of
@@ -139,14 +140,15 @@ def _silu_and_mul_quant_fp8_kernel(
         for start in range(0, d, BLOCK_N):
             offs_n = start + tl.arange(0, BLOCK_N)
             mask = mask_m[:, None] & (offs_n < d)[None, :]
-            amax = tl.maximum(amax, abs_max(_act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA), 1))
+            y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA, FAST_EXP)
+            amax = tl.maximum(amax, abs_max(y, 1))
         s = dynamic_scale(amax, ub_ptr, HAS_UB, UB_ON_SCALE)
         tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
         r = _recip(s, FUSED_FMA)[:, None]
         for start in range(0, d, BLOCK_N):
             offs_n = start + tl.arange(0, BLOCK_N)
             mask = mask_m[:, None] & (offs_n < d)[None, :]
-            y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA)
+            y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA, FAST_EXP)
             tl.store(q_rows + offs_n[None, :], to_fp8(_div_by_scale(y, s[:, None], r, FUSED_FMA)), mask=mask)
     elif QUANT == TOKEN:
         # the row's chunks stay in registers: their elementwise max first, one reduction for the row
@@ -155,7 +157,7 @@ def _silu_and_mul_quant_fp8_kernel(
         for c in tl.static_range(NUM_CHUNKS):
             offs_n = c * BLOCK_N + tl.arange(0, BLOCK_N)
             mask = mask_m[:, None] & (offs_n < d)[None, :]
-            y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA)  # [BLOCK_M, BLOCK_N]
+            y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA, FAST_EXP)  # [BLOCK_M, BLOCK_N]
             big = tl.maximum(big, _nan_dropped_abs(y))
             ys = ys + (y,)
         s = dynamic_scale(tl.max(big, 1), ub_ptr, HAS_UB, UB_ON_SCALE)  # [BLOCK_M]
@@ -168,7 +170,7 @@ def _silu_and_mul_quant_fp8_kernel(
     else:
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         mask = mask_m[:, None] & (offs_n < d)[None, :]
-        y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA)  # [BLOCK_M, BLOCK_N]
+        y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA, FAST_EXP)  # [BLOCK_M, BLOCK_N]
         q_ptrs = q_rows + offs_n[None, :]
         if QUANT == STATIC:
             inv = tl.math.div_rn(1.0, tl.load(scale_ptr))
