@@ -1,7 +1,7 @@
 import triton
 import triton.language as tl
 
-from .._fp8_jit import FP8_MAX, abs_max, dynamic_scale, round_to, to_fp8
+from .._fp8_jit import FP8_MAX, abs_max, dynamic_scale, dynamic_scale_of, round_to, to_fp8
 
 # QUANT: how y becomes fp8. STATIC: y * (1 / scale) with the float32 scale at scale_ptr. TOKEN: one dynamic scale per
 # row, y / scale. GROUP: one per GROUP columns. TENSOR_AMAX: no fp8 written, max over rows of amax / 448 folded into
@@ -34,7 +34,12 @@ def _normed(x, rstd, w_row, offs, mask, NORM: tl.constexpr, dtype: tl.constexpr)
     """``y = (x * rstd rounded to dtype) * w``, rounded to dtype: vLLM's two rounding points; ``x`` without NORM."""
     if not NORM:
         return x
-    w = tl.load(w_row + offs, mask=mask, other=0.0).to(tl.float32)
+    return _normed_by(x, rstd, tl.load(w_row + offs, mask=mask, other=0.0).to(tl.float32), dtype)
+
+
+@triton.jit
+def _normed_by(x, rstd, w, dtype: tl.constexpr):
+    """:func:`_normed` with the float32 weight already loaded."""
     return round_to(round_to(x * rstd, dtype) * w, dtype)
 
 
@@ -85,27 +90,38 @@ def _rms_norm_quant_fp8_kernel(
     s_row = s_ptr + (pid // rows_per_batch) * stride_sb + (pid % rows_per_batch) * stride_st
     dtype: tl.constexpr = x_ptr.dtype.element_ty
     if QUANT == STATIC:
-        inv = tl.math.div_rn(1.0, tl.load(scale_ptr))
+        scale = tl.load(scale_ptr)
     if SINGLE_PASS:
         offs = tl.arange(0, BLOCK)
         mask = offs < hidden
+        # Every load x does not feed is issued before x's, and a CTA barrier keeps it there: ptxas otherwise issues
+        # each where it is used (the static scale's reciprocal before x's load, the weight and scale_ub after the
+        # row's reduction), one memory round trip of a decode-sized call each (docs/notes/fused-fp8-small.md)
+        ub = 0.0
+        if HAS_UB:
+            ub = tl.load(ub_ptr)
+        if NORM:
+            w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        if QUANT == GRID:
+            gs = tl.load(scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0)
+        tl.debug_barrier()
         x, r = _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL, ROUND_RESIDUAL)  # [BLOCK]
         if HAS_RESIDUAL:
             tl.store(r_row + offs, r.to(dtype), mask=mask)
-        rstd = 1.0
+        y = x
         if NORM:
             x64 = x.to(tl.float64)
             rstd = (1.0 / tl.sqrt(tl.sum(x64 * x64, axis=0) / hidden + eps)).to(tl.float32)
-        y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
+            y = _normed_by(x, rstd, w, dtype)
         if QUANT == STATIC:
-            tl.store(q_row + offs, to_fp8(y * inv), mask=mask)
+            tl.store(q_row + offs, to_fp8(y * tl.math.div_rn(1.0, scale)), mask=mask)
         elif QUANT == TOKEN:
-            s = dynamic_scale(abs_max(y, 0), ub_ptr, HAS_UB, False)
+            s = dynamic_scale_of(abs_max(y, 0), ub, HAS_UB, False)
             tl.store(s_row, s)
             tl.store(q_row + offs, to_fp8(tl.math.div_rn(y, s)), mask=mask)
         elif QUANT == GROUP:
             y2 = tl.reshape(y, (BLOCK // GROUP_SIZE, GROUP_SIZE))  # [groups, GROUP_SIZE]
-            s = dynamic_scale(abs_max(y2, 1), ub_ptr, HAS_UB, False)
+            s = dynamic_scale_of(abs_max(y2, 1), ub, HAS_UB, False)
             g = tl.arange(0, BLOCK // GROUP_SIZE)
             tl.store(s_row + g * stride_sg, s, mask=g * GROUP_SIZE < hidden)
             q = tl.reshape(to_fp8(tl.math.div_rn(y2, s[:, None])), (BLOCK,))
@@ -114,9 +130,10 @@ def _rms_norm_quant_fp8_kernel(
             # amax >= 0: the float max is the integer max of the bits, as vLLM's atomicMaxFloat does it
             tl.atomic_max(s_ptr, tl.math.div_rn(abs_max(y, 0), FP8_MAX))
         else:
-            gs = tl.load(scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0)
             tl.store(q_row + offs, to_fp8(y * tl.math.div_rn(1.0, gs)), mask=mask)
     else:
+        if QUANT == STATIC:
+            inv = tl.math.div_rn(1.0, scale)
         rstd = 1.0
         if NORM:
             acc = tl.zeros([BLOCK], dtype=tl.float64)
