@@ -2,7 +2,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .._fp8_jit import INTERPRETING, abs_max, dynamic_scale, round_to, to_fp8, widen
+from .._fp8_jit import INTERPRETING, abs_max, dynamic_scale, dynamic_scale_of, round_to, to_fp8, widen
 
 # QUANT: STATIC y * (1 / scale); TOKEN one dynamic scale per row, y / scale; GROUP one per GROUP_SIZE columns
 STATIC = tl.constexpr(0)
@@ -54,8 +54,15 @@ def _act(x_ptrs, d, mask, QUANT: tl.constexpr, dtype: tl.constexpr, FUSED_FMA: t
     same bit for bit. STATIC and TOKEN as vLLM's silu_and_mul kernels: ``(g / (1 + e))`` rounded to dtype, times u
     rounded to dtype; GROUP as silu_and_mul_per_block_quant: ``g * (1 / (1 + e)) * u`` in float32 (its ``1 + e``
     must be exact, so float64 ``exp`` there)."""
-    g = widen(tl.load(x_ptrs, mask=mask, other=0.0))
-    u = widen(tl.load(x_ptrs + d, mask=mask, other=0.0))
+    g = tl.load(x_ptrs, mask=mask, other=0.0)
+    return _act_of(g, tl.load(x_ptrs + d, mask=mask, other=0.0), QUANT, dtype, FUSED_FMA, FAST_EXP)
+
+
+@triton.jit
+def _act_of(g, u, QUANT: tl.constexpr, dtype: tl.constexpr, FUSED_FMA: tl.constexpr, FAST_EXP: tl.constexpr):
+    """:func:`_act` of the loaded halves ``g`` and ``u`` (x's dtype)."""
+    g = widen(g)
+    u = widen(u)
     if QUANT != GROUP and FUSED_FMA and FAST_EXP and dtype == tl.bfloat16:
         e = _exp_neg_bf16(g)
     else:
@@ -151,16 +158,28 @@ def _silu_and_mul_quant_fp8_kernel(
             y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA, FAST_EXP)
             tl.store(q_rows + offs_n[None, :], to_fp8(_div_by_scale(y, s[:, None], r, FUSED_FMA)), mask=mask)
     elif QUANT == TOKEN:
-        # the row's chunks stay in registers: their elementwise max first, one reduction for the row
-        ys = ()
-        big = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        # the row's chunks stay in registers: their elementwise max first, one reduction for the row. Every chunk
+        # (and scale_ub) is loaded before any is computed on, and a CTA barrier keeps the loads there: ptxas otherwise
+        # issues later chunks' loads after earlier chunks' arithmetic, several memory round trips in a row of a
+        # decode-sized call, whose one program a row is all the grid there is (docs/notes/fused-fp8-small.md)
+        ub = 0.0
+        if HAS_UB:
+            ub = tl.load(ub_ptr)
+        gs = ()
+        us = ()
         for c in tl.static_range(NUM_CHUNKS):
             offs_n = c * BLOCK_N + tl.arange(0, BLOCK_N)
             mask = mask_m[:, None] & (offs_n < d)[None, :]
-            y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA, FAST_EXP)  # [BLOCK_M, BLOCK_N]
+            gs = gs + (tl.load(x_rows + offs_n[None, :], mask=mask, other=0.0),)
+            us = us + (tl.load(x_rows + offs_n[None, :] + d, mask=mask, other=0.0),)
+        tl.debug_barrier()
+        ys = ()
+        big = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for c in tl.static_range(NUM_CHUNKS):
+            y = _act_of(gs[c], us[c], QUANT, dtype, FUSED_FMA, FAST_EXP)  # [BLOCK_M, BLOCK_N]
             big = tl.maximum(big, _nan_dropped_abs(y))
             ys = ys + (y,)
-        s = dynamic_scale(tl.max(big, 1), ub_ptr, HAS_UB, UB_ON_SCALE)  # [BLOCK_M]
+        s = dynamic_scale_of(tl.max(big, 1), ub, HAS_UB, UB_ON_SCALE)  # [BLOCK_M]
         tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
         r = _recip(s, FUSED_FMA)[:, None]
         for c in tl.static_range(NUM_CHUNKS):
