@@ -96,11 +96,13 @@ def _rms_norm_quant_fp8_kernel(
         mask = offs < hidden
         # Every load x does not feed is issued before x's, and a CTA barrier keeps it there: ptxas otherwise issues
         # each where it is used (the static scale's reciprocal before x's load, the weight and scale_ub after the
-        # row's reduction), one memory round trip of a decode-sized call each (docs/notes/fused-fp8-small.md)
+        # row's reduction), one memory round trip of a decode-sized call each. Not the weight of TOKEN and GROUP:
+        # held through their two reductions it costs a program a SM at 4096 tokens (docs/notes/fused-fp8-small.md)
+        EARLY_W: tl.constexpr = NORM and QUANT != TOKEN and QUANT != GROUP
         ub = 0.0
         if HAS_UB:
             ub = tl.load(ub_ptr)
-        if NORM:
+        if EARLY_W:
             w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         if QUANT == GRID:
             gs = tl.load(scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0)
@@ -112,6 +114,8 @@ def _rms_norm_quant_fp8_kernel(
         if NORM:
             x64 = x.to(tl.float64)
             rstd = (1.0 / tl.sqrt(tl.sum(x64 * x64, axis=0) / hidden + eps)).to(tl.float32)
+            if not EARLY_W:
+                w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
             y = _normed_by(x, rstd, w, dtype)
         if QUANT == STATIC:
             tl.store(q_row + offs, to_fp8(y * tl.math.div_rn(1.0, scale)), mask=mask)
