@@ -423,7 +423,7 @@ def lower_to_ttir(jit, signature, constexprs, attrs, options, target: GPUTarget,
     from triton._C.libtriton import ir
     from triton.compiler.compiler import ASTSource
 
-    src = ASTSource(jit, signature, constexprs, attrs)
+    src = _source_class(jit)(jit, signature, constexprs, attrs)
     ctx = ir.context()
     ir.load_dialects(ctx)
     backend.load_dialects(ctx)
@@ -439,7 +439,41 @@ def lower_to_ttir(jit, signature, constexprs, attrs, options, target: GPUTarget,
         backend.add_stages(stages, options, src.language)
     except TypeError:
         backend.add_stages(stages, options)
+    if "ttir" not in stages:
+        # a Gluon kernel: its frontend IR is already at the TTGIR level (layouts, warp specialization) and has no
+        # TTIR stage. Inlined and simplified as Gluon's own first passes do, the rules read its ops as they read a
+        # TTIR module's
+        return _gluon_inlined(mod), stages
     return stages["ttir"](mod, {}), stages
+
+
+def _gluon_inlined(mod):
+    from triton._C.libtriton import ir, passes
+
+    pm = ir.pass_manager(mod.context)
+    gluon = getattr(passes, "gluon", None)
+    (getattr(gluon, "add_inliner", None) or passes.common.add_inliner)(pm)
+    (getattr(gluon, "add_canonicalizer", None) or passes.common.add_canonicalizer)(pm)
+    passes.common.add_cse(pm)
+    pm.run(mod, "tritonkit_gluon") if _run_takes_name(pm) else pm.run(mod)
+    return mod
+
+
+def _run_takes_name(pm) -> bool:
+    """``pass_manager.run`` took a pipeline name from Triton 3.5 on."""
+    doc = getattr(pm.run, "__doc__", "") or ""
+    return "arg1" in doc or "str" in doc
+
+
+def _source_class(jit):
+    """Triton's ASTSource, or Gluon's for a ``gluon.jit`` kernel (its IR carries the module's warps and target)."""
+    from triton.compiler.compiler import ASTSource
+
+    try:
+        from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+    except ImportError:
+        return ASTSource
+    return GluonASTSource if isinstance(jit, GluonJITFunction) else ASTSource
 
 
 @contextlib.contextmanager

@@ -159,3 +159,43 @@ module {
 """).entry_func()
     assert _own_name(f, "ptrs_1") == "" and _own_name(f, "ptrs_2") == ""
     assert _own_name(f, "seqlen") == "seqlen"
+
+
+GLUON_WS = r"""
+module attributes {"ttg.num-warps" = 8 : i32} {
+  tt.func public @k(%x_ptr: !tt.ptr<f32> loc(unknown), %lo: i32 loc(unknown), %hi: i32 loc(unknown)) attributes {noinline = false} {
+    %c1_i32 = arith.constant 1 : i32 loc(unknown)
+    %c2_i32 = arith.constant 2 : i32 loc(unknown)
+    ttg.warp_specialize(%x_ptr, %lo, %hi) attributes {requestedRegisters = array<i32: 32>}
+    default {
+      %d = arith.addi %lo, %c1_i32 : i32 loc(unknown)
+      ttg.warp_yield loc(unknown)
+    }
+    partition0(%arg3: !tt.ptr<f32> loc(unknown), %arg4: i32 loc(unknown), %arg5: i32 loc(unknown)) num_warps(1) {
+      scf.for %j = %arg4 to %arg5 step %c1_i32  : i32 {
+        %it = arith.subi %j, %arg4 : i32 loc(unknown)
+        %s = arith.remsi %it, %c2_i32 : i32 loc(unknown)
+      } loc(unknown)
+      ttg.warp_return loc(unknown)
+    } : (!tt.ptr<f32>, i32, i32) -> () loc(unknown)
+    tt.return loc(unknown)
+  } loc(unknown)
+} loc(unknown)
+"""
+
+
+def test_gluon_warp_specialize_partitions_take_the_ops_operands():
+    # Gluon's custom form: `default {` and `partitionN(args) num_warps(k) {` are regions of the warp_specialize op,
+    # the partitions' arguments its operands; a loop's `j - lo` counted up from lo is never negative
+    from tritonkit.check.analysis.ranges import Bindings, Iv, RangeAnalysis
+
+    f = parse_module(GLUON_WS).entry_func()
+    (ws,) = [op for op in f.ops if op.name == "ttg.warp_specialize"]
+    assert len(ws.regions) == 2 and ws.operands == ["x_ptr", "lo", "hi"]
+    part = ws.regions[1][0]
+    assert [a for a, _ in part.args] == ["arg3", "arg4", "arg5"]
+    assert not [op for op in f.ops if op.name in ("default", "partition0")]
+    ra = RangeAnalysis(f, Bindings((1, 1, 1), {"lo": (-5, 100), "hi": (0, 200)})).run()
+    assert ra.get("arg4") == ra.get("lo")
+    it = ra.get(next(op.results[0] for op in f.ops if op.name == "arith.subi"))
+    assert isinstance(it, Iv) and it.lo == 0

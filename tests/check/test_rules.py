@@ -243,6 +243,9 @@ def test_division_of_a_value_that_can_be_negative(report):
     assert _on(report, "_slot_guarded_kernel", "int-division-sign") == []
     assert all(f.case != {"n": 4} for f in fs)
     assert _on(report, "_tiles_kernel", "int-division-sign") == []
+    # a stage index from a loop's iterations done: only the loop that can start below lo is flagged
+    (st,) = _on(report, "_ring_stages_kernel", "int-division-sign")
+    assert st.line == _line_after("_ring_stages_kernel", "for j in range(tl.load(lo_ptr + 2), hi):") + 1
     lines = {f.line for f in _on(report, "_loop_count_kernel", "int-division-sign")}
     assert lines == {
         _line_after("_loop_count_kernel", "(seqlen - 1) // BLOCK + 1"),

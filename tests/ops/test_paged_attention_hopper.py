@@ -128,6 +128,22 @@ def test_the_ops_hopper_prefill_launch_compiles_for_sm_90():
     assert row["stack"] == 0 and row["local"] == 0, row
 
 
+def test_the_checker_reads_the_hopper_prefill(tmp_path):
+    """`tritonkit check --op paged_attention` with the Hopper prefill on: its Gluon kernel (no TTIR stage; warp
+    specialization's partitions) is lowered and read like the others, and has no finding."""
+    env = {**os.environ, "TRITONKIT_PREFILL_HOPPER": "1", "TRITON_INTERPRET": "0",
+           "TRITONKIT_CACHE_DIR": str(tmp_path)}  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", "--op", "paged_attention", "--format", "json"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    d = json.loads(r.stdout)
+    names = {k["kernel"] for k in d["kernels"]}
+    assert "_paged_attention_prefill_hopper_kernel" in names, (names, r.stderr[-2000:])
+    assert d["findings"] == [] and d["problems"] == [], (d["findings"], d["problems"])
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_every_hopper_prefill_feature_compiles_for_sm_90():
     cases = [

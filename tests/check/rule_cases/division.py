@@ -116,6 +116,21 @@ def _tiles_kernel(x_ptr, lo, n, splits, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _ring_stages_kernel(x_ptr, lo_ptr, STAGES: tl.constexpr, BLOCK: tl.constexpr):
+    # a pipeline's stage from the iterations done: `j - lo` in a loop counting up from lo, or from a start at least
+    # lo, is never negative; from a start that can be below lo it can be
+    lo = tl.load(lo_ptr)
+    hi = tl.load(lo_ptr + 1)
+    offs = tl.arange(0, BLOCK)
+    for j in range(lo, hi):
+        tl.store(x_ptr + ((j - lo) % STAGES) * BLOCK + offs, tl.zeros([BLOCK], tl.float32))
+    for j in range(tl.maximum(tl.load(lo_ptr + 2), lo), hi):
+        tl.store(x_ptr + ((j - lo) // STAGES % STAGES) * BLOCK + offs, tl.zeros([BLOCK], tl.float32))
+    for j in range(tl.load(lo_ptr + 2), hi):
+        tl.store(x_ptr + ((j - lo) % STAGES) * BLOCK + offs, tl.zeros([BLOCK], tl.float32))
+
+
+@triton.jit
 def _varlen_cdiv_kernel(x_ptr, cu_seqlens_ptr, BLOCK: tl.constexpr):
     # a length as the difference of two cumulative offsets: negative only if the offsets could decrease
     i = tl.program_id(0)
@@ -165,7 +180,8 @@ def _unknown_cdiv_kernel(x_ptr, len_ptr, SPLITS: tl.constexpr, BLOCK: tl.constex
 
 # the slot table holds -1 for padding tokens: a declared negative bound is what makes a loaded dividend negative
 @tritonkit.case(pos=[0, 3, 100], loaded_bounds={"slot_ptr": (-1, 15_999), "len_ptr": (-64, 15_999),
-                                                "pos_ptr": (-1, 15_999)})
+                                                "pos_ptr": (-1, 15_999),
+                                                "lo_ptr": (0, 15_999)})
 def division(pos):
     ring = torch.empty(8 * 64, **M)
     _ring_negmod_kernel[(1,)](ring, torch.empty(64, **M), pos, 5, CAP=8, BLOCK=64)
@@ -179,6 +195,7 @@ def division(pos):
     _reload_rewritten_kernel[(4,)](cache, slots, BS=16, D=64)
     _cdiv_kernel[(4,)](torch.empty(64, **M), slots, SPLITS=8, BLOCK=64)
     _countdown_kernel[(4,)](slots, torch.empty(16, dtype=torch.int32, **M), 4, W=16)
+    _ring_stages_kernel[(1,)](torch.empty(2 * 64, **M), slots, STAGES=2, BLOCK=64)
 
 
 @tritonkit.case(n=[4], loaded_bounds={"slot_ptr": (0, 15_999)})

@@ -457,6 +457,8 @@ class _Parser:
 
     def _op(self, f: Func, s: str, stack) -> None:
         owner, blk = stack[-1]
+        if self._gluon_partition(f, s, stack):
+            return
         opens = s.endswith("{")
         line = s[:-1].rstrip() if opens else s
         generic_region = opens and line.endswith("(")
@@ -518,6 +520,27 @@ class _Parser:
             stack.append((op, first))
         else:
             op.end = op.pos
+
+    def _gluon_partition(self, f: Func, s: str, stack) -> bool:
+        """Gluon's ``ttg.warp_specialize(...)`` is followed by its regions in a custom form: ``default {`` (the
+        calling warps) and ``partitionN(%arg: type, ...) num_warps(k) {`` (each taking the op's operands). They are
+        read as regions of that op, the partitions' arguments as their first blocks' arguments."""
+        m = re.match(r"^(default|partition\d+)\s*(\(.*\))?[^{]*\{$", s)
+        _owner, blk = stack[-1]
+        ws = blk.ops[-1] if blk.ops else None
+        if not m or ws is None or ws.name != "ttg.warp_specialize":
+            return False
+        args = []
+        if m.group(2):
+            args = [(self._def(a), t) for a, t, _ in _typed_args(m.group(2)[1:-1])]
+        first = Block(args, [], ws, len(ws.regions))
+        for k, (a, t) in enumerate(args):
+            f.types[a] = t
+            f.block_args[a] = (first, k)
+        ws.regions.append([first])
+        self.scopes.append({})
+        stack.append((ws, first))
+        return True
 
     def _for_header(self, f: Func, op: Op, after: str) -> None:
         clean = _strip_decor(after)
