@@ -421,7 +421,6 @@ def make_backend(target: GPUTarget):
 def lower_to_ttir(jit, signature, constexprs, attrs, options, target: GPUTarget, backend):
     """(TTIR module, the backend's stages) of one specialization, through Triton's frontend and TTIR passes."""
     from triton._C.libtriton import ir
-    from triton.compiler.compiler import ASTSource
 
     src = _source_class(jit)(jit, signature, constexprs, attrs)
     ctx = ir.context()
