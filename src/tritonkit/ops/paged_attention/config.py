@@ -150,22 +150,24 @@ class PrefillConfig:
 
 
 # The Gluon prefill kernel for sm_90 (kernel_hopper.py: K/V pages through TMA from a load warp, two consumer
-# warpgroups at up to 240 registers, 128 x 128 tiles, two K/V stages). Compiled on a CPU for sm_90 under Triton
-# 3.6, 3.8 and 3.9 (no spill, 160 KB shared at head_dim 128). On the H200 (9aefa61) it matched the reference on every
-# bench point and 3 of its 9 GPU test cases; with OVERLAP 1.07-1.22x faster than kernel.py's prefill from 1024 tokens
-# at head_dim 128, 0.83-0.94x of FA3. Off unless TRITONKIT_PREFILL_HOPPER=1 until the full GPU grid, validate and
-# Triton 3.8 have run it (docs/notes/prefill-hopper.md).
-PREFILL_HOPPER = os.environ.get("TRITONKIT_PREFILL_HOPPER", "0").strip() == "1"
+# warpgroups at up to 240 registers, 128 x 128 tiles, two K/V stages) takes the largest prefill tile's place on
+# Hopper. On the H200 it matches the float64 reference on its 9 GPU cases under Triton 3.6, 3.8 and 3.9 and on
+# `tritonkit validate paged_attention` (72/72, 3.6), and with OVERLAP it is faster than kernel.py's prefill on each:
+# causal 16K 4217 us on 3.6 (522 TFLOP/s), 4506 on 3.8, 4403 on 3.9 (a96b3ce), where kernel.py's took 4730 (3.6,
+# 9aefa61), 4890 (3.8) and 5013 (3.9, both 986251a); FA3 3697 (docs/notes/prefill-hopper.md). TRITONKIT_PREFILL_HOPPER=0
+# turns it off.
+PREFILL_HOPPER = os.environ.get("TRITONKIT_PREFILL_HOPPER", "1").strip() != "0"
 PREFILL_HOPPER_ROWS = 128
 PREFILL_HOPPER_KEYS = 128
 PREFILL_HOPPER_WARPS = 8
 PREFILL_HOPPER_STAGES = 2
 # OVERLAP: each warpgroup issues tile j + 1's score dot before tile j's softmax (FA3's intra-warpgroup overlap). In
-# the sm_90 builds ptxas interleaves those HGMMAs with the softmax's exp2s (without it the exp2s wait on the dot)
-# and the extra [128, 128] float32 tile fits 240 registers on Triton 3.6, 3.7 and 3.9 (3.8's build spills 27 values in
-# its loops). On the H200 it is what pays: 4345 against 4603 us at 16K causal (docs/notes/prefill-hopper.md); off with
-# the kernel (TRITONKIT_PREFILL_HOPPER_OVERLAP=1 turns it on).
-PREFILL_HOPPER_OVERLAP = os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "0").strip() == "1"
+# the sm_90 builds ptxas interleaves those HGMMAs with the softmax's exp2s (without it the exp2s wait on the dot). The
+# extra [128, 128] float32 tile fits 240 registers on Triton 3.6, 3.7 and 3.9; 3.8's build spills 27 values in its
+# loops and is still the faster there. H200, causal 16K, overlap against not: 4345 / 4603 us on 3.6 (9aefa61's run),
+# 4506 / 4633 on 3.8 and 4403 / 4440 on 3.9 (a96b3ce's); a chunk of 1024 over 16K 514 / 546, 522 / 562, 532 / 541.
+# TRITONKIT_PREFILL_HOPPER_OVERLAP=0 turns it off.
+PREFILL_HOPPER_OVERLAP = os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "1").strip() != "0"
 # TMA coordinates are int32: a cache of more rows (num_blocks x block_size) keeps kernel.py's prefill
 MAX_TMA_ROWS = 2**31 - 1
 
