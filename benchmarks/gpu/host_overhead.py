@@ -10,6 +10,10 @@ stays shorter than the host's work) timed as ``calls`` back-to-back calls, media
 end (``tritonkit.bench.timing.host_overhead``). Before timing, one call per path on copies of the same inputs:
 outputs must match bit for bit, and the fast call must not have gone through ``JITFunction.run``.
 ``--inductor`` adds ``torch.compile(reference)`` (static shapes) timed the same way, for comparison.
+``--torch-baseline`` also times, round by round interleaved with the fast path (``interleaved_host_overhead``), one
+torch-only call whose host work no Triton release changes (SDPA over a decode-sized query): the ratio of the two is
+what to compare across Triton releases, since a slow spell of the host lands on both (the same 3.6 case read 38.1
+and 61.5 us in two runs of one call on the H200 machine).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import triton
 import triton.runtime.jit as triton_jit
 
 from tritonkit.bench.providers import clone_inputs, make_provider
-from tritonkit.bench.timing import host_overhead
+from tritonkit.bench.timing import host_overhead, interleaved_host_overhead
 from tritonkit.models import MODELS
 from tritonkit.ops import _launch, get_spec
 from tritonkit.testing import Fill
@@ -75,6 +79,23 @@ class _RunCounter:
         triton_jit.compute_cache_key = self._real
 
 
+class _Named:
+    """A callable on an inputs dict with the ``name`` interleaved_host_overhead reports it by."""
+
+    def __init__(self, name: str, fn):
+        self.name, self.fn = name, fn
+
+    def __call__(self, inputs: dict):
+        return self.fn(inputs)
+
+
+def torch_baseline(dtype: torch.dtype, device: torch.device) -> _Named:
+    """SDPA of one query over 256 keys, 32 heads of 128: a torch-only call of about a decode call's host work."""
+    q = torch.randn(1, 32, 1, 128, dtype=dtype, device=device)
+    k = torch.randn(1, 32, 256, 128, dtype=dtype, device=device)
+    return _Named("torch", lambda _inputs: torch.nn.functional.scaled_dot_product_attention(q, k, k))
+
+
 def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.uint8)
 
@@ -101,6 +122,9 @@ def main() -> int:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--inductor", action="store_true", help="also time torch.compile(reference)")
+    ap.add_argument(
+        "--torch-baseline", action="store_true", help="also time a torch-only call interleaved with the fast path"
+    )
     ap.add_argument("--only", nargs="+", metavar="LABEL", help="time only these cases (labels as printed)")
     ap.add_argument("--json", metavar="FILE", help="also write the rows, with the card and versions, as JSON")
     args = ap.parse_args()
@@ -129,14 +153,25 @@ def main() -> int:
             prov = make_provider("inductor", spec, dtype)
             prov.begin_shape(shape)
             times["inductor"] = host_overhead(prov, inputs, device, calls=args.calls).median_us
+        if args.torch_baseline:
+            got, errors = interleaved_host_overhead(
+                [_Named("fast", spec.call), torch_baseline(dtype, device)], inputs, device, calls=args.calls
+            )
+            if errors:
+                raise RuntimeError(errors)
+            times["fast_il"], times["torch"] = got["fast"]["min_us"], got["torch"]["min_us"]
+            times["ratio"] = times["fast_il"] / times["torch"]
         rows.append((label, times, same or "bit-identical"))
 
     cols = ["normal", "fast"] + (["inductor"] if args.inductor else [])
-    print(f"\nhost us per eager call ({args.dtype}, {args.calls} calls, median of 3)")
+    cols += ["fast_il", "torch", "ratio"] if args.torch_baseline else []
+    how = "median of 3; fast_il and torch: min of the interleaved rounds"
+    print(f"\nhost us per eager call ({args.dtype}, {args.calls} calls, {how})")
     print(f"{'op':<20}" + "".join(f"{c:>10}" for c in cols) + f"{'saved':>9}  outputs")
     for label, times, same in rows:
         saved = 1 - times["fast"] / times["normal"]
-        print(f"{label:<20}" + "".join(f"{times[c]:>10.1f}" for c in cols) + f"{saved:>8.0%}  {same}")
+        cells = "".join(f"{times[c]:>10.2f}" if c == "ratio" else f"{times[c]:>10.1f}" for c in cols)
+        print(f"{label:<20}" + cells + f"{saved:>8.0%}  {same}")
     if args.json:
         record = {
             "gpu": torch.cuda.get_device_name(),
