@@ -418,3 +418,21 @@ def test_the_unfused_peer_passes_the_benchs_check(shape):
     inputs = SPEC.make_inputs(shape, dtype, Fill("randn", DEVICE))
     result = P.check(prov, SPEC, dtype, inputs, P.reference(SPEC, dtype, inputs))
     assert result.passed, result
+
+
+@pytest.mark.parametrize("dtype, bits", [(torch.bfloat16, 8), (torch.float16, 11)], ids=["bf16", "fp16"])
+def test_the_flip_allowance_covers_a_midpoint_below_a_power_of_two(dtype, bits):
+    # a normed value just above the midpoint under 1.0 (1 - ulp_below / 2, ulp_below = 2^-bits) rounds up to 1.0;
+    # float32 arithmetic can round it down to 1 - ulp_below. The allowance is that move, ulp_below: 1.0's own spacing
+    # above is twice it, and measured against that the value looked half an ulp from any midpoint (issue 39's bench
+    # reported every provider wrong on 1-4 of 67-268M q elements at 16K-64K tokens on the H200)
+    d = 8
+    x = torch.ones(1, 1, d, dtype=torch.float64)
+    w = torch.ones(d, dtype=torch.float64)
+    w[0] = 1 - 2.0 ** -(bits + 1) + 2.0**-20  # above the midpoint by ~4.5e-7 after rstd = (1 + eps)^-1/2
+    kw = dict(eps=1e-6, weight_bias=0.0, is_neox=True, dtype=dtype)
+    normed = norm_rope(x, None, None, w, **kw)
+    assert normed[0, 0, 0].to(dtype).item() == 1.0
+    flips = norm_rope(x, None, None, w, terms="flip", **kw)
+    assert flips[0, 0, 0].item() == 2.0**-bits
+    assert torch.all(flips[0, 0, 1:] == 0)
