@@ -447,21 +447,15 @@ def lower_to_ttir(jit, signature, constexprs, attrs, options, target: GPUTarget,
 
 
 def _gluon_inlined(mod):
+    """Gluon's own first passes (3.6-3.9 alike): its calls inlined, canonicalized, common subexpressions merged."""
     from triton._C.libtriton import ir, passes
 
     pm = ir.pass_manager(mod.context)
-    gluon = getattr(passes, "gluon", None)
-    (getattr(gluon, "add_inliner", None) or passes.common.add_inliner)(pm)
-    (getattr(gluon, "add_canonicalizer", None) or passes.common.add_canonicalizer)(pm)
+    passes.gluon.add_inliner(pm)
+    passes.gluon.add_canonicalizer(pm)
     passes.common.add_cse(pm)
-    pm.run(mod, "tritonkit_gluon") if _run_takes_name(pm) else pm.run(mod)
+    pm.run(mod, "tritonkit_gluon")
     return mod
-
-
-def _run_takes_name(pm) -> bool:
-    """``pass_manager.run`` took a pipeline name from Triton 3.5 on."""
-    doc = getattr(pm.run, "__doc__", "") or ""
-    return "arg1" in doc or "str" in doc
 
 
 def _source_class(jit):
