@@ -106,7 +106,8 @@ def _rms_norm_quant_fp8_kernel(
             w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         if QUANT == GRID:
             gs = tl.load(scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0)
-        tl.debug_barrier()
+        if QUANT == STATIC or QUANT == GRID or HAS_UB or EARLY_W:
+            tl.debug_barrier()
         x, r = _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL, ROUND_RESIDUAL)  # [BLOCK]
         if HAS_RESIDUAL:
             tl.store(r_row + offs, r.to(dtype), mask=mask)
