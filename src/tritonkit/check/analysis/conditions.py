@@ -206,10 +206,18 @@ class Diffs:
             self.add(y, x, 0)
 
     def bound(self, f: Func, x: str, y: str) -> tuple[int | None, int | None]:
-        """(lower, upper) bound on ``x - y`` from the differences known, None where nothing is known."""
+        """(lower, upper) bound on ``x - y`` from the differences known, directly or through one value between
+        (a loop counting up from ``a = max(b, lo)``: ``j - lo >= (j - a) + (a - lo)``), None where nothing is known."""
         x, y = root(f, x), root(f, y)
-        lo, up = self.low.get((x, y)), self.low.get((y, x))
+        lo, up = self._lower(x, y), self._lower(y, x)
         return lo, (-up if up is not None else None)
+
+    def _lower(self, x: str, y: str) -> int | None:
+        best = self.low.get((x, y))
+        for (a, z), k in self.low.items():
+            if a == x and (k2 := self.low.get((z, y))) is not None and (best is None or k + k2 > best):
+                best = k + k2
+        return best
 
 
 def block_facts(f: Func) -> dict[int, list[Fact]]:

@@ -249,15 +249,12 @@ class RangeAnalysis:
             if (step := self._step_diff(op)) is not None:
                 # `a[j] - a[i]` with j >= i of a non-decreasing array: a length, not any difference of two values
                 return Iv(step[0], step[1], a.data or b.data, a.over or b.over, max(a.scale, b.scale))
-            if self._at_least(op.operands[0], op.operands[1]):
-                # `j - lo` inside `for j in range(lo, hi)`, or `max(x, lo) - lo`: never negative, which the two
-                # intervals alone do not say (lo's smallest against j's largest is lost)
-                lo = max(lo, 0)
             if (c := self._rem_of(op)) is not None:
                 # `x - x % c` is `x` rounded toward zero to a multiple of c: what an unrolled loop's bound computes
                 # (`tl.range(..., loop_unroll_factor=4)`); the two intervals alone lose that they are one x
                 lo, hi = c * tdiv(a.lo, c), c * tdiv(a.hi, c)
-            # inside `if y < x:` the difference x - y is at least 1, which the two intervals alone do not say
+            # inside `if y < x:` the difference x - y is at least 1, and `max(x, lo) - lo` or a loop's `j - lo` is at
+            # least 0, which the two intervals alone do not say
             dlo, dhi = self.diffs.bound(self.f, op.operands[0], op.operands[1])
             if max(lo, dlo if dlo is not None else lo) <= min(hi, dhi if dhi is not None else hi):
                 lo, hi = max(lo, dlo if dlo is not None else lo), min(hi, dhi if dhi is not None else hi)
@@ -287,26 +284,6 @@ class RangeAnalysis:
                 iv = iv.hull(prev.iv)
             self.overflows[op.pos] = Overflow(op, iv, [a, b], bits)
         return Iv(lo, hi, data, True, scale)
-
-    def _at_least(self, x: str, y: str, depth: int = 0) -> bool:
-        """Whether ``x >= y`` holds by construction: the same value, ``maxsi`` of ``y`` (or of something at least
-        ``y``), or the induction variable of an ``scf.for`` counting up by a positive step from a lower bound at
-        least ``y``."""
-        if x == y:
-            return True
-        if depth > 8:
-            return False
-        d = self.f.defs.get(x)
-        if d is not None and d.name == "arith.maxsi":
-            return any(self._at_least(o, y, depth + 1) for o in d.operands)
-        owner = self.f.block_args.get(x)
-        if owner is None or owner[1] != 0:
-            return False
-        lp = owner[0].parent
-        if lp is None or lp.name != "scf.for" or len(lp.operands) < 3:
-            return False
-        st = self.get(lp.operands[2])
-        return isinstance(st, Iv) and st.lo >= 1 and self._at_least(lp.operands[0], y, depth + 1)
 
     def _rem_of(self, op: Op) -> int | None:
         """``c`` when ``op`` is ``x - x % c`` with ``c`` a constant > 0 (a C remainder, or an unsigned one of an
@@ -446,6 +423,9 @@ class RangeAnalysis:
             bad = next((v for v in (lb, ub, st) if isinstance(v, Unknown)), None)
             iv = bad or Unknown("loop bounds or step not known to be positive")
         names = [a for a, _ in body.args]
+        if isinstance(st, Iv) and st.lo >= 1:
+            # counting up from lb: j - lb >= 0 in the body (`it = j - lo` of a pipeline's stage index)
+            self.diffs.add(root(self.f, names[0]), root(self.f, op.operands[0]), 0)
 
         def run(vals):
             self.env[names[0]] = iv
