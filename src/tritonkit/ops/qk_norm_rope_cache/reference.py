@@ -38,13 +38,10 @@ def ulp(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def _near_midpoint(x: torch.Tensor, rounded: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Where ``x`` lies within ``2^-16 |x|`` of the midpoint between ``rounded`` and its neighbour in ``dtype`` on x's
-    side (float32 arithmetic could round it to that neighbour), the distance to the neighbour, else 0. Below a power
-    of two that is half the spacing above it: ``x`` just under 2^k rounds to 2^k from a midpoint 2^k - ulp / 4."""
-    fi = torch.finfo(dtype)
-    u = ulp(rounded, dtype)
-    mag = rounded.abs()
-    pow2 = (mag > fi.tiny) & (torch.exp2(torch.floor(torch.log2(mag.clamp(min=fi.tiny)))) == mag)
-    u = torch.where(pow2 & (x.abs() < mag), u / 2, u)
+    side (float32 arithmetic could round it to that neighbour), the distance to the neighbour, else 0. That is the
+    spacing at x, not at ``rounded``: x just under 2^k rounds to 2^k from the midpoint 2^k - ulp(x) / 2, half the
+    spacing above 2^k away (``rounded`` past the dtype's range keeps its infinite spacing)."""
+    u = torch.where(torch.isfinite(rounded), ulp(x, dtype), ulp(rounded, dtype))
     near = (x - rounded).abs() >= 0.5 * u - 2.0**-16 * x.abs()
     return torch.where(near & torch.isfinite(x), u, torch.zeros_like(u))
 
