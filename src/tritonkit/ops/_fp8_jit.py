@@ -52,9 +52,15 @@ def to_fp8(v):
 
 
 @triton.jit
+def nan_dropped_abs(y):
+    """``|y|`` with NaN as 0: what vLLM's fmaxf amax reduction sees."""
+    return tl.where(y == y, tl.abs(y), 0.0)  # noqa: PLR0124 - the NaN test
+
+
+@triton.jit
 def abs_max(y, axis: tl.constexpr):
     """max |y| along ``axis``, NaNs skipped (vLLM's fmaxf reduction); 0 where all are NaN."""
-    return tl.max(tl.where(y == y, tl.abs(y), 0.0), axis=axis)  # noqa: PLR0124 - the NaN test
+    return tl.max(nan_dropped_abs(y), axis=axis)
 
 
 @triton.jit

@@ -1,7 +1,7 @@
 import triton
 import triton.language as tl
 
-from .._fp8_jit import FP8_MAX, abs_max, dynamic_scale, dynamic_scale_of, round_to, to_fp8
+from .._fp8_jit import FP8_MAX, abs_max, dynamic_scale, dynamic_scale_of, nan_dropped_abs, round_to, to_fp8
 
 # QUANT: how y becomes fp8. STATIC: y * (1 / scale) with the float32 scale at scale_ptr. TOKEN: one dynamic scale per
 # row, y / scale. GROUP: one per GROUP columns. TENSOR_AMAX: no fp8 written, max over rows of amax / 448 folded into
@@ -155,7 +155,7 @@ def _rms_norm_quant_fp8_kernel(
                 mask = offs < hidden
                 x, r = _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL, ROUND_RESIDUAL)
                 y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
-                amax = tl.maximum(amax, tl.where(y == y, tl.abs(y), 0.0))  # noqa: PLR0124 - the NaN test
+                amax = tl.maximum(amax, nan_dropped_abs(y))
             if QUANT == TOKEN:
                 s = dynamic_scale(tl.max(amax, axis=0), ub_ptr, HAS_UB, False)
                 tl.store(s_row, s)

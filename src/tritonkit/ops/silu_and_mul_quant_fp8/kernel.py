@@ -2,7 +2,16 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .._fp8_jit import INTERPRETING, abs_max, dynamic_scale, dynamic_scale_of, round_to, to_fp8, widen
+from .._fp8_jit import (
+    INTERPRETING,
+    abs_max,
+    dynamic_scale,
+    dynamic_scale_of,
+    nan_dropped_abs,
+    round_to,
+    to_fp8,
+    widen,
+)
 
 # QUANT: STATIC y * (1 / scale); TOKEN one dynamic scale per row, y / scale; GROUP one per GROUP_SIZE columns
 STATIC = tl.constexpr(0)
@@ -98,12 +107,6 @@ def _div_by_scale(y, s, r, FUSED_FMA: tl.constexpr):
     return tl.math.div_rn(y, s)
 
 
-@triton.jit
-def _nan_dropped_abs(y):
-    """``|y|`` with NaN as 0: what vLLM's fmaxf amax reduction sees."""
-    return tl.where(y == y, tl.abs(y), 0.0)  # noqa: PLR0124 - the NaN test
-
-
 @triton.jit(do_not_specialize=["n_rows", "stride_st", "stride_sg"])
 def _silu_and_mul_quant_fp8_kernel(
     x_ptr,
@@ -177,7 +180,7 @@ def _silu_and_mul_quant_fp8_kernel(
         big = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for c in tl.static_range(NUM_CHUNKS):
             y = _act_of(gs[c], us[c], QUANT, dtype, FUSED_FMA, FAST_EXP)  # [BLOCK_M, BLOCK_N]
-            big = tl.maximum(big, _nan_dropped_abs(y))
+            big = tl.maximum(big, nan_dropped_abs(y))
             ys = ys + (y,)
         s = dynamic_scale_of(tl.max(big, 1), ub, HAS_UB, UB_ON_SCALE)  # [BLOCK_M]
         tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
