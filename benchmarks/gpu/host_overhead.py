@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.runtime.jit as triton_jit
 
-from tritonkit.bench.providers import clone_inputs, make_provider
+from tritonkit.bench.providers import Provider, clone_inputs, make_provider
 from tritonkit.bench.timing import host_overhead, interleaved_host_overhead
 from tritonkit.models import MODELS
 from tritonkit.ops import _launch, get_spec
@@ -79,21 +79,12 @@ class _RunCounter:
         triton_jit.compute_cache_key = self._real
 
 
-class _Named:
-    """A callable on an inputs dict with the ``name`` interleaved_host_overhead reports it by."""
-
-    def __init__(self, name: str, fn):
-        self.name, self.fn = name, fn
-
-    def __call__(self, inputs: dict):
-        return self.fn(inputs)
-
-
-def torch_baseline(dtype: torch.dtype, device: torch.device) -> _Named:
+def torch_baseline(dtype: torch.dtype, device: torch.device) -> Provider:
     """SDPA of one query over 256 keys, 32 heads of 128: a torch-only call of about a decode call's host work."""
     q = torch.randn(1, 32, 1, 128, dtype=dtype, device=device)
     k = torch.randn(1, 32, 256, 128, dtype=dtype, device=device)
-    return _Named("torch", lambda _inputs: torch.nn.functional.scaled_dot_product_attention(q, k, k))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return Provider("torch", "SDPA, one query over 256 keys", lambda _inputs: sdpa(q, k, k))
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -155,7 +146,10 @@ def main() -> int:
             times["inductor"] = host_overhead(prov, inputs, device, calls=args.calls).median_us
         if args.torch_baseline:
             got, errors = interleaved_host_overhead(
-                [_Named("fast", spec.call), torch_baseline(dtype, device)], inputs, device, calls=args.calls
+                [Provider("fast", "the fast path", spec.call), torch_baseline(dtype, device)],
+                inputs,
+                device,
+                calls=args.calls,
             )
             if errors:
                 raise RuntimeError(errors)
