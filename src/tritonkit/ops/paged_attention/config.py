@@ -154,8 +154,8 @@ class PrefillConfig:
 # Hopper. On the H200 it matches the float64 reference on its 9 GPU cases under Triton 3.6, 3.8 and 3.9 and on
 # `tritonkit validate paged_attention` (72/72, 3.6), and with OVERLAP it is faster than kernel.py's prefill on each:
 # causal 16K 4217 us on 3.6 (522 TFLOP/s), 4506 on 3.8, 4403 on 3.9 (a96b3ce), where kernel.py's took 4730 (3.6,
-# 9aefa61), 4890 (3.8) and 5013 (3.9, both 986251a); FA3 3697 (docs/notes/prefill-hopper.md). TRITONKIT_PREFILL_HOPPER=0
-# turns it off.
+# 9aefa61), 4832-4853 (3.8) and 4938-4972 (3.9, 21668f8); FA3 3697 (docs/notes/prefill-hopper.md,
+# docs/notes/triton-versions-h200.md). TRITONKIT_PREFILL_HOPPER=0 turns it off.
 PREFILL_HOPPER = os.environ.get("TRITONKIT_PREFILL_HOPPER", "1").strip() != "0"
 PREFILL_HOPPER_ROWS = 128
 PREFILL_HOPPER_KEYS = 128
