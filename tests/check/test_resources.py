@@ -58,6 +58,30 @@ def test_sass_counts_tell_loop_spills_and_mma_waits(probes):
     assert big["loop_STL"] > 0 and big["loop_LDL"] > 0 and big["STL"] >= big["loop_STL"]
 
 
+def _sass(*lines: str) -> list[tuple[int, str]]:
+    return [(16 * i, text) for i, text in enumerate(lines)]
+
+
+def test_only_real_loops_count_as_loops():
+    from tritonkit.check.resources import _loops
+
+    ins = _sass(
+        "LDC R1, c[0x0][0x28]",  # 0x00
+        "@!P0 BRA 0x90",  # 0x10: into an mbarrier wait's retry stub, out of line
+        "NOP",  # 0x20: a worker warp's dispatch loop: its head gives registers back
+        "USETMAXREG.DEALLOC.CTAPOOL 0x78",  # 0x30
+        "FFMA R2, R2, R3, R4",  # 0x40: a K loop
+        "@P1 BRA 0x40",  # 0x50
+        "@P2 BRA 0x20",  # 0x60
+        "EXIT",  # 0x70
+        "BRA 0x80",  # 0x80: the end-of-kernel self loop
+        "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R5], R6",  # 0x90: the stub: try again, then back after the wait
+        "@!P0 BRA 0x90",  # 0xa0
+        "BRA 0x20",  # 0xb0
+    )
+    assert _loops(ins) == [(0x40, 0x50)]
+
+
 def test_cli_reports_each_launch_of_a_builtin_op():
     src = HERE.parents[1] / "src"
     env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

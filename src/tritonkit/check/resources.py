@@ -176,6 +176,26 @@ def _arg_key(a) -> object:
 _SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
 
+def _loops(ins: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """(head, back edge) address ranges of the SASS's loops: backward branches, except those that only look like
+    one. Out of line after the last EXIT sit the retry stubs of mbarrier waits (try-wait, branch to itself, branch
+    back to after the wait), and a warp-specialized kernel's worker warps enter their partition through a dispatch
+    loop whose head gives registers back (USETMAXREG); each runs once per wait or per program, not per iteration."""
+    exits = [addr for addr, text in ins if re.search(r"\bEXIT\b", text)]
+    last_exit = exits[-1] if exits else float("inf")
+    at = {addr: i for i, (addr, _) in enumerate(ins)}
+    loops = []
+    for addr, text in ins:
+        m = re.search(r"\bBRA\s+0x([0-9a-f]+)", text)
+        if not m or (head := int(m.group(1), 16)) >= addr or addr > last_exit:
+            continue
+        after = ins[at[head] : at[head] + 3] if head in at else []
+        if any("USETMAXREG" in t for _, t in after):
+            continue
+        loops.append((head, addr))
+    return loops
+
+
 def sass_counts(cubin: bytes) -> tuple[dict[str, int], str]:
     """Counts read off the SASS, and the SASS text: local-memory stores and loads (STL, LDL: spills and stack
     arrays) over the whole kernel and inside its loops (between a backward branch and its target: where a spill
@@ -187,11 +207,7 @@ def sass_counts(cubin: bytes) -> tuple[dict[str, int], str]:
         f.flush()
         sass = subprocess.run([_cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
     ins = [(int(a, 16), text) for a, text in _SASS_LINE.findall(sass)]
-    loops = [
-        (int(m.group(1), 16), addr)
-        for addr, text in ins
-        if (m := re.search(r"\bBRA\s+0x([0-9a-f]+)", text)) and int(m.group(1), 16) < addr
-    ]
+    loops = _loops(ins)
 
     def count(op: str, inside: bool) -> int:
         return sum(
