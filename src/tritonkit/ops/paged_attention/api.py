@@ -363,8 +363,11 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
             "PAGE_ROWS": rows,
             "STAGES": pre.num_stages,
             "OVERLAP": config.PREFILL_HOPPER_OVERLAP,
+            "PINGPONG": config.PREFILL_HOPPER_PINGPONG,
+            "TURNS": config.PREFILL_HOPPER_TURNS,
         },
-        pre.num_warps,
+        # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)
+        pre.num_warps // 2 if config.PREFILL_HOPPER_PINGPONG else pre.num_warps,
     )
 
 

@@ -163,11 +163,17 @@ PREFILL_HOPPER_WARPS = 8
 PREFILL_HOPPER_STAGES = 2
 # OVERLAP: each warpgroup issues tile j + 1's score dot before tile j's softmax (FA3's intra-warpgroup overlap). In
 # the sm_90 builds ptxas interleaves those HGMMAs with the softmax's exp2s (without it the exp2s wait on the dot). The
-# extra [128, 128] float32 tile fits 240 registers on Triton 3.6, 3.7 and 3.9; 3.8's build spills 27 values in its
+# extra [128, 128] float32 tile fits 240 registers on Triton 3.6, 3.7 and 3.9; 3.8's build spills in its
 # loops and is still the faster there. H200, causal 16K, overlap against not: 4345 / 4603 us on 3.6 (9aefa61's run),
 # 4506 / 4633 on 3.8 and 4403 / 4440 on 3.9 (a96b3ce's); a chunk of 1024 over 16K 514 / 546, 522 / 562, 532 / 541.
 # TRITONKIT_PREFILL_HOPPER_OVERLAP=0 turns it off.
 PREFILL_HOPPER_OVERLAP = os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "1").strip() != "0"
+# PINGPONG: the two consumer warpgroups as two 4-warp partitions of 64 rows each, each in FA3's order (tile j's
+# score dot and tile j - 1's P x V issued together, then tile j's softmax under them), and with TURNS their dots
+# alternating on a pair of mbarriers so one warpgroup's softmax runs under the other's dots (FA3's ping-pong).
+# Built and compiled on a CPU only (docs/notes/prefill-pingpong.md): off until a GPU run shows it correct and faster.
+PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "0").strip() not in ("", "0")
+PREFILL_HOPPER_TURNS = os.environ.get("TRITONKIT_PREFILL_HOPPER_TURNS", "1").strip() != "0"
 # TMA coordinates are int32: a cache of more rows (num_blocks x block_size) keeps kernel.py's prefill
 MAX_TMA_ROWS = 2**31 - 1
 

@@ -40,6 +40,9 @@ gluon_barrier = _triton_compat.gluon_barrier()
 # at 24 Triton 3.9's build spills 8 values in the load loop (3.6 and 3.8 fit)
 LOAD_WARPS = gl.constexpr(1)
 LOAD_REGS = gl.constexpr(32)
+# PINGPONG's second consumer warpgroup, a worker partition beside the default one (whose warps the launch names)
+CONSUMER_WARPS = gl.constexpr(4)
+CONSUMER_REGS = gl.constexpr(240)
 
 
 @gluon.jit
@@ -93,6 +96,81 @@ def _load_partition(
 
 
 @gluon.jit
+def _softmax_step(
+    s,
+    m_i,
+    l_i,
+    j,
+    qpos,
+    seqlen_k,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    BLOCK_N: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    MASKED: gl.constexpr,
+    LIMIT_LEFT: gl.constexpr,
+    LIMIT_RIGHT: gl.constexpr,
+    SOFTCAP: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """The online softmax of tile j's finished scores ``s`` (kernel._attend_tile's math: the log2 domain, MASKED
+    tiles masked past seqlen_k and outside each row's causal/window range): (P in float32, the new row max, the new
+    row sum, alpha = the factor the accumulator takes before P x V adds to it)."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    if SOFTCAP:
+        s = _tanh(s * softcap_in) * softcap_out
+        s_scale = 1.0
+    else:
+        s_scale = qk_scale
+    if MASKED:
+        offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        keep = (offs_n < seqlen_k)[None, :]
+        if LIMIT_RIGHT:
+            keep = keep & (offs_n[None, :] <= qpos[:, None] + win_right)
+        if LIMIT_LEFT:
+            keep = keep & (offs_n[None, :] >= qpos[:, None] - win_left)
+        s = gl.where(keep, s, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, 1) * s_scale)
+    if MASKED:
+        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_use = m_new
+    p = gl.exp2(s * s_scale - m_use[:, None])
+    alpha = gl.exp2(m_i - m_use)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return p, m_new, l_i, gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))
+
+
+@gluon.jit
+def _p_operand(p, dtype: gl.constexpr, HEAD_DIM: gl.constexpr, num_warps: gl.constexpr):
+    """P in the input dtype as the P x V dot's register operand."""
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    return gl.convert_layout(p.to(dtype), gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2))
+
+
+@gluon.jit
+def _zero_rows_past(v_buf, j, seqlen_k, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+    """Zero the rows of tile j's V buffer at keys past seqlen_k (another page's, or stale, values: 0 x NaN would
+    reach the output through the P x V dot), then order the stores before the async proxy's reads."""
+    v_rows: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    offs_r = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, v_rows))
+    v = v_buf.load(v_rows)
+    v_buf.store(gl.where((offs_r < seqlen_k)[:, None], v, gl.zeros_like(v)))
+    fence_async_shared()
+    gluon_barrier()
+
+
+@gluon.jit
 def _attend_tile(
     acc,
     m_i,
@@ -126,16 +204,12 @@ def _attend_tile(
     ISSUE_NEXT: gl.constexpr,
     num_warps: gl.constexpr,
 ):
-    """One online-softmax step over keys [j * BLOCK_N, (j + 1) * BLOCK_N), the math of kernel._attend_tile: scores
-    in the log2 domain, MASKED tiles masked past seqlen_k and outside each row's causal/window range. OVERLAP:
-    ``s_cur`` holds this tile's finished scores, and (ISSUE_NEXT: every tile but the program's last) the next
-    tile's score dot runs on the tensor cores while this tile's softmax runs, returned finished as the next step's
-    ``s_cur``; otherwise S is computed and waited here."""
+    """One online-softmax step over keys [j * BLOCK_N, (j + 1) * BLOCK_N) (_softmax_step). OVERLAP: ``s_cur``
+    holds this tile's finished scores, and (ISSUE_NEXT: every tile but the program's last) the next tile's score dot
+    runs on the tensor cores while this tile's softmax runs, returned finished as the next step's ``s_cur``;
+    otherwise S is computed and waited here."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
-    )
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
     )
     it = j - lo
     s_idx = it % STAGES
@@ -166,45 +240,136 @@ def _attend_tile(
         mbarrier.arrive(k_empty.index(s_idx), count=1)
         s_next = s
 
-    if SOFTCAP:
-        s = _tanh(s * softcap_in) * softcap_out
-        s_scale = 1.0
-    else:
-        s_scale = qk_scale
-    if MASKED:
-        offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        keep = (offs_n < seqlen_k)[None, :]
-        if LIMIT_RIGHT:
-            keep = keep & (offs_n[None, :] <= qpos[:, None] + win_right)
-        if LIMIT_LEFT:
-            keep = keep & (offs_n[None, :] >= qpos[:, None] - win_left)
-        s = gl.where(keep, s, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(s, 1) * s_scale)
-    if MASKED:
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-    else:
-        m_use = m_new
-    p = gl.exp2(s * s_scale - m_use[:, None])
-    alpha = gl.exp2(m_i - m_use)
-    l_i = l_i * alpha + gl.sum(p, 1)
-    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
-    p_op = gl.convert_layout(p.to(q_smem.dtype), gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2))
+    p, m_new, l_i, alpha = _softmax_step(
+        s, m_i, l_i, j, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_N, HEAD_DIM,
+        MASKED, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, num_warps,
+    )  # fmt: skip
+    acc = acc * alpha[:, None]
+    p_op = _p_operand(p, q_smem.dtype, HEAD_DIM, num_warps)
 
     mbarrier.wait(v_ready.index(s_idx), phase)
     if MASKED:
         if (j + 1) * BLOCK_N > seqlen_k:
-            # rows past the sequence hold another page's (or stale) values: zero them for the dot
-            v_rows: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-            offs_r = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, v_rows))
-            v = v_buf.load(v_rows)
-            v_buf.store(gl.where((offs_r < seqlen_k)[:, None], v, gl.zeros_like(v)))
-            fence_async_shared()
-            gluon_barrier()
+            _zero_rows_past(v_buf, j, seqlen_k, BLOCK_N, num_warps)
     acc = warpgroup_mma(p_op, v_buf, acc, is_async=True)
     # with OVERLAP this also finishes the next tile's score dot, issued before the softmax
     acc, s_next, _ = warpgroup_mma_wait(0, deps=(acc, s_next, v_buf))
     mbarrier.arrive(v_empty.index(s_idx), count=1)
     return acc, m_new, l_i, s_next
+
+
+@gluon.jit
+def _pingpong_tile(
+    acc,
+    m_i,
+    l_i,
+    p_op,
+    j,
+    it,
+    q_smem,
+    k_bufs,
+    v_bufs,
+    k_ready,
+    v_ready,
+    k_empty,
+    v_empty,
+    my_turn,
+    next_turn,
+    qpos,
+    seqlen_k,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    FIRST_WG: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr,
+    MASKED: gl.constexpr,
+    LIMIT_LEFT: gl.constexpr,
+    LIMIT_RIGHT: gl.constexpr,
+    SOFTCAP: gl.constexpr,
+    TURNS: gl.constexpr,
+    WITH_PV: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """Step j (the program's it-th tile) of one warpgroup partition in FA3's order: on its turn it issues tile j's
+    score dot and (WITH_PV: every step but the program's first) tile j - 1's P x V, hands the turn to the other
+    warpgroup, runs tile j's softmax, and scales the accumulator by tile j's alpha once P x V is done. ptxas waits for
+    both dots before the exp2s (docs/notes/prefill-pingpong.md), so what runs under a warpgroup's softmax is the other
+    warpgroup's dots: TURNS makes them alternate (``my_turn`` / ``next_turn`` mbarriers, one arrive a step each)."""
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    s_idx = it % STAGES
+    if TURNS:
+        # the first warpgroup's first wait passes on the fresh barrier (the phase before phase 0 counts as done);
+        # from then on each waits for the other's arrive of the step before
+        if FIRST_WG:
+            mbarrier.wait(my_turn, (it & 1) ^ 1)
+        else:
+            mbarrier.wait(my_turn, it & 1)
+    mbarrier.wait(k_ready.index(s_idx), (it // STAGES) & 1)
+    k_buf = k_bufs.index(s_idx)
+    s = warpgroup_mma(
+        q_smem, k_buf.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout), use_acc=False,
+        is_async=True,
+    )  # fmt: skip
+    if WITH_PV:
+        p_idx = (it - 1) % STAGES
+        v_buf = v_bufs.index(p_idx)
+        mbarrier.wait(v_ready.index(p_idx), ((it - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_buf, acc, is_async=True)
+    if TURNS:
+        mbarrier.arrive(next_turn, count=1)
+    # the score dot was issued first: with P x V behind it, one group left outstanding means it is done
+    s, _, _ = warpgroup_mma_wait(1 if WITH_PV else 0, deps=(s, q_smem, k_buf))
+    mbarrier.arrive(k_empty.index(s_idx), count=1)
+    p, m_new, l_i, alpha = _softmax_step(
+        s, m_i, l_i, j, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_N, HEAD_DIM,
+        MASKED, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, num_warps,
+    )  # fmt: skip
+    p_new = _p_operand(p, q_smem.dtype, HEAD_DIM, num_warps)
+    if WITH_PV:
+        acc, _ = warpgroup_mma_wait(0, deps=(acc, v_buf))
+        mbarrier.arrive(v_empty.index(p_idx), count=1)
+    acc = acc * alpha[:, None]
+    return acc, m_new, l_i, p_new
+
+
+@gluon.jit
+def _pingpong_last(
+    acc,
+    p_op,
+    j,
+    it,
+    v_bufs,
+    v_ready,
+    v_empty,
+    v_fixed,
+    seqlen_k,
+    FIRST_WG: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """The program's last P x V (tile j, its it-th). On the tile that crosses seqlen_k the first warpgroup zeroes
+    the V rows past it and signals ``v_fixed``; the second waits for that before its dot (one writer: no race)."""
+    s_idx = it % STAGES
+    v_buf = v_bufs.index(s_idx)
+    mbarrier.wait(v_ready.index(s_idx), (it // STAGES) & 1)
+    if (j + 1) * BLOCK_N > seqlen_k:
+        if FIRST_WG:
+            _zero_rows_past(v_buf, j, seqlen_k, BLOCK_N, num_warps)
+            mbarrier.arrive(v_fixed, count=1)
+        else:
+            mbarrier.wait(v_fixed, 0)
+    acc = warpgroup_mma(p_op, v_buf, acc, is_async=True)
+    acc, _ = warpgroup_mma_wait(0, deps=(acc, v_buf))
+    mbarrier.arrive(v_empty.index(s_idx), count=1)
+    return acc
 
 
 @gluon.jit
@@ -222,6 +387,9 @@ def _attend_partition(
     v_ready,
     k_empty,
     v_empty,
+    my_turn,
+    next_turn,
+    v_fixed,
     q_start,
     q_len,
     t0,
@@ -245,6 +413,8 @@ def _attend_partition(
     GROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     BLOCK_M: gl.constexpr,
+    ROW0: gl.constexpr,
+    ROWS: gl.constexpr,
     BLOCK_Q: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
@@ -254,10 +424,14 @@ def _attend_partition(
     SINKS: gl.constexpr,
     SPLIT: gl.constexpr,
     OVERLAP: gl.constexpr,
+    PINGPONG: gl.constexpr,
+    TURNS: gl.constexpr,
     num_warps: gl.constexpr,
 ):
-    """The two consumer warpgroups: Q into shared memory, tiles [lo, a) and [b, hi) masked, [a, b) not, then the
-    output rows (or the split's partials)."""
+    """Consumer warps of rows [ROW0, ROW0 + BLOCK_M) of the program's ROWS-row tile: their Q rows into shared
+    memory, tiles [lo, a) and [b, hi) masked, [a, b) not, then their output rows (or the split's partials). Without
+    PINGPONG one partition of two warpgroups holds all rows; with it each of two 4-warp partitions holds 64 rows and
+    runs _pingpong_tile's order."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
     )
@@ -266,8 +440,9 @@ def _attend_partition(
     )
     # 16-byte vectors along head_dim for the Q gather and the output rows
     io_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    FIRST_WG: gl.constexpr = ROW0 == 0
 
-    offs_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, io_layout))
+    offs_m = ROW0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, io_layout))
     offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, io_layout))
     tok = t0 + offs_m // GROUP
     head = pid_kvh * GROUP + offs_m % GROUP
@@ -275,66 +450,104 @@ def _attend_partition(
     q_rows = (q_start + tok) * stride_qt + head.to(gl.int64) * stride_qh
     q = gl.load(q_ptr + q_rows[:, None] + offs_d[None, :], mask=mask_m[:, None], other=0.0)
     q_smem.store(q)
-    # the generic-proxy stores, then every warp's, before either warpgroup's wgmma reads Q
+    # the generic-proxy stores, then every warp's, before a wgmma of this partition reads Q
     fence_async_shared()
     gluon_barrier()
 
-    offs_ms = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    offs_ms = ROW0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     qpos = (ctx + t0 + offs_ms // GROUP).to(gl.int32)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, s_layout))
-    s_cur = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    if OVERLAP:
-        # the first tile's scores, before the loop hands each step the next tile's
+    if PINGPONG:
+        # step lo issues no P x V; steps lo + 1 .. hi - 1 each issue the step before's; the last one's runs after
+        p_op = gl.zeros(
+            [BLOCK_M, BLOCK_N], q_smem.dtype, gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        )
+        # counted from the program's first tile (it = j - lo) so that the ring's indices are visibly >= 0 (the
+        # last tile's max(n - 1, 0) is n - 1 where it runs, lo < hi)
+        n = hi - lo
         if lo < hi:
-            mbarrier.wait(k_ready.index(0), 0)
-            s_cur = warpgroup_mma(q_smem, k_bufs.index(0).permute((1, 0)), s_cur, use_acc=False, is_async=True)
-            s_cur, _ = warpgroup_mma_wait(0, deps=(s_cur, k_bufs.index(0)))
-    # tiles [lo, a) and [b, hi) masked, [a, b) not. OVERLAP: every tile but the last issues the next one's score dot;
-    # the last runs after the loops, masked (a superset of the math) and issuing none
-    a_end = a
-    b_end = b
-    last = hi
-    if OVERLAP:
-        last = gl.maximum(hi - 1, lo)
-        a_end = gl.minimum(a, last)
-        b_end = gl.minimum(b, last)
-    for j in range(lo, a_end):
-        acc, m_i, l_i, s_cur = _attend_tile(
-            acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
-            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True,
-            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, OVERLAP, OVERLAP, num_warps,
-        )  # fmt: skip
-    for j in range(a, b_end):
-        acc, m_i, l_i, s_cur = _attend_tile(
-            acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
-            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False,
-            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, OVERLAP, OVERLAP, num_warps,
-        )  # fmt: skip
-    for j in range(b, last):
-        acc, m_i, l_i, s_cur = _attend_tile(
-            acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos, seqlen_k,
-            win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True,
-            LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, OVERLAP, OVERLAP, num_warps,
-        )  # fmt: skip
-    if OVERLAP:
-        if lo < hi:
-            acc, m_i, l_i, s_cur = _attend_tile(
-                acc, m_i, l_i, s_cur, last, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
-                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, False, num_warps,
+            acc, m_i, l_i, p_op = _pingpong_tile(
+                acc, m_i, l_i, p_op, lo, 0, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, my_turn,
+                next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG, BLOCK_M,
+                BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, False, num_warps,
             )  # fmt: skip
+        for it in range(1, a - lo):
+            acc, m_i, l_i, p_op = _pingpong_tile(
+                acc, m_i, l_i, p_op, lo + it, it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
+                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
+            )  # fmt: skip
+        for it in range(gl.maximum(a - lo, 1), b - lo):
+            acc, m_i, l_i, p_op = _pingpong_tile(
+                acc, m_i, l_i, p_op, lo + it, it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
+                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
+            )  # fmt: skip
+        for it in range(gl.maximum(b - lo, 1), n):
+            acc, m_i, l_i, p_op = _pingpong_tile(
+                acc, m_i, l_i, p_op, lo + it, it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
+                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
+            )  # fmt: skip
+        if lo < hi:
+            acc = _pingpong_last(
+                acc, p_op, hi - 1, gl.maximum(n - 1, 0), v_bufs, v_ready, v_empty, v_fixed, seqlen_k, FIRST_WG,
+                BLOCK_N, STAGES, num_warps,
+            )  # fmt: skip
+    else:
+        s_cur = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+        if OVERLAP:
+            # the first tile's scores, before the loop hands each step the next tile's
+            if lo < hi:
+                mbarrier.wait(k_ready.index(0), 0)
+                s_cur = warpgroup_mma(q_smem, k_bufs.index(0).permute((1, 0)), s_cur, use_acc=False, is_async=True)
+                s_cur, _ = warpgroup_mma_wait(0, deps=(s_cur, k_bufs.index(0)))
+        # tiles [lo, a) and [b, hi) masked, [a, b) not. OVERLAP: every tile but the last issues the next one's score
+        # dot; the last runs after the loops, masked (a superset of the math) and issuing none
+        a_end = a
+        b_end = b
+        last = hi
+        if OVERLAP:
+            last = gl.maximum(hi - 1, lo)
+            a_end = gl.minimum(a, last)
+            b_end = gl.minimum(b, last)
+        for j in range(lo, a_end):
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, OVERLAP, OVERLAP, num_warps,
+            )  # fmt: skip
+        for j in range(a, b_end):
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, OVERLAP, OVERLAP, num_warps,
+            )  # fmt: skip
+        for j in range(b, last):
+            acc, m_i, l_i, s_cur = _attend_tile(
+                acc, m_i, l_i, s_cur, j, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, OVERLAP, OVERLAP, num_warps,
+            )  # fmt: skip
+        if OVERLAP:
+            if lo < hi:
+                acc, m_i, l_i, s_cur = _attend_tile(
+                    acc, m_i, l_i, s_cur, last, lo, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, qpos,
+                    seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_M, BLOCK_N, HEAD_DIM,
+                    STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, True, False, num_warps,
+                )  # fmt: skip
 
     m_o = gl.convert_layout(m_i, gl.SliceLayout(1, o_layout))
     l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
-    offs_mo = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
+    offs_mo = ROW0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, o_layout))
     offs_do = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
     tok_o = t0 + offs_mo // GROUP
     head_o = pid_kvh * GROUP + offs_mo % GROUP
     mask_o = (offs_mo < BLOCK_Q * GROUP) & (tok_o < q_len)
     if SPLIT:
-        row = (gl.program_id(0).to(gl.int64) * num_splits + gl.program_id(1)) * BLOCK_M + offs_mo
+        row = (gl.program_id(0).to(gl.int64) * num_splits + gl.program_id(1)) * ROWS + offs_mo
         gl.store(part_m_ptr + row, m_o, mask=mask_o)
         gl.store(part_l_ptr + row, l_o, mask=mask_o)
         gl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_do[None, :], acc, mask=mask_o[:, None])
@@ -401,11 +614,14 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     SINKS: gl.constexpr,
     SPLIT: gl.constexpr,
     OVERLAP: gl.constexpr,
+    PINGPONG: gl.constexpr,
+    TURNS: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
-    as that kernel does; the KV loop runs warp-specialized (the module's docstring). BLOCK_M = 128 rows at 8 warps,
-    HEAD_DIM 64 or 128, bf16/fp16 caches, BLOCK_SIZE a multiple of 16."""
+    as that kernel does; the KV loop runs warp-specialized (the module's docstring). BLOCK_M = 128 rows at 8 warps
+    (PINGPONG: at 4 warps, the default partition and one worker partition holding 64 rows each), HEAD_DIM 64 or
+    128, bf16/fp16 caches, BLOCK_SIZE a multiple of 16."""
     pid = gl.num_programs(0) - 1 - gl.program_id(0)
     pid_q = pid // num_kv_heads
     pid_kvh = pid % num_kv_heads
@@ -423,9 +639,14 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     )
 
     dtype: gl.constexpr = q_ptr.dtype.element_ty
-    q_smem = gl.allocate_shared_memory(
-        dtype, [BLOCK_M, HEAD_DIM], gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
-    )
+    # PINGPONG: each consumer partition holds half the rows (and its own Q buffer), and both free every stage
+    PARTS: gl.constexpr = 2 if PINGPONG else 1
+    WG_ROWS: gl.constexpr = BLOCK_M // PARTS
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([WG_ROWS, HEAD_DIM], dtype)
+    if PINGPONG:
+        q_smem = gl.allocate_shared_memory(dtype, [PARTS, WG_ROWS, HEAD_DIM], q_layout)
+    else:
+        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_layout)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_layout)
@@ -436,30 +657,72 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=1)
-        mbarrier.init(v_empty.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=PARTS)
+        mbarrier.init(v_empty.index(i), count=PARTS)
     col = pid_kvh * HEAD_DIM
-
-    gl.warp_specialize(
-        [
-            (
-                _attend_partition,
+    if PINGPONG:
+        # the warpgroups' turns (0: the default partition's, 1: the worker's) and the last tile's V rows zeroed (2)
+        sync = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(3):
+            mbarrier.init(sync.index(i), count=1)
+        gl.warp_specialize(
+            [
                 (
-                    q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs,
-                    k_ready, v_ready, k_empty, v_empty, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k,
-                    win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
-                    stride_oh, num_splits, GROUP, HEAD_DIM, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT,
-                    LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, OVERLAP, num_warps,
+                    _attend_partition,
+                    (
+                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(0), k_bufs,
+                        v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(0), sync.index(1), sync.index(2),
+                        q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
+                        softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
+                        HEAD_DIM, WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+                        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
+                    ),
                 ),
-            ),
-            (
-                _load_partition,
                 (
-                    k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                    num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES,
+                    _attend_partition,
+                    (
+                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(1), k_bufs,
+                        v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(1), sync.index(0), sync.index(2),
+                        q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
+                        softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
+                        HEAD_DIM, WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
+                        SOFTCAP, SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, CONSUMER_WARPS,
+                    ),
                 ),
-            ),
-        ],
-        [LOAD_WARPS],
-        [LOAD_REGS],
-    )  # fmt: skip
+                (
+                    _load_partition,
+                    (
+                        k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                        num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES,
+                    ),
+                ),
+            ],
+            [CONSUMER_WARPS, LOAD_WARPS],
+            [CONSUMER_REGS, LOAD_REGS],
+        )  # fmt: skip
+    else:
+        gl.warp_specialize(
+            [
+                (
+                    _attend_partition,
+                    (
+                        # no turns and no second warpgroup to signal: the barrier arguments are never used
+                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs,
+                        k_ready, v_ready, k_empty, v_empty, k_ready.index(0), k_ready.index(0), k_ready.index(0),
+                        q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
+                        softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
+                        HEAD_DIM, BLOCK_M, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+                        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
+                    ),
+                ),
+                (
+                    _load_partition,
+                    (
+                        k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                        num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES,
+                    ),
+                ),
+            ],
+            [LOAD_WARPS],
+            [LOAD_REGS],
+        )  # fmt: skip
