@@ -55,6 +55,8 @@ QUANT_WARPS = 4
 QUANT_GROUPS = 8
 _QUANT_MODE = {"row": 0, "group": 1, "static": 2, "tensor_amax": 3, "tensor": 4}
 _KERNEL_QUANT = {"none": 0, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block128": 2}
+# TMA coordinates are int32
+_MAX_TMA_ROWS = 2**31 - 1
 
 
 def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None):
@@ -68,6 +70,29 @@ def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map
 def _desc(t: torch.Tensor, *block: int) -> TensorDescriptor:
     """A tensor descriptor of ``t`` with tiles of ``block``."""
     return TensorDescriptor.from_tensor(t, list(block))
+
+
+def _gluon_desc(t: torch.Tensor, *block: int):
+    """A Gluon tensor descriptor of the 2D ``t`` with tiles of ``block`` in wgmma's swizzled shared layout."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+    layout = gl.NVMMASharedLayout.get_default_for(list(block), gl.float8e4nv)
+    return GluonDescriptor(t, list(t.shape), list(t.stride()), list(block), layout)
+
+
+def _gemm2_hopper_ok(g2, N: int, h: torch.Tensor, w2: torch.Tensor) -> bool:
+    """Whether block-fp8's GEMM2 may take kernel_hopper's Gluon kernel (config.GEMM2_HOPPER): sorted blocks of 64
+    rows, a Hopper target (sm_90: wgmma; meta tensors take the checker's target), whole 128-wide K blocks, and h and
+    w2 (as [E * K, N] rows) TMA can address, int32 row coordinates included."""
+    from .. import _device
+
+    if not _config.GEMM2_HOPPER or g2.block_m != 64 or N % SCALE_BLOCK or h.device.type not in ("cuda", "meta"):
+        return False
+    if max(h.shape[0], w2.shape[0] * w2.shape[1]) > _MAX_TMA_ROWS:
+        return False
+    cap = _device.capability(h.device)
+    return cap is not None and cap[0] == 9 and _tma_ok(h) and _tma_ok(w2)
 
 
 def _tma_ok(w: torch.Tensor) -> bool:
@@ -342,63 +367,102 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
     tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and _tma_ok(h) and not slots
     c = _alloc.empty((numel, K), x.dtype, x.device)
     out2, stride_om = _checks.rows_and_stride("out", out, output=True)
-    steps.append(
-        _new_record(
-            Step,
-            (
-                _fused_moe_gemm2_kernel,
-                (num_pid_m * cdiv(K, g2.block_n),),
-                None,
-                0,
+    if block and not slots and _gemm2_hopper_ok(g2, N, h, w2):
+        # kernel_hopper's Gluon GEMM2: 64 sorted rows x 256 columns a program, two consumer warpgroups
+        from .kernel_hopper import _fused_moe_gemm2_fp8_hopper_kernel
+
+        stages = _config.GEMM2_HOPPER_STAGES
+        steps.append(
+            _new_record(
+                Step,
                 (
-                    _desc(h, g2.block_m, g2.block_k) if tma2 else h,
-                    h_s,
-                    _desc(w2.view(E * K, N), g2.block_n, g2.block_k) if tma2 else w2,
-                    w2_scale if fp8 else x,
-                    c,
-                    topk_weights,
-                    sorted_ids,
-                    expert_ids,
-                    num_post,
-                    numel,
-                    num_pid_m,
-                    K,
-                    N,
-                    E,
-                    h.stride(0),
-                    *hs_strides,
-                    w2.stride(0),
-                    w2.stride(1),
-                    *w2s,
-                    c.stride(0),
-                    out2,
-                    topk_ids,
-                    map_arg,
-                    counters,
-                    num_global,
-                    topk_ids.stride(0),
-                    stride_om,
+                    _fused_moe_gemm2_fp8_hopper_kernel,
+                    (num_pid_m * cdiv(K, 2 * SCALE_BLOCK),),
+                    None,
+                    0,
+                    (
+                        _gluon_desc(h, g2.block_m, SCALE_BLOCK),
+                        _gluon_desc(w2.view(E * K, N), SCALE_BLOCK, SCALE_BLOCK),
+                        h_s,
+                        w2_scale,
+                        c,
+                        topk_weights,
+                        sorted_ids,
+                        expert_ids,
+                        num_post,
+                        numel,
+                        num_pid_m,
+                        K,
+                        E,
+                        *hs_strides,
+                        *w2s,
+                        c.stride(0),
+                    ),
+                    {"NK": N // SCALE_BLOCK, "GROUP_M": g2.group_m, "STAGES": stages, "MUL_WEIGHT": not routed_input},
+                    4,
+                    None,
+                    False,
                 ),
-                {
-                    "TOPK": topk,
-                    "BLOCK_M": g2.block_m,
-                    "BLOCK_N": g2.block_n,
-                    "BLOCK_K": g2.block_k,
-                    "GROUP_M": g2.group_m,
-                    "QUANT": kq,
-                    "MUL_WEIGHT": not routed_input,
-                    "ACT_BF16": act_bf16,
-                    "SWAP_AB": bool(g2.swap_ab),
-                    "TMA": tma2,
-                    "SLOTS": slots,
-                    "HAS_MAP": expert_map is not None,
-                },
-                g2.num_warps,
-                g2.num_stages,
-                False,
-            ),
+            )
         )
-    )
+    else:
+        steps.append(
+            _new_record(
+                Step,
+                (
+                    _fused_moe_gemm2_kernel,
+                    (num_pid_m * cdiv(K, g2.block_n),),
+                    None,
+                    0,
+                    (
+                        _desc(h, g2.block_m, g2.block_k) if tma2 else h,
+                        h_s,
+                        _desc(w2.view(E * K, N), g2.block_n, g2.block_k) if tma2 else w2,
+                        w2_scale if fp8 else x,
+                        c,
+                        topk_weights,
+                        sorted_ids,
+                        expert_ids,
+                        num_post,
+                        numel,
+                        num_pid_m,
+                        K,
+                        N,
+                        E,
+                        h.stride(0),
+                        *hs_strides,
+                        w2.stride(0),
+                        w2.stride(1),
+                        *w2s,
+                        c.stride(0),
+                        out2,
+                        topk_ids,
+                        map_arg,
+                        counters,
+                        num_global,
+                        topk_ids.stride(0),
+                        stride_om,
+                    ),
+                    {
+                        "TOPK": topk,
+                        "BLOCK_M": g2.block_m,
+                        "BLOCK_N": g2.block_n,
+                        "BLOCK_K": g2.block_k,
+                        "GROUP_M": g2.group_m,
+                        "QUANT": kq,
+                        "MUL_WEIGHT": not routed_input,
+                        "ACT_BF16": act_bf16,
+                        "SWAP_AB": bool(g2.swap_ab),
+                        "TMA": tma2,
+                        "SLOTS": slots,
+                        "HAS_MAP": expert_map is not None,
+                    },
+                    g2.num_warps,
+                    g2.num_stages,
+                    False,
+                ),
+            )
+        )
     if slots:
         return steps
     steps.append(

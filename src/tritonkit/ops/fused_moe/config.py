@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from pathlib import Path
 
 from ... import _vocab
@@ -152,6 +153,11 @@ def _narrowest_filling(blocks: int, width: int, choices: tuple[int, ...], per_sm
 #: Mixtral M=16384 17.6 ms against 21.3 through pointers, Qwen3 2.21 against 2.57 ms (docs/notes/fused-moe-tma.md);
 #: decode tiles (mma.sync) keep pointer loads: within 2% either way, and GEMM2's 16 x 128 tile spills through TMA
 TMA_MIN_ROWS = 64
+#: kernel_hopper's Gluon GEMM2 for block-wise fp8 on sm_90 (each K block's scaling under the next block's wgmma, two
+#: consumer warpgroups of 128 columns): built and compiled on a CPU only (docs/notes/fused-moe-fp8-gluon.md), off
+#: until a GPU run shows it matching kernel.py's GEMM2 and faster. TRITONKIT_MOE_GEMM2_HOPPER=1 turns it on.
+GEMM2_HOPPER = os.environ.get("TRITONKIT_MOE_GEMM2_HOPPER", "0").strip() not in ("", "0")
+GEMM2_HOPPER_STAGES = 4
 #: mean rows per expert (M * topk / E) up to which a layer is weight-bandwidth bound and takes 16-row tiles, and up to
 #: which 64-row tiles beat 128-row ones (H200, docs/notes/fused-moe-h200.md: Mixtral M=64, 16 rows per expert, 956 us
 #: at 16 rows against 674 at 64; Qwen3 M=256, 16 per expert, 346 against 325; 128 rows from 64 per expert)
