@@ -1,7 +1,7 @@
-"""fused_moe's Gluon GEMM2 for block-wise fp8 on sm_90 (ops/fused_moe/kernel_hopper.py): which calls take it, that
-the op's launch of it compiles for sm_90 on this CPU within the SM's shared memory with no spill and asynchronous
-wgmmas (on each supported Triton through .ci/triton-matrix), that the checker reads it clean, and, on a Hopper GPU,
-that the layer's output is kernel.py's GEMM2's bit for bit."""
+"""fused_moe's Gluon GEMMs for block-wise fp8 on sm_90 (ops/fused_moe/kernel_hopper.py): which calls take them, that
+the op's launches of them compile for sm_90 on this CPU within the SM's shared memory with no spill and asynchronous
+wgmmas (on each supported Triton through .ci/triton-matrix), that the checker reads them clean, and, on a Hopper GPU,
+that the layer's output is kernel.py's GEMMs' bit for bit."""
 
 import json
 import os
@@ -13,15 +13,21 @@ import pytest
 import torch
 
 import tritonkit.ops.fused_moe.api as api
+import tritonkit.ops.fused_moe.hopper as hopper
 import tritonkit.ops.fused_moe.config as config
 from tritonkit.ops import overrides
 
 SRC = Path(__file__).parents[2] / "src"
 HOPPER = "_fused_moe_gemm2_fp8_hopper_kernel"
+HOPPER1 = "_fused_moe_gemm1_fp8_hopper_kernel"
 
 
-def test_the_gluon_gemm2_is_off_unless_turned_on():
-    assert config.GEMM2_HOPPER is (os.environ.get("TRITONKIT_MOE_GEMM2_HOPPER", "0").strip() not in ("", "0"))
+def test_the_gluon_gemms_are_off_unless_turned_on():
+    for flag, var in (
+        (config.GEMM1_HOPPER, "TRITONKIT_MOE_GEMM1_HOPPER"),
+        (config.GEMM2_HOPPER, "TRITONKIT_MOE_GEMM2_HOPPER"),
+    ):
+        assert flag is (os.environ.get(var, "0").strip() not in ("", "0"))
 
 
 @pytest.mark.parametrize(
@@ -46,9 +52,35 @@ def test_which_calls_take_the_gluon_gemm2(monkeypatch, block_m, N, capability, r
     h = torch.empty(64 * 40, N, dtype=torch.float8_e4m3fn, device="meta")
     w2 = torch.empty(E, K, N, dtype=torch.float8_e4m3fn, device="meta")
     with overrides(config, GEMM2_HOPPER=True):
-        assert api._gemm2_hopper_ok(g2, N, h, w2) is takes
+        assert hopper.gemm2_ok(g2, N, h, w2) is takes
     with overrides(config, GEMM2_HOPPER=False):
-        assert not api._gemm2_hopper_ok(g2, N, h, w2)
+        assert not hopper.gemm2_ok(g2, N, h, w2)
+
+
+@pytest.mark.parametrize(
+    "block_m, N, K, capability, takes",
+    [
+        (64, 2048, 7168, (9, 0), True),
+        (16, 2048, 7168, (9, 0), False),  # decode tiles
+        (64, 2000, 7168, (9, 0), False),  # whole 128-column groups of h
+        (64, 2048, 7000, (9, 0), False),  # whole 128-wide K blocks
+        (64, 2048, 7168, (10, 0), False),
+        (64, 2048, 7168, None, False),
+    ],
+)
+def test_which_calls_take_the_gluon_gemm1(monkeypatch, block_m, N, K, capability, takes):
+    from tritonkit.ops import _device
+
+    monkeypatch.setattr(_device, "capability", lambda device: capability)
+    g1 = config.GemmConfig(block_m, 64, 128, 16, 4, 4)
+    act = torch.empty(300, K, dtype=torch.float8_e4m3fn, device="meta")
+    w1 = torch.empty(256, 2 * N, K, dtype=torch.float8_e4m3fn, device="meta")
+    with overrides(config, GEMM1_HOPPER=True):
+        assert hopper.gemm1_ok(g1, N, K, act, w1) is takes
+        # activation rows cp.async cannot copy 16 bytes at a time
+        assert not hopper.gemm1_ok(g1, N, K, act[:, 8:], w1)
+    with overrides(config, GEMM1_HOPPER=False):
+        assert not hopper.gemm1_ok(g1, N, K, act, w1)
 
 
 _COMPILE = r"""
@@ -65,19 +97,20 @@ for case in json.loads(sys.argv[1]):
     x, w1, w2 = meta(M, K), meta(E, 2 * N, K, dtype=FP8), meta(E, K, N, dtype=FP8)
     w1_s, w2_s = meta(E, 2 * N // 128, K // 128, dtype=torch.float32), meta(E, K // 128, N // 128, dtype=torch.float32)
     tw, ids = meta(M, topk, dtype=torch.float32), meta(M, topk, dtype=torch.int32)
-    with overrides(config, GEMM2_HOPPER=case["on"]):
+    with overrides(config, GEMM1_HOPPER=case["on"], GEMM2_HOPPER=case["on"]):
         launches = record_launches(lambda: api.fused_moe(x, w1, w2, tw, ids, w1_scale=w1_s, w2_scale=w2_s,
-                                                         block_shape=[128, 128]))
+                                                         block_shape=[128, 128], activation=case.get("act", "silu")))
     names = [ln.kernel.fn.__name__ for ln in launches]
     row = {"names": names}
-    hop = [ln for ln in launches if ln.kernel.fn.__name__ == "_fused_moe_gemm2_fp8_hopper_kernel"]
-    if hop:
-        ck = compile_for(hop[0].kernel, *hop[0].args, **hop[0].kwargs)
-        r = resources_of(ck)
-        counts, _ = sass_counts(ck.asm["cubin"])
-        row.update(shared=r.shared_bytes, max_shared=r.max_shared_bytes, stack=r.stack_bytes, local=r.local_bytes,
-                   warps=r.num_warps, wgmma=r.wgmma, gmma=counts["GMMA"], wait_all=counts["wait_all"],
-                   loop_spills=counts["loop_STL"] + counts["loop_LDL"])
+    for ln in launches:
+        name = ln.kernel.fn.__name__
+        if name.endswith("_hopper_kernel"):
+            ck = compile_for(ln.kernel, *ln.args, **ln.kwargs)
+            r = resources_of(ck)
+            counts, _ = sass_counts(ck.asm["cubin"])
+            row[name] = dict(shared=r.shared_bytes, max_shared=r.max_shared_bytes, stack=r.stack_bytes,
+                             local=r.local_bytes, warps=r.num_warps, wgmma=r.wgmma, gmma=counts["GMMA"],
+                             wait_all=counts["wait_all"], loop_spills=counts["loop_STL"] + counts["loop_LDL"])
     out.append(row)
 print(json.dumps(out))
 """
@@ -93,31 +126,35 @@ def _compile(cases: list[dict]) -> list[dict]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_the_ops_gluon_gemm2_launch_compiles_for_sm_90():
+def test_the_ops_gluon_gemm_launches_compile_for_sm_90():
     deepseek = dict(M=4096, E=256, N=2048, K=7168, topk=8)
-    # odd K blocks (3) and output columns that end half way through a 256-column program
-    odd = dict(M=512, E=8, N=384, K=384, topk=2)
+    # odd K-block counts (3), output columns that end half way through a 256-column GEMM2 program, GELU
+    odd = dict(M=512, E=8, N=384, K=384, topk=2, act="gelu")
     on, off, odd_on = _compile([{**deepseek, "on": True}, {**deepseek, "on": False}, {**odd, "on": True}])
-    assert HOPPER in on["names"] and "_fused_moe_gemm2_kernel" not in on["names"], on
-    assert HOPPER not in off["names"] and "_fused_moe_gemm2_kernel" in off["names"], off
     for row in (on, odd_on):
-        assert row["shared"] <= row["max_shared"] and row["wgmma"], row
-        assert row["warps"] == 12, row  # two consumer warpgroups + the load warp's warpgroup
-        assert row["stack"] == 0 and row["local"] == 0 and row["loop_spills"] == 0, row
-        # a K block's four wgmmas go out together, then one wait: not a wait after each (serialized)
-        assert 0 < row["wait_all"] * 4 <= row["gmma"], row
+        assert HOPPER in row["names"] and HOPPER1 in row["names"], row["names"]
+        assert "_fused_moe_gemm1_kernel" not in row["names"] and "_fused_moe_gemm2_kernel" not in row["names"]
+    assert HOPPER not in off["names"] and HOPPER1 not in off["names"], off["names"]
+    for row in (on, odd_on):
+        for name in (HOPPER1, HOPPER):
+            r = row[name]
+            assert r["shared"] <= r["max_shared"] and r["wgmma"], (name, r)
+            assert r["warps"] == 12, (name, r)  # two consumer warpgroups + the loader's warpgroup
+            assert r["stack"] == 0 and r["local"] == 0 and r["loop_spills"] == 0, (name, r)
+            # a K block's four wgmmas go out together, then one wait: not a wait after each (serialized)
+            assert 0 < r["wait_all"] * 4 <= r["gmma"], (name, r)
 
 
-def test_the_checker_reads_the_gluon_gemm2(tmp_path):
-    env = {**os.environ, "TRITONKIT_MOE_GEMM2_HOPPER": "1", "TRITON_INTERPRET": "0",
+def test_the_checker_reads_the_gluon_gemms(tmp_path):
+    env = {**os.environ, "TRITONKIT_MOE_GEMM1_HOPPER": "1", "TRITONKIT_MOE_GEMM2_HOPPER": "1", "TRITON_INTERPRET": "0",
            "TRITONKIT_CACHE_DIR": str(tmp_path)}  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-m", "tritonkit", "check", "--op", "fused_moe", "--format", "json"],
         capture_output=True, text=True, env=env, timeout=900,
     )  # fmt: skip
     d = json.loads(r.stdout)
-    assert HOPPER in {k["kernel"] for k in d["kernels"]}, r.stderr[-2000:]
-    assert [f for f in d["findings"] if f["kernel"] == HOPPER] == [] and d["problems"] == [], d["findings"]
+    assert {HOPPER, HOPPER1} <= {k["kernel"] for k in d["kernels"]}, r.stderr[-2000:]
+    assert [f for f in d["findings"] if f["kernel"] in (HOPPER, HOPPER1)] == [] and d["problems"] == [], d["findings"]
     assert r.returncode == 0, r.stderr[-2000:]
 
 
@@ -126,13 +163,15 @@ _GPU_CASES = [
     dict(id="deepseek-like", M=1024, E=16, N=512, K=1024, topk=4),
     dict(id="odd-k-blocks", M=700, E=8, N=384, K=384, topk=2),
     dict(id="routed-on-input", M=512, E=8, N=256, K=512, topk=2, routed=True),
+    dict(id="gelu", M=512, E=8, N=256, K=512, topk=2, gelu=True),
     dict(id="expert-map", M=600, E=8, N=256, K=512, topk=2, mapped=True),
 ]
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("gemms", [(1,), (2,), (1, 2)], ids=["gemm1", "gemm2", "both"])
 @pytest.mark.parametrize("case", _GPU_CASES, ids=[c["id"] for c in _GPU_CASES])
-def test_the_gluon_gemm2_matches_the_plain_one(case):
+def test_the_gluon_gemms_match_the_plain_ones(case, gemms):
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("needs a Hopper GPU")
     from tritonkit.check.resources import record_launches
@@ -155,6 +194,8 @@ def test_the_gluon_gemm2_matches_the_plain_one(case):
         tw = tw[:, :1].contiguous()
         ids = ids[:, :1].contiguous()
         kw["apply_router_weight_on_input"] = True
+    if case.get("gelu"):
+        kw["activation"] = "gelu"
     if case.get("mapped"):
         # this rank holds experts 0, 2, 4, 6 of 8: the others' blocks have no work in either GEMM2
         emap = torch.full((E,), -1, dtype=torch.int32, device="cuda")
@@ -163,14 +204,14 @@ def test_the_gluon_gemm2_matches_the_plain_one(case):
         w1, w2, w1_s, w2_s = w1[: E // 2], w2[: E // 2], w1_s[: E // 2], w2_s[: E // 2]
         kw.update(w1_scale=w1_s, w2_scale=w2_s)
     args = (x, w1, w2, tw, ids)
-    with overrides(config, GEMM2_HOPPER=True):
+    with overrides(config, GEMM1_HOPPER=1 in gemms, GEMM2_HOPPER=2 in gemms):
         out = api.fused_moe(*args, **kw)
         meta = [t.to("meta") for t in args]
         names = [ln.kernel.fn.__name__ for ln in record_launches(lambda: api.fused_moe(
             *meta, **{k: (v.to("meta") if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}))]  # fmt: skip
-    assert HOPPER in names, names
-    with overrides(config, GEMM2_HOPPER=False):
+    assert (HOPPER1 in names) == (1 in gemms) and (HOPPER in names) == (2 in gemms), names
+    with overrides(config, GEMM1_HOPPER=False, GEMM2_HOPPER=False):
         base = api.fused_moe(*args, **kw)
     assert torch.isfinite(out).all()
-    # per row and column the same float operations in the same K order as kernel.py's GEMM2
+    # per element the same float operations in the same K order as kernel.py's GEMMs
     assert torch.equal(out, base), (out.float() - base.float()).abs().max().item()

@@ -34,6 +34,7 @@ from .._ints import cdiv
 from .._launch import Step, launch
 from .._library import op_with_outputs, through_dispatcher
 from . import config as _config
+from . import hopper
 from .config import FusedMoeConfig, fused_moe_config
 from .kernel import (
     _fused_moe_gemm1_kernel,
@@ -55,8 +56,6 @@ QUANT_WARPS = 4
 QUANT_GROUPS = 8
 _QUANT_MODE = {"row": 0, "group": 1, "static": 2, "tensor_amax": 3, "tensor": 4}
 _KERNEL_QUANT = {"none": 0, "fp8_tensor": 1, "fp8_channel": 1, "fp8_block128": 2}
-# TMA coordinates are int32
-_MAX_TMA_ROWS = 2**31 - 1
 
 
 def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map: torch.Tensor | None):
@@ -70,29 +69,6 @@ def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map
 def _desc(t: torch.Tensor, *block: int) -> TensorDescriptor:
     """A tensor descriptor of ``t`` with tiles of ``block``."""
     return TensorDescriptor.from_tensor(t, list(block))
-
-
-def _gluon_desc(t: torch.Tensor, *block: int):
-    """A Gluon tensor descriptor of the 2D ``t`` with tiles of ``block`` in wgmma's swizzled shared layout."""
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
-
-    layout = gl.NVMMASharedLayout.get_default_for(list(block), gl.float8e4nv)
-    return GluonDescriptor(t, list(t.shape), list(t.stride()), list(block), layout)
-
-
-def _gemm2_hopper_ok(g2, N: int, h: torch.Tensor, w2: torch.Tensor) -> bool:
-    """Whether block-fp8's GEMM2 may take kernel_hopper's Gluon kernel (config.GEMM2_HOPPER): sorted blocks of 64
-    rows, a Hopper target (sm_90: wgmma; meta tensors take the checker's target), whole 128-wide K blocks, and h and
-    w2 (as [E * K, N] rows) TMA can address, int32 row coordinates included."""
-    from .. import _device
-
-    if not _config.GEMM2_HOPPER or g2.block_m != 64 or N % SCALE_BLOCK or h.device.type not in ("cuda", "meta"):
-        return False
-    if max(h.shape[0], w2.shape[0] * w2.shape[1]) > _MAX_TMA_ROWS:
-        return False
-    cap = _device.capability(h.device)
-    return cap is not None and cap[0] == 9 and _tma_ok(h) and _tma_ok(w2)
 
 
 def _tma_ok(w: torch.Tensor) -> bool:
@@ -289,71 +265,78 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
     else:
         h = _alloc.empty((h_rows, N), FP8_DTYPE if block else x.dtype, x.device)
     h_s = _alloc.empty((h_rows, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
-    steps.append(
-        _new_record(
-            Step,
-            (
-                _fused_moe_gemm1_kernel,
-                (grid1,),
-                None,
-                0,
+    if block and not slots and hopper.gemm1_ok(g1, N, K, act, w1):
+        steps.append(hopper.gemm1_step(
+            g1=g1, act=act, a_s=a_s, a_s_strides=(stride_asm, stride_ask), w1=w1, w1_scale=w1_scale, w1s=w1s, h=h,
+            h_s=h_s, topk_weights=topk_weights, blocks=(sorted_ids, expert_ids, num_post, num_pid_m), numel=numel,
+            topk=topk, routed_input=routed_input, gelu=activation == "gelu", act_bf16=act_bf16,
+        ))  # fmt: skip
+    else:
+        steps.append(
+            _new_record(
+                Step,
                 (
-                    act,
-                    a_s,
-                    # w1 [E, 2N, K] as [E, 2, N, K]: one load holds an expert's gate and up rows
-                    _desc(w1.view(E, 2, N, K), 1, 2, g1.block_n, g1.block_k) if tma1 else w1,
-                    w1_scale,
-                    h,
-                    h_s,
-                    topk_weights,
-                    sorted_ids,
-                    expert_ids,
-                    num_post,
-                    numel,
-                    num_pid_m,
-                    N,
-                    K,
-                    E,
-                    act.stride(0),
-                    stride_asm,
-                    stride_ask,
-                    w1.stride(0),
-                    w1.stride(1),
-                    *w1s,
-                    h.stride(0),
-                    h_s.stride(0) if block else 0,
-                    topk_ids,
-                    map_arg,
-                    counters,
-                    num_global,
-                    num_counters,
-                    topk_ids.stride(0),
+                    _fused_moe_gemm1_kernel,
+                    (grid1,),
+                    None,
+                    0,
+                    (
+                        act,
+                        a_s,
+                        # w1 [E, 2N, K] as [E, 2, N, K]: one load holds an expert's gate and up rows
+                        _desc(w1.view(E, 2, N, K), 1, 2, g1.block_n, g1.block_k) if tma1 else w1,
+                        w1_scale,
+                        h,
+                        h_s,
+                        topk_weights,
+                        sorted_ids,
+                        expert_ids,
+                        num_post,
+                        numel,
+                        num_pid_m,
+                        N,
+                        K,
+                        E,
+                        act.stride(0),
+                        stride_asm,
+                        stride_ask,
+                        w1.stride(0),
+                        w1.stride(1),
+                        *w1s,
+                        h.stride(0),
+                        h_s.stride(0) if block else 0,
+                        topk_ids,
+                        map_arg,
+                        counters,
+                        num_global,
+                        num_counters,
+                        topk_ids.stride(0),
+                    ),
+                    {
+                        "TOPK": topk,
+                        "BLOCK_M": g1.block_m,
+                        "BLOCK_N": g1.block_n,
+                        "BLOCK_K": g1.block_k,
+                        "GROUP_M": g1.group_m,
+                        "QUANT": kq,
+                        "ROUTED_ON_INPUT": routed_input,
+                        "GELU": activation == "gelu",
+                        "ACT_BF16": act_bf16,
+                        "H_FP8": block,
+                        "SWAP_AB": bool(g1.swap_ab),
+                        "W_TMA": tma1,
+                        "SLOTS": slots,
+                        "HAS_MAP": expert_map is not None,
+                        "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if slots else 16,
+                        # each half's weight rows of a tile in one 128 block: two scales a K tile, not a loaded vector
+                        "W_HALF_SCALES": block and N % SCALE_BLOCK == 0,
+                    },
+                    g1.num_warps,
+                    g1.num_stages,
+                    False,
                 ),
-                {
-                    "TOPK": topk,
-                    "BLOCK_M": g1.block_m,
-                    "BLOCK_N": g1.block_n,
-                    "BLOCK_K": g1.block_k,
-                    "GROUP_M": g1.group_m,
-                    "QUANT": kq,
-                    "ROUTED_ON_INPUT": routed_input,
-                    "GELU": activation == "gelu",
-                    "ACT_BF16": act_bf16,
-                    "H_FP8": block,
-                    "SWAP_AB": bool(g1.swap_ab),
-                    "W_TMA": tma1,
-                    "SLOTS": slots,
-                    "HAS_MAP": expert_map is not None,
-                    "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if slots else 16,
-                    # each half's weight rows of a tile in one 128 block: two scales a K tile, not a loaded vector
-                    "W_HALF_SCALES": block and N % SCALE_BLOCK == 0,
-                },
-                g1.num_warps,
-                g1.num_stages,
-                False,
-            ),
+            )
         )
-    )
 
     # GEMM2 operand A (the intermediate) and its scales
     if block:
@@ -367,44 +350,12 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
     tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and _tma_ok(h) and not slots
     c = _alloc.empty((numel, K), x.dtype, x.device)
     out2, stride_om = _checks.rows_and_stride("out", out, output=True)
-    if block and not slots and _gemm2_hopper_ok(g2, N, h, w2):
-        # kernel_hopper's Gluon GEMM2: 64 sorted rows x 256 columns a program, two consumer warpgroups
-        from .kernel_hopper import _fused_moe_gemm2_fp8_hopper_kernel
-
-        stages = _config.GEMM2_HOPPER_STAGES
-        steps.append(
-            _new_record(
-                Step,
-                (
-                    _fused_moe_gemm2_fp8_hopper_kernel,
-                    (num_pid_m * cdiv(K, 2 * SCALE_BLOCK),),
-                    None,
-                    0,
-                    (
-                        _gluon_desc(h, g2.block_m, SCALE_BLOCK),
-                        _gluon_desc(w2.view(E * K, N), SCALE_BLOCK, SCALE_BLOCK),
-                        h_s,
-                        w2_scale,
-                        c,
-                        topk_weights,
-                        sorted_ids,
-                        expert_ids,
-                        num_post,
-                        numel,
-                        num_pid_m,
-                        K,
-                        E,
-                        *hs_strides,
-                        *w2s,
-                        c.stride(0),
-                    ),
-                    {"NK": N // SCALE_BLOCK, "GROUP_M": g2.group_m, "STAGES": stages, "MUL_WEIGHT": not routed_input},
-                    4,
-                    None,
-                    False,
-                ),
-            )
-        )
+    if block and not slots and hopper.gemm2_ok(g2, N, h, w2):
+        steps.append(hopper.gemm2_step(
+            g2=g2, h=h, h_s=h_s, hs_strides=hs_strides, w2=w2, w2_scale=w2_scale, w2s=w2s, c=c,
+            topk_weights=topk_weights, blocks=(sorted_ids, expert_ids, num_post, num_pid_m), numel=numel,
+            routed_input=routed_input,
+        ))  # fmt: skip
     else:
         steps.append(
             _new_record(

@@ -158,6 +158,10 @@ TMA_MIN_ROWS = 64
 #: until a GPU run shows it matching kernel.py's GEMM2 and faster. TRITONKIT_MOE_GEMM2_HOPPER=1 turns it on.
 GEMM2_HOPPER = os.environ.get("TRITONKIT_MOE_GEMM2_HOPPER", "0").strip() not in ("", "0")
 GEMM2_HOPPER_STAGES = 4
+#: the same for GEMM1 (activation rows gathered by cp.async, gate and up in one warpgroup each, h quantized per row
+#: in the epilogue): TRITONKIT_MOE_GEMM1_HOPPER=1 turns it on.
+GEMM1_HOPPER = os.environ.get("TRITONKIT_MOE_GEMM1_HOPPER", "0").strip() not in ("", "0")
+GEMM1_HOPPER_STAGES = 4
 #: mean rows per expert (M * topk / E) up to which a layer is weight-bandwidth bound and takes 16-row tiles, and up to
 #: which 64-row tiles beat 128-row ones (H200, docs/notes/fused-moe-h200.md: Mixtral M=64, 16 rows per expert, 956 us
 #: at 16 rows against 674 at 64; Qwen3 M=256, 16 per expert, 346 against 325; 128 rows from 64 per expert)

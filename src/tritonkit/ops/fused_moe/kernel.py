@@ -360,11 +360,24 @@ def _gemm1_h(
         acc = acc * wt[:, None]
     # columns [0, BLOCK_N) are the gate's, [BLOCK_N, 2 BLOCK_N) the up half's
     acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N)), (0, 2, 1)))
+    return _act_mul(acc_g, acc_u, GELU, ACT_BF16)
+
+
+@triton.jit
+def _act_mul(acc_g, acc_u, GELU: tl.constexpr, ACT_BF16: tl.constexpr):
+    """h = act(gate) * up from the two float32 sums, rounded once to the activation dtype (kernel_hopper's GEMM1
+    calls it too: the same operations)."""
     if GELU:
         act = 0.5 * acc_g * (1.0 + tl.math.erf(acc_g * 0.7071067811865476))
     else:
         act = acc_g / (1.0 + tl.exp(-acc_g))
     return _round(act * acc_u, ACT_BF16)
+
+
+@triton.jit
+def _h_group_scale(amax):
+    """The float32 scale of an h row's 128-column group from its amax: ``max(amax, floor) / 448``, IEEE division."""
+    return tl.math.div_rn(tl.maximum(amax, AMAX_FLOOR), FP8_MAX)
 
 
 @triton.jit
@@ -471,7 +484,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
                     # the group's second tile lies wholly past N (N % 128 in (0, 64]): no K loop for masked columns
                     h2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=h.dtype)
                 amax = tl.maximum(amax, _h_fp8_amax(h2, mask2))
-            s = tl.math.div_rn(tl.maximum(amax, AMAX_FLOOR), FP8_MAX)  # [BLOCK_M]
+            s = _h_group_scale(amax)  # [BLOCK_M]
             tl.store(h_ptrs, _quant_fp8(tl.where(mask, h.to(tl.float32), 0.0), s[:, None]), mask=mask)
             if PASSES == 2:
                 tl.store(h_ptrs + BLOCK_N, _quant_fp8(tl.where(mask2, h2.to(tl.float32), 0.0), s[:, None]), mask=mask2)
