@@ -353,16 +353,19 @@ def test_restore_language_says_false_without_a_clean_copy(monkeypatch):
 
 
 def test_gluon_names_resolve_on_this_triton():
-    # Gluon does not import under the interpreter: a process with it off. 3.8 renamed the TMA load, 3.7 the barrier
+    # Gluon does not import under the interpreter: a process with it off. 3.8 renamed the TMA load and the cp.async
+    # copy, 3.7 the barrier
     code = textwrap.dedent("""
         import triton
         from tritonkit import _triton_compat as compat
         load, barrier = compat.gluon_tma_load(), compat.gluon_barrier()
+        copy = compat.gluon_async_load()
         major, minor = (int(x) for x in triton.__version__.split(".")[:2])
         print(load.__name__ == ("async_load" if (major, minor) >= (3, 8) else "async_copy_global_to_shared"))
         print(barrier.__name__ == ("barrier" if (major, minor) >= (3, 7) else "thread_barrier"))
+        print(copy.__name__ == ("async_load" if (major, minor) >= (3, 8) else "async_copy_global_to_shared"))
     """)
     env = {**os.environ, "TRITON_INTERPRET": "0"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split() == ["True", "True"], r.stdout
+    assert r.stdout.split() == ["True", "True", "True"], r.stdout

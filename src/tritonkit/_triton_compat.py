@@ -515,6 +515,14 @@ def gluon_tma_load():
     return getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
 
+def gluon_async_load():
+    """Gluon's cp.async copy (a pointer tensor's elements into shared memory): ``async_copy.async_load`` from 3.8,
+    where 3.9 removed the ``async_copy_global_to_shared`` of 3.6 and 3.7 (same arguments: buffer, pointers, mask)."""
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
+
+    return getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
+
+
 def gluon_barrier():
     """Gluon's barrier over the warps that run it (a partition's, inside ``warp_specialize``): ``gl.barrier`` from
     3.7, ``gl.thread_barrier`` in 3.6."""

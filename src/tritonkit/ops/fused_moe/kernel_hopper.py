@@ -31,6 +31,7 @@ from ... import _triton_compat
 from .kernel import _act_mul, _grouped_tile, _h_fp8_amax, _h_group_scale, _quant_fp8
 
 gluon_tma_load = _triton_compat.gluon_tma_load()
+gluon_async_load = _triton_compat.gluon_async_load()
 
 # the load warp (scalar work and TMA issues) and the second consumer warpgroup, a worker beside the default partition
 LOAD_WARPS = gl.constexpr(1)
@@ -293,9 +294,7 @@ def _gemm1_load_partition(
         s = kb % STAGES
         # a fresh mbarrier counts as having completed the phase before phase 0: the first STAGES waits pass
         mbarrier.wait(empty.index(s), ((kb // STAGES) & 1) ^ 1)
-        async_copy.async_copy_global_to_shared(
-            a_bufs.index(s), a_rows[:, None] + (kb * BLOCK_K + offs_k)[None, :], mask=valid[:, None]
-        )
+        gluon_async_load(a_bufs.index(s), a_rows[:, None] + (kb * BLOCK_K + offs_k)[None, :], mask=valid[:, None])
         # counted in the barrier's arrivals (one a loader thread), so the phase cannot end before the copies land
         async_copy.mbarrier_arrive(ready.index(s), increment_count=False)
         mbarrier.expect(ready.index(s), w_bytes)
