@@ -53,6 +53,8 @@ def test_which_calls_take_the_gluon_gemm2(monkeypatch, block_m, N, capability, r
     w2 = torch.empty(E, K, N, dtype=torch.float8_e4m3fn, device="meta")
     with overrides(config, GEMM2_HOPPER=True):
         assert hopper.gemm2_ok(g2, N, h, w2) is takes
+        # a table's 64-wide K steps: kernel.py scales each one's dot, which rounds differently
+        assert not hopper.gemm2_ok(config.GemmConfig(block_m, 128, 64, 16, 4, 4), N, h, w2)
     with overrides(config, GEMM2_HOPPER=False):
         assert not hopper.gemm2_ok(g2, N, h, w2)
 
@@ -77,6 +79,7 @@ def test_which_calls_take_the_gluon_gemm1(monkeypatch, block_m, N, K, capability
     w1 = torch.empty(256, 2 * N, K, dtype=torch.float8_e4m3fn, device="meta")
     with overrides(config, GEMM1_HOPPER=True):
         assert hopper.gemm1_ok(g1, N, K, act, w1) is takes
+        assert not hopper.gemm1_ok(config.GemmConfig(block_m, 64, 64, 16, 4, 4), N, K, act, w1)
         # activation rows cp.async cannot copy 16 bytes at a time
         assert not hopper.gemm1_ok(g1, N, K, act[:, 8:], w1)
     with overrides(config, GEMM1_HOPPER=False):

@@ -34,6 +34,12 @@ def _hopper(t: torch.Tensor) -> bool:
     return cap is not None and cap[0] == 9
 
 
+def _tile_ok(g) -> bool:
+    """The config's tile is the one the Gluon kernels reproduce bit for bit: sorted blocks of 64 rows and 128-wide K
+    steps, unswapped (kernel.py scales each K step's dot: narrower steps round differently)."""
+    return g.block_m == 64 and g.block_k == SCALE_BLOCK and not g.swap_ab
+
+
 def desc(t: torch.Tensor, *block: int):
     """A Gluon tensor descriptor of the 2D fp8 ``t`` with tiles of ``block`` in wgmma's swizzled shared layout."""
     from triton.experimental.gluon import language as gl
@@ -44,10 +50,10 @@ def desc(t: torch.Tensor, *block: int):
 
 
 def gemm1_ok(g1, N: int, K: int, act: torch.Tensor, w1: torch.Tensor) -> bool:
-    """Whether GEMM1 may take the Gluon kernel (config.GEMM1_HOPPER): sorted blocks of 64 rows, a Hopper target,
-    whole 128-column groups of h and 128-wide K blocks, fp8 activation rows cp.async copies 16 bytes at a time, and
-    w1 as [E * 2N, K] rows TMA can address."""
-    if not _config.GEMM1_HOPPER or g1.block_m != 64 or N % SCALE_BLOCK or K % SCALE_BLOCK:
+    """Whether GEMM1 may take the Gluon kernel (config.GEMM1_HOPPER): the config's tile (:func:`_tile_ok`), a Hopper
+    target, whole 128-column groups of h and 128-wide K blocks, fp8 activation rows cp.async copies 16 bytes at a
+    time, and w1 as [E * 2N, K] rows TMA can address."""
+    if not _config.GEMM1_HOPPER or not _tile_ok(g1) or N % SCALE_BLOCK or K % SCALE_BLOCK:
         return False
     if act.stride(1) != 1 or act.stride(0) % 16 or act.data_ptr() % 16:
         return False
@@ -55,11 +61,13 @@ def gemm1_ok(g1, N: int, K: int, act: torch.Tensor, w1: torch.Tensor) -> bool:
 
 
 def gemm2_ok(g2, N: int, h: torch.Tensor, w2: torch.Tensor) -> bool:
-    """Whether GEMM2 may take the Gluon kernel (config.GEMM2_HOPPER): sorted blocks of 64 rows, a Hopper target,
-    whole 128-wide K blocks, and h's rows and w2 as [E * K, N] rows TMA can address."""
-    if not _config.GEMM2_HOPPER or g2.block_m != 64 or N % SCALE_BLOCK:
+    """Whether GEMM2 may take the Gluon kernel (config.GEMM2_HOPPER): the config's tile (:func:`_tile_ok`), a Hopper
+    target, whole 128-wide K blocks, and h's rows and w2 as [E * K, N] rows TMA can address."""
+    if not _config.GEMM2_HOPPER or not _tile_ok(g2) or N % SCALE_BLOCK:
         return False
-    return _hopper(h) and _tma_rows_ok(h, h.shape[0]) and _tma_rows_ok(w2, w2.shape[0] * w2.shape[1])
+    # the last column tile's second box starts up to 128 rows past E * K
+    rows = w2.shape[0] * w2.shape[1] + SCALE_BLOCK
+    return _hopper(h) and _tma_rows_ok(h, h.shape[0]) and _tma_rows_ok(w2, rows)
 
 
 def gemm1_step(

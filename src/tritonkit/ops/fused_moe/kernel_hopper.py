@@ -64,8 +64,8 @@ def _gemm2_load_partition(
 
 
 @gluon.jit
-def _k_block(a_bufs, b_bufs, ready, empty, zero, hs_rows, ws_base, kb, stride_hsk, stride_wsn, WG: gl.constexpr,
-             STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
+def _k_block(a_bufs, b_bufs, ready, empty, zero, hs_rows, mask_rows, ws_base, kb, stride_hsk, stride_wsn,
+             WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
     """K block kb's dot (the activation tile by the consumer's weight tile) issued into a fresh float32 tile, and its
     scales. FENCE: the activation tile was written by cp.async (the generic proxy), which wgmma (the async proxy)
     reads only after a proxy fence."""
@@ -75,7 +75,8 @@ def _k_block(a_bufs, b_bufs, ready, empty, zero, hs_rows, ws_base, kb, stride_hs
         fence_async_shared()
     b_tile = b_bufs.index(s).slice(WG * WG_N, WG_N).permute((1, 0))
     t = warpgroup_mma(a_bufs.index(s), b_tile, zero, use_acc=False, is_async=True)
-    h_s = gl.load(hs_rows + kb * stride_hsk)
+    # padding rows (never stored) read no scale, as in kernel.py
+    h_s = gl.load(hs_rows + kb * stride_hsk, mask=mask_rows, other=0.0)
     w_s = gl.load(ws_base + kb * stride_wsn)
     t, _, _ = warpgroup_mma_wait(0, deps=(t, a_bufs.index(s), b_tile))
     # both consumers' arrives free the stage for the load warp
@@ -84,8 +85,8 @@ def _k_block(a_bufs, b_bufs, ready, empty, zero, hs_rows, ws_base, kb, stride_hs
 
 
 @gluon.jit
-def _k_step(a_bufs, b_bufs, ready, empty, zero, hs_rows, ws_base, kb, stride_hsk, stride_wsn, acc, t, h_s, w_s,
-            WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
+def _k_step(a_bufs, b_bufs, ready, empty, zero, hs_rows, mask_rows, ws_base, kb, stride_hsk, stride_wsn, acc, t,
+            h_s, w_s, WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
     """K block kb's dot issued, K block kb - 1's finished tile ``t`` added into ``acc`` scaled by its row scales and
     weight scale while it runs (the plain kernel's ``acc += dot * (a_s[:, None] * w_s)``), then kb's tile waited."""
     s = kb % STAGES
@@ -94,7 +95,7 @@ def _k_step(a_bufs, b_bufs, ready, empty, zero, hs_rows, ws_base, kb, stride_hsk
         fence_async_shared()
     b_tile = b_bufs.index(s).slice(WG * WG_N, WG_N).permute((1, 0))
     t_next = warpgroup_mma(a_bufs.index(s), b_tile, zero, use_acc=False, is_async=True)
-    h_s_next = gl.load(hs_rows + kb * stride_hsk)
+    h_s_next = gl.load(hs_rows + kb * stride_hsk, mask=mask_rows, other=0.0)
     w_s_next = gl.load(ws_base + kb * stride_wsn)
     acc += t * (h_s[:, None] * w_s)
     t_next, _, _ = warpgroup_mma_wait(0, deps=(t_next, a_bufs.index(s), b_tile))
@@ -103,18 +104,18 @@ def _k_step(a_bufs, b_bufs, ready, empty, zero, hs_rows, ws_base, kb, stride_hsk
 
 
 @gluon.jit
-def _k_loop(a_bufs, b_bufs, ready, empty, zero, as_rows, ws_base, stride_ask, stride_wsk, WG: gl.constexpr,
+def _k_loop(a_bufs, b_bufs, ready, empty, zero, as_rows, mask_rows, ws_base, stride_ask, stride_wsk, WG: gl.constexpr,
             NK: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
     """The consumer's float32 sum over NK K blocks, each block's tile scaled by its row scales (``as_rows``, a K
     block's stride apart) and its weight scale (``ws_base``) under the next block's dot."""
     # K block 0: issued and finished before the loop, which then always has the previous block's tile to scale (the
     # two float32 tiles trade places by register copies: unrolled by two to avoid them, the build spills)
-    t, a_s, w_s = _k_block(a_bufs, b_bufs, ready, empty, zero, as_rows, ws_base, 0, stride_ask, stride_wsk, WG,
-                           STAGES, FENCE)  # fmt: skip
+    t, a_s, w_s = _k_block(a_bufs, b_bufs, ready, empty, zero, as_rows, mask_rows, ws_base, 0, stride_ask,
+                           stride_wsk, WG, STAGES, FENCE)  # fmt: skip
     acc = zero
     for kb in range(1, NK):
-        acc, t, a_s, w_s = _k_step(a_bufs, b_bufs, ready, empty, zero, as_rows, ws_base, kb, stride_ask, stride_wsk,
-                                   acc, t, a_s, w_s, WG, STAGES, FENCE)  # fmt: skip
+        acc, t, a_s, w_s = _k_step(a_bufs, b_bufs, ready, empty, zero, as_rows, mask_rows, ws_base, kb, stride_ask,
+                                   stride_wsk, acc, t, a_s, w_s, WG, STAGES, FENCE)  # fmt: skip
     acc += t * (a_s[:, None] * w_s)
     return acc
 
@@ -163,14 +164,14 @@ def _gemm2_consumer(
     cb = gl.where(cols < K, cols // WG_N, 0)
     ws_base = w_scale_ptr + expert * stride_wse + cb * stride_wsk
     zero = gl.zeros([BLOCK_M, WG_N], gl.float32, acc_layout)
-
-    acc = _k_loop(a_bufs, b_bufs, ready, empty, zero, hs_rows, ws_base, stride_hsk, stride_wsn, WG, NK, STAGES, False)
-
     offs = pid_m * BLOCK_M + offs_m
     # sorted_ids holds max_padded entries, not a whole number of blocks: an idle last block reads none of them;
     # padding holds numel, and anything outside [0, numel) is masked (kernel._block_rows)
     slot = gl.load(sorted_ids_ptr + offs, mask=offs < num_post, other=numel).to(gl.int64)
     mask_m = (slot >= 0) & (slot < numel)
+
+    acc = _k_loop(a_bufs, b_bufs, ready, empty, zero, hs_rows, mask_m, ws_base, stride_hsk, stride_wsn, WG, NK,
+                  STAGES, False)  # fmt: skip
     if MUL_WEIGHT:
         wt = gl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(gl.float32)
         acc = acc * wt[:, None]
@@ -356,7 +357,8 @@ def _gemm1_consumer(
     # the weight-scale block of this warpgroup's w1 rows: the gate's columns n0 ..., the up half's N + n0 ...
     ws_base = w_scale_ptr + expert * stride_wse + (n0 // WG_N + WG * (N // WG_N)) * stride_wsn
     zero = gl.zeros([BLOCK_M, WG_N], gl.float32, acc_layout)
-    acc = _k_loop(a_bufs, b_bufs, ready, empty, zero, as_rows, ws_base, stride_ask, stride_wsk, WG, NK, STAGES, True)
+    acc = _k_loop(a_bufs, b_bufs, ready, empty, zero, as_rows, mask_m, ws_base, stride_ask, stride_wsk, WG, NK,
+                  STAGES, True)  # fmt: skip
     if ROUTED_ON_INPUT:
         # the router weight scales x (topk == 1): GEMM1 is linear, so it scales both halves' float32 sums
         wt = gl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(gl.float32)

@@ -642,6 +642,8 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     # PINGPONG: each consumer partition holds half the rows (and its own Q buffer), and both free every stage
     PARTS: gl.constexpr = 2 if PINGPONG else 1
     WG_ROWS: gl.constexpr = BLOCK_M // PARTS
+    # PINGPONG: the launch's warps are the first warpgroup's, each warpgroup 64 rows (OVERLAP does not apply)
+    gl.static_assert(not PINGPONG or (num_warps == CONSUMER_WARPS and WG_ROWS == 64), "PINGPONG: 4 warps, 128 rows")
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([WG_ROWS, HEAD_DIM], dtype)
     if PINGPONG:
         q_smem = gl.allocate_shared_memory(dtype, [PARTS, WG_ROWS, HEAD_DIM], q_layout)
