@@ -140,11 +140,13 @@ def test_the_ops_hopper_prefill_launch_compiles_for_sm_90():
     assert row["stack"] == 0 and row["local"] == 0, row
 
 
-def test_the_checker_reads_the_hopper_prefill(tmp_path):
+@pytest.mark.parametrize("pingpong", ["0", "1"], ids=["default", "pingpong"])
+def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong):
     """`tritonkit check --op paged_attention` with the Hopper prefill on: its Gluon kernel (no TTIR stage; warp
-    specialization's partitions) is lowered and read like the others, and has no finding."""
-    env = {**os.environ, "TRITONKIT_PREFILL_HOPPER": "1", "TRITON_INTERPRET": "0",
-           "TRITONKIT_CACHE_DIR": str(tmp_path)}  # fmt: skip
+    specialization's partitions, two consumer partitions with the ping-pong) is lowered and read like the others,
+    and has no finding."""
+    env = {**os.environ, "TRITONKIT_PREFILL_HOPPER": "1", "TRITONKIT_PREFILL_HOPPER_PINGPONG": pingpong,
+           "TRITON_INTERPRET": "0", "TRITONKIT_CACHE_DIR": str(tmp_path)}  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-m", "tritonkit", "check", "--op", "paged_attention", "--format", "json"],
         capture_output=True, text=True, env=env, timeout=600,

@@ -304,6 +304,11 @@ def _pingpong_tile(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
     )
     s_idx = it % STAGES
+    # the step's tiles first, then the turn: a load still in flight keeps only this warpgroup waiting
+    mbarrier.wait(k_ready.index(s_idx), (it // STAGES) & 1)
+    if WITH_PV:
+        p_idx = (it - 1) % STAGES
+        mbarrier.wait(v_ready.index(p_idx), ((it - 1) // STAGES) & 1)
     if TURNS:
         # the first warpgroup's first wait passes on the fresh barrier (the phase before phase 0 counts as done);
         # from then on each waits for the other's arrive of the step before
@@ -311,16 +316,13 @@ def _pingpong_tile(
             mbarrier.wait(my_turn, (it & 1) ^ 1)
         else:
             mbarrier.wait(my_turn, it & 1)
-    mbarrier.wait(k_ready.index(s_idx), (it // STAGES) & 1)
     k_buf = k_bufs.index(s_idx)
     s = warpgroup_mma(
         q_smem, k_buf.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout), use_acc=False,
         is_async=True,
     )  # fmt: skip
     if WITH_PV:
-        p_idx = (it - 1) % STAGES
         v_buf = v_bufs.index(p_idx)
-        mbarrier.wait(v_ready.index(p_idx), ((it - 1) // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_buf, acc, is_async=True)
     if TURNS:
         mbarrier.arrive(next_turn, count=1)
