@@ -64,22 +64,29 @@ def _gemm2_load_partition(
 
 
 @gluon.jit
-def _k_block(a_bufs, b_bufs, ready, empty, zero, hs_rows, mask_rows, ws_base, kb, stride_hsk, stride_wsn,
-             WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
-    """K block kb's dot (the activation tile by the consumer's weight tile) issued into a fresh float32 tile, and its
-    scales. FENCE: the activation tile was written by cp.async (the generic proxy), which wgmma (the async proxy)
-    reads only after a proxy fence."""
+def _k_issue(a_bufs, b_bufs, ready, zero, kb, WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):
+    """K block kb's dot (the activation tile by the consumer's weight tile) issued into a fresh float32 tile once its
+    stage is in: (the tile, the stage, the weight tile). FENCE: the activation tile was written by cp.async (the
+    generic proxy), which wgmma (the async proxy) reads only after a proxy fence."""
     s = kb % STAGES
     mbarrier.wait(ready.index(s), (kb // STAGES) & 1)
     if FENCE:
         fence_async_shared()
     b_tile = b_bufs.index(s).slice(WG * WG_N, WG_N).permute((1, 0))
     t = warpgroup_mma(a_bufs.index(s), b_tile, zero, use_acc=False, is_async=True)
-    # padding rows (never stored) read no scale, as in kernel.py
+    return t, s, b_tile
+
+
+@gluon.jit
+def _k_block(a_bufs, b_bufs, ready, empty, zero, hs_rows, mask_rows, ws_base, kb, stride_hsk, stride_wsn,
+             WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
+    """K block kb's finished tile and its scales (the row scales, padding rows reading none as in kernel.py, and
+    the weight scale)."""
+    t, s, b_tile = _k_issue(a_bufs, b_bufs, ready, zero, kb, WG, STAGES, FENCE)
     h_s = gl.load(hs_rows + kb * stride_hsk, mask=mask_rows, other=0.0)
     w_s = gl.load(ws_base + kb * stride_wsn)
     t, _, _ = warpgroup_mma_wait(0, deps=(t, a_bufs.index(s), b_tile))
-    # both consumers' arrives free the stage for the load warp
+    # both consumers' arrives free the stage for the loader
     mbarrier.arrive(empty.index(s), count=1)
     return t, h_s, w_s
 
@@ -89,12 +96,7 @@ def _k_step(a_bufs, b_bufs, ready, empty, zero, hs_rows, mask_rows, ws_base, kb,
             h_s, w_s, WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
     """K block kb's dot issued, K block kb - 1's finished tile ``t`` added into ``acc`` scaled by its row scales and
     weight scale while it runs (the plain kernel's ``acc += dot * (a_s[:, None] * w_s)``), then kb's tile waited."""
-    s = kb % STAGES
-    mbarrier.wait(ready.index(s), (kb // STAGES) & 1)
-    if FENCE:
-        fence_async_shared()
-    b_tile = b_bufs.index(s).slice(WG * WG_N, WG_N).permute((1, 0))
-    t_next = warpgroup_mma(a_bufs.index(s), b_tile, zero, use_acc=False, is_async=True)
+    t_next, s, b_tile = _k_issue(a_bufs, b_bufs, ready, zero, kb, WG, STAGES, FENCE)
     h_s_next = gl.load(hs_rows + kb * stride_hsk, mask=mask_rows, other=0.0)
     w_s_next = gl.load(ws_base + kb * stride_wsn)
     acc += t * (h_s[:, None] * w_s)
