@@ -261,6 +261,12 @@ def test_cuobjdump_ships_with_the_nvidia_backend():
     assert os.path.isfile(compat.cuobjdump_path())
 
 
+def test_ptxas_is_the_one_triton_assembles_with():
+    path = compat.ptxas_path(90)
+    assert os.path.isfile(path) and os.access(path, os.X_OK)
+    assert os.path.basename(path).startswith("ptxas")
+
+
 # Triton modules whose contents are internal, and private attributes of Triton objects: only the seam reaches them
 _INTERNAL_MODULES = ("triton._C", "triton.runtime", "triton.compiler", "triton.backends")
 _INTERNAL_ATTRS = {"device_caches", "_pack_args", "create_function_from_signature", "native_specialize_impl"}

@@ -505,6 +505,14 @@ def cuobjdump_path() -> str:
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
 
+def ptxas_path(arch: int) -> str:
+    """The ``ptxas`` Triton assembles ``arch`` (90 for sm_90) with: its backend's choice, knobs and environment
+    included (3.9 takes its ``ptxas-blackwell`` for sm_90 as well)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    return get_ptxas(arch).path
+
+
 # -- Gluon (ops/paged_attention/kernel_hopper.py) -------------------------------------------------------------------
 def gluon_tma_load():
     """Gluon's TMA load (global -> shared, signalled on an mbarrier): ``tma.async_load`` from 3.8, where 3.9 removed

@@ -58,6 +58,13 @@ def test_sass_counts_tell_loop_spills_and_mma_waits(probes):
     assert big["loop_STL"] > 0 and big["loop_LDL"] > 0 and big["STL"] >= big["loop_STL"]
 
 
+def test_ptxas_tells_when_it_serialized_the_wgmmas(probes):
+    # a wait that still allows the only dot to be outstanding: ptxas waits itself, and serializes every wgmma
+    (bad,) = probes["gluon-wait-1"]["ptxas"]
+    assert bad.startswith("[C75") and "serialized" in bad, bad
+    assert probes["gluon-wait-0"]["ptxas"] == []
+
+
 def _sass(*lines: str) -> list[tuple[int, str]]:
     return [(16 * i, text) for i, text in enumerate(lines)]
 

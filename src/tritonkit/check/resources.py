@@ -8,8 +8,8 @@ registers runs, slowly. Both are known here, before any GPU time is spent.
 The kernel must be compiled in a process where Triton's interpreter is off when the kernel module is imported
 (a module that reads ``triton.knobs.runtime.interpret`` at import, as fused_moe's does, bakes its branches in).
 
-From the command line, for a built-in op at one sweep point (one line per distinct launch; ``--sass DIR`` also
-writes each kernel's SASS and counts its spill instructions)::
+From the command line, for a built-in op at one sweep point (one line per distinct launch, with ptxas's performance
+warnings for a kernel on wgmma; ``--sass DIR`` also writes each kernel's SASS and counts its spill instructions)::
 
     python3 -m tritonkit.check.resources paged_attention --model llama3-8b --num-tokens 8192 \
         --series "prefill causal" [--shape head_dim=256] [--dtype bfloat16] [--arch sm_90] [--sass out/]
@@ -113,6 +113,31 @@ def resources_of(compiled, arch: str = "sm_90") -> Resources:
         wgmma="wgmma.mma_async" in ptx,
         mma="wgmma.mma_async" in ptx or "mma.sync" in ptx,
     )
+
+
+def ptxas_notes(compiled, arch: str = "sm_90") -> list[str]:
+    """ptxas's performance warnings for a kernel compiled for ``arch`` (:func:`compile_for`): its PTX assembled again
+    with ``-v`` by the ptxas Triton used, the "Potential Performance Loss" lines (wgmma serialized, and why: C7510
+    to C7520), ``[code] reason`` each. Triton keeps ptxas's log to itself; a serialized wgmma pipeline is otherwise
+    visible only as one wait after each GMMA in the SASS (:func:`sass_counts`)."""
+    target = parse_arch(arch)
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as f:
+            f.write(compiled.asm["ptx"])
+        gpu = f"sm_{target.arch}{'a' if target.arch >= 90 else ''}"
+        out = subprocess.run(
+            [_compat.ptxas_path(target.arch), f"-arch={gpu}", "-v", src, "-o", os.path.join(d, "k.cubin")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    notes = []
+    for line in (out.stdout + out.stderr).splitlines():
+        m = re.search(r"\((C75\d\d)\) Potential Performance Loss: (.*?)(?: (?:in|for) (?:the )?function '.*)?$", line)
+        if m:
+            notes.append(f"[{m.group(1)}] {' '.join(m.group(2).split())}")
+    return notes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.sass).mkdir(parents=True, exist_ok=True)
             (Path(args.sass) / f"{ln.name}.sass").write_text(sass)
             row.update(counts)
+        if r.wgmma:
+            row["ptxas"] = ptxas_notes(compiled, args.arch)
         if args.json:
             print(json.dumps(row))
         else:
@@ -303,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.sass
                 else ""
             )
+            if row.get("ptxas"):
+                extra += ", ptxas: " + "; ".join(row["ptxas"])
             # the numbers on the kernel's line, its options wrapped below (a launch's constexprs run to 300+ columns)
             print(
                 textwrap.fill(
