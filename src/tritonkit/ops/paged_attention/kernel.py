@@ -175,6 +175,55 @@ def _load_pages(bt_row, offs_n, limit, num_blocks, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
+def _online_softmax(
+    s,
+    m_i,
+    l_i,
+    offs_n,
+    qpos,
+    seqlen_k,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    MASKED: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr,
+    LIMIT_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+):
+    """One online-softmax step on a tile's raw scores ``s`` for keys ``offs_n``, in the log2 domain: (P in
+    float32, the new row max, the new row sum, alpha = the factor the accumulator takes before P V is added).
+    MASKED tiles mask keys past seqlen_k and outside each row's causal/window range. kernel_hopper's Gluon prefill
+    calls it too: both kernels do the same operations."""
+    if SOFTCAP:
+        # capped logits in log2 units; the scale is inside softcap_in
+        s = _tanh(s * softcap_in) * softcap_out
+        s_scale = 1.0
+    else:
+        # the scale is applied inside the exponent below (one FMA per score)
+        s_scale = qk_scale
+    if MASKED:
+        keep = (offs_n < seqlen_k)[None, :]
+        if LIMIT_RIGHT:
+            keep = keep & (offs_n[None, :] <= qpos[:, None] + win_right)
+        if LIMIT_LEFT:
+            keep = keep & (offs_n[None, :] >= qpos[:, None] - win_left)
+        s = tl.where(keep, s, float("-inf"))
+    # s_scale > 0 (the API checks softmax_scale), so the max commutes with it
+    m_new = tl.maximum(m_i, tl.max(s, 1) * s_scale)
+    if MASKED:
+        # a row with no visible key yet keeps m = -inf; subtract 0 instead so exp2 sees -inf, not NaN
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_use = m_new
+    p = tl.math.exp2(s * s_scale - m_use[:, None])
+    alpha = tl.math.exp2(m_i - m_use)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    return p, m_new, l_i, alpha
+
+
+@triton.jit
 def _attend_tile(
     acc,
     m_i,
@@ -214,30 +263,10 @@ def _attend_tile(
     k = _load_kv_tile(k_base, page, slot, stride_kb, stride_ks, offs_d, mask_n, HEAD_DIM, HEAD_DIM_PAD, MASKED)
     # fp8 caches: exact widening to q's dtype; the per-tensor scale is folded into qk_scale and the epilogue
     s = _dot(q, tl.trans(k.to(q.dtype)), tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32))  # [BLOCK_M, BLOCK_N]
-    if SOFTCAP:
-        # capped logits in log2 units; the scale is inside softcap_in
-        s = _tanh(s * softcap_in) * softcap_out
-        s_scale = 1.0
-    else:
-        # the scale is applied inside the exponent below (one FMA per score)
-        s_scale = qk_scale
-    if MASKED:
-        keep = mask_n[None, :]
-        if LIMIT_RIGHT:
-            keep = keep & (offs_n[None, :] <= qpos[:, None] + win_right)
-        if LIMIT_LEFT:
-            keep = keep & (offs_n[None, :] >= qpos[:, None] - win_left)
-        s = tl.where(keep, s, float("-inf"))
-    # s_scale > 0 (the API checks softmax_scale), so the max commutes with it
-    m_new = tl.maximum(m_i, tl.max(s, 1) * s_scale)
-    if MASKED:
-        # a row with no visible key yet keeps m = -inf; subtract 0 instead so exp2 sees -inf, not NaN
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-    else:
-        m_use = m_new
-    p = tl.math.exp2(s * s_scale - m_use[:, None])
-    alpha = tl.math.exp2(m_i - m_use)
-    l_i = l_i * alpha + tl.sum(p, 1)
+    p, m_new, l_i, alpha = _online_softmax(
+        s, m_i, l_i, offs_n, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, MASKED,
+        LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+    )  # fmt: skip
     v = _load_kv_tile(v_base, page, slot, stride_vb, stride_vs, offs_d, mask_n, HEAD_DIM, HEAD_DIM_PAD, MASKED)
     v = v.to(q.dtype)
     acc = acc * alpha[:, None]

@@ -31,7 +31,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ... import _triton_compat
-from .kernel import _find_seq, _out_scale, _prefill_key_tiles, _prefill_rows, _tanh
+from .kernel import _find_seq, _online_softmax, _out_scale, _prefill_key_tiles, _prefill_rows
 
 gluon_tma_load = _triton_compat.gluon_tma_load()
 gluon_barrier = _triton_compat.gluon_barrier()
@@ -116,36 +116,18 @@ def _softmax_step(
     SOFTCAP: gl.constexpr,
     num_warps: gl.constexpr,
 ):
-    """The online softmax of tile j's finished scores ``s`` (kernel._attend_tile's math: the log2 domain, MASKED
-    tiles masked past seqlen_k and outside each row's causal/window range): (P in float32, the new row max, the new
-    row sum, alpha = the factor the accumulator takes before P x V adds to it)."""
+    """kernel._online_softmax on tile j's finished scores ``s``, alpha in the accumulator's row layout."""
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
     )
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
     )
-    if SOFTCAP:
-        s = _tanh(s * softcap_in) * softcap_out
-        s_scale = 1.0
-    else:
-        s_scale = qk_scale
-    if MASKED:
-        offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        keep = (offs_n < seqlen_k)[None, :]
-        if LIMIT_RIGHT:
-            keep = keep & (offs_n[None, :] <= qpos[:, None] + win_right)
-        if LIMIT_LEFT:
-            keep = keep & (offs_n[None, :] >= qpos[:, None] - win_left)
-        s = gl.where(keep, s, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(s, 1) * s_scale)
-    if MASKED:
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-    else:
-        m_use = m_new
-    p = gl.exp2(s * s_scale - m_use[:, None])
-    alpha = gl.exp2(m_i - m_use)
-    l_i = l_i * alpha + gl.sum(p, 1)
+    offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    p, m_new, l_i, alpha = _online_softmax(
+        s, m_i, l_i, offs_n, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, MASKED,
+        LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+    )  # fmt: skip
     return p, m_new, l_i, gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))
 
 
