@@ -150,15 +150,29 @@ def _grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 def _block_rows(sorted_ids_ptr, expert_ids_ptr, num_post_ptr, pid_m, numel, num_experts, BLOCK_M: tl.constexpr):
     """The expert (int64) and the slots of sorted block ``pid_m``, and whether the block has work: it lies below
     num_tokens_post_padded and its expert is one of this rank's (-1, or any id out of range, is no work)."""
+    num_post, expert, busy = _block_expert(expert_ids_ptr, num_post_ptr, pid_m, num_experts, BLOCK_M)
+    slot, mask_m = _block_slots(sorted_ids_ptr, pid_m * BLOCK_M + tl.arange(0, BLOCK_M), num_post, numel)
+    return expert, busy, slot, mask_m
+
+
+@triton.jit
+def _block_expert(expert_ids_ptr, num_post_ptr, pid_m, num_experts, BLOCK_M: tl.constexpr):
+    """(num_tokens_post_padded, the expert (int64) of sorted block ``pid_m``, whether the block has work: it lies
+    below num_tokens_post_padded and its expert is one of this rank's; -1, or any id out of range, is no work).
+    Scalars only: kernel_hopper's Gluon GEMMs call it too."""
     num_post = tl.load(num_post_ptr)
     expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
     busy = (pid_m * BLOCK_M < num_post) & (expert >= 0) & (expert < num_experts)
-    offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    # sorted_ids holds max_padded entries, not a whole number of blocks: an idle last block reads none of them
-    slot = tl.load(sorted_ids_ptr + offs, mask=offs < num_post, other=numel).to(tl.int64)  # [BLOCK_M]
-    # padding holds numel; anything outside [0, numel) is masked, so no id value addresses out of bounds
-    mask_m = (slot >= 0) & (slot < numel)
-    return expert, busy, slot, mask_m
+    return num_post, expert, busy
+
+
+@triton.jit
+def _block_slots(sorted_ids_ptr, offs, num_post, numel):
+    """(slot ids (int64), which are real) at sorted positions ``offs`` (the caller's layout: kernel_hopper calls it
+    too). sorted_ids holds max_padded entries, not a whole number of blocks: an idle last block reads none of them;
+    padding holds numel, and anything outside [0, numel) is masked, so no id value addresses out of bounds."""
+    slot = tl.load(sorted_ids_ptr + offs, mask=offs < num_post, other=numel).to(tl.int64)
+    return slot, (slot >= 0) & (slot < numel)
 
 
 @triton.jit

@@ -28,7 +28,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ... import _triton_compat
-from .kernel import _act_mul, _grouped_tile, _h_fp8_amax, _h_group_scale, _quant_fp8
+from .kernel import _act_mul, _block_expert, _block_slots, _grouped_tile, _h_fp8_amax, _h_group_scale, _quant_fp8
 
 gluon_tma_load = _triton_compat.gluon_tma_load()
 gluon_async_load = _triton_compat.gluon_async_load()
@@ -166,11 +166,7 @@ def _gemm2_consumer(
     cb = gl.where(cols < K, cols // WG_N, 0)
     ws_base = w_scale_ptr + expert * stride_wse + cb * stride_wsk
     zero = gl.zeros([BLOCK_M, WG_N], gl.float32, acc_layout)
-    offs = pid_m * BLOCK_M + offs_m
-    # sorted_ids holds max_padded entries, not a whole number of blocks: an idle last block reads none of them;
-    # padding holds numel, and anything outside [0, numel) is masked (kernel._block_rows)
-    slot = gl.load(sorted_ids_ptr + offs, mask=offs < num_post, other=numel).to(gl.int64)
-    mask_m = (slot >= 0) & (slot < numel)
+    slot, mask_m = _block_slots(sorted_ids_ptr, pid_m * BLOCK_M + offs_m, num_post, numel)
 
     acc = _k_loop(a_bufs, b_bufs, ready, empty, zero, hs_rows, mask_m, ws_base, stride_hsk, stride_wsn, WG, NK,
                   STAGES, False)  # fmt: skip
@@ -215,10 +211,7 @@ def _fused_moe_gemm2_fp8_hopper_kernel(  # tritonkit: ignore[recompile] K blocks
     BLOCK_M: gl.constexpr = h_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = h_desc.block_type.shape[1]
     pid_m, pid_n = _grouped_tile(gl.program_id(0), num_pid_m, gl.cdiv(K, 2 * WG_N), GROUP_M)
-    num_post = gl.load(num_post_ptr)
-    expert = gl.load(expert_ids_ptr + pid_m).to(gl.int64)
-    # a block past num_tokens_post_padded, or of an expert not this rank's (-1, or out of range), has no work
-    busy = (pid_m * BLOCK_M < num_post) & (expert >= 0) & (expert < num_experts)
+    num_post, expert, busy = _block_expert(expert_ids_ptr, num_post_ptr, pid_m, num_experts, BLOCK_M)
     if busy:
         col0 = pid_n * (2 * WG_N)
         dtype: gl.constexpr = h_desc.dtype
@@ -288,10 +281,9 @@ def _gemm1_load_partition(
     rows: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])
     offs_r = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, rows))
     offs_k = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, rows))
-    # kernel._block_rows' slots; a padding row (numel, or any id outside [0, numel)) copies nothing (zeros)
-    slot = gl.load(sorted_ids_ptr + offs_r, mask=offs_r < num_post, other=numel)
-    valid = (slot >= 0) & (slot < numel)
-    a_rows = a_ptr + (gl.where(valid, slot, 0) // TOPK).to(gl.int64) * stride_am
+    # a padding row (numel, or any id outside [0, numel)) copies nothing (zeros)
+    slot, valid = _block_slots(sorted_ids_ptr, offs_r, num_post, numel)
+    a_rows = a_ptr + (gl.where(valid, slot, 0) // TOPK) * stride_am
     w_bytes: gl.constexpr = 2 * w_desc.block_type.nbytes
     for kb in range(NK):
         s = kb % STAGES
@@ -349,9 +341,7 @@ def _gemm1_consumer(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, WG_N, 32]
     )
     offs_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
-    offs = pid_m * BLOCK_M + offs_m
-    slot = gl.load(sorted_ids_ptr + offs, mask=offs < num_post, other=numel).to(gl.int64)
-    mask_m = (slot >= 0) & (slot < numel)
+    slot, mask_m = _block_slots(sorted_ids_ptr, pid_m * BLOCK_M + offs_m, num_post, numel)
     # masked rows divide 0, not a negative slot (C division), though nothing reads through them
     token = gl.where(mask_m, slot, 0) // TOPK
     as_rows = a_scale_ptr + token * stride_asm
@@ -421,10 +411,7 @@ def _fused_moe_gemm1_fp8_hopper_kernel(  # tritonkit: ignore[recompile] K blocks
     BLOCK_M: gl.constexpr = 64
     BLOCK_K: gl.constexpr = w_desc.block_type.shape[1]
     pid_m, pid_n = _grouped_tile(gl.program_id(0), num_pid_m, N // WG_N, GROUP_M)
-    num_post = gl.load(num_post_ptr)
-    expert = gl.load(expert_ids_ptr + pid_m).to(gl.int64)
-    # a block past num_tokens_post_padded, or of an expert not this rank's (-1, or out of range), has no work
-    busy = (pid_m * BLOCK_M < num_post) & (expert >= 0) & (expert < num_experts)
+    num_post, expert, busy = _block_expert(expert_ids_ptr, num_post_ptr, pid_m, num_experts, BLOCK_M)
     if busy:
         dtype: gl.constexpr = w_desc.dtype
         a_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], dtype)
