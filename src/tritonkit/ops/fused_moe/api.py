@@ -17,7 +17,7 @@ from ``topk_ids``, h in slot order, and the GEMM2 program that stores a token's 
 that token's rows into ``out`` (a counter per token and tile, zeroed by GEMM1): the same float32 sums, the same bits.
 
 Tiles of ``config.TMA_MIN_ROWS`` rows and more load the weights (and GEMM2 its h) through tensor descriptors
-where TMA can address them (:func:`_tma_ok`), else through pointers: the same tiles, the same bits.
+where TMA can address them (:func:`hopper.tma_ok`), else through pointers: the same tiles, the same bits.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from .._launch import Step, launch
 from .._library import op_with_outputs, through_dispatcher
 from . import config as _config
 from . import hopper
+from .hopper import tma_ok as _tma_ok
 from .config import FusedMoeConfig, fused_moe_config
 from .kernel import (
     _fused_moe_gemm1_kernel,
@@ -69,12 +70,6 @@ def _align(topk_ids: torch.Tensor, block_size: int, num_experts: int, expert_map
 def _desc(t: torch.Tensor, *block: int) -> TensorDescriptor:
     """A tensor descriptor of ``t`` with tiles of ``block``."""
     return TensorDescriptor.from_tensor(t, list(block))
-
-
-def _tma_ok(w: torch.Tensor) -> bool:
-    """Whether a descriptor over ``w`` (h [R, C], or weights [E, R, C] as rows of C) can address it: contiguous,
-    16-byte aligned base and row stride."""
-    return w.is_contiguous() and w.data_ptr() % 16 == 0 and w.shape[-1] * w.element_size() % 16 == 0
 
 
 def _device_name(device: torch.device) -> str | None:

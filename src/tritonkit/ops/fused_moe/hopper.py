@@ -16,14 +16,15 @@ MAX_TMA_ROWS = 2**31 - 1
 WARPS = 4
 
 
+def tma_ok(w: torch.Tensor) -> bool:
+    """Whether a descriptor over ``w`` (h [R, C], or weights [E, R, C] as rows of C) can address it: contiguous,
+    16-byte aligned base and row stride (kernel.py's descriptors and the Gluon kernels' alike)."""
+    return w.is_contiguous() and w.data_ptr() % 16 == 0 and w.shape[-1] * w.element_size() % 16 == 0
+
+
 def _tma_rows_ok(t: torch.Tensor, rows: int) -> bool:
-    """``t`` viewed as ``rows`` rows of its last dimension: contiguous, 16-byte aligned base and rows, int32 rows."""
-    return (
-        t.is_contiguous()
-        and t.data_ptr() % 16 == 0
-        and t.shape[-1] * t.element_size() % 16 == 0
-        and rows <= MAX_TMA_ROWS
-    )
+    """:func:`tma_ok`, with ``rows`` rows (the view the Gluon kernel's descriptor takes) within int32 coordinates."""
+    return tma_ok(t) and rows <= MAX_TMA_ROWS
 
 
 def _hopper(t: torch.Tensor) -> bool:
