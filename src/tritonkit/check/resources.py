@@ -121,13 +121,17 @@ def ptxas_notes(compiled, arch: str = "sm_90") -> list[str]:
     to C7520), ``[code] reason`` each. Triton keeps ptxas's log to itself; a serialized wgmma pipeline is otherwise
     visible only as one wait after each GMMA in the SASS (:func:`sass_counts`)."""
     target = parse_arch(arch)
+    meta = compiled.metadata
+    # the options Triton's own ptxas run took (a cached kernel's log is gone: assembling again is the way to it)
+    fmad = [] if getattr(meta, "enable_fp_fusion", True) else ["--fmad=false"]
+    extra = (getattr(meta, "ptx_options", None) or "").split()
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "k.ptx")
         with open(src, "w") as f:
             f.write(compiled.asm["ptx"])
         gpu = f"sm_{target.arch}{'a' if target.arch >= 90 else ''}"
         out = subprocess.run(
-            [_compat.ptxas_path(target.arch), f"-arch={gpu}", "-v", src, "-o", os.path.join(d, "k.cubin")],
+            [_compat.ptxas_path(target.arch), *fmad, "-v", *extra, f"--gpu-name={gpu}", src, "-o", f"{d}/k.cubin"],
             capture_output=True,
             text=True,
             check=True,

@@ -169,8 +169,8 @@ PREFILL_HOPPER_STAGES = 2
 # TRITONKIT_PREFILL_HOPPER_OVERLAP=0 turns it off.
 PREFILL_HOPPER_OVERLAP = os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "1").strip() != "0"
 # PINGPONG: the two consumer warpgroups as two 4-warp partitions of 64 rows each, each in FA3's order (tile j's
-# score dot and tile j - 1's P x V issued together, then tile j's softmax under them), and with TURNS their dots
-# alternating on a pair of mbarriers so one warpgroup's softmax runs under the other's dots (FA3's ping-pong).
+# score dot and tile j - 1's P x V issued together, then tile j's softmax, which ptxas schedules after both dots),
+# and with TURNS their dots alternating on a pair of mbarriers so one warpgroup's softmax runs under the other's dots.
 # It replaces OVERLAP's order. Built and compiled on a CPU only (docs/notes/prefill-pingpong.md): off until a GPU run
 # shows it correct and faster.
 PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "0").strip() not in ("", "0")
