@@ -78,31 +78,31 @@ def _k_issue(a_bufs, b_bufs, ready, zero, kb, WG: gl.constexpr, STAGES: gl.const
 
 
 @gluon.jit
-def _k_block(a_bufs, b_bufs, ready, empty, zero, hs_rows, mask_rows, ws_base, kb, stride_hsk, stride_wsn,
+def _k_block(a_bufs, b_bufs, ready, empty, zero, as_rows, mask_rows, ws_base, kb, stride_ask, stride_wsk,
              WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
     """K block kb's finished tile and its scales (the row scales, padding rows reading none as in kernel.py, and
     the weight scale)."""
     t, s, b_tile = _k_issue(a_bufs, b_bufs, ready, zero, kb, WG, STAGES, FENCE)
-    h_s = gl.load(hs_rows + kb * stride_hsk, mask=mask_rows, other=0.0)
-    w_s = gl.load(ws_base + kb * stride_wsn)
+    a_s = gl.load(as_rows + kb * stride_ask, mask=mask_rows, other=0.0)
+    w_s = gl.load(ws_base + kb * stride_wsk)
     t, _, _ = warpgroup_mma_wait(0, deps=(t, a_bufs.index(s), b_tile))
     # both consumers' arrives free the stage for the loader
     mbarrier.arrive(empty.index(s), count=1)
-    return t, h_s, w_s
+    return t, a_s, w_s
 
 
 @gluon.jit
-def _k_step(a_bufs, b_bufs, ready, empty, zero, hs_rows, mask_rows, ws_base, kb, stride_hsk, stride_wsn, acc, t,
-            h_s, w_s, WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
+def _k_step(a_bufs, b_bufs, ready, empty, zero, as_rows, mask_rows, ws_base, kb, stride_ask, stride_wsk, acc, t,
+            a_s, w_s, WG: gl.constexpr, STAGES: gl.constexpr, FENCE: gl.constexpr):  # fmt: skip
     """K block kb's dot issued, K block kb - 1's finished tile ``t`` added into ``acc`` scaled by its row scales and
     weight scale while it runs (the plain kernel's ``acc += dot * (a_s[:, None] * w_s)``), then kb's tile waited."""
     t_next, s, b_tile = _k_issue(a_bufs, b_bufs, ready, zero, kb, WG, STAGES, FENCE)
-    h_s_next = gl.load(hs_rows + kb * stride_hsk, mask=mask_rows, other=0.0)
-    w_s_next = gl.load(ws_base + kb * stride_wsn)
-    acc += t * (h_s[:, None] * w_s)
+    a_s_next = gl.load(as_rows + kb * stride_ask, mask=mask_rows, other=0.0)
+    w_s_next = gl.load(ws_base + kb * stride_wsk)
+    acc += t * (a_s[:, None] * w_s)
     t_next, _, _ = warpgroup_mma_wait(0, deps=(t_next, a_bufs.index(s), b_tile))
     mbarrier.arrive(empty.index(s), count=1)
-    return acc, t_next, h_s_next, w_s_next
+    return acc, t_next, a_s_next, w_s_next
 
 
 @gluon.jit
