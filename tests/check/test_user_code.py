@@ -252,6 +252,26 @@ def test_a_missing_path_is_no_such_file_not_a_module(capsys):
     assert "no/such/dir" in out and "no such file or directory" in out and "No module named" not in out
 
 
+def test_a_device_is_named_not_imported(capsys):
+    # /dev/null used to fail inside importlib with an AttributeError, and a tty would wait for input
+    assert check_main(["/dev/null"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "/dev/null: not a python file: a character device, not read" in out and "AttributeError" not in out
+
+
+def test_a_pipe_is_read_like_a_file(tmp_path, capsys):
+    # `tritonkit check <(generate)` names a pipe: its text is the module
+    fifo = tmp_path / "generated.py"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", f"open({str(fifo)!r}, 'w').write('X = 1\\n')"], stdout=subprocess.DEVNULL
+    )
+    assert check_main([str(fifo)]) == 2  # imported, and it defines nothing to check
+    writer.wait(timeout=60)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "defines no @tritonkit.case" in out and "not a python file" not in out
+
+
 def test_a_symlink_loop_says_so(tmp_path, capsys):
     loop = tmp_path / "loop.py"
     loop.symlink_to(tmp_path / "loop.py")

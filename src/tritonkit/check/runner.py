@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -133,14 +134,19 @@ def _unreadable_path(spec: str, path: str | None = None) -> str | None:
     directory), or None: it exists, or reads as a dotted module name (no separator, no .py)."""
     path = path or spec
     try:
-        os.stat(path)
-        return None
+        st = os.stat(path)
     except OSError as e:
         if os.path.islink(path):
             return f"cannot follow the symlink: {e.strerror or e}"
         if spec.endswith(".py") or os.sep in spec or (os.altsep and os.altsep in spec) or not _dotted(spec):
             return "no such file or directory"
         return None
+    # a pipe is read (`tritonkit check <(generate)`; --case-timeout stops one nobody writes), a device is not
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+        return None
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    kind = next((k for test, k in kinds if test(st.st_mode)), "not a regular file")
+    return f"not a python file: {kind}, not read"
 
 
 def _dotted(name: str) -> bool:
