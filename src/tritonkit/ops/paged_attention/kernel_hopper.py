@@ -340,7 +340,9 @@ def _pingpong_last(
     num_warps: gl.constexpr,
 ):
     """The program's last P x V (tile j, its it-th). On the tile that crosses seqlen_k the first warpgroup zeroes
-    the V rows past it and signals ``v_fixed``; the second waits for that before its dot (one writer: no race)."""
+    the V rows past it and signals ``v_fixed``; the second waits for that before its dot (one writer: no race).
+    Only the last tile can cross seqlen_k: _key_tiles' hi is at most cdiv(seqlen_k, BLOCK_N), and a split's range
+    ends at or before it, so the tiles before it (_pingpong_tile's P x V) hold no key past seqlen_k."""
     s_idx = it % STAGES
     v_buf = v_bufs.index(s_idx)
     mbarrier.wait(v_ready.index(s_idx), (it // STAGES) & 1)
