@@ -640,3 +640,17 @@ def test_a_launcher_with_more_to_do_is_called(fields):
     assert _triton_compat.direct_launch(launcher, ("packed",)) is None
     entry = _launch._Entry({}, "key", types.SimpleNamespace(run=launcher, function=1, packed_metadata=()), {})
     assert entry.direct is None
+
+
+def test_cuda_tensors_under_the_interpreter_take_no_target_path(monkeypatch):
+    # the interpreter runs no Gluon kernel, wgmma or PDL: a CUDA tensor under it gets the portable paths (the
+    # Hopper prefill, the Gluon MoE GEMMs and the merge's PDL all key on this capability)
+    import triton
+
+    from tritonkit.ops import _device
+
+    monkeypatch.setattr(_device, "_cuda_capability", lambda index: (9, 0))
+    monkeypatch.setattr(triton.knobs.runtime, "interpret", True)
+    assert _device.capability(torch.device("cuda", 0)) is None
+    monkeypatch.setattr(triton.knobs.runtime, "interpret", False)
+    assert _device.capability(torch.device("cuda", 0)) == (9, 0)

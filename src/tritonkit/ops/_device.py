@@ -58,8 +58,11 @@ def _cuda_capability(index: int) -> tuple[int, int]:
 def capability(device: torch.device) -> tuple[int, int] | None:
     """Compute capability of the GPU the kernels for tensors on ``device`` target: a CUDA device's own; for meta
     tensors (``tritonkit check``, compile-key tests), the target of Triton's active driver, which the checker's stub
-    answers with its ``--arch``; None for CPU tensors (the interpreter) and where no driver answers."""
+    answers with its ``--arch``; None for CPU tensors (the interpreter), for CUDA tensors under the interpreter too
+    (it runs none of the target's own paths: Gluon, wgmma, PDL) and where no driver answers."""
     if device.type == "cuda":
+        if triton.knobs.runtime.interpret:
+            return None
         return _cuda_capability(device.index if device.index is not None else torch.cuda.current_device())
     if device.type != "meta":
         return None
