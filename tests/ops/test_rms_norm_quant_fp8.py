@@ -5,11 +5,12 @@ num_tokens sweep. Kernels run under the interpreter: small shapes."""
 import pytest
 import torch
 from compile_keys import Recorder, specialization_keys
+from fused_fma import fused_fma
 
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
-from tritonkit.ops.rms_norm_quant_fp8 import api
+from tritonkit.ops.rms_norm_quant_fp8 import api, config
 from tritonkit.ops.rms_norm_quant_fp8.api import rms_norm_quant_fp8
-from tritonkit.ops.rms_norm_quant_fp8.reference import rms_norm_quant_fp8_reference
+from tritonkit.ops.rms_norm_quant_fp8.reference import rms_norm_quant_fp8_reference, scaled_fp8_quant_reference
 from tritonkit.ops.rms_norm_quant_fp8.spec import SPEC
 from tritonkit.testing import MetaFill
 from tritonkit.testing.inputs import Fill
@@ -76,6 +77,26 @@ def test_codes_and_scales_equal_the_reference(dtype, quant, family):
         res = fill((t, h), dtype, family="randn")
         scale = torch.tensor([1 / 64]) if quant == "static" else None
         _check(x, w, quant, residual=res if t > 1 else None, scale=scale, transposed=quant == "group")
+
+
+@pytest.mark.parametrize("family", ["randn", "outlier", "tiny", "near_max", "constant", "nonfinite"])
+@pytest.mark.parametrize("quant", ["token", "group"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_gpus_division_through_the_reciprocal_gives_the_same_codes(monkeypatch, dtype, quant, family):
+    """What every GPU runs (FUSED_FMA: y / scale as RN(y RN(1 / scale)) with Markstein's correction), here under the
+    interpreter with its fma fused: the same codes and scales, streaming rows and plain quantization included."""
+    fill = Fill(family, "cpu", seed=4)
+    with fused_fma(monkeypatch, config):
+        for t, h in SHAPES + [(2, 16384 + 128)]:
+            if quant == "group" and h % 128:
+                continue
+            x = fill((t, h), dtype)
+            w = (1.0 + 0.1 * fill((h,), dtype, family="randn")).to(dtype)
+            _check(x, w, quant, residual=fill((t, h), dtype, family="randn"), transposed=quant == "group")
+            q, s = api.quantize_fp8(x, quant)
+            ref = scaled_fp8_quant_reference(x.reshape(-1, h), quant)
+            assert_same(q.reshape(-1, h), ref["q"], "plain q")
+            assert_same(s, ref["scale"], "plain scale")
 
 
 def test_the_equality_has_teeth():

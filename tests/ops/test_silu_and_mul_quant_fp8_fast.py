@@ -3,8 +3,8 @@ float32 ``exp`` of bfloat16 STATIC and TOKEN (bit-exact activation for all 65536
 scale through its reciprocal with Markstein's correction (equal to float32 division, specials included).
 
 Both need ``tl.fma`` fused, as every GPU computes it; Triton 3.6's interpreter rounds ``x * y + z`` twice. Under the
-interpreter the ``fused_fma`` fixture replaces its fma by a correctly rounded one (the product exact in float64, the
-sum rounded to odd, then once to float32) and turns the fast paths on; on a GPU nothing is patched."""
+interpreter the ``fused_fma`` fixture makes its fma round once (tests/ops/fused_fma.py) and turns the fast paths on;
+on a GPU nothing is patched."""
 
 import numpy as np
 import pytest
@@ -12,52 +12,24 @@ import torch
 import triton
 import triton.language as tl
 
-from tritonkit.ops import overrides
+from fused_fma import INTERPRETING, fma_rn32
+from fused_fma import fused_fma as interpreter_fma_fused
+
+from tritonkit.ops._fp8_jit import div_by_scale, recip_rn
 from tritonkit.ops.silu_and_mul_quant_fp8 import config
 from tritonkit.ops.silu_and_mul_quant_fp8.api import silu_and_mul_quant_fp8
-from tritonkit.ops.silu_and_mul_quant_fp8.kernel import STATIC, TOKEN, _act, _div_by_scale, _exp_neg_bf16, _recip
+from tritonkit.ops.silu_and_mul_quant_fp8.kernel import STATIC, TOKEN, _act, _exp_neg_bf16
 from tritonkit.ops.silu_and_mul_quant_fp8.reference import _activation, silu_and_mul_quant_fp8_reference
 from tritonkit.testing.inputs import Fill
 
 F32, F64 = np.float32, np.float64
-INTERPRETING = bool(triton.knobs.runtime.interpret)
 DEVICE = "cpu" if INTERPRETING else "cuda"
-
-
-def fma_rn32(x, y, z) -> np.ndarray:
-    """``x * y + z`` rounded once to float32 (float32 arrays, broadcast). The product is exact in float64; the sum is
-    rounded to odd there (a float64 rounding toward the exact sum, its last bit set when inexact), from which the
-    rounding to float32 is correct: a plain float64 sum could land on a float32 tie the exact sum is not on."""
-    p = np.asarray(x, F32).astype(F64) * np.asarray(y, F32).astype(F64)
-    c = np.asarray(z, F32).astype(F64)
-    with np.errstate(all="ignore"):
-        s = p + c
-        b = s - p
-        err = (p - (s - b)) + (c - b)  # exact: s + err == p + c (TwoSum)
-        even = (s.view(np.uint64) & 1) == 0
-        fix = np.isfinite(s) & np.isfinite(err) & (err != 0) & even
-        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-        return s.astype(F32)
 
 
 @pytest.fixture
 def fused_fma(monkeypatch):
     """Under the interpreter: its float32 fma fused, and the op's fast paths on (config.INTERPRETER_FMA_FUSED)."""
-    if not INTERPRETING:
-        with overrides(config, FAST_EXP=True):
-            yield
-        return
-    from triton.runtime import interpreter
-
-    unfused = interpreter.InterpreterBuilder.create_fma
-
-    def create_fma(self, x, y, z):
-        if z.data.dtype != F32:
-            return unfused(self, x, y, z)
-        return interpreter.TensorHandle(fma_rn32(x.data, y.data, z.data), z.dtype.scalar)
-
-    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fma", create_fma)
-    with overrides(config, INTERPRETER_FMA_FUSED=True, FAST_EXP=True):
+    with interpreter_fma_fused(monkeypatch, config, FAST_EXP=True):
         yield
 
 
@@ -156,7 +128,7 @@ def _div_probe(y_ptr, s_ptr, q_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     y = tl.load(y_ptr + offs, mask=mask, other=1.0)
     s = tl.load(s_ptr + offs, mask=mask, other=1.0)
-    tl.store(q_ptr + offs, _div_by_scale(y, s, _recip(s, True), True), mask=mask)
+    tl.store(q_ptr + offs, div_by_scale(y, s, recip_rn(s, True), True), mask=mask)
 
 
 def _divide(y: np.ndarray, s: np.ndarray) -> np.ndarray:

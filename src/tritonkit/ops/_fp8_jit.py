@@ -9,6 +9,9 @@ import triton
 import triton.language as tl
 
 INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
+# tl.fma rounds once on every GPU; Triton 3.6's interpreter rounds x * y + z twice, so the kernels' FUSED_FMA paths
+# (recip_rn / div_by_scale) stay off there unless a test makes its fma fused (each op's config.INTERPRETER_FMA_FUSED)
+GPU_FMA = not INTERPRETING.value
 FP8_MAX = tl.constexpr(448.0)
 # vLLM's min_scaling_factor for e4m3: 1 / (448 * 512), the float32 nearest
 MIN_SCALE = tl.constexpr(4.359654017857143e-06)
@@ -89,3 +92,27 @@ def dynamic_scale_of(amax, ub, HAS_UB: tl.constexpr, UB_ON_SCALE: tl.constexpr):
     if HAS_UB and UB_ON_SCALE:
         s = fminf(s, ub)
     return tl.maximum(s, MIN_SCALE)
+
+
+@triton.jit
+def recip_rn(s, FUSED_FMA: tl.constexpr):
+    """``1 / s`` correctly rounded, once a row or a group, for :func:`div_by_scale` (``s`` itself, unused, without
+    FUSED_FMA)."""
+    if FUSED_FMA:
+        return tl.math.div_rn(1.0, s)
+    return s
+
+
+@triton.jit
+def div_by_scale(y, s, r, FUSED_FMA: tl.constexpr):
+    """``y / s`` correctly rounded (``div_rn``). FUSED_FMA: from ``r = RN(1 / s)`` (:func:`recip_rn`) by Markstein's
+    correction, three float32 operations instead of a division: ``q0 = RN(y r)``, ``q1 = RN(q0 - r RN(s q0 - y))``
+    (the remainder negated so that y = -0 gives -0). Where ``y r`` overflows (|q| saturates to 448 all the same) or
+    ``s`` is inf (q is +-0), the correction is NaN and ``q0`` is the answer; NaN y stays NaN. Proven against float32
+    division, specials included, by tests/ops/test_silu_and_mul_quant_fp8_fast.py."""
+    if FUSED_FMA:
+        q0 = y * r
+        # x * -1.0, not -x: Triton's -x is 0 - x (+0 for -0), and the product folds into the FMA as a sign
+        q1 = tl.fma(tl.fma(s, q0, y * -1.0) * -1.0, r, q0)
+        return tl.where(q1 == q1, q1, q0)  # noqa: PLR0124 - the NaN test
+    return tl.math.div_rn(y, s)

@@ -1,7 +1,17 @@
 import triton
 import triton.language as tl
 
-from .._fp8_jit import FP8_MAX, abs_max, dynamic_scale, dynamic_scale_of, nan_dropped_abs, round_to, to_fp8
+from .._fp8_jit import (
+    FP8_MAX,
+    abs_max,
+    div_by_scale,
+    dynamic_scale,
+    dynamic_scale_of,
+    nan_dropped_abs,
+    recip_rn,
+    round_to,
+    to_fp8,
+)
 
 # QUANT: how y becomes fp8. STATIC: y * (1 / scale) with the float32 scale at scale_ptr. TOKEN: one dynamic scale per
 # row, y / scale. GROUP: one per GROUP columns. TENSOR_AMAX: no fp8 written, max over rows of amax / 448 folded into
@@ -73,6 +83,7 @@ def _rms_norm_quant_fp8_kernel(
     HAS_UB: tl.constexpr,
     BLOCK: tl.constexpr,
     SINGLE_PASS: tl.constexpr,
+    FUSED_FMA: tl.constexpr,
 ):
     """One row per program: ``y = rms_norm(x (+ residual)) * w`` at vLLM's rounding points (NORM off: ``y = x``,
     plain quantization), quantized to fp8 by QUANT. The sum of squares and ``1 / sqrt(mean + eps)`` are float64
@@ -81,7 +92,9 @@ def _rms_norm_quant_fp8_kernel(
     ``(t // rows_per_batch) * stride_sb + (t % rows_per_batch) * stride_st + g * stride_sg`` (vLLM's plain,
     transposed and TMA-aligned layouts). SINGLE_PASS holds the row in registers; otherwise the row streams in
     BLOCK chunks, read once for the statistics, once more for a per-token amax, and once to write (the residual is
-    written only in that last pass: in vLLM's in-place form it is also an input)."""
+    written only in that last pass: in vLLM's in-place form it is also an input). TOKEN and GROUP divide by their
+    scale through its reciprocal with Markstein's correction where FUSED_FMA (tl.fma rounds once: every GPU), the
+    same quotient as ``div_rn`` in three float32 operations a value."""
     pid = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + pid * stride_x
     res_row = res_ptr + pid * stride_res
@@ -123,14 +136,14 @@ def _rms_norm_quant_fp8_kernel(
         elif QUANT == TOKEN:
             s = dynamic_scale_of(abs_max(y, 0), ub, HAS_UB, False)
             tl.store(s_row, s)
-            tl.store(q_row + offs, to_fp8(tl.math.div_rn(y, s)), mask=mask)
+            tl.store(q_row + offs, to_fp8(div_by_scale(y, s, recip_rn(s, FUSED_FMA), FUSED_FMA)), mask=mask)
         elif QUANT == GROUP:
             y2 = tl.reshape(y, (BLOCK // GROUP_SIZE, GROUP_SIZE))  # [groups, GROUP_SIZE]
             s = dynamic_scale_of(abs_max(y2, 1), ub, HAS_UB, False)
             g = tl.arange(0, BLOCK // GROUP_SIZE)
             tl.store(s_row + g * stride_sg, s, mask=g * GROUP_SIZE < hidden)
-            q = tl.reshape(to_fp8(tl.math.div_rn(y2, s[:, None])), (BLOCK,))
-            tl.store(q_row + offs, q, mask=mask)
+            q2 = div_by_scale(y2, s[:, None], recip_rn(s, FUSED_FMA)[:, None], FUSED_FMA)
+            tl.store(q_row + offs, tl.reshape(to_fp8(q2), (BLOCK,)), mask=mask)
         elif QUANT == TENSOR_AMAX:
             # amax >= 0: the float max is the integer max of the bits, as vLLM's atomicMaxFloat does it
             tl.atomic_max(s_ptr, tl.math.div_rn(abs_max(y, 0), FP8_MAX))
@@ -158,6 +171,7 @@ def _rms_norm_quant_fp8_kernel(
                 amax = tl.maximum(amax, nan_dropped_abs(y))
             if QUANT == TOKEN:
                 s = dynamic_scale(tl.max(amax, axis=0), ub_ptr, HAS_UB, False)
+                s_inv = recip_rn(s, FUSED_FMA)
                 tl.store(s_row, s)
             else:
                 tl.atomic_max(s_ptr, tl.math.div_rn(tl.max(amax, axis=0), FP8_MAX))
@@ -170,14 +184,15 @@ def _rms_norm_quant_fp8_kernel(
                 if QUANT == STATIC:
                     q = to_fp8(y * inv)
                 elif QUANT == TOKEN:
-                    q = to_fp8(tl.math.div_rn(y, s))
+                    q = to_fp8(div_by_scale(y, s, s_inv, FUSED_FMA))
                 elif QUANT == GROUP:
                     # BLOCK is a multiple of GROUP_SIZE: a chunk holds whole groups
                     y2 = tl.reshape(y, (BLOCK // GROUP_SIZE, GROUP_SIZE))
                     sg = dynamic_scale(abs_max(y2, 1), ub_ptr, HAS_UB, False)
                     g = start // GROUP_SIZE + tl.arange(0, BLOCK // GROUP_SIZE)
                     tl.store(s_row + g * stride_sg, sg, mask=g * GROUP_SIZE < hidden)
-                    q = tl.reshape(to_fp8(tl.math.div_rn(y2, sg[:, None])), (BLOCK,))
+                    q2 = div_by_scale(y2, sg[:, None], recip_rn(sg, FUSED_FMA)[:, None], FUSED_FMA)
+                    q = tl.reshape(to_fp8(q2), (BLOCK,))
                 else:
                     gs = tl.load(
                         scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from .. import _alloc, _checks, _fp8
-from .._fp8_jit import INTERPRETING
+from .._fp8_jit import GPU_FMA
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
 from . import config
@@ -16,8 +16,6 @@ from .kernel import _silu_and_mul_quant_fp8_kernel
 
 #: the ``quant`` modes and the kernel's QUANT for each
 QUANT_MODES = {"static": 0, "token": 1, "group": 2}
-# tl.fma rounds once on a GPU; under the interpreter only where a test made it so (config.INTERPRETER_FMA_FUSED)
-_GPU_FMA = not INTERPRETING.value
 
 
 def scales_shape(x_shape, quant: str, group_size: int) -> tuple[int, ...] | None:
@@ -71,7 +69,7 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
             "BLOCK_N": cfg.block_n,
             "NUM_CHUNKS": cfg.num_chunks,
             "SINGLE_PASS": cfg.single_pass,
-            "FUSED_FMA": _GPU_FMA or config.INTERPRETER_FMA_FUSED,
+            "FUSED_FMA": GPU_FMA or config.INTERPRETER_FMA_FUSED,
             "FAST_EXP": config.FAST_EXP,
         },
         cfg.num_warps,

@@ -5,9 +5,11 @@ from triton.language.extra import libdevice
 from .._fp8_jit import (
     INTERPRETING,
     abs_max,
+    div_by_scale,
     dynamic_scale,
     dynamic_scale_of,
     nan_dropped_abs,
+    recip_rn,
     round_to,
     to_fp8,
     widen,
@@ -84,29 +86,6 @@ def _act_of(g, u, QUANT: tl.constexpr, dtype: tl.constexpr, FUSED_FMA: tl.conste
     return round_to(round_to(tl.math.div_rn(g, 1.0 + e), dtype) * u, dtype)
 
 
-@triton.jit
-def _recip(s, FUSED_FMA: tl.constexpr):
-    """``1 / s`` correctly rounded, once a row or a group, for :func:`_div_by_scale` (``s`` itself, unused, without
-    FUSED_FMA)."""
-    if FUSED_FMA:
-        return tl.math.div_rn(1.0, s)
-    return s
-
-
-@triton.jit
-def _div_by_scale(y, s, r, FUSED_FMA: tl.constexpr):
-    """``y / s`` correctly rounded (``div_rn``). FUSED_FMA: from ``r = RN(1 / s)`` (one a row or a group) by
-    Markstein's correction, three float32 operations instead of a division: ``q0 = RN(y r)``, ``q1 = RN(q0 - r RN(s
-    q0 - y))`` (the remainder negated so that y = -0 gives -0). Where ``y r`` overflows (|q| saturates to 448 all the
-    same) or ``s`` is inf (q is +-0), the correction is NaN and ``q0`` is the answer; NaN y stays NaN."""
-    if FUSED_FMA:
-        q0 = y * r
-        # x * -1.0, not -x: Triton's -x is 0 - x (+0 for -0), and the product folds into the FMA as a sign
-        q1 = tl.fma(tl.fma(s, q0, y * -1.0) * -1.0, r, q0)
-        return tl.where(q1 == q1, q1, q0)  # noqa: PLR0124 - the NaN test
-    return tl.math.div_rn(y, s)
-
-
 @triton.jit(do_not_specialize=["n_rows", "stride_st", "stride_sg"])
 def _silu_and_mul_quant_fp8_kernel(
     x_ptr,
@@ -154,12 +133,12 @@ def _silu_and_mul_quant_fp8_kernel(
             amax = tl.maximum(amax, abs_max(y, 1))
         s = dynamic_scale(amax, ub_ptr, HAS_UB, UB_ON_SCALE)
         tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
-        r = _recip(s, FUSED_FMA)[:, None]
+        r = recip_rn(s, FUSED_FMA)[:, None]
         for start in range(0, d, BLOCK_N):
             offs_n = start + tl.arange(0, BLOCK_N)
             mask = mask_m[:, None] & (offs_n < d)[None, :]
             y = _act(x_rows + offs_n[None, :], d, mask, QUANT, dtype, FUSED_FMA, FAST_EXP)
-            tl.store(q_rows + offs_n[None, :], to_fp8(_div_by_scale(y, s[:, None], r, FUSED_FMA)), mask=mask)
+            tl.store(q_rows + offs_n[None, :], to_fp8(div_by_scale(y, s[:, None], r, FUSED_FMA)), mask=mask)
     elif QUANT == TOKEN:
         # the row's chunks stay in registers: their elementwise max first, one reduction for the row. Every chunk
         # (and scale_ub) is loaded before any is computed on, and a CTA barrier keeps the loads there: ptxas otherwise
@@ -184,11 +163,11 @@ def _silu_and_mul_quant_fp8_kernel(
             ys = ys + (y,)
         s = dynamic_scale_of(tl.max(big, 1), ub, HAS_UB, UB_ON_SCALE)  # [BLOCK_M]
         tl.store(s_ptr + offs_m * stride_st, s, mask=mask_m)
-        r = _recip(s, FUSED_FMA)[:, None]
+        r = recip_rn(s, FUSED_FMA)[:, None]
         for c in tl.static_range(NUM_CHUNKS):
             offs_n = c * BLOCK_N + tl.arange(0, BLOCK_N)
             mask = mask_m[:, None] & (offs_n < d)[None, :]
-            tl.store(q_rows + offs_n[None, :], to_fp8(_div_by_scale(ys[c], s[:, None], r, FUSED_FMA)), mask=mask)
+            tl.store(q_rows + offs_n[None, :], to_fp8(div_by_scale(ys[c], s[:, None], r, FUSED_FMA)), mask=mask)
     else:
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         mask = mask_m[:, None] & (offs_n < d)[None, :]
@@ -207,5 +186,5 @@ def _silu_and_mul_quant_fp8_kernel(
                 s,
                 mask=mask_m[:, None] & (g * GROUP_SIZE < d)[None, :],
             )
-            q3 = _div_by_scale(y3, s[:, :, None], _recip(s, FUSED_FMA)[:, :, None], FUSED_FMA)
+            q3 = div_by_scale(y3, s[:, :, None], recip_rn(s, FUSED_FMA)[:, :, None], FUSED_FMA)
             tl.store(q_ptrs, tl.reshape(to_fp8(q3), (BLOCK_M, BLOCK_N)), mask=mask)
