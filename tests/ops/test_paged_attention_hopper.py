@@ -22,6 +22,9 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 def test_hopper_prefill_is_on_unless_turned_off():
     assert config.PREFILL_HOPPER is (os.environ.get("TRITONKIT_PREFILL_HOPPER", "1").strip() != "0")
     assert config.PREFILL_HOPPER_OVERLAP is (os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "1").strip() != "0")
+    assert config.PREFILL_HOPPER_PINGPONG is (
+        os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1").strip() not in ("", "0")
+    )
     with overrides(config, PREFILL_HOPPER=False):
         assert not config.prefill_hopper_fits((9, 0), 128, 16, 4, 1 << 20)
 
