@@ -119,3 +119,25 @@ def test_cli_reports_each_launch_of_a_builtin_op():
         timeout=600,
     )
     assert bad.returncode == 2 and "has no series 'nope'" in bad.stderr
+
+
+def test_sass_files_never_replace_what_is_there(tmp_path):
+    src = HERE.parents[1] / "src"
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = tmp_path / "sass"
+    cmd = [sys.executable, "-m", "tritonkit.check.resources", "silu_and_mul", "--num-tokens", "4", "--sass", str(out)]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    (written,) = out.iterdir()
+    assert written.name == "_silu_and_mul_fwd_kernel.sass" and "EXIT" in written.read_text()
+    written.write_text("the user's own notes")
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 2 and "is already there (nothing replaced)" in again.stderr
+    assert written.read_text() == "the user's own notes" and len(list(out.iterdir())) == 1
+
+
+def test_a_kernels_second_launch_gets_its_own_sass_file():
+    from tritonkit.check.resources import _sass_paths
+
+    got = [p.name for p in _sass_paths("d", ["a", "b", "a", "a"])]
+    assert got == ["a.sass", "b.sass", "a.2.sass", "a.3.sass"]

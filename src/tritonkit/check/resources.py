@@ -286,6 +286,17 @@ def _parse_kv(text: str) -> dict:
     return out
 
 
+def _sass_paths(folder: str, names: list[str]) -> list[Path]:
+    """Where each launch's SASS goes: ``<name>.sass`` for a kernel's first launch, ``<name>.<k>.sass`` for its k-th
+    (an op may launch one kernel twice, e.g. plain quantization by a dynamic per-tensor scale)."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        k = seen[name] = seen.get(name, 0) + 1
+        out.append(Path(folder) / (f"{name}.sass" if k == 1 else f"{name}.{k}.sass"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     import torch
 
@@ -301,7 +312,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shape", default="", metavar="k=v,...", help="shape keys replaced on the point")
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--arch", default="sm_90")
-    p.add_argument("--sass", metavar="DIR", help="write each kernel's SASS there and count its spill instructions")
+    p.add_argument(
+        "--sass",
+        metavar="DIR",
+        help="write each launch's SASS there (<kernel>.sass, <kernel>.2.sass for its second launch, ...; a file "
+        "already there is an error, never replaced) and count its spill instructions",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per launch instead of the table")
     args = p.parse_args(argv)
     try:
@@ -312,14 +328,26 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, AttributeError) as e:
         print(f"resources: {e}", file=sys.stderr)
         return 2
-    for ln in launches:
+    sass_paths = _sass_paths(args.sass, [ln.name for ln in launches]) if args.sass else []
+    if args.sass:
+        taken = [str(q) for q in sass_paths if os.path.lexists(q)]
+        if taken:
+            print(f"resources: --sass {args.sass}: {taken[0]} is already there (nothing replaced): name another "
+                  f"folder", file=sys.stderr)  # fmt: skip
+            return 2
+        try:
+            Path(args.sass).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            print(f"resources: --sass {args.sass}: cannot make the folder: {e.strerror or e}", file=sys.stderr)
+            return 2
+    for i, ln in enumerate(launches):
         compiled = compile_for(ln.kernel, *ln.args, arch=args.arch, **ln.kwargs)
         r = resources_of(compiled, args.arch)
         row = {"kernel": ln.name, **dataclasses.asdict(r), "options": ln.options()}
         if args.sass:
             counts, sass = sass_counts(compiled.asm["cubin"])
-            Path(args.sass).mkdir(parents=True, exist_ok=True)
-            (Path(args.sass) / f"{ln.name}.sass").write_text(sass)
+            with open(sass_paths[i], "x") as fh:  # "x": a file that appeared since the check is not replaced either
+                fh.write(sass)
             row.update(counts)
         if r.wgmma:
             row["ptxas"] = ptxas_notes(compiled, args.arch)
