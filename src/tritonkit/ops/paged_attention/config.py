@@ -405,9 +405,13 @@ def prefill_config(
         return fit(big)
     short = max_keys <= PREFILL_SHORT_KEYS
     small = _small_tile(group, PREFILL_SMALL_ROWS, 32 if short else 64)
-    if max(max_seqlen_q, 1) * group <= big.block_m:
-        if short:
-            return fit(_small_tile(group, PREFILL_SHORT_ROWS, 32, stages=2))
+    q_rows = max(max_seqlen_q, 1) * group
+    # a short prompt that kernel.py's largest tile holds takes the short tile, Hopper or not: that is the rule
+    # measured (9c2a291), and the Hopper tile's 128 rows are not its threshold (with them, 33-64-token prompts at
+    # group 4 fell through to the 64-row tile)
+    if short and q_rows <= _prefill_tile(group, head_dim).block_m:
+        return fit(_small_tile(group, PREFILL_SHORT_ROWS, 32, stages=2))
+    if q_rows <= big.block_m:
         return fit(small, PREFILL_SMALL_PROGRAMS_PER_SM, PREFILL_SMALL_MIN_KEYS_PER_SPLIT)
     if max_keys >= PREFILL_CHUNK_KEYS_PER_QUERY * max_seqlen_q:
         return fit(big)
