@@ -1,15 +1,15 @@
 """Test helper: the fused fp8 ops' GPU paths that need ``tl.fma`` to round once (the silu float32 exp, the division
 by a scale through its reciprocal), run under Triton 3.6's interpreter, which rounds ``x * y + z`` twice.
 :func:`fused_fma` replaces the interpreter's float32 fma by a correctly rounded one (the product exact in float64, the
-sum rounded to odd, then once to float32) and sets each given op config's ``INTERPRETER_FMA_FUSED``; on a GPU
-nothing is patched."""
+sum rounded to odd, then once to float32) and sets ``_fp8_jit.INTERPRETER_FMA_FUSED``, which turns those paths on;
+on a GPU nothing is patched."""
 
 import contextlib
 
 import numpy as np
 import triton
 
-from tritonkit.ops import overrides
+from tritonkit.ops import _fp8_jit, overrides
 
 F32, F64 = np.float32, np.float64
 INTERPRETING = bool(triton.knobs.runtime.interpret)
@@ -33,8 +33,8 @@ def fma_rn32(x, y, z) -> np.ndarray:
 
 @contextlib.contextmanager
 def fused_fma(monkeypatch, *configs, **names):
-    """Within: the interpreter's fma fused and ``INTERPRETER_FMA_FUSED`` (plus ``names``) set on each op config in
-    ``configs``; on a GPU only ``names``."""
+    """Within: the interpreter's float32 fma fused and ``_fp8_jit.INTERPRETER_FMA_FUSED`` set (the fused fp8 ops'
+    FUSED_FMA paths on), and ``names`` set on each op config in ``configs`` that has them; on a GPU only ``names``."""
     with contextlib.ExitStack() as stack:
         if INTERPRETING:
             from triton.runtime import interpreter
@@ -47,9 +47,9 @@ def fused_fma(monkeypatch, *configs, **names):
                 return interpreter.TensorHandle(fma_rn32(x.data, y.data, z.data), z.dtype.scalar)
 
             monkeypatch.setattr(interpreter.InterpreterBuilder, "create_fma", create_fma)
+            stack.enter_context(overrides(_fp8_jit, INTERPRETER_FMA_FUSED=True))
         for cfg in configs:
             set_here = {k: v for k, v in names.items() if hasattr(cfg, k)}
-            if INTERPRETING:
-                set_here["INTERPRETER_FMA_FUSED"] = True
-            stack.enter_context(overrides(cfg, **set_here))
+            if set_here:
+                stack.enter_context(overrides(cfg, **set_here))
         yield

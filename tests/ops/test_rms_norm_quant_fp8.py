@@ -8,7 +8,7 @@ from compile_keys import Recorder, specialization_keys
 from fused_fma import fused_fma
 
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
-from tritonkit.ops.rms_norm_quant_fp8 import api, config
+from tritonkit.ops.rms_norm_quant_fp8 import api
 from tritonkit.ops.rms_norm_quant_fp8.api import rms_norm_quant_fp8
 from tritonkit.ops.rms_norm_quant_fp8.reference import rms_norm_quant_fp8_reference, scaled_fp8_quant_reference
 from tritonkit.ops.rms_norm_quant_fp8.spec import SPEC
@@ -86,7 +86,7 @@ def test_the_gpus_division_through_the_reciprocal_gives_the_same_codes(monkeypat
     """What every GPU runs (FUSED_FMA: y / scale as RN(y RN(1 / scale)) with Markstein's correction), here under the
     interpreter with its fma fused: the same codes and scales, streaming rows and plain quantization included."""
     fill = Fill(family, "cpu", seed=4)
-    with fused_fma(monkeypatch, config):
+    with fused_fma(monkeypatch):
         for t, h in SHAPES + [(2, 16384 + 128)]:
             if quant == "group" and h % 128:
                 continue

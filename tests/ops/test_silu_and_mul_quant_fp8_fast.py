@@ -28,7 +28,7 @@ DEVICE = "cpu" if INTERPRETING else "cuda"
 
 @pytest.fixture
 def fused_fma(monkeypatch):
-    """Under the interpreter: its float32 fma fused, and the op's fast paths on (config.INTERPRETER_FMA_FUSED)."""
+    """Under the interpreter: its float32 fma fused, and the op's fast paths on (_fp8_jit.INTERPRETER_FMA_FUSED)."""
     with interpreter_fma_fused(monkeypatch, config, FAST_EXP=True):
         yield
 

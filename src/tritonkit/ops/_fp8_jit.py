@@ -9,9 +9,18 @@ import triton
 import triton.language as tl
 
 INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
-# tl.fma rounds once on every GPU; Triton 3.6's interpreter rounds x * y + z twice, so the kernels' FUSED_FMA paths
-# (recip_rn / div_by_scale) stay off there unless a test makes its fma fused (each op's config.INTERPRETER_FMA_FUSED)
+# tl.fma rounds once on every GPU; Triton 3.6's interpreter rounds x * y + z twice, so the fused fp8 kernels' FUSED_FMA
+# paths (recip_rn / div_by_scale, silu's float32 exp) stay off there unless a test makes the interpreter's fma fused
+# and sets INTERPRETER_FMA_FUSED through tritonkit.ops.overrides (tests/ops/fused_fma.py)
 GPU_FMA = not INTERPRETING.value
+INTERPRETER_FMA_FUSED = False
+
+
+def fused_fma() -> bool:
+    """A fused fp8 launch's FUSED_FMA: on every GPU; under the interpreter where a test fused its fma."""
+    return GPU_FMA or INTERPRETER_FMA_FUSED
+
+
 FP8_MAX = tl.constexpr(448.0)
 # vLLM's min_scaling_factor for e4m3: 1 / (448 * 512), the float32 nearest
 MIN_SCALE = tl.constexpr(4.359654017857143e-06)

@@ -9,10 +9,9 @@ import struct
 import torch
 
 from .. import _alloc, _checks, _fp8
-from .._fp8_jit import GPU_FMA
+from .._fp8_jit import fused_fma
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
-from . import config
 from .config import rms_norm_quant_config
 from .kernel import _rms_norm_quant_fp8_kernel
 
@@ -105,7 +104,7 @@ def _run(
             "HAS_UB": scale_ub is not None,
             "BLOCK": cfg.block,
             "SINGLE_PASS": cfg.single_pass,
-            "FUSED_FMA": GPU_FMA or config.INTERPRETER_FMA_FUSED,
+            "FUSED_FMA": fused_fma(),
         },
         cfg.num_warps,
     )

@@ -10,10 +10,6 @@ from .._ints import next_power_of_2
 # stream in chunks of STREAM_BLOCK (a multiple of every group size), read two or three times.
 MAX_SINGLE_PASS = 16384
 STREAM_BLOCK = 4096
-# per-token and per-group codes divide by the scale through one reciprocal a row or group (Markstein's correction,
-# _fp8_jit.div_by_scale) where tl.fma rounds once: every GPU, and the interpreter only where a test makes its fma
-# fused (tests/ops/fused_fma.py sets this)
-INTERPRETER_FMA_FUSED = False
 
 
 @dataclasses.dataclass(frozen=True)

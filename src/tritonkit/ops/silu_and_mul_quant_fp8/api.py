@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from .. import _alloc, _checks, _fp8
-from .._fp8_jit import GPU_FMA
+from .._fp8_jit import fused_fma
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
 from . import config
@@ -69,7 +69,7 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
             "BLOCK_N": cfg.block_n,
             "NUM_CHUNKS": cfg.num_chunks,
             "SINGLE_PASS": cfg.single_pass,
-            "FUSED_FMA": GPU_FMA or config.INTERPRETER_FMA_FUSED,
+            "FUSED_FMA": fused_fma(),
             "FAST_EXP": config.FAST_EXP,
         },
         cfg.num_warps,

@@ -17,10 +17,6 @@ MAX_TOKEN_ROW = 16384
 TOKEN_STREAM_BLOCK = 4096
 # such a row is held as chunks of this many columns: Llama-3-8B's 14336 are 7 of them, not a 16384-wide tile
 TOKEN_CHUNK = 2048
-# tl.fma rounds once on every GPU, twice under Triton 3.6's interpreter (x * y + z), where the kernel's float32 exp and
-# its division through the scale's reciprocal would not be exact: the interpreter keeps float64 exp and div_rn. A test
-# that makes the interpreter's fma fused sets this (tritonkit.ops.overrides(config, INTERPRETER_FMA_FUSED=True)).
-INTERPRETER_FMA_FUSED = False
 # The float32 exp of bfloat16 static and per-token (kernel._exp_neg_bf16): its activation is bit-exact for all 65536
 # bfloat16 inputs, proven under the interpreter with a fused fma and natively on the H200 (tests/ops/
 # test_silu_and_mul_quant_fp8_fast.py 55/55, tritonkit validate 588/588, tree 8dd7cd6); 38.8 SASS instructions a value
