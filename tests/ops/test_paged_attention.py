@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 from conftest import DEVICE
@@ -679,3 +681,62 @@ def test_any_page_size_matches_the_reference(block_size):
     ):
         inp = _inputs(shape)
         _assert_matches(paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **_kwargs(inp)), inp)
+
+
+# batches of several prompts past the wide decode rows (64 tokens at group 2): equal (the bench's "8 sequences"
+# series, scaled down), unequal over a context, and a decode sequence that an understated max_seqlen_q lets through
+# the rule (the prefill kernel then takes it too)
+_PROMPTS = [
+    Shape(num_seqs=3, q_len=70, context=0, num_heads=4, num_kv_heads=2, head_dim=64, block_size=16),
+    Shape(num_seqs=3, q_len=(70, 66, 70), context=(0, 7, 0), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16),
+    Shape(num_seqs=3, q_len=(1, 70, 70), context=(40, 5, 0), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16),
+]
+
+
+@pytest.mark.parametrize("shape", _PROMPTS, ids=_ids(_PROMPTS))
+def test_several_prompts_take_the_prefill_kernel_alone_with_the_switch(monkeypatch, shape):
+    from tritonkit.ops import overrides
+    from tritonkit.ops.paged_attention import api
+
+    inp = _inputs(shape)
+    kw = _kwargs(inp)
+    q_lens = shape["q_len"] if isinstance(shape["q_len"], tuple) else (shape["q_len"],) * shape["num_seqs"]
+    group = shape["num_heads"] // shape["num_kv_heads"]
+    if min(q_lens) <= config.decode_max_q(group):
+        # understated: the longest query is 70, the call says 66 (141 tokens > 2 x 66 + 8 passes the rule)
+        kw["max_seqlen_q"] = 66
+    launched = []
+    real = api.launch
+    monkeypatch.setattr(api, "launch", lambda kernel, *a, **k: (launched.append(kernel), real(kernel, *a, **k)))
+    with overrides(config, PREFILL_ALONE_PROMPTS=True):
+        out = torch.full_like(inp["q"], 7.0)
+        paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], out=out, **kw)
+    assert launched == [api._paged_attention_prefill_kernel], launched
+    _assert_matches(out, inp)
+    # off: the decode grid launches beside it
+    launched.clear()
+    with overrides(config, PREFILL_ALONE_PROMPTS=False):
+        paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], **_kwargs(inp))
+    assert api._paged_attention_decode_kernel in launched
+
+
+def test_prefill_alone_only_where_no_sequence_can_be_a_decode_one():
+    from tritonkit.ops import overrides
+
+    with overrides(config, PREFILL_ALONE_PROMPTS=True):
+        # (num_seqs, group, max_seqlen_q, max_keys, decode_rows_q, num_tokens)
+        assert config.prefill_alone(8, 4, 256, 256, 4, 8 * 256)
+        assert config.prefill_alone(2, 4, 256, 256, 4, 256 + 5)
+        assert not config.prefill_alone(2, 4, 256, 256, 4, 256 + 4)  # 256 + 4: the second may hold 4 tokens
+        assert not config.prefill_alone(65, 4, 448, 4096, 4, 512)  # a prompt beside 64 decode sequences
+        plan = config.launch_plan(4, 128, 2, 8, 8 * 256, 8, 256, 256, 132)
+        assert plan.decode is None and plan.prefill_skips_q == 0
+    with overrides(config, PREFILL_ALONE_PROMPTS=False):
+        assert not config.prefill_alone(8, 4, 256, 256, 4, 8 * 256)
+        assert config.launch_plan(4, 128, 2, 8, 8 * 256, 8, 256, 256, 132).decode is not None
+
+
+def test_the_prefill_alone_switch_reads_the_environment():
+    assert config.PREFILL_ALONE_PROMPTS is (
+        os.environ.get("TRITONKIT_PREFILL_ALONE_PROMPTS", "1").strip() not in ("", "0")
+    )

@@ -176,6 +176,14 @@ PREFILL_HOPPER_OVERLAP = os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "1")
 # causal 1024 31.1 against 33.1 (docs/notes/prefill-pingpong.md). TRITONKIT_PREFILL_HOPPER_PINGPONG=0 turns it off.
 PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1").strip() not in ("", "0")
 PREFILL_HOPPER_TURNS = os.environ.get("TRITONKIT_PREFILL_HOPPER_TURNS", "1").strip() != "0"
+# PREFILL_ALONE_PROMPTS: a batch of several sequences whose host integers prove that none is the decode kernel's
+# (num_tokens > (num_seqs - 1) x max_seqlen_q + the decode program's query tokens: were one sequence at most that
+# many tokens, the others could not hold the rest) launches the prefill kernel alone, as one prompt does, instead
+# of a decode grid that runs no tile (num_seqs x kv_heads x splits programs) and, with splits, its merge (num_seqs x
+# heads x max_q programs): 8 prompts of 64-512 tokens at Llama-3-8B heads are 128-256 decode and 1024 merge programs
+# before the prefill grid (a no-tile decode + merge measured 3.8-6.4 us, docs/notes/decode-merge.md). Correct
+# whatever the lengths (the prefill kernel then takes every sequence). TRITONKIT_PREFILL_ALONE_PROMPTS=0 turns it off.
+PREFILL_ALONE_PROMPTS = os.environ.get("TRITONKIT_PREFILL_ALONE_PROMPTS", "1").strip() not in ("", "0")
 # TMA coordinates are int32: a cache of more rows (num_blocks x block_size) keeps kernel.py's prefill
 MAX_TMA_ROWS = 2**31 - 1
 
@@ -472,7 +480,7 @@ def _plan(
     hopper: bool = False,
 ) -> LaunchPlan:
     dec = decode_config(group, head_dim, kv_elem_bytes, num_seqs, num_kv_heads, max_keys, num_sms, max_seqlen_q)
-    alone = prefill_alone(num_seqs, group, max_seqlen_q, max_keys, dec.max_q)
+    alone = prefill_alone(num_seqs, group, max_seqlen_q, max_keys, dec.max_q, num_tokens)
     if not alone and max_seqlen_q <= dec.max_q:
         return LaunchPlan(dec, None, 0)
     pre = prefill_config(
@@ -482,11 +490,15 @@ def _plan(
     return LaunchPlan(None, pre, 0) if alone else LaunchPlan(dec, pre, dec.max_q)
 
 
-def prefill_alone(num_seqs: int, group: int, max_seqlen_q: int, max_keys: int, decode_rows_q: int) -> bool:
+def prefill_alone(
+    num_seqs: int, group: int, max_seqlen_q: int, max_keys: int, decode_rows_q: int, num_tokens: int = 0
+) -> bool:
     """Whether the prefill kernel takes the whole batch in one launch (no decode launch): one sequence longer than
-    a decode program holds (``decode_rows_q`` tokens), or one short prompt past the narrow decode rows."""
+    a decode program holds (``decode_rows_q`` tokens), or one short prompt past the narrow decode rows; with
+    PREFILL_ALONE_PROMPTS, also several sequences of which none can be the decode kernel's (``num_tokens`` past
+    ``(num_seqs - 1) * max_seqlen_q + decode_rows_q``)."""
     if num_seqs != 1:
-        return False
+        return PREFILL_ALONE_PROMPTS and num_seqs > 1 and num_tokens > (num_seqs - 1) * max_seqlen_q + decode_rows_q
     return max_seqlen_q > decode_rows_q or (max_seqlen_q > decode_max_q(group) and max_keys <= PREFILL_SHORT_KEYS)
 
 
