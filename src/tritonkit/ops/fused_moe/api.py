@@ -325,6 +325,8 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
                         "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if slots else 16,
                         # each half's weight rows of a tile in one 128 block: two scales a K tile, not a loaded vector
                         "W_HALF_SCALES": block and N % SCALE_BLOCK == 0,
+                        # issue 35's A/B: the previous K block scaled in before this one's dot (config.py)
+                        "LAZY_SCALE": _config.GEMM1_LAZY_SCALE and block and N % SCALE_BLOCK == 0 and not g1.swap_ab,
                     },
                     g1.num_warps,
                     g1.num_stages,
@@ -343,6 +345,8 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
     w2s = _weight_scale_strides(w2_scale, quant) if fp8 else (0, 0, 0)
     # w2 and the h GEMM2 reads (fp8 rows of N bytes once quantized) through descriptors, as GEMM1's weights
     tma2 = g2.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w2) and _tma_ok(h) and not slots
+    # issue 35's A/B: the previous K block scaled in before this one's dot (config.py)
+    lazy2 = _config.GEMM2_LAZY_SCALE and block and not g2.swap_ab and g2.block_n <= SCALE_BLOCK
     c = _alloc.empty((numel, K), x.dtype, x.device)
     out2, stride_om = _checks.rows_and_stride("out", out, output=True)
     if block and not slots and hopper.gemm2_ok(g2, N, h, w2):
@@ -402,6 +406,7 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
                         "TMA": tma2,
                         "SLOTS": slots,
                         "HAS_MAP": expert_map is not None,
+                        "LAZY_SCALE": lazy2,
                     },
                     g2.num_warps,
                     g2.num_stages,

@@ -315,6 +315,7 @@ def _gemm1_h(
     SWAP_AB: tl.constexpr,
     W_TMA: tl.constexpr,
     W_HALF_SCALES: tl.constexpr,
+    LAZY_SCALE: tl.constexpr = False,
 ):
     """``h [BLOCK_M, BLOCK_N]`` of columns ``n0 + [0, BLOCK_N)`` for one block's rows, rounded to the activation
     dtype: one weight tile holds the gate's BLOCK_N rows and then the up half's, one dot of 2 x BLOCK_N columns into
@@ -340,6 +341,12 @@ def _gemm1_h(
         acc = tl.zeros((2 * BLOCK_N, BLOCK_M), dtype=tl.float32)
     else:
         acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
+    if LAZY_SCALE:
+        tl.static_assert(QUANT == QUANT_BLOCK and W_HALF_SCALES and not SWAP_AB, "LAZY_SCALE: block fp8, half scales")
+        d_prev = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
+        as_prev = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        wsg_prev = 0.0
+        wsu_prev = 0.0
     for k0 in range(0, K, BLOCK_K):
         mask_k = offs_k < K - k0
         a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
@@ -359,8 +366,18 @@ def _gemm1_h(
                 w_s = tl.load(ws_ptrs + kb * stride_wsk, mask=mask_r, other=0.0)
         else:
             a_s, w_s = 0.0, 0.0  # no per-tile scales
-        acc = _mma(a, w, acc, a_s, w_s, QUANT, SWAP_AB)
+        if LAZY_SCALE:
+            # the previous K block's tile scaled in before this block's dot: the same FMAs in the same K order
+            acc += d_prev * (as_prev[:, None] * tl.where(offs_r < BLOCK_N, wsg_prev, wsu_prev)[None, :])
+            d_prev = _dot(a, w)
+            as_prev = a_s
+            wsg_prev = tl.load(wsg_ptr + kb * stride_wsk)
+            wsu_prev = tl.load(wsu_ptr + kb * stride_wsk)
+        else:
+            acc = _mma(a, w, acc, a_s, w_s, QUANT, SWAP_AB)
         a_ptrs += BLOCK_K
+    if LAZY_SCALE:
+        acc += d_prev * (as_prev[:, None] * tl.where(offs_r < BLOCK_N, wsg_prev, wsu_prev)[None, :])
     if SWAP_AB:
         acc = tl.trans(acc)
     if QUANT == QUANT_CHANNEL:
@@ -449,6 +466,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     HAS_MAP: tl.constexpr,
     ZERO_BLOCK: tl.constexpr,
     W_HALF_SCALES: tl.constexpr = False,
+    LAZY_SCALE: tl.constexpr = False,
 ):
     """``h[row, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of BLOCK_M
     sorted slots (one expert) and BLOCK_N columns of each half (:func:`_gemm1_h`), h's rows in sorted order (row =
@@ -479,6 +497,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, topk_weights_ptr, expert, token, slot, mask_m, n0, N, K,
             stride_am, stride_asm, stride_ask, stride_we, stride_wn, stride_wse, stride_wsn, stride_wsk,
             BLOCK_M, BLOCK_N, BLOCK_K, QUANT, ROUTED_ON_INPUT, GELU, ACT_BF16, SWAP_AB, W_TMA, W_HALF_SCALES,
+            LAZY_SCALE,
         )  # fmt: skip
         h_row = _h_rows(pid_m, slot, BLOCK_M, SLOTS)
         h_ptrs = h_ptr + h_row[:, None] * stride_hm + offs_n[None, :]
@@ -492,7 +511,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
                         a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, topk_weights_ptr, expert, token, slot, mask_m,
                         n0 + BLOCK_N, N, K, stride_am, stride_asm, stride_ask, stride_we, stride_wn, stride_wse,
                         stride_wsn, stride_wsk, BLOCK_M, BLOCK_N, BLOCK_K, QUANT, ROUTED_ON_INPUT, GELU, ACT_BF16,
-                        SWAP_AB, W_TMA, W_HALF_SCALES,
+                        SWAP_AB, W_TMA, W_HALF_SCALES, LAZY_SCALE,
                     )  # fmt: skip
                 else:
                     # the group's second tile lies wholly past N (N % 128 in (0, 64]): no K loop for masked columns
@@ -551,6 +570,7 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     TMA: tl.constexpr,
     SLOTS: tl.constexpr,
     HAS_MAP: tl.constexpr,
+    LAZY_SCALE: tl.constexpr = False,
 ):
     """``c[slot, k] = topk_weight[slot] * (h[row] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
     and BLOCK_N output columns (of K), h's rows in sorted order (a block's rows are contiguous); the reduction runs
@@ -586,6 +606,10 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
         else:
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if LAZY_SCALE:
+            tl.static_assert(QUANT == QUANT_BLOCK and not SWAP_AB and BLOCK_N <= SCALE_BLOCK, "LAZY_SCALE: block fp8")
+            d_prev = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            s_prev = tl.zeros((BLOCK_M,), dtype=tl.float32)
         for k0 in range(0, N, BLOCK_K):
             mask_k = offs_k < N - k0
             if TMA:
@@ -606,7 +630,16 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
                     w_s = tl.load(ws_ptrs + kb * stride_wsn, mask=mask_n, other=0.0)
             else:
                 h_s, w_s = 0.0, 0.0  # no per-tile scales
-            acc = _mma(h, w, acc, h_s, w_s, QUANT, SWAP_AB, BLOCK_N <= SCALE_BLOCK)
+            if LAZY_SCALE:
+                # the previous K block's tile scaled in before this block's dot (the same FMAs in the same K order,
+                # so the same bits): the dot's wait is then followed by the next stage's loads, not by the FMAs
+                acc += d_prev * s_prev[:, None]
+                d_prev = _dot(h, w)
+                s_prev = h_s * w_s
+            else:
+                acc = _mma(h, w, acc, h_s, w_s, QUANT, SWAP_AB, BLOCK_N <= SCALE_BLOCK)
+        if LAZY_SCALE:
+            acc += d_prev * s_prev[:, None]
         if SWAP_AB:
             acc = tl.trans(acc)
         if QUANT == QUANT_CHANNEL:
