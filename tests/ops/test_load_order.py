@@ -133,12 +133,17 @@ CASES = {
     "paged-decode": ("paged_attention", "_paged_attention_decode_kernel", (4, {})),
     "paged-prefill": ("paged_attention", "_paged_attention_prefill_kernel", _PREFILL),
 }
+# read by their own tests (not a prologue property): per-group rms_norm_quant_fp8 at one token, built with the child's
+# TRITONKIT_RMS_QUANT_PREFETCH_W=1
+OTHER_CASES = {
+    "rms_quant-group-prefetch": ("rms_norm_quant_fp8", "_rms_norm_quant_fp8_kernel", (1, {"quant": "group"})),
+}
 
 
 def _case_sass(name: str) -> str:
     from tritonkit.spec import Shape
 
-    op, kernel, where = CASES[name]
+    op, kernel, where = {**CASES, **OTHER_CASES}[name]
     if isinstance(where, dict):
         shape = Shape(**where)
     else:
@@ -154,6 +159,7 @@ def sass():
     # kernel.py's prefill kernel is the one read at the prefill case's 4096-token prompt, which on sm_90 the Hopper
     # kernel takes by default (its loads are TMA boxes from a load warp, not a prologue)
     env["TRITONKIT_PREFILL_HOPPER"] = "0"
+    env["TRITONKIT_RMS_QUANT_PREFETCH_W"] = "1"
     out = subprocess.run(
         [sys.executable, __file__],
         capture_output=True,
@@ -174,5 +180,14 @@ def test_prologue_loads_leave_before_any_is_used(sass, case):
     assert n >= 2 and not touched, f"{n} loads before the first barrier; registers used before it: {touched}"
 
 
+def test_the_weight_prefetch_leaves_before_x_loads(sass):
+    # TRITONKIT_RMS_QUANT_PREFETCH_W: per-group rows ask L1 for the weight's lines before x's first load, and the
+    # weight's own loads (after the reduction) stay where they were: the prefetch holds no register
+    lines = [ln for ln in sass["rms_quant-group-prefetch"].splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", ln)]
+    first = lambda pat: next((i for i, ln in enumerate(lines) if re.search(pat, ln)), None)  # noqa: E731
+    pf, ldg = first(r"CCTL\.E\.PF1"), first(r"\bLDG\.")
+    assert pf is not None and ldg is not None and pf < ldg, (pf, ldg)
+
+
 if __name__ == "__main__":
-    print(json.dumps({name: _case_sass(name) for name in CASES}))
+    print(json.dumps({name: _case_sass(name) for name in {**CASES, **OTHER_CASES}}))
