@@ -332,12 +332,12 @@ def decode_config(
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes, wide)
     warps = DECODE_WIDE_WARPS if wide else DECODE_WARPS
-    tiles = cdiv(cdiv(max(max_keys, 1), block_n), splits)
-    if decode_tile64(wide, kv_elem_bytes, head_dim, num_seqs * num_kv_heads * splits, num_sms, tiles):
-        block_n, warps = DECODE_TILE64_KEYS, DECODE_TILE64_WARPS
-    # 3 stages keep the paged loads in flight (Hopper)
     tiles = cdiv(max(max_keys, 1), block_n)
+    if decode_tile64(wide, kv_elem_bytes, head_dim, num_seqs * num_kv_heads * splits, num_sms, cdiv(tiles, splits)):
+        block_n, warps = DECODE_TILE64_KEYS, DECODE_TILE64_WARPS
+        tiles = cdiv(max(max_keys, 1), block_n)
     tiles_per_split = cdiv(tiles, splits)
+    # 3 stages keep the paged loads in flight (Hopper)
     # no split past the last tile: 33 splits of 4 tiles over 128 tiles are 32 (the 33rd would hold no key)
     splits = cdiv(tiles, tiles_per_split)
     return DecodeConfig(
