@@ -361,7 +361,9 @@ def _gemm1_h(
             kb = k0 // SCALE_BLOCK
             a_s = tl.load(as_ptrs + kb * stride_ask, mask=mask_m, other=0.0)
             if W_HALF_SCALES:
-                w_s = tl.where(offs_r < BLOCK_N, tl.load(wsg_ptr + kb * stride_wsk), tl.load(wsu_ptr + kb * stride_wsk))
+                wsg = tl.load(wsg_ptr + kb * stride_wsk)
+                wsu = tl.load(wsu_ptr + kb * stride_wsk)
+                w_s = tl.where(offs_r < BLOCK_N, wsg, wsu)
             else:
                 w_s = tl.load(ws_ptrs + kb * stride_wsk, mask=mask_r, other=0.0)
         else:
@@ -371,8 +373,8 @@ def _gemm1_h(
             acc += d_prev * (as_prev[:, None] * tl.where(offs_r < BLOCK_N, wsg_prev, wsu_prev)[None, :])
             d_prev = _dot(a, w)
             as_prev = a_s
-            wsg_prev = tl.load(wsg_ptr + kb * stride_wsk)
-            wsu_prev = tl.load(wsu_ptr + kb * stride_wsk)
+            wsg_prev = wsg
+            wsu_prev = wsu
         else:
             acc = _mma(a, w, acc, a_s, w_s, QUANT, SWAP_AB)
         a_ptrs += BLOCK_K
