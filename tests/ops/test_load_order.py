@@ -137,6 +137,8 @@ CASES = {
 # TRITONKIT_RMS_QUANT_PREFETCH_W=1
 OTHER_CASES = {
     "rms_quant-group-prefetch": ("rms_norm_quant_fp8", "_rms_norm_quant_fp8_kernel", (1, {"quant": "group"})),
+    # built with the child's TRITONKIT_QK_EARLY_LOADS=1
+    "qk-early-loads": ("qk_norm_rope_cache", "_qk_norm_rope_cache_kernel", (4096, {})),
 }
 
 
@@ -160,6 +162,7 @@ def sass():
     # kernel takes by default (its loads are TMA boxes from a load warp, not a prologue)
     env["TRITONKIT_PREFILL_HOPPER"] = "0"
     env["TRITONKIT_RMS_QUANT_PREFETCH_W"] = "1"
+    env["TRITONKIT_QK_EARLY_LOADS"] = "1"
     out = subprocess.run(
         [sys.executable, __file__],
         capture_output=True,
@@ -187,6 +190,24 @@ def test_the_weight_prefetch_leaves_before_x_loads(sass):
     first = lambda pat: next((i for i, ln in enumerate(lines) if re.search(pat, ln)), None)  # noqa: E731
     pf, ldg = first(r"CCTL\.E\.PF1"), first(r"\bLDG\.")
     assert pf is not None and ldg is not None and pf < ldg, (pf, ldg)
+
+
+def test_qk_early_loads_leave_before_the_norms_barriers(sass):
+    # TRITONKIT_QK_EARLY_LOADS: in the q program and in the k/v program (the listing's two parts, each ending in its
+    # EXITs) cos/sin, and the k/v program's v, leave with the head's loads: no global load after a part's first
+    # CTA barrier (the norm's cross-warp reduction), where without it cos/sin (and v) wait for it
+    parts = re.split(r"[^\n]*\bEXIT\b[^\n]*\n", sass["qk-early-loads"])
+    checked = 0
+    for part in parts:
+        lines = [ln for ln in part.splitlines() if re.search(r"/\*[0-9a-f]{4,5}\*/", ln)]
+        bar = next((i for i, ln in enumerate(lines) if "BAR.SYNC" in ln), None)
+        if bar is None:
+            continue
+        checked += 1
+        late = [ln.strip() for ln in lines[bar:] if re.search(r"\bLDG\.", ln)]
+        assert not late, late[:3]
+        assert sum(1 for ln in lines[:bar] if re.search(r"\bLDG\.", ln)) >= 4
+    assert checked == 2, checked
 
 
 if __name__ == "__main__":

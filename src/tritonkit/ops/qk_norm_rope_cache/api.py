@@ -13,7 +13,7 @@ from .. import _alloc, _checks, _device
 from .._ints import cdiv
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
-from .config import qk_norm_rope_cache_config
+from .config import EARLY_LOADS, qk_norm_rope_cache_config
 from .kernel import _qk_norm_rope_cache_kernel
 
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
@@ -280,6 +280,7 @@ def _plan(qkv, hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, norm: b
         "BLOCK_HALF": cfg.block_half,
         "BLOCK_TAIL": cfg.block_tail,
         "BLOCK_D": cfg.block_d,
+        "EARLY_LOADS": EARLY_LOADS,
     }
     grid_h = cdiv(hq, cfg.block_hq) + cdiv(hk, cfg.block_hkv)
     return Plan(

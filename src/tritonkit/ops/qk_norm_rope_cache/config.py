@@ -3,16 +3,23 @@ whole num_tokens sweep shares one compile)."""
 
 import dataclasses
 import functools
+import os
 
 from .._ints import next_power_of_2
 
 # Elements of q (padded heads) one program handles: rotary_embedding's tile (8 KB in 16-bit: a Llama-3-8B token's
 # 32 heads x 128), measured there (docs/notes/elementwise-tiles.md). Not measured on a GPU for this op: the norm
-# keeps each whole head in one program, which a tile of whole heads does.
-TILE = 4096
+# keeps each whole head in one program, which a tile of whole heads does. TRITONKIT_QK_TILE replaces it (a power of
+# two, for a GPU A/B of the tile; Llama-3-8B's q program is 8 warps at 4096, one token).
+TILE = int(os.environ.get("TRITONKIT_QK_TILE", "4096"))
 # One 16-byte vector per thread per load, as rotary_embedding and reshape_and_cache settled on; not measured here.
 BYTES_PER_THREAD = 16
 MAX_WARPS = 8
+# EARLY_LOADS: cos/sin and (kv programs) v loaded with the head's elements, before the norm's reductions, instead
+# of after them: one memory round trip a program instead of two (sm_90 SASS: every LDG ahead of the two BAR.SYNCs),
+# at 56 registers a thread against 48 (4 programs of 8 warps an SM instead of 5). Same values, same bits. Off
+# until a GPU run shows which wins: TRITONKIT_QK_EARLY_LOADS=1 (docs/notes/qk-norm-rope-cache.md).
+EARLY_LOADS = os.environ.get("TRITONKIT_QK_EARLY_LOADS", "0").strip() not in ("", "0")
 
 
 def _floor_power_of_2(n: int) -> int:

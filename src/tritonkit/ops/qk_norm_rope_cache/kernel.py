@@ -110,12 +110,13 @@ def _norm_rope_heads(
     BLOCK_H: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
     BLOCK_TAIL: tl.constexpr,
+    EARLY_LOADS: tl.constexpr,
 ):
     """Heads ``[head_start, head_start + BLOCK_H)`` of q (or k) for the tokens ``offs_t``: RMSNorm over each head
     (HAS_NORM), rotary on dims ``[0, 2 * ROT_HALF)``, the result rounded once to the model dtype and stored to
     ``out`` (WRITE_OUT) and to the cache rows ``cache_rows`` (WRITE_CACHE, fp8-quantized where FP8). A head is read
     as its rotated pairs and its tail ``[2 * ROT_HALF, HEAD_DIM)``, each element once, all before any store (out may
-    be the input itself)."""
+    be the input itself). EARLY_LOADS: cos/sin are loaded with the head, before the norm's reductions."""
     dtype = qkv_ptr.dtype.element_ty
     TAIL: tl.constexpr = HEAD_DIM - 2 * ROT_HALF
     offs_h = head_start + tl.arange(0, BLOCK_H)  # [BLOCK_H]
@@ -141,6 +142,10 @@ def _norm_rope_heads(
         mask_r = mask_th & (offs_r < TAIL)
         xt_raw = tl.load(src + 2 * ROT_HALF + offs_r, mask=mask_r, other=0.0)  # [BLOCK_T, BLOCK_H, BLOCK_TAIL]
         xt = _widen(xt_raw, EXACT)
+    if ROT_HALF > 0:
+        if EARLY_LOADS:
+            cos_raw = tl.load(cs_row, mask=mask_cs, other=float("nan"))
+            sin_raw = tl.load(cs_row + sin_offset, mask=mask_cs, other=float("nan"))
     if HAS_NORM:
         # weights are shared by every token and head of the program: [1, 1, BLOCK_*]
         ss = tl.zeros((BLOCK_T, BLOCK_H), dtype=tl.float32)
@@ -183,8 +188,11 @@ def _norm_rope_heads(
         if TAIL > 0:
             xt = xt * r3 * wt
     if ROT_HALF > 0:
-        cos = tl.load(cs_row, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
-        sin = tl.load(cs_row + sin_offset, mask=mask_cs, other=float("nan")).to(tl.float32)[:, None, :]
+        if not EARLY_LOADS:
+            cos_raw = tl.load(cs_row, mask=mask_cs, other=float("nan"))
+            sin_raw = tl.load(cs_row + sin_offset, mask=mask_cs, other=float("nan"))
+        cos = cos_raw.to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
+        sin = sin_raw.to(tl.float32)[:, None, :]
         o1 = _round(x1 * cos - x2 * sin, dtype, EXACT)
         o2 = _round(x2 * cos + x1 * sin, dtype, EXACT)
         if IS_NEOX:
@@ -213,6 +221,17 @@ def _norm_rope_heads(
         if WRITE_CACHE:
             mask_cr = mask_c & (offs_r < TAIL)
             tl.store(cdst + 2 * ROT_HALF + offs_r, _to_cache(ot, cache_ptr, scale_ptr, FP8, SOFT_FP8), mask=mask_cr)
+
+
+@triton.jit
+def _load_v(qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, offs_h, offs_d, mask_hd,
+            HEAD_DIM: tl.constexpr):  # fmt: skip
+    """v heads ``offs_h`` of the tokens ``offs_t``: [BLOCK_T, BLOCK_HKV, BLOCK_D] in the model dtype."""
+    col = (num_q_heads + num_kv_heads) * HEAD_DIM + offs_h * HEAD_DIM
+    return tl.load(
+        qkv_ptr + offs_t[:, None, None] * stride_qkv_t + col[None, :, None] + offs_d,
+        mask=mask_t[:, None, None] & mask_hd,
+    )
 
 
 # num_tokens and num_slot_tokens change every call: specializing them (==1, %16) would compile again mid-serving;
@@ -275,6 +294,7 @@ def _qk_norm_rope_cache_kernel(
     BLOCK_HALF: tl.constexpr,
     BLOCK_TAIL: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    EARLY_LOADS: tl.constexpr,
 ):
     """BLOCK_T tokens of a fused qkv row ``[q heads | k heads | v heads]`` per program: program ``(i, j)`` norms and
     rotates q's head block j, or for ``j >= cdiv(num_q_heads, BLOCK_HQ)`` k's head block and copies the same v
@@ -333,6 +353,7 @@ def _qk_norm_rope_cache_kernel(
             BLOCK_HQ,
             BLOCK_HALF,
             BLOCK_TAIL,
+            EARLY_LOADS,
         )
     else:
         head_start = (pid_h - n_q_blocks) * BLOCK_HKV
@@ -351,6 +372,14 @@ def _qk_norm_rope_cache_kernel(
             valid = offs_t < 0
             k_rows = offs_t
             v_rows = offs_t
+        if EARLY_LOADS:
+            if WRITE_V or WRITE_CACHE:
+                # v in flight with k's loads rather than loaded after k's stores
+                offs_hv = head_start + tl.arange(0, BLOCK_HKV)
+                offs_dv = tl.arange(0, BLOCK_D)[None, None, :]
+                mask_hd = (offs_hv < num_kv_heads)[None, :, None] & (offs_dv < HEAD_DIM)
+                v = _load_v(qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, offs_hv, offs_dv,
+                            mask_hd, HEAD_DIM)  # fmt: skip
         _norm_rope_heads(
             qkv_ptr,
             num_q_heads * HEAD_DIM,
@@ -387,22 +416,21 @@ def _qk_norm_rope_cache_kernel(
             BLOCK_HKV,
             BLOCK_HALF,
             BLOCK_TAIL,
+            EARLY_LOADS,
         )
         if WRITE_V or WRITE_CACHE:
             # v: a copy into v_out and the cache, quantized there where FP8
-            offs_h = head_start + tl.arange(0, BLOCK_HKV)
-            offs_d = tl.arange(0, BLOCK_D)[None, None, :]
-            mask_hd = (offs_h < num_kv_heads)[None, :, None] & (offs_d < HEAD_DIM)
-            col = (num_q_heads + num_kv_heads) * HEAD_DIM + offs_h * HEAD_DIM
-            v = tl.load(
-                qkv_ptr + offs_t[:, None, None] * stride_qkv_t + col[None, :, None] + offs_d,
-                mask=mask_t[:, None, None] & mask_hd,
-            )  # [BLOCK_T, BLOCK_HKV, BLOCK_D]
+            if not EARLY_LOADS:
+                offs_hv = head_start + tl.arange(0, BLOCK_HKV)
+                offs_dv = tl.arange(0, BLOCK_D)[None, None, :]
+                mask_hd = (offs_hv < num_kv_heads)[None, :, None] & (offs_dv < HEAD_DIM)
+                v = _load_v(qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, offs_hv, offs_dv,
+                            mask_hd, HEAD_DIM)  # fmt: skip
             if WRITE_V:
-                vo = v_out_ptr + offs_t[:, None, None] * stride_vo_t + (offs_h * stride_vo_h)[None, :, None] + offs_d
+                vo = v_out_ptr + offs_t[:, None, None] * stride_vo_t + (offs_hv * stride_vo_h)[None, :, None] + offs_dv
                 tl.store(vo, v, mask=mask_t[:, None, None] & mask_hd)
             if WRITE_CACHE:
-                vc = value_cache_ptr + v_rows[:, None, None] + (offs_h * stride_vc_h)[None, :, None] + offs_d
+                vc = value_cache_ptr + v_rows[:, None, None] + (offs_hv * stride_vc_h)[None, :, None] + offs_dv
                 tl.store(
                     vc, _to_cache(v, value_cache_ptr, v_scale_ptr, FP8, SOFT_FP8), mask=valid[:, None, None] & mask_hd
                 )
