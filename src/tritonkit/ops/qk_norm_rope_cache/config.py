@@ -11,7 +11,10 @@ from .._ints import next_power_of_2
 # 32 heads x 128), measured there (docs/notes/elementwise-tiles.md). Not measured on a GPU for this op: the norm
 # keeps each whole head in one program, which a tile of whole heads does. TRITONKIT_QK_TILE replaces it (a power of
 # two, for a GPU A/B of the tile; Llama-3-8B's q program is 8 warps at 4096, one token).
-TILE = int(os.environ.get("TRITONKIT_QK_TILE", "4096"))
+_TILE_ENV = os.environ.get("TRITONKIT_QK_TILE", "4096").strip()
+if not _TILE_ENV.isdigit() or int(_TILE_ENV) < 1:
+    raise ValueError(f"TRITONKIT_QK_TILE={_TILE_ENV!r}: expected a positive number of elements, e.g. 4096")
+TILE = int(_TILE_ENV)
 # One 16-byte vector per thread per load, as rotary_embedding and reshape_and_cache settled on; not measured here.
 BYTES_PER_THREAD = 16
 MAX_WARPS = 8
