@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import importlib
 import inspect
 import os
 import sys
@@ -161,7 +162,38 @@ def launch_internals() -> types.SimpleNamespace | None:
         JITFunction=JITFunction,
         run=run,
         HookChain=HookChain,
+        kernel_types=_jit_kernel_types(),
+        descriptor_types=_host_descriptor_types(),
     )
+
+
+def _jit_kernel_types() -> frozenset:
+    """The kernel classes whose launch is ``JITFunction.run`` itself: JITFunction, and Gluon's subclass, which only
+    compiles through another AST source (3.6-3.9: ``create_binder`` and ``is_gluon`` differ, ``run`` is inherited)."""
+    kinds = {JITFunction}
+    try:
+        from triton.experimental.gluon._runtime import GluonJITFunction
+    except ImportError:
+        return frozenset(kinds)
+    if "run" not in GluonJITFunction.__dict__ and issubclass(GluonJITFunction, JITFunction):
+        kinds.add(GluonJITFunction)
+    return frozenset(kinds)
+
+
+def _host_descriptor_types() -> frozenset:
+    """Host-side TMA descriptor classes a kernel argument may be: ``native_specialize_impl`` keys them on their
+    dtype, block shape (and Gluon's, their shared layout), and the launcher turns each into a CUtensorMap."""
+    kinds = set()
+    for module, name in (
+        ("triton.tools.tensor_descriptor", "TensorDescriptor"),
+        ("triton.experimental.gluon.nvidia.hopper", "TensorDescriptor"),
+        ("triton.experimental.gluon.nvidia.blackwell", "TensorDescriptor"),
+    ):
+        try:
+            kinds.add(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            pass
+    return frozenset(kinds)
 
 
 def source_digest(fn) -> str:

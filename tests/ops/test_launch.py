@@ -19,7 +19,6 @@ import triton.language as tl
 import triton.runtime.jit as triton_jit
 from compile_keys import Recorder
 from triton import knobs
-from triton.tools.tensor_descriptor import TensorDescriptor
 from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.driver import CudaLauncher
 from triton.compiler import make_backend
@@ -67,14 +66,12 @@ def _our_key(kernel, args, constexprs, num_warps, num_stages=None, launch_pdl=Fa
 
 
 def _has_descriptor(call) -> bool:
-    return any(isinstance(a, TensorDescriptor) for a in call[0])
+    return any(type(a) in _launch._T.descriptor_types for a in call[0])
 
 
 def _assert_same_split(kernel, calls):
-    """Two calls share our key exactly when they share Triton's. Every call is keyed but those with tensor-descriptor
-    arguments (fused_moe's wgmma tiles), which take Triton's own launch path; those are not keyed at all."""
-    assert all(_our_key(kernel, *c) is None for c in calls if _has_descriptor(c))
-    calls = [c for c in calls if not _has_descriptor(c)]
+    """Two calls share our key exactly when they share Triton's; every call is keyed, tensor-descriptor arguments
+    (fused_moe's wgmma tiles, the Hopper prefill's K/V boxes) included."""
     ours = [_our_key(kernel, *c) for c in calls]
     assert None not in ours
     theirs = [_triton_key(kernel, *c) for c in calls]
@@ -234,6 +231,8 @@ def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
             calls.append((args, kw, kw.pop("num_warps"), kw.pop("num_stages", None), kw.pop("launch_pdl", False)))
             assert type(grid) is tuple
         assert calls, f"{k} never launched"
+        if k in ("_fused_moe_gemm1_kernel", "_fused_moe_gemm2_kernel"):
+            assert any(_has_descriptor(c) for c in calls)  # the wgmma tiles' weights as TMA descriptors
         _assert_same_split(kernel, calls)
 
 
@@ -654,3 +653,33 @@ def test_cuda_tensors_under_the_interpreter_take_no_target_path(monkeypatch):
     assert _device.capability(torch.device("cuda", 0)) is None
     monkeypatch.setattr(triton.knobs.runtime, "interpret", False)
     assert _device.capability(torch.device("cuda", 0)) == (9, 0)
+
+
+def test_the_hopper_prefill_keys_as_triton_does(monkeypatch):
+    # the Gluon prefill (sm_90): a GluonJITFunction whose last parameter is num_warps (bound from the launch's) and
+    # whose K/V arrive as TMA descriptors; its launches over prompt and chunk shapes split where Triton's do
+    from tritonkit.check.resources import record_launches
+    from tritonkit.spec import Shape
+
+    api = tritonkit.ops.paged_attention.api
+    for k in OPS["paged_attention"]:  # kernel.py's kernels (interpreted in this process): recorded, not run
+        monkeypatch.setattr(api, k, Recorder())
+    spec = get_spec("paged_attention")
+    shapes = [
+        Shape(num_seqs=s, q_len=q, context=c, num_heads=32, num_kv_heads=8, head_dim=d, block_size=16, causal=1)
+        for s, q, c in ((1, 1024, 0), (1, 128, 4096 - 128), (1, 8192, 0), (1, 512, 1536))
+        for d in (64, 128)
+    ]
+    calls, kernel = [], None
+    for shape in shapes:
+        for ln in record_launches(lambda: spec.call(spec.make_inputs(shape, torch.bfloat16, MetaFill()))):
+            if ln.name != "_paged_attention_prefill_hopper_kernel":
+                continue
+            kernel = ln.kernel
+            kw = dict(ln.kwargs)
+            assert kw.pop("enable_fp_fusion") is True
+            calls.append((ln.args, kw, kw.pop("num_warps"), kw.pop("num_stages", None), kw.pop("launch_pdl", False)))
+    assert kernel is not None and type(kernel) in _launch._T.kernel_types and type(kernel) is not JITFunction
+    assert len(calls) >= 4 and all(_has_descriptor(c) for c in calls)
+    with stub_driver(parse_arch("sm_90")), interpreter_off():
+        _assert_same_split(kernel, calls)

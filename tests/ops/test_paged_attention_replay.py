@@ -335,3 +335,79 @@ def test_a_mixed_batch_repeats_both_paths_with_one_scratch_allocation(op):
     spans = sorted({(ptr, ptr + size) for (_, ptr), size in parts.items()})
     assert len(spans) == 6 and all(lo % 16 == 0 for lo, _ in spans)
     assert all(hi <= lo2 for (_, hi), (lo2, _) in zip(spans, spans[1:]))
+
+
+# a chunk of 128 queries over 4K keys at Llama-3-8B heads: on sm_90 the Hopper prefill (a Gluon kernel with the
+# caches as TMA descriptors) and its split merge
+CHUNK = Shape(num_seqs=1, q_len=128, context=4096 - 128, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16)
+
+
+@pytest.fixture
+def hopper_op(op, monkeypatch):
+    from tritonkit.ops.paged_attention import kernel_hopper
+
+    k = kernel_hopper._paged_attention_prefill_hopper_kernel
+    # a kernel object of this test's own (its compile cache holds this test's stand-ins only)
+    fresh = type(k)(k.fn, do_not_specialize=k.do_not_specialize)
+    monkeypatch.setattr(kernel_hopper, "_paged_attention_prefill_hopper_kernel", op._jit("hopper", fresh))
+    # the stub sm_90 target with CPU tensors: what _hopper_ok decides from a CUDA tensor's capability
+    monkeypatch.setattr(api, "_hopper_ok", lambda a, group: a.k_cache.dtype == torch.bfloat16)
+    tritonkit.ops.clear_caches()  # no layout recorded with another test's kernels
+    yield op
+    tritonkit.ops.clear_caches()
+
+
+def _desc_fields(d) -> tuple:
+    return (d.shape, d.strides, d.block_shape, d.layout)
+
+
+def test_a_repeated_hopper_layout_builds_its_descriptors_from_the_new_caches(hopper_op):
+    op = hopper_op
+    first, second = _inputs(CHUNK, seed=0), _inputs(CHUNK, seed=1)
+    path, before = op.call(first)
+    assert path == "normal" and len(before) == 2, [b[4] for b in before]  # the Hopper prefill and its merge
+    assert before[0][4][0] == "hopper"
+    assert op.call(first)[0] == "memo"
+    path, after = op.call(second)
+    assert path == "memo" and len(op.compiles) == 2
+    hop, hop0 = _args(after[0]), _args(before[0])
+    assert after[0][:3] == before[0][:3] and after[0][4:6] == before[0][4:6]
+    # K and V as descriptors of the new call's caches, boxed and laid out as the first call's
+    for pos, name in ((1, "k_cache"), (2, "v_cache")):
+        assert hop[pos].base is second[name] and _desc_fields(hop[pos]) == _desc_fields(hop0[pos])
+    # the other leading arguments as the new call's pointers (q, out, cu_seqlens_q, seqused_k, block_table), the
+    # split scratch fresh and shared with the merge; the tail as the first call's
+    q, out, acc, m, s, cu, used, table = (hop[i] for i in (0, 3, 4, 5, 6, 7, 8, 9))
+    assert all(type(x) is int for x in (q, out, acc, m, s, cu, used, table))
+    names = ("q", "cu_seqlens_q", "seqused_k", "block_table")
+    assert [q, cu, used, table] == [second[n].data_ptr() for n in names] and out == op.out.data_ptr()
+    assert list(_args(after[1])[:5]) == [out, acc, m, s, cu]
+    assert hop[11:] == hop0[11:]
+
+
+def test_the_hopper_replay_matches_a_normal_call_of_the_same_tensors(hopper_op):
+    # the replayed launch hands the launcher what Triton's run hands it for the same call (pointers as ints,
+    # descriptors as equal descriptors of the same caches)
+    op = hopper_op
+    inp = _inputs(CHUNK, seed=2)
+    op.call(inp)
+    path, replayed = op.call(inp)
+    assert path == "memo"
+    tritonkit.ops.clear_caches()
+    path, normal = op.call(inp)
+    assert path == "normal"
+    # out and the split scratch (the prefill's arguments 3-6, the merge's 0-3) are allocated afresh by each call
+    scratch = ({3, 4, 5, 6}, {0, 1, 2, 3})
+    assert len(replayed) == len(normal) == 2
+    for r, n, skip in zip(replayed, normal, scratch):
+        ra, na = _args(r), _args(n)
+        assert len(ra) == len(na) and r[:3] == n[:3] and r[4:6] == n[4:6]
+        for i, (x, y) in enumerate(zip(ra, na)):
+            if i in skip:
+                assert type(x) is int and isinstance(y, torch.Tensor)
+            elif hasattr(y, "block_shape"):
+                assert x.base is y.base and _desc_fields(x) == _desc_fields(y)
+            elif isinstance(y, torch.Tensor):
+                assert x == y.data_ptr(), i
+            else:
+                assert type(x) is type(y) and x == y, i

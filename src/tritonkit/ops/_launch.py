@@ -17,14 +17,18 @@ The key is everything Triton specializes a launch on, so a kernel compiled for o
 
 - each non-constexpr argument as ``native_specialize_impl`` reports it with the parameter's own flags (what the
   kernel's binder calls): a tensor's dtype and 16-byte alignment, an int's ==1 / %16 / i32-i64-u64 class (only the
-  class where the parameter is in ``do_not_specialize``), None, float, bool;
+  class where the parameter is in ``do_not_specialize``), None, float, bool, a host TMA descriptor's dtype, block
+  shape and (Gluon's) shared layout (the launcher builds its CUtensorMap from the descriptor each launch, as under
+  ``run``);
 - each constexpr's type and value (Triton keys on their ``str``: ``True``, ``1`` and ``1.0`` differ);
 - num_warps, num_stages, the debug and instrumentation options ``run`` adds (3.9 also fpsan_homomorphic_casts),
   and the current device (Triton keeps one cache per device).
 
 A hit also needs Triton's own cache to still hold that kernel under the key it compiled it for (a cleared
 ``device_caches`` recompiles, as it would without us) and the kernel's globals unchanged. Everything else takes
-the normal path: interpreter kernels (not a ``JITFunction``), non-CUDA tensors, argument types not listed above,
+the normal path: interpreter kernels (neither a ``JITFunction`` nor Gluon's subclass, whose ``run`` is the same;
+a Gluon kernel's trailing ``num_warps`` parameter takes the launch's, as ``run``'s binder binds it), non-CUDA
+tensors, argument types not listed above,
 a launch hook (a callable in ``knobs.runtime.launch_enter_hook``/``launch_exit_hook``'s chain, or in its place:
 profilers), a patched ``JITFunction.run`` (``tritonkit check`` captures launches that way), pre-run hooks, an
 ``add_stages_inspection_hook`` (3.7 on: ``run`` then keys on a custom pipeline), ``TRITONKIT_FAST_LAUNCH=0`` (read
@@ -167,10 +171,18 @@ class _FastKernel:
         )
         self.entries: dict[tuple, _Entry] = {}
 
-    def bind(self, args: tuple, constexprs: dict) -> tuple | None:
-        """Every argument in parameter order (what ``run`` passes the launcher), or None."""
+    def bind(self, args: tuple, constexprs: dict, num_warps: int | None = None) -> tuple | None:
+        """Every argument in parameter order (what ``run`` passes the launcher), or None. A kernel whose last
+        parameter is ``num_warps`` (a Gluon kernel's) gets the launch's: ``run``'s binder binds the option to it."""
         if len(args) + len(constexprs) != len(self.names):
-            return None  # defaults, missing or extra arguments: the normal path binds (or raises)
+            if (
+                num_warps is None
+                or len(args) + len(constexprs) + 1 != len(self.names)
+                or self.names[-1] != "num_warps"
+                or "num_warps" in constexprs
+            ):
+                return None  # defaults, missing or extra arguments: the normal path binds (or raises)
+            constexprs = {**constexprs, "num_warps": num_warps}
         tail = self.names[len(args) :]
         if tuple(constexprs) == tail:
             return (*args, *constexprs.values())
@@ -196,6 +208,10 @@ class _FastKernel:
             elif t in _SCALAR_TYPES:
                 key.append(specialize(backend, a, is_const, spec, align))
             elif t in _TENSOR_TYPES and (device_attr is None or getattr(a, device_attr)):
+                key.append(specialize(backend, a, is_const, spec, align))
+            elif t in _T.descriptor_types and (device_attr is None or getattr(a.base, device_attr, False) is True):
+                # a host TMA descriptor: Triton keys it on its dtype, block shape and layout (its base, shape and
+                # strides go to the launcher, which builds the CUtensorMap each launch)
                 key.append(specialize(backend, a, is_const, spec, align))
             else:
                 return None
@@ -265,7 +281,7 @@ def _prepare(
 ):
     """``(state, key, bound args, driver, device, Triton's kernel cache)`` for a launch the fast path may take,
     else None."""
-    if _T is None or type(kernel) is not _T.JITFunction or type(grid) is not tuple:
+    if _T is None or type(kernel) not in _T.kernel_types or type(grid) is not tuple:
         return None
     rt = knobs.runtime
     if (
@@ -283,7 +299,7 @@ def _prepare(
     conv = state.conv
     if conv.inspection_hook and _inspecting(conv):
         return None
-    full = state.bind(args, constexprs)
+    full = state.bind(args, constexprs, num_warps)
     if full is None:
         return None
     try:
@@ -457,13 +473,13 @@ def cache_key(
     launch_pdl: bool = False,
 ) -> tuple | None:
     """The fast path's key for one launch on tensors of any device, for the given backend (no driver needed)."""
-    if _T is None or type(kernel) is not _T.JITFunction:
+    if _T is None or type(kernel) not in _T.kernel_types:
         return None
     conv = _convention()
     if conv is None:
         return None
     state = _FastKernel(kernel, conv)
-    full = state.bind(args, constexprs)
+    full = state.bind(args, constexprs, num_warps)
     if full is None:
         return None
     options = _options(kernel, device, num_warps, num_stages, launch_pdl, _compilation_extras(conv))

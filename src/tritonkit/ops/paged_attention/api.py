@@ -206,15 +206,29 @@ def _kv_descriptor(cache: torch.Tensor, rows: int):
     )
 
 
-def _hopper_front(rows: int):
-    """The Hopper prefill kernel's leading arguments from a call's slots: _PREFILL_FRONT's, with the two caches as
-    TMA descriptors and no fp8 scales."""
+_HOPPER_PICK = itemgetter(*_PREFILL_FRONT(range(CALL_SLOTS + 6))[:11])
 
-    def front(slots):
-        q, k, v, out, part_acc, part_m, part_l, cu, used, bt, sinks = _PREFILL_FRONT(slots)[:11]
+
+class _HopperFront:
+    """The Hopper prefill kernel's leading arguments from a call's slots: _PREFILL_FRONT's first eleven, with the two
+    caches (positions 1 and 2, call slots 1 and 2) as TMA descriptors of ``rows``-key boxes. A repeat
+    (replay.Replay) picks the other ten from its pointers and builds the descriptors from the call's caches."""
+
+    __slots__ = ("rows",)
+    pick = _HOPPER_PICK
+    #: (position in the front, call slot) of each descriptor argument
+    descriptors = ((1, 1), (2, 2))
+
+    def __init__(self, rows: int):
+        self.rows = rows
+
+    def __call__(self, slots) -> tuple:
+        q, k, v, out, part_acc, part_m, part_l, cu, used, bt, sinks = _HOPPER_PICK(slots)
+        rows = self.rows
         return (q, _kv_descriptor(k, rows), _kv_descriptor(v, rows), out, part_acc, part_m, part_l, cu, used, bt, sinks)
 
-    return front
+    def descriptor(self, cache: torch.Tensor):
+        return _kv_descriptor(cache, self.rows)
 
 
 def _decode_steps(steps: list, a: Args, dec, pdl: bool, common: tuple, features: dict) -> tuple | None:
@@ -347,7 +361,7 @@ def _prefill_steps(
 def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> Step:
     """kernel_hopper's warp-specialized prefill kernel (sm_90; _hopper_ok held) on kernel.py's prefill arguments
     without the caches' strides (``args``: common's 0-8 and 15; the descriptors hold the rest) and constexprs
-    without the padded head_dim and the fp8 flag (neither applies), K/V as TMA descriptors (_hopper_front)."""
+    without the padded head_dim and the fp8 flag (neither applies), K/V as TMA descriptors (_HopperFront)."""
     from .kernel_hopper import _paged_attention_prefill_hopper_kernel
 
     rows = config.page_rows(constexprs["BLOCK_SIZE"])
@@ -355,7 +369,7 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
     return Step(
         _paged_attention_prefill_hopper_kernel,
         (programs, pre.num_splits),
-        _hopper_front(rows),
+        _HopperFront(rows),
         11,
         args,
         {

@@ -11,7 +11,9 @@ names) empties the memo.
 
 A repeat hands the launchers data pointers as ints, which Triton's CUDA launcher takes as they are: a tensor would
 cost a ``data_ptr`` call and a ``cuPointerGetAttribute`` per pointer argument (20 at a split decode), and the key
-already holds every tensor's device, checked when the layout was recorded.
+already holds every tensor's device, checked when the layout was recorded. The Hopper prefill takes K and V as TMA
+descriptors: a repeat builds them from the call's caches (the launcher encodes each into a CUtensorMap, as it does
+under ``JITFunction.run``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ class Replay:
     alignment when recorded), the split scratch of both paths as one allocation at 16-byte offsets, and what stays
     the same for every call with this key (the None slots, the unused partials stand-in of a path without splits)."""
 
-    __slots__ = ("bounds", "fronts", "device", "pick", "aligned", "all_aligned", "scratch_elems", "offsets", "fixed")
+    __slots__ = (
+        "bounds", "fronts", "device", "pick", "aligned", "all_aligned", "scratch_elems", "offsets", "fixed", "descs"
+    )  # fmt: skip
 
     def __init__(self, bounds: tuple, fronts: tuple, scratch: tuple, device: torch.device, slots: tuple):
         self.bounds, self.device = bounds, device
@@ -73,6 +77,8 @@ class Replay:
         self.scratch_elems, self.offsets = elems, tuple(offsets)
         self.fixed = (None, _unused_partials(device).data_ptr())
         self.fronts = tuple(itemgetter(*(where[s] for s in _slots_of(f))) for f in fronts)
+        # fronts that build TMA descriptors (the Hopper prefill's): (launch, the front, its descriptor places)
+        self.descs = tuple((i, f, f.descriptors) for i, f in enumerate(fronts) if hasattr(f, "descriptors"))
 
     def __call__(self, tensors: tuple) -> bool:
         """Launch on the caller's ten tensors (out included); False, launching nothing, where a launch must take
@@ -93,12 +99,20 @@ class Replay:
                 return False
             ptrs += [b + o for o in self.offsets]
         ptrs += self.fixed
-        return _launch.launch_bound(self.bounds, [f(ptrs) for f in self.fronts])
+        fronts = [f(ptrs) for f in self.fronts]
+        for i, front, places in self.descs:
+            # a descriptor holds its cache's tensor (the launcher reads its base pointer, shape and strides)
+            args = list(fronts[i])
+            for pos, slot in places:
+                args[pos] = front.descriptor(tensors[slot])
+            fronts[i] = tuple(args)
+        return _launch.launch_bound(self.bounds, fronts)
 
 
-def _slots_of(front: itemgetter) -> tuple:
-    """The slot indices an itemgetter over a call's slots picks, in order."""
-    return front(range(CALL_SLOTS + _SCRATCH_SLOTS))
+def _slots_of(front) -> tuple:
+    """The slot indices a front over a call's slots picks, in order: an itemgetter's, or (a front that builds
+    descriptors) its ``pick``'s, the descriptors' places holding their cache's slot."""
+    return getattr(front, "pick", front)(range(CALL_SLOTS + _SCRATCH_SLOTS))
 
 
 def _parts(sizes: tuple) -> tuple:
