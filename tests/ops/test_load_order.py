@@ -133,10 +133,8 @@ CASES = {
     "paged-decode": ("paged_attention", "_paged_attention_decode_kernel", (4, {})),
     "paged-prefill": ("paged_attention", "_paged_attention_prefill_kernel", _PREFILL),
 }
-# read by their own tests (not a prologue property): per-group rms_norm_quant_fp8 at one token, built with the child's
-# TRITONKIT_RMS_QUANT_PREFETCH_W=1
+# read by their own tests (not a prologue property)
 OTHER_CASES = {
-    "rms_quant-group-prefetch": ("rms_norm_quant_fp8", "_rms_norm_quant_fp8_kernel", (1, {"quant": "group"})),
     # built with the child's TRITONKIT_QK_EARLY_LOADS=1
     "qk-early-loads": ("qk_norm_rope_cache", "_qk_norm_rope_cache_kernel", (4096, {})),
 }
@@ -161,7 +159,6 @@ def sass():
     # kernel.py's prefill kernel is the one read at the prefill case's 4096-token prompt, which on sm_90 the Hopper
     # kernel takes by default (its loads are TMA boxes from a load warp, not a prologue)
     env["TRITONKIT_PREFILL_HOPPER"] = "0"
-    env["TRITONKIT_RMS_QUANT_PREFETCH_W"] = "1"
     env["TRITONKIT_QK_EARLY_LOADS"] = "1"
     out = subprocess.run(
         [sys.executable, __file__],
@@ -181,15 +178,6 @@ def test_prologue_loads_leave_before_any_is_used(sass, case):
     # block-table entries, then (after the barrier) cu_seqlens_q
     n, touched = prologue_loads(sass[case])
     assert n >= 2 and not touched, f"{n} loads before the first barrier; registers used before it: {touched}"
-
-
-def test_the_weight_prefetch_leaves_before_x_loads(sass):
-    # TRITONKIT_RMS_QUANT_PREFETCH_W: per-group rows ask L1 for the weight's lines before x's first load, and the
-    # weight's own loads (after the reduction) stay where they were: the prefetch holds no register
-    lines = [ln for ln in sass["rms_quant-group-prefetch"].splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", ln)]
-    first = lambda pat: next((i for i, ln in enumerate(lines) if re.search(pat, ln)), None)  # noqa: E731
-    pf, ldg = first(r"CCTL\.E\.PF1"), first(r"\bLDG\.")
-    assert pf is not None and ldg is not None and pf < ldg, (pf, ldg)
 
 
 def test_qk_early_loads_leave_before_the_norms_barriers(sass):

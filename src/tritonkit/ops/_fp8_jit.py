@@ -104,26 +104,6 @@ def dynamic_scale_of(amax, ub, HAS_UB: tl.constexpr, UB_ON_SCALE: tl.constexpr):
 
 
 @triton.jit
-def prefetch_row_l1(row_ptr, n, BLOCK: tl.constexpr):
-    """Ask L1 for the 128-byte lines of ``row_ptr[0:n]`` (``n <= BLOCK`` elements) without holding a register: a
-    load issued now whose value is needed only after a reduction then hits L1 instead of making a memory round trip
-    in the middle of a decode-sized call. One ``prefetch.global.L1`` a line; the offsets are clamped into the row
-    (no address outside it). A no-op under the interpreter (no inline PTX there)."""
-    if not INTERPRETING:
-        per_line: tl.constexpr = 1024 // row_ptr.dtype.element_ty.primitive_bitwidth
-        lines: tl.constexpr = (BLOCK + per_line - 1) // per_line
-        offs = tl.minimum(tl.arange(0, lines) * per_line, n - 1)
-        tl.inline_asm_elementwise(
-            "prefetch.global.L1 [$1];\n\tmov.u32 $0, 0;",
-            "=r,l",
-            [row_ptr + offs],
-            dtype=tl.int32,
-            is_pure=False,
-            pack=1,
-        )
-
-
-@triton.jit
 def recip_rn(s, FUSED_FMA: tl.constexpr):
     """``1 / s`` correctly rounded, once a row or a group, for :func:`div_by_scale` (``s`` itself, unused, without
     FUSED_FMA)."""

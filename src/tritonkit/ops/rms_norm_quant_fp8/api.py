@@ -12,7 +12,6 @@ from .. import _alloc, _checks, _fp8
 from .._fp8_jit import fused_fma
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
-from . import config as _config
 from .config import rms_norm_quant_config
 from .kernel import _rms_norm_quant_fp8_kernel
 
@@ -106,7 +105,6 @@ def _run(
             "BLOCK": cfg.block,
             "SINGLE_PASS": cfg.single_pass,
             "FUSED_FMA": fused_fma(),
-            "PREFETCH_W": _config.PREFETCH_W,
         },
         cfg.num_warps,
     )

@@ -3,7 +3,6 @@ values are rms_norm's, whose kernel reads rows the same way)."""
 
 import dataclasses
 import functools
-import os
 
 from .._ints import next_power_of_2
 
@@ -11,11 +10,6 @@ from .._ints import next_power_of_2
 # stream in chunks of STREAM_BLOCK (a multiple of every group size), read two or three times.
 MAX_SINGLE_PASS = 16384
 STREAM_BLOCK = 4096
-# Per-token and per-group rows load the weight after the sum of squares (held through both reductions it costs a
-# program a SM at 4096 tokens, docs/notes/fused-fp8-small.md), a memory round trip inside a one-token call. PREFETCH_W
-# asks L1 for the weight's lines first (`prefetch.global.L1`, no register held). Untimed, off:
-# TRITONKIT_RMS_QUANT_PREFETCH_W=1 turns it on.
-PREFETCH_W = os.environ.get("TRITONKIT_RMS_QUANT_PREFETCH_W", "0").strip() not in ("", "0")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,6 @@ from .._fp8_jit import (
     dynamic_scale,
     dynamic_scale_of,
     nan_dropped_abs,
-    prefetch_row_l1,
     recip_rn,
     round_to,
     to_fp8,
@@ -85,7 +84,6 @@ def _rms_norm_quant_fp8_kernel(
     BLOCK: tl.constexpr,
     SINGLE_PASS: tl.constexpr,
     FUSED_FMA: tl.constexpr,
-    PREFETCH_W: tl.constexpr = False,
 ):
     """One row per program: ``y = rms_norm(x (+ residual)) * w`` at vLLM's rounding points (NORM off: ``y = x``,
     plain quantization), quantized to fp8 by QUANT. The sum of squares and ``1 / sqrt(mean + eps)`` are float64
@@ -117,9 +115,6 @@ def _rms_norm_quant_fp8_kernel(
         ub = 0.0
         if HAS_UB:
             ub = tl.load(ub_ptr)
-        if PREFETCH_W and NORM and not EARLY_W:
-            # TOKEN and GROUP: the weight's lines asked of L1 now, loaded after the reduction (no register held)
-            prefetch_row_l1(w_ptr, hidden, BLOCK)
         if EARLY_W:
             w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         if QUANT == GRID:
