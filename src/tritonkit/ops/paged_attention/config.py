@@ -73,20 +73,6 @@ MAX_SPLITS = 64
 DECODE_PROGRAMS_PER_SM = 2
 DECODE_PROGRAMS_PER_SM_LONG = 4
 DECODE_LONG_TILES = 32
-# Mid-batch decode (issue 37), off by default: where the split rule leaves at most DECODE_PROGRAMS_PER_SM programs a
-# SM and a program 4 or more 32-key tiles (batches 4-32 x 1K and 1-4 x 4K at Llama-3-8B heads on 132 SMs), a
-# bf16/fp16 program takes 64-key tiles at 8 warps instead of 32 keys at 4, with the same splits. Each warp does about
-# the same work a tile ([16, 8] of the scores, [16, 16] of P x V, 8 + 8 HMMAs, 9 CTA barriers; sm_90 SASS of the
-# interior loop 319 instructions a 64-key tile against 288 a 32-key one), so a tile should take about as long while
-# it moves 32 KB of K/V instead of 16. The bench's increments put a 32-key tile at ~1.2-1.4 us a program at 2 programs
-# a SM: ~23-27 GB/s an SM, where 4.1 TB/s needs ~31 (4 programs a SM of long programs reach it: 64 x 4K). sm_90
-# build: 100 registers x 8 warps, 70 KB shared, no spill: 2 programs a SM fit, as the rule wants. On the H200 64 keys
-# at 8 warps beat 32 at 4 with one program a SM (1 x 4K 12.65 against 13.32 us) and lost at 4 a SM (4 x 4K 31.87
-# against 26.84; docs/notes/decode-tiling.md, exp10); untimed in this regime. TRITONKIT_DECODE_TILE64=1 turns it on.
-DECODE_TILE64 = os.environ.get("TRITONKIT_DECODE_TILE64", "0").strip() not in ("", "0")
-DECODE_TILE64_KEYS = 64
-DECODE_TILE64_WARPS = 8
-DECODE_TILE64_MIN_TILES = 4
 # fp8 tiles (64 keys) are widened to bf16 in registers before the dot: 242 registers a thread in the sm_90 build,
 # 2 programs per SM. fp8 decode is slower than bf16 on the H200 (batch 16 x 4K: 89 vs 75 us); 32-key fp8 tiles,
 # which would halve that, are untried.
@@ -331,13 +317,9 @@ def decode_config(
     wide = block_m != _narrow_rows(group)
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes, wide)
-    warps = DECODE_WIDE_WARPS if wide else DECODE_WARPS
-    tiles = cdiv(max(max_keys, 1), block_n)
-    if decode_tile64(wide, kv_elem_bytes, head_dim, num_seqs * num_kv_heads * splits, num_sms, cdiv(tiles, splits)):
-        block_n, warps = DECODE_TILE64_KEYS, DECODE_TILE64_WARPS
-        tiles = cdiv(max(max_keys, 1), block_n)
-    tiles_per_split = cdiv(tiles, splits)
     # 3 stages keep the paged loads in flight (Hopper)
+    tiles = cdiv(max(max_keys, 1), block_n)
+    tiles_per_split = cdiv(tiles, splits)
     # no split past the last tile: 33 splits of 4 tiles over 128 tiles are 32 (the 33rd would hold no key)
     splits = cdiv(tiles, tiles_per_split)
     return DecodeConfig(
@@ -346,25 +328,8 @@ def decode_config(
         block_m // group,
         splits,
         tiles_per_split,
-        num_warps=warps,
+        num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS,
         num_stages=3,
-    )
-
-
-def decode_tile64(
-    wide: bool, kv_elem_bytes: int, head_dim: int, programs: int, num_sms: int, tiles_per_split: int
-) -> bool:
-    """Whether a decode launch of ``programs`` programs, each over ``tiles_per_split`` 32-key tiles, takes
-    DECODE_TILE64's 64-key tiles at 8 warps: the switch is on, narrow rows over a 16-bit cache of head_dim <= 128, at
-    most DECODE_PROGRAMS_PER_SM programs a SM, and programs of at least DECODE_TILE64_MIN_TILES tiles (batches 1 and 2
-    x 1K, a tile or two a program at 2 a SM, tie SDPA as they are: halving their programs would leave SMs idle)."""
-    return (
-        DECODE_TILE64
-        and not wide
-        and kv_elem_bytes != 1
-        and head_dim_pad(head_dim) <= 128
-        and programs <= DECODE_PROGRAMS_PER_SM * num_sms
-        and tiles_per_split >= DECODE_TILE64_MIN_TILES
     )
 
 
