@@ -214,21 +214,28 @@ class _HopperFront:
     caches (positions 1 and 2, call slots 1 and 2) as TMA descriptors of ``rows``-key boxes. A repeat
     (replay.Replay) picks the other ten from its pointers and builds the descriptors from the call's caches."""
 
-    __slots__ = ("rows",)
+    __slots__ = ("rows", "made")
     pick = _HOPPER_PICK
     #: (position in the front, call slot) of each descriptor argument
     descriptors = ((1, 1), (2, 2))
 
     def __init__(self, rows: int):
-        self.rows = rows
+        self.rows, self.made = rows, {}
 
     def __call__(self, slots) -> tuple:
         q, k, v, out, part_acc, part_m, part_l, cu, used, bt, sinks = _HOPPER_PICK(slots)
-        rows = self.rows
-        return (q, _kv_descriptor(k, rows), _kv_descriptor(v, rows), out, part_acc, part_m, part_l, cu, used, bt, sinks)
+        kd, vd = _kv_descriptor(k, self.rows), _kv_descriptor(v, self.rows)
+        self.made = {1: kd, 2: vd}
+        return (q, kd, vd, out, part_acc, part_m, part_l, cu, used, bt, sinks)
 
-    def descriptor(self, cache: torch.Tensor):
-        return _kv_descriptor(cache, self.rows)
+    def descriptor(self, slot: int, cache: torch.Tensor):
+        """The descriptor of call slot ``slot`` over ``cache``, a cache of the layout this front was first called
+        with (the replay's key): that call's descriptor with ``cache`` as its base. Its checks (16-byte aligned base
+        and strides) held then; the replay checks each call's alignment class."""
+        made = self.made[slot]
+        d = object.__new__(type(made))
+        d.__dict__ = {**made.__dict__, "base": cache}
+        return d
 
 
 def _decode_steps(steps: list, a: Args, dec, pdl: bool, common: tuple, features: dict) -> tuple | None:

@@ -104,7 +104,7 @@ class Replay:
             # a descriptor holds its cache's tensor (the launcher reads its base pointer, shape and strides)
             args = list(fronts[i])
             for pos, slot in places:
-                args[pos] = front.descriptor(tensors[slot])
+                args[pos] = front.descriptor(slot, tensors[slot])
             fronts[i] = tuple(args)
         return _launch.launch_bound(self.bounds, fronts)
 
