@@ -411,3 +411,19 @@ def test_the_hopper_replay_matches_a_normal_call_of_the_same_tensors(hopper_op):
                 assert x == y.data_ptr(), i
             else:
                 assert type(x) is type(y) and x == y, i
+
+
+def test_a_recorded_hopper_layout_keeps_no_cache_alive(hopper_op):
+    # the memo outlives the call: it must not hold the caches (a freed KV cache of GBs would stay allocated)
+    import gc
+    import weakref
+
+    inp = _inputs(CHUNK, seed=3)
+    hopper_op.call(inp)
+    assert hopper_op.call(inp)[0] == "memo"
+    refs = [weakref.ref(inp[n]) for n in ("k_cache", "v_cache")]
+    hopper_op.out = None
+    hopper_op.launches.clear()  # the stand-in launcher's own record of the arguments
+    del inp
+    gc.collect()
+    assert all(r() is None for r in refs)

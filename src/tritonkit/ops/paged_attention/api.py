@@ -225,16 +225,17 @@ class _HopperFront:
     def __call__(self, slots) -> tuple:
         q, k, v, out, part_acc, part_m, part_l, cu, used, bt, sinks = _HOPPER_PICK(slots)
         kd, vd = _kv_descriptor(k, self.rows), _kv_descriptor(v, self.rows)
-        self.made = {1: kd, 2: vd}
+        # each descriptor's class and fields but its base: a memoized layout must not keep the caches alive
+        self.made = {slot: (type(d), {**d.__dict__, "base": None}) for slot, d in ((1, kd), (2, vd))}
         return (q, kd, vd, out, part_acc, part_m, part_l, cu, used, bt, sinks)
 
     def descriptor(self, slot: int, cache: torch.Tensor):
         """The descriptor of call slot ``slot`` over ``cache``, a cache of the layout this front was first called
         with (the replay's key): that call's descriptor with ``cache`` as its base. Its checks (16-byte aligned base
         and strides) held then; the replay checks each call's alignment class."""
-        made = self.made[slot]
-        d = object.__new__(type(made))
-        d.__dict__ = {**made.__dict__, "base": cache}
+        cls, fields = self.made[slot]
+        d = object.__new__(cls)
+        d.__dict__ = {**fields, "base": cache}
         return d
 
 
