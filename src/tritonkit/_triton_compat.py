@@ -39,7 +39,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import importlib
 import inspect
 import os
 import sys
@@ -162,38 +161,31 @@ def launch_internals() -> types.SimpleNamespace | None:
         JITFunction=JITFunction,
         run=run,
         HookChain=HookChain,
-        kernel_types=_jit_kernel_types(),
-        descriptor_types=_host_descriptor_types(),
     )
 
 
-def _jit_kernel_types() -> frozenset:
-    """The kernel classes whose launch is ``JITFunction.run`` itself: JITFunction, and Gluon's subclass, which only
-    compiles through another AST source (3.6-3.9: ``create_binder`` and ``is_gluon`` differ, ``run`` is inherited)."""
-    kinds = {JITFunction}
-    try:
-        from triton.experimental.gluon._runtime import GluonJITFunction
-    except ImportError:
-        return frozenset(kinds)
-    if "run" not in GluonJITFunction.__dict__ and issubclass(GluonJITFunction, JITFunction):
-        kinds.add(GluonJITFunction)
-    return frozenset(kinds)
+#: the host-side TMA descriptor classes, by module: ``native_specialize_impl`` keys them on their dtype, block shape
+#: (and Gluon's, their shared layout), and the launcher turns each into a CUtensorMap
+_DESCRIPTOR_CLASSES = (
+    ("triton.tools.tensor_descriptor", "TensorDescriptor"),
+    ("triton.experimental.gluon.nvidia.hopper", "TensorDescriptor"),
+    ("triton.experimental.gluon.nvidia.blackwell", "TensorDescriptor"),
+)
 
 
-def _host_descriptor_types() -> frozenset:
-    """Host-side TMA descriptor classes a kernel argument may be: ``native_specialize_impl`` keys them on their
-    dtype, block shape (and Gluon's, their shared layout), and the launcher turns each into a CUtensorMap."""
-    kinds = set()
-    for module, name in (
-        ("triton.tools.tensor_descriptor", "TensorDescriptor"),
-        ("triton.experimental.gluon.nvidia.hopper", "TensorDescriptor"),
-        ("triton.experimental.gluon.nvidia.blackwell", "TensorDescriptor"),
-    ):
-        try:
-            kinds.add(getattr(importlib.import_module(module), name))
-        except (ImportError, AttributeError):
-            pass
-    return frozenset(kinds)
+def runs_as_jit_function(cls: type) -> bool:
+    """Whether kernels of class ``cls`` launch through ``JITFunction.run`` itself: JITFunction, and Gluon's subclass,
+    which only compiles through another AST source (3.6-3.9: ``create_binder`` and ``is_gluon`` differ, ``run`` is
+    inherited). Read from the loaded modules, importing nothing: a Gluon kernel's class is loaded once one exists."""
+    if cls is JITFunction:
+        return True
+    gluon = getattr(sys.modules.get("triton.experimental.gluon._runtime"), "GluonJITFunction", None)
+    return cls is gluon and issubclass(cls, JITFunction) and "run" not in cls.__dict__
+
+
+def is_host_descriptor(cls: type) -> bool:
+    """Whether ``cls`` is one of Triton's host-side TMA descriptor classes (read from the loaded modules)."""
+    return any(getattr(sys.modules.get(module), name, None) is cls for module, name in _DESCRIPTOR_CLASSES)
 
 
 def source_digest(fn) -> str:

@@ -209,7 +209,7 @@ class _FastKernel:
                 key.append(specialize(backend, a, is_const, spec, align))
             elif t in _TENSOR_TYPES and (device_attr is None or getattr(a, device_attr)):
                 key.append(specialize(backend, a, is_const, spec, align))
-            elif t in _T.descriptor_types and (device_attr is None or getattr(a.base, device_attr, False) is True):
+            elif _descriptor_class(t) and (device_attr is None or getattr(a.base, device_attr, False) is True):
                 # a host TMA descriptor: Triton keys it on its dtype, block shape and layout (its base, shape and
                 # strides go to the launcher, which builds the CUtensorMap each launch)
                 key.append(specialize(backend, a, is_const, spec, align))
@@ -226,6 +226,25 @@ class _FastKernel:
 
 
 _STATES: dict[int, _FastKernel] = {}
+# per class, whether the fast path takes a kernel of it (``_compat.runs_as_jit_function``) or an argument of it as a
+# host TMA descriptor (``_compat.is_host_descriptor``): decided once a class
+_KERNEL_CLASSES: dict[type, bool] = {}
+_DESCRIPTOR_CLASSES: dict[type, bool] = {}
+
+
+def _jit_kernel(kernel) -> bool:
+    t = type(kernel)
+    took = _KERNEL_CLASSES.get(t)
+    if took is None:
+        took = _KERNEL_CLASSES[t] = _compat.runs_as_jit_function(t)
+    return took
+
+
+def _descriptor_class(t: type) -> bool:
+    took = _DESCRIPTOR_CLASSES.get(t)
+    if took is None:
+        took = _DESCRIPTOR_CLASSES[t] = _compat.is_host_descriptor(t)
+    return took
 
 
 def _hook_set(hook) -> bool:
@@ -281,7 +300,7 @@ def _prepare(
 ):
     """``(state, key, bound args, driver, device, Triton's kernel cache)`` for a launch the fast path may take,
     else None."""
-    if _T is None or type(kernel) not in _T.kernel_types or type(grid) is not tuple:
+    if _T is None or not _jit_kernel(kernel) or type(grid) is not tuple:
         return None
     rt = knobs.runtime
     if (
@@ -473,7 +492,7 @@ def cache_key(
     launch_pdl: bool = False,
 ) -> tuple | None:
     """The fast path's key for one launch on tensors of any device, for the given backend (no driver needed)."""
-    if _T is None or type(kernel) not in _T.kernel_types:
+    if _T is None or not _jit_kernel(kernel):
         return None
     conv = _convention()
     if conv is None:
