@@ -74,6 +74,13 @@ def _amax_rows(x):
 
 
 @triton.jit
+def _load_cos_sin(cs_row, sin_offset, mask_cs):
+    """The tokens' cos and sin rows in the cache's dtype (NaN for a position outside the cache)."""
+    cos = tl.load(cs_row, mask=mask_cs, other=float("nan"))
+    return cos, tl.load(cs_row + sin_offset, mask=mask_cs, other=float("nan"))
+
+
+@triton.jit
 def _norm_rope_heads(
     qkv_ptr,
     col0,
@@ -144,8 +151,7 @@ def _norm_rope_heads(
         xt = _widen(xt_raw, EXACT)
     if ROT_HALF > 0:
         if EARLY_LOADS:
-            cos_raw = tl.load(cs_row, mask=mask_cs, other=float("nan"))
-            sin_raw = tl.load(cs_row + sin_offset, mask=mask_cs, other=float("nan"))
+            cos_raw, sin_raw = _load_cos_sin(cs_row, sin_offset, mask_cs)
     if HAS_NORM:
         # weights are shared by every token and head of the program: [1, 1, BLOCK_*]
         ss = tl.zeros((BLOCK_T, BLOCK_H), dtype=tl.float32)
@@ -189,8 +195,7 @@ def _norm_rope_heads(
             xt = xt * r3 * wt
     if ROT_HALF > 0:
         if not EARLY_LOADS:
-            cos_raw = tl.load(cs_row, mask=mask_cs, other=float("nan"))
-            sin_raw = tl.load(cs_row + sin_offset, mask=mask_cs, other=float("nan"))
+            cos_raw, sin_raw = _load_cos_sin(cs_row, sin_offset, mask_cs)
         cos = cos_raw.to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
         sin = sin_raw.to(tl.float32)[:, None, :]
         o1 = _round(x1 * cos - x2 * sin, dtype, EXACT)
@@ -224,14 +229,19 @@ def _norm_rope_heads(
 
 
 @triton.jit
-def _load_v(qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, offs_h, offs_d, mask_hd,
-            HEAD_DIM: tl.constexpr):  # fmt: skip
-    """v heads ``offs_h`` of the tokens ``offs_t``: [BLOCK_T, BLOCK_HKV, BLOCK_D] in the model dtype."""
+def _load_v(qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, head_start, HEAD_DIM: tl.constexpr,
+            BLOCK_HKV: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip
+    """v heads ``[head_start, head_start + BLOCK_HKV)`` of the tokens ``offs_t``: ([BLOCK_T, BLOCK_HKV, BLOCK_D] in
+    the model dtype, the heads, the dims [1, 1, BLOCK_D], the heads' and dims' mask)."""
+    offs_h = head_start + tl.arange(0, BLOCK_HKV)
+    offs_d = tl.arange(0, BLOCK_D)[None, None, :]
+    mask_hd = (offs_h < num_kv_heads)[None, :, None] & (offs_d < HEAD_DIM)
     col = (num_q_heads + num_kv_heads) * HEAD_DIM + offs_h * HEAD_DIM
-    return tl.load(
+    v = tl.load(
         qkv_ptr + offs_t[:, None, None] * stride_qkv_t + col[None, :, None] + offs_d,
         mask=mask_t[:, None, None] & mask_hd,
     )
+    return v, offs_h, offs_d, mask_hd
 
 
 # num_tokens and num_slot_tokens change every call: specializing them (==1, %16) would compile again mid-serving;
@@ -375,11 +385,10 @@ def _qk_norm_rope_cache_kernel(
         if EARLY_LOADS:
             if WRITE_V or WRITE_CACHE:
                 # v in flight with k's loads rather than loaded after k's stores
-                offs_hv = head_start + tl.arange(0, BLOCK_HKV)
-                offs_dv = tl.arange(0, BLOCK_D)[None, None, :]
-                mask_hd = (offs_hv < num_kv_heads)[None, :, None] & (offs_dv < HEAD_DIM)
-                v = _load_v(qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, offs_hv, offs_dv,
-                            mask_hd, HEAD_DIM)  # fmt: skip
+                v, offs_hv, offs_dv, mask_hd = _load_v(
+                    qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, head_start, HEAD_DIM, BLOCK_HKV,
+                    BLOCK_D,
+                )  # fmt: skip
         _norm_rope_heads(
             qkv_ptr,
             num_q_heads * HEAD_DIM,
@@ -421,11 +430,10 @@ def _qk_norm_rope_cache_kernel(
         if WRITE_V or WRITE_CACHE:
             # v: a copy into v_out and the cache, quantized there where FP8
             if not EARLY_LOADS:
-                offs_hv = head_start + tl.arange(0, BLOCK_HKV)
-                offs_dv = tl.arange(0, BLOCK_D)[None, None, :]
-                mask_hd = (offs_hv < num_kv_heads)[None, :, None] & (offs_dv < HEAD_DIM)
-                v = _load_v(qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, offs_hv, offs_dv,
-                            mask_hd, HEAD_DIM)  # fmt: skip
+                v, offs_hv, offs_dv, mask_hd = _load_v(
+                    qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, head_start, HEAD_DIM, BLOCK_HKV,
+                    BLOCK_D,
+                )  # fmt: skip
             if WRITE_V:
                 vo = v_out_ptr + offs_t[:, None, None] * stride_vo_t + (offs_hv * stride_vo_h)[None, :, None] + offs_dv
                 tl.store(vo, v, mask=mask_t[:, None, None] & mask_hd)
