@@ -267,6 +267,8 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
             topk=topk, routed_input=routed_input, gelu=activation == "gelu", act_bf16=act_bf16,
         ))  # fmt: skip
     else:
+        # each half's weight rows of a tile in one 128 block: two scales a K tile, not a loaded vector
+        half_scales = block and N % SCALE_BLOCK == 0
         steps.append(
             _new_record(
                 Step,
@@ -323,10 +325,9 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
                         "SLOTS": slots,
                         "HAS_MAP": expert_map is not None,
                         "ZERO_BLOCK": max(16, triton.next_power_of_2(cdiv(num_counters, grid1))) if slots else 16,
-                        # each half's weight rows of a tile in one 128 block: two scales a K tile, not a loaded vector
-                        "W_HALF_SCALES": block and N % SCALE_BLOCK == 0,
+                        "W_HALF_SCALES": half_scales,
                         # issue 35's A/B: the previous K block scaled in before this one's dot (config.py)
-                        "LAZY_SCALE": _config.GEMM1_LAZY_SCALE and block and N % SCALE_BLOCK == 0 and not g1.swap_ab,
+                        "LAZY_SCALE": _config.GEMM1_LAZY_SCALE and half_scales and not g1.swap_ab,
                     },
                     g1.num_warps,
                     g1.num_stages,

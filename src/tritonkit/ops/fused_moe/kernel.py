@@ -284,6 +284,12 @@ def _topk_sum_last(
 
 
 @triton.jit
+def _half_scaled(d, a_s, wsg, wsu, offs_r, BLOCK_N: tl.constexpr):
+    """A gate/up dot tile ``d`` scaled by its rows' activation scales and each half's weight scale (LAZY_SCALE)."""
+    return d * (a_s[:, None] * tl.where(offs_r < BLOCK_N, wsg, wsu)[None, :])
+
+
+@triton.jit
 def _gemm1_h(
     a_ptr,
     a_scale_ptr,
@@ -370,7 +376,7 @@ def _gemm1_h(
             a_s, w_s = 0.0, 0.0  # no per-tile scales
         if LAZY_SCALE:
             # the previous K block's tile scaled in before this block's dot: the same FMAs in the same K order
-            acc += d_prev * (as_prev[:, None] * tl.where(offs_r < BLOCK_N, wsg_prev, wsu_prev)[None, :])
+            acc += _half_scaled(d_prev, as_prev, wsg_prev, wsu_prev, offs_r, BLOCK_N)
             d_prev = _dot(a, w)
             as_prev = a_s
             wsg_prev = wsg
@@ -379,7 +385,7 @@ def _gemm1_h(
             acc = _mma(a, w, acc, a_s, w_s, QUANT, SWAP_AB)
         a_ptrs += BLOCK_K
     if LAZY_SCALE:
-        acc += d_prev * (as_prev[:, None] * tl.where(offs_r < BLOCK_N, wsg_prev, wsu_prev)[None, :])
+        acc += _half_scaled(d_prev, as_prev, wsg_prev, wsu_prev, offs_r, BLOCK_N)
     if SWAP_AB:
         acc = tl.trans(acc)
     if QUANT == QUANT_CHANNEL:
