@@ -584,9 +584,9 @@ def test_the_prefill_tile_and_splits_follow_the_batch():
     short = config.prefill_config(4, 128, 2, 1, 64, 64, 8, 64, 132)
     assert (short.block_m, short.block_n, short.num_stages, short.num_splits) == (32, 32, 2, 1)
     assert config.prefill_config(4, 128, 2, 1, 512, 512, 8, 512, 132).block_n == 32
-    assert config.prefill_alone(1, 4, 16, 16, 32) and not config.prefill_alone(2, 4, 16, 16, 32)
-    assert not config.prefill_alone(1, 4, 16, 2000, 32)  # a 16-token chunk over a long cache: wide decode rows
-    assert not config.prefill_alone(1, 4, 4, 16, 4)  # within the narrow decode rows
+    assert config.prefill_alone(1, 4, 16, 16, 32, 16) and not config.prefill_alone(2, 4, 16, 16, 32, 32)
+    assert not config.prefill_alone(1, 4, 16, 2000, 32, 16)  # a 16-token chunk over a long cache: wide decode rows
+    assert not config.prefill_alone(1, 4, 4, 16, 4, 4)  # within the narrow decode rows
     # chunks over at least 4x their length in keys: 256-row tiles split for one program a SM
     assert pick(1, 256, 16384) == (256, 4)
     assert pick(1, 512, 16384) == (256, 2)

@@ -491,7 +491,7 @@ def _plan(
 
 
 def prefill_alone(
-    num_seqs: int, group: int, max_seqlen_q: int, max_keys: int, decode_rows_q: int, num_tokens: int = 0
+    num_seqs: int, group: int, max_seqlen_q: int, max_keys: int, decode_rows_q: int, num_tokens: int
 ) -> bool:
     """Whether the prefill kernel takes the whole batch in one launch (no decode launch): one sequence longer than
     a decode program holds (``decode_rows_q`` tokens), or one short prompt past the narrow decode rows; with
