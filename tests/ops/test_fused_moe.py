@@ -179,6 +179,32 @@ def test_block_fp8_gemm1_in_two_column_tiles_computes_the_same_layer(rows, swap,
         _check(got, inputs)
 
 
+@pytest.mark.parametrize("block_k", [64, 128])
+@pytest.mark.parametrize("rows", [16, 64])
+def test_block_fp8_lazy_scaling_computes_the_same_layer(rows, block_k, monkeypatch):
+    # LAZY_SCALE (both GEMMs, block-wise fp8): K block kb - 1's scaled tile is added before K block kb's dot instead
+    # of right after its own; the same FMAs into the accumulator in the same K order, so the same bits either way
+    inputs = _inputs(num_tokens=33, quant="fp8_block128", hidden=256, inter=256)
+    pos, kw = _args(inputs)
+    cfg = config.FusedMoeConfig(
+        config.GemmConfig(rows, 128, block_k, 1, 4, 2), config.GemmConfig(rows, 128, block_k, 1, 4, 2)
+    )
+    lazy = []
+    monkeypatch.setattr(
+        api, "launch", lambda k, g, a, c, *r: lazy.append(c.get("LAZY_SCALE")) or launch(k, g, a, c, *r)
+    )
+    got = {}
+    for on in (False, True):
+        monkeypatch.setattr(config, "GEMM1_LAZY_SCALE", on)
+        monkeypatch.setattr(config, "GEMM2_LAZY_SCALE", on)
+        lazy.clear()
+        got[on] = api.forward(api.check_args(*pos, **kw), config=cfg)
+        assert [v for v in lazy if v is not None] == [on, on], lazy  # both GEMMs took the switch
+    assert torch.equal(got[True], got[False])
+    if got[True].device.type == "cpu":
+        _check(got[True], inputs)
+
+
 @pytest.mark.parametrize("quant", ["none", "fp8_channel", "fp8_block128"])
 def test_swapped_operands_compute_the_same_layer(quant):
     # swap_ab: the weight tile is the MMA's left operand and the accumulator is transposed until the epilogue

@@ -162,12 +162,13 @@ GEMM2_HOPPER_STAGES = 4
 #: in the epilogue): TRITONKIT_MOE_GEMM1_HOPPER=1 turns it on.
 GEMM1_HOPPER = os.environ.get("TRITONKIT_MOE_GEMM1_HOPPER", "0").strip() not in ("", "0")
 GEMM1_HOPPER_STAGES = 4
-#: issue 35 (Triton 3.8 4-5% slower than 3.6 on block-fp8 GEMMs): A/B switches, off by default until timed.
 #: LAZY_SCALE: kernel.py's block-fp8 GEMMs add K block kb - 1's scaled tile before K block kb's dot (the same FMAs in
-#: the same order: the same bits), so the next stage's loads issue right after the wgmma wait-all; 3.8's GEMM2
-#: otherwise issues them after the 64 scale FMAs. TRITONKIT_MOE_GEMM1_LAZY_SCALE=1 / TRITONKIT_MOE_GEMM2_LAZY_SCALE=1.
-GEMM1_LAZY_SCALE = os.environ.get("TRITONKIT_MOE_GEMM1_LAZY_SCALE", "0").strip() not in ("", "0")
-GEMM2_LAZY_SCALE = os.environ.get("TRITONKIT_MOE_GEMM2_LAZY_SCALE", "0").strip() not in ("", "0")
+#: the same order: the same bits), so the next stage's loads issue right after the wgmma wait-all (3.8's GEMM2 otherwise
+#: issues them after the 64 scale FMAs). On: DeepSeek-V3 at 4096 / 16384 tokens never slower on Triton 3.6, 3.8 or
+#: 3.9, 1.6% faster on 3.8 at 16384 (H100, docs/notes/triton-versions-h200.md). TRITONKIT_MOE_GEMM{1,2}_LAZY_SCALE=0
+#: turns either off.
+GEMM1_LAZY_SCALE = os.environ.get("TRITONKIT_MOE_GEMM1_LAZY_SCALE", "1").strip() not in ("", "0")
+GEMM2_LAZY_SCALE = os.environ.get("TRITONKIT_MOE_GEMM2_LAZY_SCALE", "1").strip() not in ("", "0")
 #: mean rows per expert (M * topk / E) up to which a layer is weight-bandwidth bound and takes 16-row tiles, and up to
 #: which 64-row tiles beat 128-row ones (H200, docs/notes/fused-moe-h200.md: Mixtral M=64, 16 rows per expert, 956 us
 #: at 16 rows against 674 at 64; Qwen3 M=256, 16 per expert, 346 against 325; 128 rows from 64 per expert)
