@@ -30,6 +30,21 @@ def test_hopper_prefill_is_on_unless_turned_off():
 
 
 @pytest.mark.parametrize(
+    "version, turns",
+    [("3.6.0", True), ("3.7.1", True), ("3.8.0", True), ("3.9.0", False), ("3.10.0", False), ("4.0.0", False)],
+)
+def test_pingpong_turns_are_keyed_on_the_triton_release(version, turns):
+    # the same sm_90 build is 41% slower with the warpgroups taking turns under Triton 3.9 (config.py), level or
+    # faster with them through 3.8: the default follows the release the user runs; the variable still decides
+    assert config.prefill_hopper_turns(version) is turns
+    assert config.prefill_hopper_turns(version, "0") is False
+    assert config.prefill_hopper_turns(version, " 1") is True
+    assert config.PREFILL_HOPPER_TURNS is config.prefill_hopper_turns(
+        config._triton_compat.VERSION, os.environ.get("TRITONKIT_PREFILL_HOPPER_TURNS")
+    )
+
+
+@pytest.mark.parametrize(
     "capability, head_dim, block_size, group, rows, fits",
     [
         ((9, 0), 128, 16, 4, 1 << 20, True),

@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 from .. import _memo
-from ... import _vocab
+from ... import _triton_compat, _vocab
 from .. import _device
 from .._ints import cdiv, next_power_of_2
 
@@ -169,13 +170,26 @@ PREFILL_HOPPER_STAGES = 2
 # TRITONKIT_PREFILL_HOPPER_OVERLAP=0 turns it off.
 PREFILL_HOPPER_OVERLAP = os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "1").strip() != "0"
 # PINGPONG: the two consumer warpgroups as two 4-warp partitions of 64 rows each, each in FA3's order (tile j's
-# score dot and tile j - 1's P x V issued together, then tile j's softmax, which ptxas schedules after both dots),
-# and with TURNS their dots alternating on a pair of mbarriers so one warpgroup's softmax runs under the other's dots.
+# score dot and tile j - 1's P x V issued together, then tile j's softmax, which ptxas schedules after both dots).
 # It replaces OVERLAP's order, bit for bit the same outputs. H200, Triton 3.6, against OVERLAP in one run (6508612):
 # causal 16K 3528 against 4278 us (623 TFLOP/s; FA3 3655), a chunk of 1024 over 16K 450 against 500 (FA3 458),
 # causal 1024 31.1 against 33.1 (docs/notes/prefill-pingpong.md). TRITONKIT_PREFILL_HOPPER_PINGPONG=0 turns it off.
 PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1").strip() not in ("", "0")
-PREFILL_HOPPER_TURNS = os.environ.get("TRITONKIT_PREFILL_HOPPER_TURNS", "1").strip() != "0"
+
+
+def prefill_hopper_turns(version: str, setting: str | None = None) -> bool:
+    """TURNS under Triton ``version``: the two warpgroups' dots alternate on a pair of mbarriers (one's softmax under
+    the other's dots) through 3.8 and run free from 3.9, unless ``setting`` (TRITONKIT_PREFILL_HOPPER_TURNS: "0" off,
+    else on) says. The same sm_90 build loses 41% with turns under 3.9 (ncu: 11.9 warp cycles an issued instruction
+    against 7.8 under 3.6, the same launch). H100, causal 16K / a chunk of 1024 over 16K, turns against none
+    (docs/notes/triton-versions-h200.md): 3.6 3717 / 3752 us and 459 / 458 (level), 3.8 3683 / 3776 and 453 / 471,
+    3.9 5181 / 4084 and 652 / 488 (OVERLAP's order under 3.9: 4492 and 547)."""
+    if setting is not None:
+        return setting.strip() not in ("", "0")
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (3, 9)
+
+
+PREFILL_HOPPER_TURNS = prefill_hopper_turns(_triton_compat.VERSION, os.environ.get("TRITONKIT_PREFILL_HOPPER_TURNS"))
 # PREFILL_ALONE_PROMPTS: a batch of several sequences whose host integers prove that none is the decode kernel's
 # (num_tokens > (num_seqs - 1) x max_seqlen_q + the decode program's query tokens: were one sequence at most that
 # many tokens, the others could not hold the rest) launches the prefill kernel alone, as one prompt does, instead
