@@ -375,3 +375,10 @@ def test_gluon_names_resolve_on_this_triton():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["True", "True", "True"], r.stdout
+
+
+def test_version_key_orders_releases_as_numbers():
+    # the one place tritonkit reads a release's number (fused_moe's table fallback, the prefill's turns rule)
+    assert compat.version_key("3.10.0") > compat.version_key("3.9.0") > compat.version_key("3.8.0")
+    assert compat.version_key("3.9.0+git1a2b3c") == (3, 9, 0)
+    assert compat.version_key("3.8.0") < (3, 9) <= compat.version_key("3.9.0")

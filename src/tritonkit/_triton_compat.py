@@ -56,6 +56,13 @@ from triton.runtime.jit import JITFunction
 
 DEVELOPED_AGAINST = "3.6.0"
 VERSION = triton.__version__
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A release string as numbers to compare ("3.9.0+git1a2b" -> (3, 9, 0); a part that is not a number is 0)."""
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("+")[0].split("."))
+
+
 #: the Triton releases tritonkit supports, each with the PyPI torch releases that require it (the README's support
 #: matrix; .ci/triton-matrix runs the tests on each, .ci/run on the first and the last)
 SUPPORTED = {
@@ -97,6 +104,7 @@ __all__ = [
     "make_backend",
     "make_binder",
     "pack_args",
+    "version_key",
 ]
 
 

@@ -272,10 +272,6 @@ def _tables(config_dir: str) -> dict:
     return out
 
 
-def _version_key(v: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in v.split("+")[0].split("."))
-
-
 def nearest_bucket(M: int, buckets: list[int]) -> int:
     """The bucket nearest to M in log2, ties to the larger one."""
     lm = math.log2(max(M, 1))
@@ -298,11 +294,11 @@ def lookup(
     versions = _tables(str(config_dir or CONFIG_DIR)).get((E, N, K, dtype, quant, device_name))
     if not versions:
         return None
-    if triton_version is None:
-        import triton
+    from ... import _triton_compat
 
-        triton_version = triton.__version__
-    ver = triton_version if triton_version in versions else max(versions, key=_version_key)
+    if triton_version is None:
+        triton_version = _triton_compat.VERSION
+    ver = triton_version if triton_version in versions else max(versions, key=_triton_compat.version_key)
     buckets, cfgs = versions[ver]
     return cfgs[nearest_bucket(M, buckets)]
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 
 from .. import _memo
 from ... import _triton_compat, _vocab
@@ -186,7 +185,7 @@ def prefill_hopper_turns(version: str, setting: str | None = None) -> bool:
     3.9 5181 / 4084 and 652 / 488 (OVERLAP's order under 3.9: 4492 and 547)."""
     if setting is not None:
         return setting.strip() not in ("", "0")
-    return tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (3, 9)
+    return _triton_compat.version_key(version) < (3, 9)
 
 
 PREFILL_HOPPER_TURNS = prefill_hopper_turns(_triton_compat.VERSION, os.environ.get("TRITONKIT_PREFILL_HOPPER_TURNS"))
