@@ -179,10 +179,11 @@ PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1
 def prefill_hopper_turns(version: str, setting: str | None = None) -> bool:
     """TURNS under Triton ``version``: the two warpgroups' dots alternate on a pair of mbarriers (one's softmax under
     the other's dots) through 3.8 and run free from 3.9, unless ``setting`` (TRITONKIT_PREFILL_HOPPER_TURNS: "0" off,
-    else on) says. The same sm_90 build loses 41% with turns under 3.9 (ncu: 11.9 warp cycles an issued instruction
-    against 7.8 under 3.6, the same launch). H100, causal 16K / a chunk of 1024 over 16K, turns against none
-    (docs/notes/triton-versions-h200.md): 3.6 3717 / 3752 us and 459 / 458 (level), 3.8 3683 / 3776 and 453 / 471,
-    3.9 5181 / 4084 and 652 / 488 (OVERLAP's order under 3.9: 4492 and 547)."""
+    else on) says. With turns the sm_90 build runs 38-41% slower under 3.9 than under 3.6 (ncu: 11.9 warp cycles an
+    issued instruction against 7.8, the same launch) and 27-34% slower than without them. H100, causal 16K / a chunk
+    of 1024 over 16K, turns against none (docs/notes/triton-versions-h200.md): 3.6 3717 / 3752 us and 459 / 458
+    (level), 3.8 3683 / 3776 and 453 / 471, 3.9 5181 / 4084 and 652 / 488 (OVERLAP's order under 3.9: 4492 and
+    547)."""
     if setting is not None:
         return setting.strip() not in ("", "0")
     return _triton_compat.version_key(version) < (3, 9)
