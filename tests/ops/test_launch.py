@@ -49,7 +49,7 @@ def _probe_jit() -> JITFunction:
     return JITFunction(_probe, do_not_specialize=["m"])
 
 
-def _triton_key(kernel, args, constexprs, num_warps, num_stages=None, launch_pdl=False) -> str:
+def _triton_key(kernel, args, constexprs, num_warps, num_stages=None, launch_pdl=False, maxnreg=None) -> str:
     """What ``JITFunction.run`` keys its cache on (minus the options it adds itself, equal for all calls here)."""
     binder = create_function_from_signature(kernel.signature, kernel.params, BACKEND)
     kw = dict(constexprs, num_warps=num_warps)
@@ -57,12 +57,16 @@ def _triton_key(kernel, args, constexprs, num_warps, num_stages=None, launch_pdl
         kw["num_stages"] = num_stages
     if launch_pdl:
         kw["launch_pdl"] = True
+    if maxnreg is not None:
+        kw["maxnreg"] = maxnreg
     _, specialization, options = binder(*args, **kw)
     return str(specialization) + str(options)
 
 
-def _our_key(kernel, args, constexprs, num_warps, num_stages=None, launch_pdl=False):
-    return _launch.cache_key(kernel, args, constexprs, num_warps, num_stages, BACKEND, launch_pdl=launch_pdl)
+def _our_key(kernel, args, constexprs, num_warps, num_stages=None, launch_pdl=False, maxnreg=None):
+    return _launch.cache_key(
+        kernel, args, constexprs, num_warps, num_stages, BACKEND, launch_pdl=launch_pdl, maxnreg=maxnreg
+    )
 
 
 def _has_descriptor(call) -> bool:
@@ -228,7 +232,8 @@ def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
         for grid, args, kw in rec.launches:
             kw = dict(kw)
             assert kw.pop("enable_fp_fusion") is True
-            calls.append((args, kw, kw.pop("num_warps"), kw.pop("num_stages", None), kw.pop("launch_pdl", False)))
+            options = (kw.pop("num_warps"), kw.pop("num_stages", None), kw.pop("launch_pdl", False))
+            calls.append((args, kw, *options, kw.pop("maxnreg", None)))
             assert type(grid) is tuple
         assert calls, f"{k} never launched"
         if k in ("_fused_moe_gemm1_kernel", "_fused_moe_gemm2_kernel"):
@@ -241,11 +246,13 @@ def test_normal_path_passes_exactly_the_old_call():
     _launch.launch(rec, (3, 2), (1, 2), {"A": 4}, 8)
     _launch.launch(rec, (3,), (1,), {}, 4, 2)
     _launch.launch(rec, (3,), (1,), {}, 4, None, launch_pdl=True)
+    _launch.launch(rec, (3,), (1,), {}, 8, None, maxnreg=48)
     # FMA contraction asked for explicitly, so Triton 3.10's new default cannot change the ops' numerics
     assert rec.launches == [
         ((3, 2), (1, 2), {"A": 4, "num_warps": 8, "enable_fp_fusion": True}),
         ((3,), (1,), {"num_warps": 4, "enable_fp_fusion": True, "num_stages": 2}),
         ((3,), (1,), {"num_warps": 4, "enable_fp_fusion": True, "launch_pdl": True}),
+        ((3,), (1,), {"num_warps": 8, "enable_fp_fusion": True, "maxnreg": 48}),
     ]
 
 
@@ -313,10 +320,10 @@ class _Harness:
         monkeypatch.setattr(triton_jit, "compute_cache_key", counted_key)
         monkeypatch.setattr(_launch, "_DEVICE_TENSOR", "is_cpu")  # CPU tensors stand in for CUDA ones
 
-    def launch(self, call=None, grid=(5, 2), launch_pdl=False):
+    def launch(self, call=None, grid=(5, 2), launch_pdl=False, maxnreg=None):
         args, ce, nw, ns = call or _call()
         before = self.triton_runs
-        _launch.launch(self.kernel, grid, args, ce, nw, ns, launch_pdl=launch_pdl)
+        _launch.launch(self.kernel, grid, args, ce, nw, ns, launch_pdl=launch_pdl, maxnreg=maxnreg)
         return "normal" if self.triton_runs > before else "fast"
 
 
@@ -511,6 +518,18 @@ def test_a_programmatic_dependent_launch_is_its_own_key(harness):
     assert harness.launch(launch_pdl=True) == "fast"
     assert harness.launch() == "fast"
     assert len(harness.compiles) == 2
+
+
+def test_a_register_cap_is_its_own_key(harness):
+    # maxnreg is a compile option: a kernel built under one cap never stands in for one built under another or none
+    assert harness.launch() == "normal"
+    assert harness.launch(maxnreg=48) == "normal"
+    assert harness.launch(maxnreg=64) == "normal"
+    assert harness.launch(maxnreg=48) == "fast"
+    assert harness.launch() == "fast"
+    assert len(harness.compiles) == 3
+    a, b, c = (_our_key(_probe_jit(), *_call(), maxnreg=m) for m in (None, 48, 64))
+    assert len({a, b, c}) == 3
 
 
 def test_a_bound_launch_repeats_with_new_leading_arguments(harness, monkeypatch):

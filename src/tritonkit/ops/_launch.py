@@ -280,10 +280,16 @@ def _inspecting(conv: _compat.LaunchConvention) -> bool:
 
 
 def _options(
-    kernel, device: int, num_warps: int, num_stages: int | None, launch_pdl: bool, extras: tuple = ()
+    kernel,
+    device: int,
+    num_warps: int,
+    num_stages: int | None,
+    launch_pdl: bool,
+    extras: tuple = (),
+    maxnreg: int | None = None,
 ) -> tuple:
     """The options JITFunction.run keys on besides the arguments and constexprs: device, warps, stages, pdl, debug,
-    instrumentation, then the convention's extra compilation knobs."""
+    instrumentation, the convention's extra compilation knobs, then the register cap."""
     return (
         device,
         num_warps,
@@ -292,11 +298,19 @@ def _options(
         kernel.debug or knobs.runtime.debug,
         knobs.compilation.instrumentation_mode,
         *extras,
+        maxnreg,
     )
 
 
 def _prepare(
-    kernel, grid, args: tuple, constexprs: dict, num_warps: int, num_stages: int | None, launch_pdl: bool = False
+    kernel,
+    grid,
+    args: tuple,
+    constexprs: dict,
+    num_warps: int,
+    num_stages: int | None,
+    launch_pdl: bool = False,
+    maxnreg: int | None = None,
 ):
     """``(state, key, bound args, driver, device, Triton's kernel cache)`` for a launch the fast path may take,
     else None."""
@@ -325,7 +339,7 @@ def _prepare(
         drv = _T.driver.active
         dev = drv.get_current_device()
         kernel_cache, backend = _compat.device_cache(kernel, dev)
-        options = _options(kernel, dev, num_warps, num_stages, launch_pdl, _compilation_extras(conv))
+        options = _options(kernel, dev, num_warps, num_stages, launch_pdl, _compilation_extras(conv), maxnreg)
         key = state.key(full, backend, options, _DEVICE_TENSOR)
     except Exception:  # noqa: BLE001 - no driver, an int past u64, ...: the normal path reports it
         return None
@@ -359,14 +373,15 @@ def launch(
     num_stages: int | None = None,
     launch_pdl: bool = False,
     front: int | None = None,
+    maxnreg: int | None = None,
 ) -> Bound | None:
     """``kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)``, with the host overhead of
     ``JITFunction.run`` skipped on calls whose specialization was launched before. ``num_stages=None`` passes none
     (Triton's default); ``launch_pdl=True`` adds Triton's option of that name (a programmatic dependent launch,
     sm_90+: the compiled kernel's launcher carries it, so the fast path launches it the same way). With ``front``,
     the :class:`Bound` that repeats this launch with new first ``front`` arguments, where the fast path now holds
-    the kernel (else None)."""
-    fast = _prepare(kernel, grid, args, constexprs, num_warps, num_stages, launch_pdl) if _enabled else None
+    the kernel (else None). ``maxnreg`` caps the registers a thread (Triton's option of that name; None: no cap)."""
+    fast = _prepare(kernel, grid, args, constexprs, num_warps, num_stages, launch_pdl, maxnreg) if _enabled else None
     if fast is not None:
         state, key, full, drv, dev, kernel_cache = fast
         entry = state.entries.get(key)
@@ -386,6 +401,8 @@ def launch(
         options["num_stages"] = num_stages
     if launch_pdl:
         options["launch_pdl"] = True
+    if maxnreg is not None:
+        options["maxnreg"] = maxnreg
     try:
         compiled = kernel[grid](*args, **constexprs, **options)
     except (RuntimeError, ValueError, TypeError) as e:
@@ -490,6 +507,7 @@ def cache_key(
     backend,
     device: int = 0,
     launch_pdl: bool = False,
+    maxnreg: int | None = None,
 ) -> tuple | None:
     """The fast path's key for one launch on tensors of any device, for the given backend (no driver needed)."""
     if _T is None or not _jit_kernel(kernel):
@@ -501,5 +519,5 @@ def cache_key(
     full = state.bind(args, constexprs, num_warps)
     if full is None:
         return None
-    options = _options(kernel, device, num_warps, num_stages, launch_pdl, _compilation_extras(conv))
+    options = _options(kernel, device, num_warps, num_stages, launch_pdl, _compilation_extras(conv), maxnreg)
     return state.key(full, backend, options, None)
