@@ -9,6 +9,7 @@ from fused_fma import fused_fma
 
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
 from tritonkit.ops.rms_norm_quant_fp8 import api
+from tritonkit.ops.rms_norm_quant_fp8 import config as api_config
 from tritonkit.ops.rms_norm_quant_fp8.api import rms_norm_quant_fp8
 from tritonkit.ops.rms_norm_quant_fp8.reference import rms_norm_quant_fp8_reference, scaled_fp8_quant_reference
 from tritonkit.ops.rms_norm_quant_fp8.spec import SPEC
@@ -208,6 +209,53 @@ def test_hostile_static_scales_write_only_the_output(bad):
     vllm.rms_norm_static_fp8_quant(buf[1:4], x, torch.ones(128, dtype=torch.bfloat16), torch.tensor([bad]), EPS)
     assert torch.all(buf.view(torch.uint8)[0] == 0x55) and torch.all(buf.view(torch.uint8)[4] == 0x55)
     assert not torch.isnan(buf[1:4].float()).any()
+
+
+# -- the dynamic modes' early weight (TRITONKIT_RMS_QUANT_EARLY_W) ----------------------------------------------------
+@pytest.mark.parametrize("quant", ["token", "group"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_the_early_weight_gives_the_same_codes(monkeypatch, dtype, quant):
+    monkeypatch.setattr(api_config, "DYNAMIC_EARLY_W", True)
+    rec = Recorder()
+    kernel = api._rms_norm_quant_fp8_kernel
+    monkeypatch.setattr(api, "_rms_norm_quant_fp8_kernel", rec)
+    api.rms_norm_quant_fp8(torch.zeros(2, 384, dtype=dtype), torch.ones(384, dtype=dtype), EPS, quant=quant)
+    assert rec.launches[0][2]["EARLY_W"] is True  # the path under test is the one taken
+    monkeypatch.setattr(api, "_rms_norm_quant_fp8_kernel", kernel)
+    fill = Fill("outlier", "cpu", seed=7)
+    with fused_fma(monkeypatch):
+        for t, h in SHAPES + [(2, 4096)]:
+            if quant == "group" and h % 128:
+                continue
+            x = fill((t, h), dtype)
+            w = (1.0 + 0.1 * fill((h,), dtype, family="randn")).to(dtype)
+            _check(x, w, quant, residual=fill((t, h), dtype, family="randn"), transposed=quant == "group")
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_the_early_weight_is_capped_where_it_would_cost_programs(monkeypatch, on):
+    # 8 warps (Llama-3-8B's 4096 columns): early under a 48-register cap; 16 warps (DeepSeek-V3's 7168): early,
+    # uncapped; past 16 values a thread (16384 columns): late. Off: every dynamic row late, uncapped; static early.
+    monkeypatch.setattr(api_config, "DYNAMIC_EARLY_W", on)
+    kernel = api._rms_norm_quant_fp8_kernel
+    rec = Recorder()
+    monkeypatch.setattr(api, "_rms_norm_quant_fp8_kernel", rec)
+    for h in (4096, 7168, 16384):
+        for quant in ("static", "token"):
+            x = torch.empty(3, h, dtype=torch.bfloat16, device="meta")
+            scale = torch.ones(1, device="meta") if quant == "static" else None
+            w = torch.empty(h, dtype=torch.bfloat16, device="meta")
+            api.rms_norm_quant_fp8(x, w, EPS, quant=quant, scale=scale)
+    got = [(kw["EARLY_W"], kw.get("maxnreg"), kw["num_warps"]) for _, _, kw in rec.launches]
+    if on:
+        assert got == [(True, None, 8), (True, 48, 8), (True, None, 16), (True, None, 16), (True, None, 16),
+                       (False, None, 16)]  # fmt: skip
+    else:
+        assert got == [(True, None, 8), (False, None, 8), (True, None, 16), (False, None, 16), (True, None, 16),
+                       (False, None, 16)]  # fmt: skip
+    # the cap is part of the compile: still one specialization a width and mode over the sweep
+    monkeypatch.setattr(api, "_rms_norm_quant_fp8_kernel", kernel)
+    assert len(specialization_keys(kernel, rec.launches)) == len(rec.launches)
 
 
 # -- one compile over the sweep ------------------------------------------------------------------------------------

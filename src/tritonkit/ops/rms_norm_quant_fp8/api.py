@@ -12,7 +12,7 @@ from .. import _alloc, _checks, _fp8
 from .._fp8_jit import fused_fma
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
-from .config import rms_norm_quant_config
+from .config import early_weight, rms_norm_quant_config
 from .kernel import _rms_norm_quant_fp8_kernel
 
 #: the ``quant`` modes and the kernel's QUANT for each
@@ -70,6 +70,7 @@ def _run(
     group_m, group_n = 1, 1
     if mode == _GRID:
         group_m, group_n, st, sg = grid_scale
+    early_w, maxnreg = early_weight(cfg, norm, mode in (1, 2, 3))
     launch(
         _rms_norm_quant_fp8_kernel,
         (n_rows,),
@@ -104,9 +105,11 @@ def _run(
             "HAS_UB": scale_ub is not None,
             "BLOCK": cfg.block,
             "SINGLE_PASS": cfg.single_pass,
+            "EARLY_W": early_w,
             "FUSED_FMA": fused_fma(),
         },
         cfg.num_warps,
+        maxnreg=maxnreg,
     )
 
 

@@ -35,3 +35,29 @@ def rms_norm_quant_config(hidden: int, elem_bytes: int) -> RmsNormQuantConfig:
     # rms_norm's choice (about 32 bytes of the row per thread, docs/notes/rms-norm.md); not measured for this op
     num_warps = min(max(block * elem_bytes // (32 * 32), 1), 16) if WARPS is None else WARPS
     return RmsNormQuantConfig(block, single, num_warps)
+
+
+# A dynamic row (per token, per group) with its weight loaded beside x (the kernel's EARLY_W) holds it through two
+# reductions: 48 -> 60 registers a thread at Llama-3-8B's 4096 columns, 4 programs a SM instead of 5 at 4096 tokens.
+# Capped at 48 it compiles without a spill where a thread holds at most 16 of the row's values at 4 or 8 warps (sm_90
+# SASS, Triton 3.6 and 3.8, every model width; 3.9's per-token row stores one value to the stack and loads it once;
+# docs/notes/fused-fp8-small.md). 16-warp rows (5120-8192 columns) take 60 uncapped, 2 programs a SM either way;
+# threads holding more than 16 values keep the late weight.
+DYNAMIC_EARLY_REGS = 48
+# Off until timed on a GPU: TRITONKIT_RMS_QUANT_EARLY_W=1 turns it on for the dynamic modes (static always has it).
+DYNAMIC_EARLY_W = os.environ.get("TRITONKIT_RMS_QUANT_EARLY_W", "0").strip() not in ("", "0")
+
+
+def early_weight(cfg: RmsNormQuantConfig, norm: bool, dynamic: bool) -> tuple[bool, int | None]:
+    """``(EARLY_W, maxnreg)`` of a launch: the weight loaded with x in a single pass (one memory round trip fewer at
+    decode sizes), with the register cap a dynamic mode needs to keep its programs a SM; streamed rows and threads
+    holding more than 16 values of a dynamic row load it after the reduction, uncapped."""
+    if not (norm and cfg.single_pass):
+        return False, None
+    if not dynamic:
+        return True, None
+    if not DYNAMIC_EARLY_W:
+        return False, None
+    if cfg.block // (32 * cfg.num_warps) > 16:
+        return False, None
+    return True, DYNAMIC_EARLY_REGS if cfg.num_warps <= 8 else None

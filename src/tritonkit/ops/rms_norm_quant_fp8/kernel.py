@@ -83,6 +83,7 @@ def _rms_norm_quant_fp8_kernel(
     HAS_UB: tl.constexpr,
     BLOCK: tl.constexpr,
     SINGLE_PASS: tl.constexpr,
+    EARLY_W: tl.constexpr,
     FUSED_FMA: tl.constexpr,
 ):
     """One row per program: ``y = rms_norm(x (+ residual)) * w`` at vLLM's rounding points (NORM off: ``y = x``,
@@ -94,7 +95,8 @@ def _rms_norm_quant_fp8_kernel(
     BLOCK chunks, read once for the statistics, once more for a per-token amax, and once to write (the residual is
     written only in that last pass: in vLLM's in-place form it is also an input). TOKEN and GROUP divide by their
     scale through its reciprocal with Markstein's correction where FUSED_FMA (tl.fma rounds once: every GPU), the
-    same quotient as ``div_rn`` in three float32 operations a value."""
+    same quotient as ``div_rn`` in three float32 operations a value. EARLY_W (SINGLE_PASS with NORM): the weight is
+    loaded with x, before the row's reduction, instead of after it."""
     pid = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + pid * stride_x
     res_row = res_ptr + pid * stride_res
@@ -109,9 +111,8 @@ def _rms_norm_quant_fp8_kernel(
         mask = offs < hidden
         # Every load x does not feed is issued before x's, and a CTA barrier keeps it there: ptxas otherwise issues
         # each where it is used (the static scale's reciprocal before x's load, the weight and scale_ub after the
-        # row's reduction), one memory round trip of a decode-sized call each. Not the weight of TOKEN and GROUP:
-        # held through their two reductions it costs a program a SM at 4096 tokens (docs/notes/fused-fp8-small.md)
-        EARLY_W: tl.constexpr = NORM and QUANT != TOKEN and QUANT != GROUP
+        # row's reduction), one memory round trip of a decode-sized call each. EARLY_W (the host's choice, config.
+        # early_weight): the weight too; TOKEN and GROUP hold it through two reductions, under a register cap
         ub = 0.0
         if HAS_UB:
             ub = tl.load(ub_ptr)
