@@ -387,6 +387,7 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
             "OVERLAP": config.PREFILL_HOPPER_OVERLAP,
             "PINGPONG": config.PREFILL_HOPPER_PINGPONG,
             "TURNS": config.PREFILL_HOPPER_TURNS,
+            "EARLY_PAGES": config.PREFILL_HOPPER_EARLY_PAGES,
         },
         # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)
         pre.num_warps // 2 if config.PREFILL_HOPPER_PINGPONG else pre.num_warps,

@@ -56,6 +56,18 @@ def _page_row(bt_row, pos, seqlen_k, num_blocks, BLOCK_SIZE: gl.constexpr):
 
 
 @gluon.jit
+def _tile_rows(
+    bt_row, j, seqlen_k, num_blocks, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, PAGE_ROWS: gl.constexpr
+):
+    """Tile j's cache rows, one a box (_page_row of each box's first key), as a vector every lane of the load warp
+    holds whole: its block-table loads issue together, and a box's row is read out of it without a shuffle."""
+    CHUNKS: gl.constexpr = BLOCK_N // PAGE_ROWS
+    layout: gl.constexpr = gl.BlockedLayout([CHUNKS], [32], [1], [0])
+    c = gl.arange(0, CHUNKS, layout=layout)
+    return c, _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
+
+
+@gluon.jit
 def _load_partition(
     k_desc,
     v_desc,
@@ -75,23 +87,34 @@ def _load_partition(
     BLOCK_SIZE: gl.constexpr,
     PAGE_ROWS: gl.constexpr,
     STAGES: gl.constexpr,
+    EARLY_PAGES: gl.constexpr,
 ):
-    """The load warp: tiles [lo, hi) into the stage ring, K then V, each waiting for its buffer to be freed."""
+    """The load warp: tiles [lo, hi) into the stage ring, K then V, each waiting for its buffer to be freed.
+    EARLY_PAGES: a tile's block-table entries are loaded together before the wait for its K buffer (their latency
+    under the wait, read once for K and V); otherwise each box's entry is loaded where its TMA is issued."""
     tile_bytes: gl.constexpr = k_desc.block_type.nbytes * (BLOCK_N // PAGE_ROWS)
     for j in range(lo, hi):
         it = j - lo
         s = it % STAGES
         # a fresh mbarrier counts as having completed the phase before phase 0: the first STAGES waits pass
         free_phase = ((it // STAGES) & 1) ^ 1
+        if EARLY_PAGES:
+            c_idx, rows = _tile_rows(bt_row, j, seqlen_k, num_blocks, BLOCK_N, BLOCK_SIZE, PAGE_ROWS)
         mbarrier.wait(k_empty.index(s), free_phase)
         mbarrier.expect(k_ready.index(s), tile_bytes)
         for c in gl.static_range(BLOCK_N // PAGE_ROWS):
-            row = _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
+            if EARLY_PAGES:
+                row = gl.max(gl.where(c_idx == c, rows, -1), axis=0)
+            else:
+                row = _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
             gluon_tma_load(k_desc, [row, col], k_ready.index(s), k_bufs.index(s).slice(c * PAGE_ROWS, PAGE_ROWS))
         mbarrier.wait(v_empty.index(s), free_phase)
         mbarrier.expect(v_ready.index(s), tile_bytes)
         for c in gl.static_range(BLOCK_N // PAGE_ROWS):
-            row = _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
+            if EARLY_PAGES:
+                row = gl.max(gl.where(c_idx == c, rows, -1), axis=0)
+            else:
+                row = _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
             gluon_tma_load(v_desc, [row, col], v_ready.index(s), v_bufs.index(s).slice(c * PAGE_ROWS, PAGE_ROWS))
 
 
@@ -602,6 +625,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     OVERLAP: gl.constexpr,
     PINGPONG: gl.constexpr,
     TURNS: gl.constexpr,
+    EARLY_PAGES: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
@@ -681,7 +705,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                     _load_partition,
                     (
                         k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                        num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES,
+                        num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
                     ),
                 ),
             ],
@@ -707,7 +731,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                     _load_partition,
                     (
                         k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                        num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES,
+                        num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
                     ),
                 ),
             ],
