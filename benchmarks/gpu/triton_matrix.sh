@@ -7,7 +7,10 @@
 #   a Triton, or from ../shared/device/carry-triton.sh's three parts):
 #     TRITONS="image /tmp/triton-3.8.0" bash benchmarks/gpu/triton_matrix.sh host kernels tests validate
 #   TRITONS: "image" is the machine's own Triton; a folder is a carried one (imported with TRITON_BACKENDS_IN_TREE=1).
-#   Steps: host (twice over the list, alternating, ~1 min a Triton), kernels (~2-3 min a Triton), tests, validate.
+#   Steps: host (twice over the list, alternating, ~1 min a Triton), kernels (~2-3 min a Triton), tests, validate,
+#   ab (environment switches A/B under each Triton: AB_SWITCHES, sets separated by "|", "base" for none, e.g.
+#   AB_SWITCHES="base|TRITONKIT_PREFILL_HOPPER_EARLY_PAGES=1|TRITONKIT_PREFILL_HOPPER_STAGES=3"; AB_BENCH, the bench
+#   arguments, default the prefill's causal and chunked points at 1024 and 16384 tokens; ~20 s a set and Triton).
 #   KERNEL_TOKENS / MOE_TOKENS / MOE_MODELS narrow the kernel points; KERNEL_TRITONS, TEST_TRITONS and
 #   VALIDATE_TRITONS limit those steps to some of the Tritons (the host step always alternates all of them);
 #   VALIDATE_OPS and VALIDATE_ARGS (e.g. "--dtype bfloat16") narrow validate.
@@ -95,7 +98,25 @@ for step in $STEPS; do
           --json "$W/validate-$tag.json" --quiet 2>&1 | tail -3 | tee -a "$W/log.txt"
       done
       ;;
-    *) echo "unknown step $step (host kernels tests validate)" >&2 ;;
+    ab)
+      IFS='|' read -r -a AB_SETS <<< "${AB_SWITCHES:-base}"
+      for t in ${KERNEL_TRITONS:-$TRITONS}; do
+        tag=${TAG[$t]}
+        for i in "${!AB_SETS[@]}"; do
+          set_=${AB_SETS[$i]}
+          echo "== ab, Triton $tag, set $i: $set_ ($(date +%T))" | tee -a "$W/log.txt"
+          envs=()
+          [ "$set_" = base ] || read -r -a envs <<< "$set_"
+          # shellcheck disable=SC2086
+          under "$t" env "${envs[@]}" timeout 120 python3 -m tritonkit bench ${AB_BENCH:-paged_attention --models llama3-8b --dtype bfloat16 \
+            --num-tokens 1024 16384 --series "prefill causal" "chunked prefill to 16K keys"} --providers tritonkit \
+            --no-startup --no-plot --no-copy-ref --out "$W/ab-$tag-$i" 2>&1 | tail -2 | tee -a "$W/log.txt"
+          cp "$W/ab-$tag-$i/bench.json" "$W/ab-$tag-$i.json" 2>/dev/null
+          echo "$set_" > "$W/ab-$tag-$i.set"
+        done
+      done
+      ;;
+    *) echo "unknown step $step (host kernels tests validate ab)" >&2 ;;
   esac
 done
 
@@ -135,6 +156,26 @@ def kernels(tag, kind):
         if r.get("provider") == "tritonkit" and r.get("status") == "ok" and t:
             out[(r.get("model", ""), r.get("config", "").split(" | ")[0], r.get("num_tokens"))] = t["median_us"]
     return out
+# the ab step: each switch set's times over the first set's, per Triton
+import glob
+for tag in tags:
+    sets = sorted(glob.glob(os.path.join(w, f"ab-{tag}-*.json")), key=lambda p: int(p.rsplit("-", 1)[1][:-5]))
+    if not sets:
+        continue
+    runs = []
+    for p in sets:
+        pts = {}
+        for r in json.load(open(p)).get("points", []):
+            t = r.get("graph") or r.get("eager")
+            if r.get("provider") == "tritonkit" and r.get("status") == "ok" and t:
+                pts[(r.get("config", "").split(" | ")[0], r.get("num_tokens"))] = t["median_us"]
+        runs.append((open(p[:-5] + ".set").read().strip(), pts))
+    print(f"\nab, Triton {tag}: us (CUDA graphs) and ratio to {runs[0][0]!r}")
+    for key, us in runs[0][1].items():
+        cells = [f"{us:9.1f}"] + [f"{r[1][key]:9.1f} {r[1][key] / us:5.3f}" if key in r[1] else "        -" for r in runs[1:]]
+        print(f"  {key[0][:30]:<30} {key[1]!s:>6} {'  '.join(cells)}")
+    for i, (name, _) in enumerate(runs):
+        print(f"  set {i}: {name}")
 for kind in ("attn", "moe"):
     k = {t: kernels(t, kind) for t in tags}
     if not k[first]:
