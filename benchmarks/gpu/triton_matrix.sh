@@ -10,7 +10,8 @@
 #   Steps: host (twice over the list, alternating, ~1 min a Triton), kernels (~2-3 min a Triton), tests, validate,
 #   ab (environment switches A/B under each Triton: AB_SWITCHES, sets separated by "|", "base" for none, e.g.
 #   AB_SWITCHES="base|TRITONKIT_PREFILL_HOPPER_EARLY_PAGES=1|TRITONKIT_PREFILL_HOPPER_STAGES=3"; AB_BENCH, the bench
-#   arguments, default the prefill's causal and chunked points at 1024 and 16384 tokens; ~20 s a set and Triton).
+#   arguments but the series, default paged_attention's Llama-3-8B points at 1024 and 16384 tokens; AB_SERIES, the
+#   series separated by "|", default "prefill causal|chunked prefill to 16K keys"; ~20 s a set and Triton).
 #   KERNEL_TOKENS / MOE_TOKENS / MOE_MODELS narrow the kernel points; KERNEL_TRITONS, TEST_TRITONS and
 #   VALIDATE_TRITONS limit those steps to some of the Tritons (the host step always alternates all of them);
 #   VALIDATE_OPS and VALIDATE_ARGS (e.g. "--dtype bfloat16") narrow validate.
@@ -100,19 +101,21 @@ for step in $STEPS; do
       ;;
     ab)
       IFS='|' read -r -a AB_SETS <<< "${AB_SWITCHES:-base}"
+      IFS='|' read -r -a AB_SERIES_ARGS <<< "${AB_SERIES:-prefill causal|chunked prefill to 16K keys}"
       for t in ${KERNEL_TRITONS:-$TRITONS}; do
         tag=${TAG[$t]}
         for i in "${!AB_SETS[@]}"; do
-          set_=${AB_SETS[$i]}
-          echo "== ab, Triton $tag, set $i: $set_ ($(date +%T))" | tee -a "$W/log.txt"
           envs=()
-          [ "$set_" = base ] || read -r -a envs <<< "$set_"
+          read -r -a envs <<< "${AB_SETS[$i]}"  # the set's VAR=value words, spaces around them dropped
+          [ "${envs[*]}" = base ] && envs=()
+          echo "== ab, Triton $tag, set $i: ${envs[*]:-base} ($(date +%T))" | tee -a "$W/log.txt"
           # shellcheck disable=SC2086
-          under "$t" env "${envs[@]}" timeout 120 python3 -m tritonkit bench ${AB_BENCH:-paged_attention --models llama3-8b --dtype bfloat16 \
-            --num-tokens 1024 16384 --series "prefill causal" "chunked prefill to 16K keys"} --providers tritonkit \
-            --no-startup --no-plot --no-copy-ref --out "$W/ab-$tag-$i" 2>&1 | tail -2 | tee -a "$W/log.txt"
+          under "$t" env "${envs[@]}" timeout 120 python3 -m tritonkit bench \
+            ${AB_BENCH:-paged_attention --models llama3-8b --dtype bfloat16 --num-tokens 1024 16384} \
+            --series "${AB_SERIES_ARGS[@]}" --providers tritonkit --no-startup --no-plot --no-copy-ref \
+            --out "$W/ab-$tag-$i" 2>&1 | tail -2 | tee -a "$W/log.txt"
           cp "$W/ab-$tag-$i/bench.json" "$W/ab-$tag-$i.json" 2>/dev/null
-          echo "$set_" > "$W/ab-$tag-$i.set"
+          echo "${envs[*]:-base}" > "$W/ab-$tag-$i.set"
         done
       done
       ;;
@@ -168,13 +171,14 @@ for tag in tags:
         for r in json.load(open(p)).get("points", []):
             t = r.get("graph") or r.get("eager")
             if r.get("provider") == "tritonkit" and r.get("status") == "ok" and t:
-                pts[(r.get("config", "").split(" | ")[0], r.get("num_tokens"))] = t["median_us"]
-        runs.append((open(p[:-5] + ".set").read().strip(), pts))
-    print(f"\nab, Triton {tag}: us (CUDA graphs) and ratio to {runs[0][0]!r}")
-    for key, us in runs[0][1].items():
-        cells = [f"{us:9.1f}"] + [f"{r[1][key]:9.1f} {r[1][key] / us:5.3f}" if key in r[1] else "        -" for r in runs[1:]]
-        print(f"  {key[0][:30]:<30} {key[1]!s:>6} {'  '.join(cells)}")
-    for i, (name, _) in enumerate(runs):
+                key = (r.get("model", ""), r.get("config", "").split(" | ")[0], r.get("num_tokens"))
+                pts[key] = t["median_us"]
+        runs.append((p.rsplit("-", 1)[1][:-5], open(p[:-5] + ".set").read().strip(), pts))
+    print(f"\nab, Triton {tag}: us (CUDA graphs) and ratio to set {runs[0][0]} ({runs[0][1]})")
+    for key, us in runs[0][2].items():
+        cells = [f"{us:9.1f}"] + [f"{r[2][key]:9.1f} {r[2][key] / us:5.3f}" if key in r[2] else "        -" for r in runs[1:]]
+        print(f"  {key[0][:14]:<14} {key[1][:30]:<30} {key[2]!s:>6} {'  '.join(cells)}")
+    for i, name, _ in runs:
         print(f"  set {i}: {name}")
 for kind in ("attn", "moe"):
     k = {t: kernels(t, kind) for t in tags}

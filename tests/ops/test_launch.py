@@ -195,20 +195,26 @@ OPS = {
         "_fused_moe_quant_kernel",
         "_fused_moe_sum_kernel",
     ),
+    "rms_norm_quant_fp8": ("_rms_norm_quant_fp8_kernel",),
 }
 # kernels of another op an op launches (fused_moe aligns its slots first): recorded, not run, on meta tensors
 STUBBED = {"fused_moe": ("moe_align_block_size", OPS["moe_align_block_size"])}
 
 
 @pytest.mark.parametrize(
-    "name, pdl", [(n, False) for n in OPS] + [("paged_attention", True)], ids=list(OPS) + ["paged_attention-pdl"]
+    "name, pdl",
+    [(n, False) for n in OPS] + [("paged_attention", True), ("rms_norm_quant_fp8", True)],
+    ids=list(OPS) + ["paged_attention-pdl", "rms_norm_quant_fp8-early-w"],
 )
 def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
     # every launch an op makes over its boundary shapes and the sweep: all handled by the fast path's key, split
-    # exactly as Triton's binder splits them (paged attention also as an sm_90 GPU launches it: merge with PDL)
+    # exactly as Triton's binder splits them (paged attention also as an sm_90 GPU launches it: merge with PDL;
+    # rms_norm_quant_fp8 also with its dynamic rows' early weight, launched under a register cap)
     api = getattr(tritonkit.ops, name).api
     if name == "paged_attention":
         monkeypatch.setattr(tritonkit.ops.paged_attention.config, "merge_pdl", lambda device: pdl)
+    if name == "rms_norm_quant_fp8":
+        monkeypatch.setattr(tritonkit.ops.rms_norm_quant_fp8.config, "DYNAMIC_EARLY_W", pdl)
     spec = get_spec(name)
     recs = {k: Recorder() for k in OPS[name]}
     kernels = {k: getattr(api, k) for k in OPS[name]}
@@ -238,6 +244,8 @@ def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
         assert calls, f"{k} never launched"
         if k in ("_fused_moe_gemm1_kernel", "_fused_moe_gemm2_kernel"):
             assert any(_has_descriptor(c) for c in calls)  # the wgmma tiles' weights as TMA descriptors
+        if name == "rms_norm_quant_fp8" and pdl:
+            assert any(c[5] == 48 for c in calls)  # capped launches were among those keyed
         _assert_same_split(kernel, calls)
 
 

@@ -238,24 +238,31 @@ def test_the_early_weight_is_capped_where_it_would_cost_programs(monkeypatch, on
     # uncapped; past 16 values a thread (16384 columns): late. Off: every dynamic row late, uncapped; static early.
     monkeypatch.setattr(api_config, "DYNAMIC_EARLY_W", on)
     kernel = api._rms_norm_quant_fp8_kernel
-    rec = Recorder()
-    monkeypatch.setattr(api, "_rms_norm_quant_fp8_kernel", rec)
+    launches = {}
     for h in (4096, 7168, 16384):
         for quant in ("static", "token"):
-            x = torch.empty(3, h, dtype=torch.bfloat16, device="meta")
-            scale = torch.ones(1, device="meta") if quant == "static" else None
+            rec = Recorder()
+            monkeypatch.setattr(api, "_rms_norm_quant_fp8_kernel", rec)
             w = torch.empty(h, dtype=torch.bfloat16, device="meta")
-            api.rms_norm_quant_fp8(x, w, EPS, quant=quant, scale=scale)
-    got = [(kw["EARLY_W"], kw.get("maxnreg"), kw["num_warps"]) for _, _, kw in rec.launches]
+            scale = torch.ones(1, device="meta") if quant == "static" else None
+            for t in (1, 3, 64, 4096):
+                x = torch.empty(t, h, dtype=torch.bfloat16, device="meta")
+                api.rms_norm_quant_fp8(x, w, EPS, quant=quant, scale=scale)
+            launches[h, quant] = rec.launches
+    monkeypatch.setattr(api, "_rms_norm_quant_fp8_kernel", kernel)
+    got = [(kw["EARLY_W"], kw.get("maxnreg"), kw["num_warps"]) for (_, _, kw) in (ln[0] for ln in launches.values())]
     if on:
         assert got == [(True, None, 8), (True, 48, 8), (True, None, 16), (True, None, 16), (True, None, 16),
                        (False, None, 16)]  # fmt: skip
     else:
         assert got == [(True, None, 8), (False, None, 8), (True, None, 16), (False, None, 16), (True, None, 16),
                        (False, None, 16)]  # fmt: skip
-    # the cap is part of the compile: still one specialization a width and mode over the sweep
-    monkeypatch.setattr(api, "_rms_norm_quant_fp8_kernel", kernel)
-    assert len(specialization_keys(kernel, rec.launches)) == len(rec.launches)
+    # one compile a width and mode over the token counts, the cap in its options where it applies
+    for (h, quant), lns in launches.items():
+        keys = specialization_keys(kernel, lns)
+        assert len(keys) == 1, (h, quant)
+        capped = on and h == 4096 and quant == "token"
+        assert ("'maxnreg': 48" in next(iter(keys))[1]) == capped, (h, quant, keys)
 
 
 # -- one compile over the sweep ------------------------------------------------------------------------------------

@@ -449,7 +449,8 @@ class Bound:
         n = len(grid)
         self.kernel, self.entry, self.tail = kernel, entry, tail
         self.grid = (grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1)
-        # key starts with _options(): device, warps, stages, pdl, debug, instrumentation, the convention's extras
+        # key starts with _options(): device, warps, stages, pdl, debug, instrumentation, the convention's extras,
+        # the register cap
         self.device, self.debug, self.instrumentation = key[0], key[4], key[5]
         self.extras = key[6 : 6 + n_extras]
 
