@@ -12,7 +12,8 @@
 #   AB_SWITCHES="base|TRITONKIT_PREFILL_HOPPER_EARLY_PAGES=1|TRITONKIT_PREFILL_HOPPER_STAGES=3"; AB_BENCH, the bench
 #   arguments but the series, default paged_attention's Llama-3-8B points at 1024 and 16384 tokens; AB_SERIES, the
 #   series separated by "|", default "prefill causal|chunked prefill to 16K keys"; ~20 s a set and Triton).
-#   KERNEL_TOKENS / MOE_TOKENS / MOE_MODELS narrow the kernel points; KERNEL_TRITONS, TEST_TRITONS and
+#   KERNEL_TOKENS / MOE_TOKENS / MOE_MODELS narrow the kernel points, KERNEL_OPS ("attn", "moe" or both, the
+#   default) the ops, so that bench_all.sh's whole attention and moe grids fit a call each; KERNEL_TRITONS, TEST_TRITONS and
 #   VALIDATE_TRITONS limit those steps to some of the Tritons (the host step always alternates all of them);
 #   VALIDATE_OPS and VALIDATE_ARGS (e.g. "--dtype bfloat16") narrow validate.
 #
@@ -70,16 +71,20 @@ for step in $STEPS; do
       for t in ${KERNEL_TRITONS:-$TRITONS}; do
         tag=${TAG[$t]}
         echo "== kernels, Triton $tag ($(date +%T))" | tee -a "$W/log.txt"
-        # shellcheck disable=SC2086
-        under "$t" timeout 300 python3 -m tritonkit bench paged_attention --models llama3-8b --dtype bfloat16 \
-          --num-tokens $KERNEL_TOKENS --series "${SERIES_ARGS[@]}" --providers tritonkit --no-startup --no-plot \
-          --no-copy-ref --out "$W/attn-$tag" 2>&1 | tail -4 | tee -a "$W/log.txt"
-        cp "$W/attn-$tag/bench.json" "$W/attn-$tag.json" 2>/dev/null
-        # shellcheck disable=SC2086
-        under "$t" timeout 300 python3 -m tritonkit bench fused_moe --models $MOE_MODELS --dtype bfloat16 \
-          --num-tokens $MOE_TOKENS --providers tritonkit --no-startup --no-plot --no-copy-ref --out "$W/moe-$tag" \
-          2>&1 | tail -4 | tee -a "$W/log.txt"
-        cp "$W/moe-$tag/bench.json" "$W/moe-$tag.json" 2>/dev/null
+        if [[ " ${KERNEL_OPS:-attn moe} " == *" attn "* ]]; then
+          # shellcheck disable=SC2086
+          under "$t" timeout 300 python3 -m tritonkit bench paged_attention --models llama3-8b --dtype bfloat16 \
+            --num-tokens $KERNEL_TOKENS --series "${SERIES_ARGS[@]}" --providers tritonkit --no-startup --no-plot \
+            --no-copy-ref --out "$W/attn-$tag" 2>&1 | tail -4 | tee -a "$W/log.txt"
+          cp "$W/attn-$tag/bench.json" "$W/attn-$tag.json" 2>/dev/null
+        fi
+        if [[ " ${KERNEL_OPS:-attn moe} " == *" moe "* ]]; then
+          # shellcheck disable=SC2086
+          under "$t" timeout 300 python3 -m tritonkit bench fused_moe --models $MOE_MODELS --dtype bfloat16 \
+            --num-tokens $MOE_TOKENS --providers tritonkit --no-startup --no-plot --no-copy-ref --out "$W/moe-$tag" \
+            2>&1 | tail -4 | tee -a "$W/log.txt"
+          cp "$W/moe-$tag/bench.json" "$W/moe-$tag.json" 2>/dev/null
+        fi
       done
       ;;
     tests)
