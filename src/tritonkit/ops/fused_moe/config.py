@@ -39,7 +39,7 @@ import math
 import os
 from pathlib import Path
 
-from ... import _vocab
+from ... import _triton_compat, _vocab
 from .. import _memo
 from .._ints import cdiv
 
@@ -294,8 +294,6 @@ def lookup(
     versions = _tables(str(config_dir or CONFIG_DIR)).get((E, N, K, dtype, quant, device_name))
     if not versions:
         return None
-    from ... import _triton_compat
-
     if triton_version is None:
         triton_version = _triton_compat.VERSION
     ver = triton_version if triton_version in versions else max(versions, key=_triton_compat.version_key)

@@ -158,25 +158,27 @@ class PrefillConfig:
 # docs/notes/triton-versions-h200.md). TRITONKIT_PREFILL_HOPPER=0 turns it off.
 PREFILL_HOPPER = os.environ.get("TRITONKIT_PREFILL_HOPPER", "1").strip() != "0"
 PREFILL_HOPPER_ROWS = 128
-PREFILL_HOPPER_KEYS = 128
+
+
+def _env_choice(name: str, choices: tuple[int, ...], default: int) -> int:
+    """The integer environment variable ``name`` holds, one of ``choices``; ``default`` where it is unset or empty."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if text not in {str(c) for c in choices}:
+        raise ValueError(f"{name}={text!r}: expected one of {', '.join(map(str, choices))}")
+    return int(text)
+
+
 # TRITONKIT_PREFILL_HOPPER_KEYS=64: 64-key tiles (96.4 KB of shared memory; still one program a SM: 168 x 384
 # registers), for a GPU A/B
-_KEYS_ENV = os.environ.get("TRITONKIT_PREFILL_HOPPER_KEYS", "").strip()
-if _KEYS_ENV:
-    if _KEYS_ENV not in ("64", "128"):
-        raise ValueError(f"TRITONKIT_PREFILL_HOPPER_KEYS={_KEYS_ENV!r}: expected 64 or 128")
-    PREFILL_HOPPER_KEYS = int(_KEYS_ENV)
+PREFILL_HOPPER_KEYS = _env_choice("TRITONKIT_PREFILL_HOPPER_KEYS", (64, 128), 128)
 PREFILL_HOPPER_WARPS = 8
-PREFILL_HOPPER_STAGES = 2
 # EARLY_PAGES: the load warp reads a tile's block-table entries before it waits for the tile's K buffer, together and
 # once for K and V, instead of one box at a time between the TMA issues. TRITONKIT_PREFILL_HOPPER_EARLY_PAGES=1 turns
 # it on (off until timed); TRITONKIT_PREFILL_HOPPER_STAGES=3 gives the ring a third stage (224 KB of shared memory).
 PREFILL_HOPPER_EARLY_PAGES = os.environ.get("TRITONKIT_PREFILL_HOPPER_EARLY_PAGES", "0").strip() not in ("", "0")
-_STAGES_ENV = os.environ.get("TRITONKIT_PREFILL_HOPPER_STAGES", "").strip()
-if _STAGES_ENV:
-    if _STAGES_ENV not in ("2", "3"):
-        raise ValueError(f"TRITONKIT_PREFILL_HOPPER_STAGES={_STAGES_ENV!r}: expected 2 or 3")
-    PREFILL_HOPPER_STAGES = int(_STAGES_ENV)
+PREFILL_HOPPER_STAGES = _env_choice("TRITONKIT_PREFILL_HOPPER_STAGES", (2, 3), 2)
 # OVERLAP: each warpgroup issues tile j + 1's score dot before tile j's softmax (FA3's intra-warpgroup overlap). In
 # the sm_90 builds ptxas interleaves those HGMMAs with the softmax's exp2s (without it the exp2s wait on the dot). The
 # extra [128, 128] float32 tile fits 240 registers on Triton 3.6, 3.7 and 3.9; 3.8's build spills in its

@@ -68,6 +68,18 @@ def _tile_rows(
 
 
 @gluon.jit
+def _box_row(
+    c_idx, rows, c: gl.constexpr, bt_row, j, seqlen_k, num_blocks, BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr,
+    PAGE_ROWS: gl.constexpr, EARLY_PAGES: gl.constexpr,
+):  # fmt: skip
+    """Box c of tile j's cache row: read out of _tile_rows' vector (EARLY_PAGES), else loaded here."""
+    if EARLY_PAGES:
+        # rows are >= 0 (pages clamped into [0, num_blocks)): the max over the one lane that is c is that row
+        return gl.max(gl.where(c_idx == c, rows, -1), axis=0)
+    return _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
+
+
+@gluon.jit
 def _load_partition(
     k_desc,
     v_desc,
@@ -98,23 +110,19 @@ def _load_partition(
         s = it % STAGES
         # a fresh mbarrier counts as having completed the phase before phase 0: the first STAGES waits pass
         free_phase = ((it // STAGES) & 1) ^ 1
+        c_idx = 0
+        rows = 0
         if EARLY_PAGES:
             c_idx, rows = _tile_rows(bt_row, j, seqlen_k, num_blocks, BLOCK_N, BLOCK_SIZE, PAGE_ROWS)
         mbarrier.wait(k_empty.index(s), free_phase)
         mbarrier.expect(k_ready.index(s), tile_bytes)
         for c in gl.static_range(BLOCK_N // PAGE_ROWS):
-            if EARLY_PAGES:
-                row = gl.max(gl.where(c_idx == c, rows, -1), axis=0)
-            else:
-                row = _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
+            row = _box_row(c_idx, rows, c, bt_row, j, seqlen_k, num_blocks, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, EARLY_PAGES)
             gluon_tma_load(k_desc, [row, col], k_ready.index(s), k_bufs.index(s).slice(c * PAGE_ROWS, PAGE_ROWS))
         mbarrier.wait(v_empty.index(s), free_phase)
         mbarrier.expect(v_ready.index(s), tile_bytes)
         for c in gl.static_range(BLOCK_N // PAGE_ROWS):
-            if EARLY_PAGES:
-                row = gl.max(gl.where(c_idx == c, rows, -1), axis=0)
-            else:
-                row = _page_row(bt_row, j * BLOCK_N + c * PAGE_ROWS, seqlen_k, num_blocks, BLOCK_SIZE)
+            row = _box_row(c_idx, rows, c, bt_row, j, seqlen_k, num_blocks, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, EARLY_PAGES)
             gluon_tma_load(v_desc, [row, col], v_ready.index(s), v_bufs.index(s).slice(c * PAGE_ROWS, PAGE_ROWS))
 
 

@@ -70,7 +70,7 @@ def _run(
     group_m, group_n = 1, 1
     if mode == _GRID:
         group_m, group_n, st, sg = grid_scale
-    early_w, maxnreg = early_weight(cfg, norm, mode in (1, 2, 3))
+    early_w, maxnreg = early_weight(cfg, norm, mode in (QUANT_MODES["token"], QUANT_MODES["group"]))
     launch(
         _rms_norm_quant_fp8_kernel,
         (n_rows,),
