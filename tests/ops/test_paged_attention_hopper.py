@@ -316,3 +316,21 @@ def test_the_pingpong_build_matches_the_default_build(case, turns):
     out = _hopper_out(q, k, v, kw, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=turns)
     assert torch.isfinite(out).all()
     assert torch.equal(out, base), (out.float() - base.float()).abs().max().item()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("turns", [True, False], ids=["turns", "free"])
+@pytest.mark.parametrize("case", _GPU_CASES, ids=[c["id"] for c in _GPU_CASES])
+def test_the_persistent_build_matches_the_pingpong_build(case, turns):
+    """PERSISTENT (one program a SM taking the grid's tiles in turn, the stage ring and the V-fix barriers carried
+    across tiles) runs each tile's rows through the ping-pong build's operations: the same bits, on a grid of 1, 3
+    and every SM's programs (a program taking many tiles, some of them empty or past a sequence's end)."""
+    _needs_hopper()
+    q, k, v, kw = _gpu_call(case)
+    base = _hopper_out(q, k, v, kw, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=turns)
+    for sms in (1, 3, None):
+        out = _hopper_out(
+            q, k, v, kw, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=turns, PREFILL_HOPPER_PERSISTENT=True,
+            PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0,
+        )  # fmt: skip
+        assert torch.equal(out, base), (sms, (out.float() - base.float()).abs().max().item())

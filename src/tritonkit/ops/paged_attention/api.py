@@ -322,7 +322,8 @@ def _prefill_steps(
     tail = (pre.num_splits, decode_max_q)
     constexprs = {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split}
     if pre.hopper:
-        steps.append(_hopper_prefill_step(pre, programs, head + common[:9] + common[15:] + tail, constexprs))
+        sms = config.PREFILL_HOPPER_PERSISTENT_PROGRAMS or config.num_sms(q.device)
+        steps.append(_hopper_prefill_step(pre, programs, sms, head + common[:9] + common[15:] + tail, constexprs))
     else:
         steps.append(
             Step(
@@ -366,20 +367,24 @@ def _prefill_steps(
     return rows * head_dim, rows
 
 
-def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> Step:
+def _hopper_prefill_step(pre, programs: int, sms: int, args: tuple, constexprs: dict) -> Step:
     """kernel_hopper's warp-specialized prefill kernel (sm_90; _hopper_ok held) on kernel.py's prefill arguments
     without the caches' strides (``args``: common's 0-8 and 15; the descriptors hold the rest) and constexprs
-    without the padded head_dim and the fp8 flag (neither applies), K/V as TMA descriptors (_HopperFront)."""
+    without the padded head_dim and the fp8 flag (neither applies), K/V as TMA descriptors (_HopperFront). With
+    config.PREFILL_HOPPER_PERSISTENT (ping-pong builds) the ``programs`` x splits program tiles run on at most
+    ``sms`` programs."""
     from .kernel_hopper import _paged_attention_prefill_hopper_kernel
 
     rows = config.page_rows(constexprs["BLOCK_SIZE"])
     drop = ("HEAD_DIM_PAD", "KV_FP8")
+    tiles = programs * pre.num_splits
+    persistent = config.PREFILL_HOPPER_PERSISTENT and config.PREFILL_HOPPER_PINGPONG
     return Step(
         _paged_attention_prefill_hopper_kernel,
-        (programs, pre.num_splits),
+        (min(tiles, sms), 1) if persistent else (programs, pre.num_splits),
         _HopperFront(rows),
         11,
-        args,
+        (*args, tiles, programs),
         {
             **{k: v for k, v in constexprs.items() if k not in drop},
             "PAGE_ROWS": rows,
@@ -388,6 +393,7 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
             "PINGPONG": config.PREFILL_HOPPER_PINGPONG,
             "TURNS": config.PREFILL_HOPPER_TURNS,
             "EARLY_PAGES": config.PREFILL_HOPPER_EARLY_PAGES,
+            "PERSISTENT": persistent,
         },
         # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)
         pre.num_warps // 2 if config.PREFILL_HOPPER_PINGPONG else pre.num_warps,

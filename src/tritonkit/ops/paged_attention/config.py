@@ -192,6 +192,14 @@ PREFILL_HOPPER_OVERLAP = os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "1")
 # causal 16K 3528 against 4278 us (623 TFLOP/s; FA3 3655), a chunk of 1024 over 16K 450 against 500 (FA3 458),
 # causal 1024 31.1 against 33.1 (docs/notes/prefill-pingpong.md). TRITONKIT_PREFILL_HOPPER_PINGPONG=0 turns it off.
 PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1").strip() not in ("", "0")
+# PERSISTENT (ping-pong builds): a grid of at most one program a SM, each taking the grid's program tiles in turn,
+# heaviest first and mirrored every other round (kernel_hopper._snake_tile), its load warp loading a tile's first
+# K/V under the previous tile's last steps: a short tile's launch, barrier set-up and first loads are paid once a
+# SM instead of once a tile (8 prompts of 256 tokens average 1.5 key tiles a program, docs/notes/
+# prefill-batched-prompts.md). TRITONKIT_PREFILL_HOPPER_PERSISTENT=1 turns it on (off until timed).
+PREFILL_HOPPER_PERSISTENT = os.environ.get("TRITONKIT_PREFILL_HOPPER_PERSISTENT", "0").strip() not in ("", "0")
+# the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever)
+PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0
 
 
 def prefill_hopper_turns(version: str, setting: str | None = None) -> bool:

@@ -86,17 +86,17 @@ def _prefill_rows(
 
 @triton.jit
 def _prefill_key_tiles(
-    t0, q_len, ctx, seqlen_k, win_left, win_right, num_splits, BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr,
+    t0, q_len, ctx, seqlen_k, win_left, win_right, num_splits, split, BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, SPLIT: tl.constexpr,
 ):  # fmt: skip
     """_key_tiles of a prefill tile's query rows [t0, min(t0 + BLOCK_Q, q_len)); with SPLIT, the even share of
-    program_id(1) (the masked edges stay masked wherever they fall)."""
+    split ``split`` (the masked edges stay masked wherever they fall)."""
     first = t0.to(tl.int32)
     last = tl.minimum(first + BLOCK_Q, q_len) - 1
     lo, a, b, hi = _key_tiles(ctx + first, ctx + last, seqlen_k, win_left, win_right, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT)
     if SPLIT:
         per_split = (hi - lo + num_splits - 1) // num_splits
-        s_lo = tl.minimum(lo + tl.program_id(1) * per_split, hi)
+        s_lo = tl.minimum(lo + split * per_split, hi)
         s_hi = tl.minimum(s_lo + per_split, hi)
         a = tl.maximum(tl.minimum(a, s_hi), s_lo)
         b = tl.maximum(tl.minimum(b, s_hi), s_lo)
@@ -835,8 +835,9 @@ def _paged_attention_prefill_kernel(  # tritonkit: ignore[recompile] tile rows a
         softcap_in_k = softcap_in * k_scale
 
     lo, a, b, hi = _prefill_key_tiles(
-        t0, q_len, ctx, seqlen_k, win_left, win_right, num_splits, BLOCK_Q, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, SPLIT
-    )
+        t0, q_len, ctx, seqlen_k, win_left, win_right, num_splits, tl.program_id(1), BLOCK_Q, BLOCK_N, LIMIT_LEFT,
+        LIMIT_RIGHT, SPLIT,
+    )  # fmt: skip
     kvh = pid_kvh.to(tl.int64)
     if LIMIT_LEFT or SPLIT:
         page_first = _load_pages(bt_row, a * BLOCK_N + tl.arange(0, BLOCK_N), b * BLOCK_N, num_blocks, BLOCK_SIZE)

@@ -100,13 +100,15 @@ def _load_partition(
     PAGE_ROWS: gl.constexpr,
     STAGES: gl.constexpr,
     EARLY_PAGES: gl.constexpr,
+    it0,
 ):
-    """The load warp: tiles [lo, hi) into the stage ring, K then V, each waiting for its buffer to be freed.
+    """The load warp: tiles [lo, hi) into the stage ring from its step ``it0`` on (the ring's steps before this
+    program tile's, PERSISTENT), K then V, each waiting for its buffer to be freed.
     EARLY_PAGES: a tile's block-table entries are loaded together before the wait for its K buffer (their latency
     under the wait, read once for K and V); otherwise each box's entry is loaded where its TMA is issued."""
     tile_bytes: gl.constexpr = k_desc.block_type.nbytes * (BLOCK_N // PAGE_ROWS)
     for j in range(lo, hi):
-        it = j - lo
+        it = it0 + j - lo
         s = it % STAGES
         # a fresh mbarrier counts as having completed the phase before phase 0: the first STAGES waits pass
         free_phase = ((it // STAGES) & 1) ^ 1
@@ -124,6 +126,71 @@ def _load_partition(
         for c in gl.static_range(BLOCK_N // PAGE_ROWS):
             row = _box_row(c_idx, rows, c, bt_row, j, seqlen_k, num_blocks, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, EARLY_PAGES)
             gluon_tma_load(v_desc, [row, col], v_ready.index(s), v_bufs.index(s).slice(c * PAGE_ROWS, PAGE_ROWS))
+
+
+@gluon.jit
+def _snake_tile(band, nprog):
+    """The tile a persistent program takes in ``band`` (its band-th round over the grid of ``nprog`` programs):
+    ``band * nprog + program_id(0)`` on even bands, mirrored on odd ones. The tiles come heaviest first, so each
+    program's sum over two bands is about the same whichever program it is (in grid order, program 0 would take
+    the heaviest tile of every band)."""
+    c = gl.program_id(0)
+    return band * nprog + c + (band & 1) * (nprog - 1 - 2 * c)
+
+
+@gluon.jit
+def _tile_bounds(
+    x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens,
+    win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
+    BLOCK_SIZE: gl.constexpr, LIMIT_LEFT: gl.constexpr, LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr,
+):  # fmt: skip
+    """Program tile (x, split) of kernel._paged_attention_prefill_kernel's grid (``grid0`` programs along x, taken
+    from the last one down), found and bounded as that kernel does: (KV head, block-table row, the sequence's first
+    query row, its query length, the tile's first token, context length, key count, key tiles lo <= a <= b <= hi)."""
+    pid = grid0 - 1 - x
+    pid_q = pid // num_kv_heads
+    pid_kvh = pid % num_kv_heads
+    seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
+    bt_row = block_table_ptr + seq.to(gl.int64) * stride_bt
+    seqlen_k = gl.load(seqused_k_ptr + seq)
+    q_start = gl.load(cu_seqlens_q_ptr + seq)
+    q_end = gl.load(cu_seqlens_q_ptr + seq + 1)
+    t0, q_len, seqlen_k = _prefill_rows(
+        pid_q, seq, q_start, q_end, seqlen_k, num_tokens, decode_max_q, bt_width, BLOCK_Q, BLOCK_SIZE
+    )
+    ctx = seqlen_k - q_len
+    lo, a, b, hi = _prefill_key_tiles(
+        t0, q_len, ctx, seqlen_k, win_left, win_right, num_splits, split, BLOCK_Q, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT,
+        SPLIT,
+    )  # fmt: skip
+    return pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi
+
+
+@gluon.jit
+def _load_persistent(
+    k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, cu_seqlens_q_ptr, seqused_k_ptr,
+    block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks, win_left, win_right, stride_bt,
+    num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
+    BLOCK_SIZE: gl.constexpr, PAGE_ROWS: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+    LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr, EARLY_PAGES: gl.constexpr,
+):  # fmt: skip
+    """PERSISTENT's load warp: _load_partition over the program's tiles (_snake_tile), one stage ring across them,
+    so a tile's first K/V loads run under the previous tile's last steps and epilogue."""
+    nprog = gl.num_programs(0)
+    it0 = 0
+    for band in range(0, (num_tiles + nprog - 1) // nprog):
+        t = _snake_tile(band, nprog)
+        if t < num_tiles:
+            pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+                t % grid0, t // grid0, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs,
+                num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q,
+                BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+            )  # fmt: skip
+            _load_partition(
+                k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, it0,
+            )  # fmt: skip
+            it0 += hi - lo
 
 
 @gluon.jit
@@ -364,14 +431,16 @@ def _pingpong_last(
     v_ready,
     v_empty,
     v_fixed,
+    fix_phase,
     seqlen_k,
     FIRST_WG: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
     num_warps: gl.constexpr,
 ):
-    """The program's last P x V (tile j, its it-th). On the tile that crosses seqlen_k the first warpgroup zeroes
-    the V rows past it and signals ``v_fixed``; the second waits for that before its dot (one writer: no race).
+    """The program tile's last P x V (tile j, the ring's it-th step). On the tile that crosses seqlen_k the first
+    warpgroup zeroes the V rows past it and completes phase ``fix_phase`` of ``v_fixed``; the second waits for that
+    before its dot (one writer: no race).
     Only the last tile can cross seqlen_k: _key_tiles' hi is at most cdiv(seqlen_k, BLOCK_N), and a split's range
     ends at or before it, so the tiles before it (_pingpong_tile's P x V) hold no key past seqlen_k."""
     s_idx = it % STAGES
@@ -382,7 +451,7 @@ def _pingpong_last(
             _zero_rows_past(v_buf, j, seqlen_k, BLOCK_N, num_warps)
             mbarrier.arrive(v_fixed, count=1)
         else:
-            mbarrier.wait(v_fixed, 0)
+            mbarrier.wait(v_fixed, fix_phase)
     acc = warpgroup_mma(p_op, v_buf, acc, is_async=True)
     acc, _ = warpgroup_mma_wait(0, deps=(acc, v_buf))
     mbarrier.arrive(v_empty.index(s_idx), count=1)
@@ -390,7 +459,7 @@ def _pingpong_last(
 
 
 @gluon.jit
-def _attend_partition(
+def _attend_rows(
     q_ptr,
     out_ptr,
     part_acc_ptr,
@@ -427,6 +496,10 @@ def _attend_partition(
     stride_ot,
     stride_oh,
     num_splits,
+    it0,
+    fix_bits,
+    prog_x,
+    split_id,
     GROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     BLOCK_M: gl.constexpr,
@@ -443,12 +516,17 @@ def _attend_partition(
     OVERLAP: gl.constexpr,
     PINGPONG: gl.constexpr,
     TURNS: gl.constexpr,
+    PERSISTENT: gl.constexpr,
     num_warps: gl.constexpr,
 ):
-    """Consumer warps of rows [ROW0, ROW0 + BLOCK_M) of the program's ROWS-row tile: their Q rows into shared
-    memory, tiles [lo, a) and [b, hi) masked, [a, b) not, then their output rows (or the split's partials). Without
-    PINGPONG one partition of two warpgroups holds all rows; with it each of two 4-warp partitions holds 64 rows and
-    runs _pingpong_tile's order."""
+    """Consumer warps of rows [ROW0, ROW0 + BLOCK_M) of a ROWS-row program tile: their Q rows into shared
+    memory, tiles [lo, a) and [b, hi) masked, [a, b) not, then their output rows (or the split's partials, at
+    program tile (``prog_x``, ``split_id``) with PERSISTENT, else at the program's ids). Without PINGPONG one
+    partition of two warpgroups holds all rows; with it each of two 4-warp partitions holds 64 rows and runs
+    _pingpong_tile's order, its steps the ring's from ``it0`` on. ``v_fixed``: PERSISTENT's STAGES mbarriers (a
+    stage's for a last tile in that stage; ``fix_bits``' bit s counts stage s's completed phases mod 2), else one.
+    Returns fix_bits after this tile's."""
+    gl.static_assert(not PERSISTENT or PINGPONG, "PERSISTENT runs the ping-pong order")
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
     )
@@ -486,33 +564,42 @@ def _attend_partition(
         n = hi - lo
         if lo < hi:
             acc, m_i, l_i, p_op = _pingpong_tile(
-                acc, m_i, l_i, p_op, lo, 0, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, my_turn,
+                acc, m_i, l_i, p_op, lo, it0, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, my_turn,
                 next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG, BLOCK_M,
                 BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, False, num_warps,
             )  # fmt: skip
         for it in range(1, a - lo):
             acc, m_i, l_i, p_op = _pingpong_tile(
-                acc, m_i, l_i, p_op, lo + it, it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                 my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
                 BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
             )  # fmt: skip
         for it in range(gl.maximum(a - lo, 1), b - lo):
             acc, m_i, l_i, p_op = _pingpong_tile(
-                acc, m_i, l_i, p_op, lo + it, it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                 my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
                 BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
             )  # fmt: skip
         for it in range(gl.maximum(b - lo, 1), n):
             acc, m_i, l_i, p_op = _pingpong_tile(
-                acc, m_i, l_i, p_op, lo + it, it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                 my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
                 BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
             )  # fmt: skip
         if lo < hi:
-            acc = _pingpong_last(
-                acc, p_op, hi - 1, gl.maximum(n - 1, 0), v_bufs, v_ready, v_empty, v_fixed, seqlen_k, FIRST_WG,
-                BLOCK_N, STAGES, num_warps,
-            )  # fmt: skip
+            # the ring's stage of the last tile; only a tile that crosses seqlen_k completes a phase of its barrier
+            if PERSISTENT:
+                s_last = (it0 + n - 1) % STAGES
+                acc = _pingpong_last(
+                    acc, p_op, hi - 1, it0 + n - 1, v_bufs, v_ready, v_empty, v_fixed.index(s_last),
+                    (fix_bits >> s_last) & 1, seqlen_k, FIRST_WG, BLOCK_N, STAGES, num_warps,
+                )  # fmt: skip
+                fix_bits = fix_bits ^ ((hi * BLOCK_N > seqlen_k).to(gl.int32) << s_last)
+            else:
+                acc = _pingpong_last(
+                    acc, p_op, hi - 1, gl.maximum(n - 1, 0), v_bufs, v_ready, v_empty, v_fixed, 0, seqlen_k,
+                    FIRST_WG, BLOCK_N, STAGES, num_warps,
+                )  # fmt: skip
     else:
         s_cur = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
         if OVERLAP:
@@ -564,7 +651,10 @@ def _attend_partition(
     head_o = pid_kvh * GROUP + offs_mo % GROUP
     mask_o = (offs_mo < BLOCK_Q * GROUP) & (tok_o < q_len)
     if SPLIT:
-        row = (gl.program_id(0).to(gl.int64) * num_splits + gl.program_id(1)) * ROWS + offs_mo
+        if PERSISTENT:
+            row = (prog_x.to(gl.int64) * num_splits + split_id) * ROWS + offs_mo
+        else:
+            row = (gl.program_id(0).to(gl.int64) * num_splits + gl.program_id(1)) * ROWS + offs_mo
         gl.store(part_m_ptr + row, m_o, mask=mask_o)
         gl.store(part_l_ptr + row, l_o, mask=mask_o)
         gl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_do[None, :], acc, mask=mask_o[:, None])
@@ -573,6 +663,64 @@ def _attend_partition(
         o = acc * _out_scale(m_o, l_o, sinks_ptr, head_o, sinks_ptr, SINKS, False)[:, None]
         o_rows = (q_start + tok_o) * stride_ot + head_o.to(gl.int64) * stride_oh
         gl.store(out_ptr + o_rows[:, None] + offs_do[None, :], o.to(out_ptr.dtype.element_ty), mask=mask_o[:, None])
+    return fix_bits
+
+
+@gluon.jit
+def _attend_partition(
+    q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs, k_ready, v_ready,
+    k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left,
+    win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits,
+    GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
+    BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+    LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, OVERLAP: gl.constexpr,
+    PINGPONG: gl.constexpr, TURNS: gl.constexpr, num_warps: gl.constexpr,
+):  # fmt: skip
+    """A consumer partition of one program tile (the program's own): _attend_rows from the ring's first step, with
+    ``v_fixed`` one mbarrier (a one-entry ring)."""
+    _attend_rows(
+        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs, k_ready, v_ready,
+        k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k,
+        win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits,
+        0, 0, 0, 0, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, False, num_warps,
+    )  # fmt: skip
+
+
+@gluon.jit
+def _attend_persistent(
+    q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs, k_ready, v_ready,
+    k_empty, v_empty, my_turn, next_turn, v_fixed, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs,
+    num_kv_heads, bt_width, num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
+    stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP: gl.constexpr,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr,
+    BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+    LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, TURNS: gl.constexpr,
+    num_warps: gl.constexpr,
+):  # fmt: skip
+    """PERSISTENT's consumer partition (ping-pong): _attend_rows over the program's tiles in _load_persistent's
+    order, the ring's steps and the V-fix barriers' phases carried from tile to tile."""
+    nprog = gl.num_programs(0)
+    it0 = 0
+    fix_bits = 0
+    for band in range(0, (num_tiles + nprog - 1) // nprog):
+        t = _snake_tile(band, nprog)
+        if t < num_tiles:
+            x = t % grid0
+            split = t // grid0
+            pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+                x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
+                num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q, BLOCK_N, BLOCK_SIZE,
+                LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+            )  # fmt: skip
+            fix_bits = _attend_rows(
+                q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs, k_ready,
+                v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
+                stride_oh, num_splits, it0, fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS, BLOCK_Q,
+                BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True, num_warps,
+            )  # fmt: skip
+            it0 += hi - lo
 
 
 @gluon.jit(
@@ -586,6 +734,8 @@ def _attend_partition(
         "stride_bt",
         "num_splits",
         "decode_max_q",
+        "num_tiles",
+        "grid0",
     ]
 )
 def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile rows and splitting follow the batch
@@ -617,6 +767,8 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     stride_bt,
     num_splits,
     decode_max_q,
+    num_tiles,
+    grid0,
     GROUP: gl.constexpr,
     HEAD_DIM: gl.constexpr,
     BLOCK_M: gl.constexpr,
@@ -634,27 +786,21 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     PINGPONG: gl.constexpr,
     TURNS: gl.constexpr,
     EARLY_PAGES: gl.constexpr,
+    PERSISTENT: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
     as that kernel does; the KV loop runs warp-specialized (the module's docstring). BLOCK_M = 128 rows at 8 warps
     (PINGPONG: at 4 warps, the default partition and one worker partition holding 64 rows each), HEAD_DIM 64 or
-    128, bf16/fp16 caches, BLOCK_SIZE a multiple of 16."""
-    pid = gl.num_programs(0) - 1 - gl.program_id(0)
-    pid_q = pid // num_kv_heads
-    pid_kvh = pid % num_kv_heads
-    seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
-    bt_row = block_table_ptr + seq.to(gl.int64) * stride_bt
-    seqlen_k = gl.load(seqused_k_ptr + seq)
-    q_start = gl.load(cu_seqlens_q_ptr + seq)
-    q_end = gl.load(cu_seqlens_q_ptr + seq + 1)
-    t0, q_len, seqlen_k = _prefill_rows(
-        pid_q, seq, q_start, q_end, seqlen_k, num_tokens, decode_max_q, bt_width, BLOCK_Q, BLOCK_SIZE
-    )
-    ctx = seqlen_k - q_len
-    lo, a, b, hi = _prefill_key_tiles(
-        t0, q_len, ctx, seqlen_k, win_left, win_right, num_splits, BLOCK_Q, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, SPLIT
-    )
+    128, bf16/fp16 caches, BLOCK_SIZE a multiple of 16. PERSISTENT (with PINGPONG): a grid of at most one program a
+    SM, each taking that grid's ``num_tiles`` program tiles (``grid0`` along x, then the splits) in turn
+    (_snake_tile), its load warp running ahead across them."""
+    if not PERSISTENT:
+        pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+            gl.program_id(0), gl.program_id(1), gl.num_programs(0), cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr,
+            num_seqs, num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q,
+            BLOCK_Q, BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+        )  # fmt: skip
 
     dtype: gl.constexpr = q_ptr.dtype.element_ty
     # PINGPONG: each consumer partition holds half the rows (and its own Q buffer), and both free every stage
@@ -679,41 +825,48 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=PARTS)
         mbarrier.init(v_empty.index(i), count=PARTS)
-    col = pid_kvh * HEAD_DIM
-    if PINGPONG:
-        # the warpgroups' turns (0: the default partition's, 1: the worker's) and the last tile's V rows zeroed (2)
-        sync = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(3):
+    if PERSISTENT:
+        # the warpgroups' turns, and a V-fix barrier a stage: the first warpgroup can be at most one fix ahead of
+        # the second on a stage (the stage is loaded again only once both have freed it)
+        sync = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        v_fixed = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(2):
             mbarrier.init(sync.index(i), count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(v_fixed.index(i), count=1)
         gl.warp_specialize(
             [
                 (
-                    _attend_partition,
+                    _attend_persistent,
                     (
                         q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(0), k_bufs,
-                        v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(0), sync.index(1), sync.index(2),
-                        q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
-                        softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
-                        HEAD_DIM, WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
+                        v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(0), sync.index(1), v_fixed,
+                        cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
+                        num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
+                        stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
+                        WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+                        SINKS, SPLIT, TURNS, num_warps,
                     ),
                 ),
                 (
-                    _attend_partition,
+                    _attend_persistent,
                     (
                         q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(1), k_bufs,
-                        v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(1), sync.index(0), sync.index(2),
-                        q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
-                        softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
-                        HEAD_DIM, WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
-                        SOFTCAP, SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, CONSUMER_WARPS,
+                        v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(1), sync.index(0), v_fixed,
+                        cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
+                        num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
+                        stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
+                        WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
+                        SOFTCAP, SINKS, SPLIT, TURNS, CONSUMER_WARPS,
                     ),
                 ),
                 (
-                    _load_partition,
+                    _load_persistent,
                     (
-                        k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                        num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
+                        k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, cu_seqlens_q_ptr,
+                        seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks,
+                        win_left, win_right, stride_bt, num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM, BLOCK_Q,
+                        BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, EARLY_PAGES,
                     ),
                 ),
             ],
@@ -721,28 +874,70 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
             [CONSUMER_REGS, LOAD_REGS],
         )  # fmt: skip
     else:
-        gl.warp_specialize(
-            [
-                (
-                    _attend_partition,
+        col = pid_kvh * HEAD_DIM
+        if PINGPONG:
+            # the warpgroups' turns (0: the default partition's, 1: the worker's) and the last tile's V rows zeroed (2)
+            sync = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
+            for i in gl.static_range(3):
+                mbarrier.init(sync.index(i), count=1)
+            gl.warp_specialize(
+                [
                     (
-                        # no turns and no second warpgroup to signal: the barrier arguments are never used
-                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs,
-                        k_ready, v_ready, k_empty, v_empty, k_ready.index(0), k_ready.index(0), k_ready.index(0),
-                        q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
-                        softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
-                        HEAD_DIM, BLOCK_M, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
+                        _attend_partition,
+                        (
+                            q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(0), k_bufs,
+                            v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(0), sync.index(1), sync.index(2),
+                            q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
+                            softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
+                            HEAD_DIM, WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
+                        ),
                     ),
-                ),
-                (
-                    _load_partition,
                     (
-                        k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                        num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
+                        _attend_partition,
+                        (
+                            q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(1), k_bufs,
+                            v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(1), sync.index(0), sync.index(2),
+                            q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
+                            softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
+                            HEAD_DIM, WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
+                            SOFTCAP, SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, CONSUMER_WARPS,
+                        ),
                     ),
-                ),
-            ],
-            [LOAD_WARPS],
-            [LOAD_REGS],
-        )  # fmt: skip
+                    (
+                        _load_partition,
+                        (
+                            k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                            num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, 0,
+                        ),
+                    ),
+                ],
+                [CONSUMER_WARPS, LOAD_WARPS],
+                [CONSUMER_REGS, LOAD_REGS],
+            )  # fmt: skip
+        else:
+            gl.warp_specialize(
+                [
+                    (
+                        _attend_partition,
+                        (
+                            # no turns and no second warpgroup to signal: the barrier arguments are never used
+                            q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs,
+                            k_ready, v_ready, k_empty, v_empty, k_ready.index(0), k_ready.index(0), k_ready.index(0),
+                            q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
+                            softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
+                            HEAD_DIM, BLOCK_M, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
+                        ),
+                    ),
+                    (
+                        _load_partition,
+                        (
+                            k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                            num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, 0,
+                        ),
+                    ),
+                ],
+                [LOAD_WARPS],
+                [LOAD_REGS],
+            )  # fmt: skip
