@@ -56,6 +56,21 @@ def test_sass_counts_tell_loop_spills_and_mma_waits(probes):
     assert fine["STL"] == fine["LDL"] == 0
     # the spilling tile stores and reloads registers inside its K loop
     assert big["loop_STL"] > 0 and big["loop_LDL"] > 0 and big["STL"] >= big["loop_STL"]
+    # ... and its K loop is the innermost one
+    assert big["inner_STL"] == big["loop_STL"] and big["inner_LDL"] == big["loop_LDL"]
+    assert fine["inner_STL"] == fine["inner_LDL"] == 0
+
+
+def test_innermost_loops_hold_no_other_loop():
+    from tritonkit.check.resources import _innermost
+
+    # a tile loop holding two KV loops, and a loop of its own after it
+    assert _innermost([(0x10, 0x40), (0x50, 0x80), (0x0, 0x100), (0x200, 0x240)]) == [
+        (0x10, 0x40),
+        (0x50, 0x80),
+        (0x200, 0x240),
+    ]
+    assert _innermost([]) == []
 
 
 def test_ptxas_tells_when_it_serialized_the_wgmmas(probes):

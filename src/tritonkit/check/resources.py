@@ -225,33 +225,42 @@ def _loops(ins: list[tuple[int, str]]) -> list[tuple[int, int]]:
     return loops
 
 
+def _innermost(loops: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The loops that hold no other loop (a KV loop inside a persistent kernel's tile loop)."""
+    return [(lo, hi) for lo, hi in loops if not any(lo <= a and b <= hi and (a, b) != (lo, hi) for a, b in loops)]
+
+
 def sass_counts(cubin: bytes) -> tuple[dict[str, int], str]:
     """Counts read off the SASS, and the SASS text: local-memory stores and loads (STL, LDL: spills and stack
-    arrays) over the whole kernel and inside its loops (between a backward branch and its target: where a spill
-    costs every iteration); Hopper warpgroup MMAs (``GMMA``: HGMMA for 16-bit operands, QGMMA for fp8, IGMMA for
-    int8) and the waits for all of them to finish (``WARPGROUP.DEPBAR.LE gsb0, 0x0``): one wait per GMMA means no
-    MMA overlaps the next instruction that needs its registers."""
+    arrays) over the whole kernel, inside its loops (between a backward branch and its target: where a spill
+    costs every iteration) and inside its innermost loops (``inner_``: those holding no other loop); Hopper
+    warpgroup MMAs (``GMMA``: HGMMA for 16-bit operands, QGMMA for fp8, IGMMA for int8) and the waits for all of
+    them to finish (``WARPGROUP.DEPBAR.LE gsb0, 0x0``): one wait per GMMA means no MMA overlaps the next
+    instruction that needs its registers."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
         sass = subprocess.run([_cuobjdump(), "-sass", f.name], capture_output=True, text=True, check=True).stdout
     ins = [(int(a, 16), text) for a, text in _SASS_LINE.findall(sass)]
     loops = _loops(ins)
+    inner = _innermost(loops)
 
-    def count(op: str, inside: bool) -> int:
+    def count(op: str, within: list | None) -> int:
         return sum(
             1
             for addr, text in ins
-            if re.search(rf"\b{op}(\.|\b)", text) and (not inside or any(lo <= addr <= hi for lo, hi in loops))
+            if re.search(rf"\b{op}(\.|\b)", text) and (within is None or any(lo <= addr <= hi for lo, hi in within))
         )
 
     waits = sum(1 for _, text in ins if re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x0\b", text))
     return {
-        "STL": count("STL", False),
-        "LDL": count("LDL", False),
-        "loop_STL": count("STL", True),
-        "loop_LDL": count("LDL", True),
-        "GMMA": count("[HQI]GMMA", False),
+        "STL": count("STL", None),
+        "LDL": count("LDL", None),
+        "loop_STL": count("STL", loops),
+        "loop_LDL": count("LDL", loops),
+        "inner_STL": count("STL", inner),
+        "inner_LDL": count("LDL", inner),
+        "GMMA": count("[HQI]GMMA", None),
         "wait_all": waits,
     }, sass
 
