@@ -160,6 +160,12 @@ PREFILL_HOPPER = os.environ.get("TRITONKIT_PREFILL_HOPPER", "1").strip() != "0"
 PREFILL_HOPPER_ROWS = 128
 
 
+def _env_flag(name: str) -> bool | None:
+    """A switch that may be left unset: None where ``name`` is unset or empty, else whether it is other than "0"."""
+    value = os.environ.get(name, "").strip()
+    return None if value == "" else value != "0"
+
+
 def _env_choice(name: str, choices: tuple[int, ...], default: int) -> int:
     """The integer environment variable ``name`` holds, one of ``choices``; ``default`` where it is unset or empty."""
     text = os.environ.get(name, "").strip()
@@ -193,13 +199,39 @@ PREFILL_HOPPER_OVERLAP = os.environ.get("TRITONKIT_PREFILL_HOPPER_OVERLAP", "1")
 # causal 1024 31.1 against 33.1 (docs/notes/prefill-pingpong.md). TRITONKIT_PREFILL_HOPPER_PINGPONG=0 turns it off.
 PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1").strip() not in ("", "0")
 # PERSISTENT (ping-pong builds): a grid of at most one program a SM, each taking the grid's program tiles in turn,
-# heaviest first and mirrored every other round (kernel_hopper._snake_tile), its load warp loading a tile's first
-# K/V under the previous tile's last steps: a short tile's launch, barrier set-up and first loads are paid once a
-# SM instead of once a tile (8 prompts of 256 tokens average 1.5 key tiles a program, docs/notes/
-# prefill-batched-prompts.md). TRITONKIT_PREFILL_HOPPER_PERSISTENT=1 turns it on (off until timed).
-PREFILL_HOPPER_PERSISTENT = os.environ.get("TRITONKIT_PREFILL_HOPPER_PERSISTENT", "0").strip() not in ("", "0")
+# heaviest first and mirrored every other round (kernel_hopper._snake_tile), the stage ring carried across tiles so
+# the load warp fetches a tile's first K/V under the previous tile's last steps. prefill_hopper_persistent says
+# where; TRITONKIT_PREFILL_HOPPER_PERSISTENT=1 / =0 turns it on / off for every call.
+PREFILL_HOPPER_PERSISTENT = _env_flag("TRITONKIT_PREFILL_HOPPER_PERSISTENT")
 # the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever)
 PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0
+# a call whose query rows see at most this many keys stays on the one-tile programs (8 prompts of 256 tokens: 1.5
+# key tiles a program, where PERSISTENT lost 3-11% on every release)
+PREFILL_HOPPER_PERSISTENT_MIN_KEYS = 256
+
+
+def prefill_hopper_persistent_release(version: str) -> bool:
+    """Whether PERSISTENT is the default under Triton ``version``: from 3.9. H200, bf16 Llama-3-8B heads, one run
+    each (docs/notes/prefill-persistent.md), one-tile programs against persistent: under 3.9 causal 2K / 8K / 16K
+    89.8 / 1067 / 3951 against 81.7 / 909 / 3785 us, chunks of 1024 / 2048 / 8192 over 16K 471.5 / 969.5 / 3000
+    against 455.0 / 884.9 / 2845, 8 x 1024 241.7 against 216.6, 8 x 256 44.1 against 45.5; under 3.6 and 3.8 it is
+    mixed (3.6: chunk 1024 444.6 -> 411.5 and 2K 83.5 -> 79.6, causal 4K / 16K 256.4 / 3751 -> 264.6 / 3839; 3.8:
+    chunk 1024 456.6 -> 439.8, 16K 3787 -> 3812, 8 x 256 41.9 -> 46.6), so it stays off there."""
+    return _triton_compat.version_key(version) >= (3, 9)
+
+
+PREFILL_HOPPER_PERSISTENT_RELEASE = prefill_hopper_persistent_release(_triton_compat.VERSION)
+
+
+def prefill_hopper_persistent(max_keys: int) -> bool:
+    """Whether a Hopper prefill launch whose query rows see at most ``max_keys`` keys runs PERSISTENT: never
+    without the ping-pong build; as TRITONKIT_PREFILL_HOPPER_PERSISTENT says where it is set; else under the releases
+    prefill_hopper_persistent_release names, past PREFILL_HOPPER_PERSISTENT_MIN_KEYS keys."""
+    if not PREFILL_HOPPER_PINGPONG:
+        return False
+    if PREFILL_HOPPER_PERSISTENT is not None:
+        return PREFILL_HOPPER_PERSISTENT
+    return PREFILL_HOPPER_PERSISTENT_RELEASE and max_keys > PREFILL_HOPPER_PERSISTENT_MIN_KEYS
 
 
 def prefill_hopper_turns(version: str, setting: str | None = None) -> bool:

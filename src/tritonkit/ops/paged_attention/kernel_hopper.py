@@ -108,7 +108,7 @@ def _load_partition(
     under the wait, read once for K and V); otherwise each box's entry is loaded where its TMA is issued."""
     tile_bytes: gl.constexpr = k_desc.block_type.nbytes * (BLOCK_N // PAGE_ROWS)
     for j in range(lo, hi):
-        it = it0 + j - lo
+        it = it0 + (j - lo)
         s = it % STAGES
         # a fresh mbarrier counts as having completed the phase before phase 0: the first STAGES waits pass
         free_phase = ((it // STAGES) & 1) ^ 1
@@ -135,7 +135,8 @@ def _snake_tile(band, nprog):
     program's sum over two bands is about the same whichever program it is (in grid order, program 0 would take
     the heaviest tile of every band)."""
     c = gl.program_id(0)
-    return band * nprog + c + (band & 1) * (nprog - 1 - 2 * c)
+    # >= 0 as program_id < nprog; the maximum says so to the checker's sign analysis
+    return gl.maximum(band * nprog + c + (band & 1) * (nprog - 1 - 2 * c), 0)
 
 
 @gluon.jit
@@ -188,7 +189,7 @@ def _load_persistent(
             )  # fmt: skip
             _load_partition(
                 k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, it0,
+                num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, gl.maximum(it0, 0),
             )  # fmt: skip
             it0 += hi - lo
 
@@ -589,9 +590,11 @@ def _attend_rows(
         if lo < hi:
             # the ring's stage of the last tile; only a tile that crosses seqlen_k completes a phase of its barrier
             if PERSISTENT:
-                s_last = (it0 + n - 1) % STAGES
+                # it0 >= 0 and n >= 1 here: the ring's last step, as a maximum the checker's sign analysis reads
+                last_it = gl.maximum(it0 + n - 1, 0)
+                s_last = last_it % STAGES
                 acc = _pingpong_last(
-                    acc, p_op, hi - 1, it0 + n - 1, v_bufs, v_ready, v_empty, v_fixed.index(s_last),
+                    acc, p_op, hi - 1, last_it, v_bufs, v_ready, v_empty, v_fixed.index(s_last),
                     (fix_bits >> s_last) & 1, seqlen_k, FIRST_WG, BLOCK_N, STAGES, num_warps,
                 )  # fmt: skip
                 fix_bits = fix_bits ^ ((hi * BLOCK_N > seqlen_k).to(gl.int32) << s_last)
@@ -717,8 +720,9 @@ def _attend_persistent(
                 q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs, k_ready,
                 v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi,
                 seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
-                stride_oh, num_splits, it0, fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS, BLOCK_Q,
-                BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True, num_warps,
+                stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
+                BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
+                num_warps,
             )  # fmt: skip
             it0 += hi - lo
 
@@ -907,8 +911,8 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                     (
                         _load_partition,
                         (
-                            k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                            num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, 0,
+                            k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi,
+                            seqlen_k, num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, 0,
                         ),
                     ),
                 ],
@@ -933,8 +937,8 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                     (
                         _load_partition,
                         (
-                            k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                            num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, 0,
+                            k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi,
+                            seqlen_k, num_blocks, col, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, 0,
                         ),
                     ),
                 ],
