@@ -44,20 +44,28 @@ def rms_norm_quant_config(hidden: int, elem_bytes: int) -> RmsNormQuantConfig:
 # docs/notes/fused-fp8-small.md). 16-warp rows (5120-8192 columns) take 60 uncapped, 2 programs a SM either way;
 # threads holding more than 16 values keep the late weight.
 DYNAMIC_EARLY_REGS = 48
-# Off until timed on a GPU: TRITONKIT_RMS_QUANT_EARLY_W=1 turns it on for the dynamic modes (static always has it).
-DYNAMIC_EARLY_W = os.environ.get("TRITONKIT_RMS_QUANT_EARLY_W", "0").strip() not in ("", "0")
+# On where the cap applies (4-8 warps): H200, Triton 3.6, one run, late -> early weight at 1 / 16 / 256 / 4096 tokens,
+# Llama-3-8B (4096 columns, 8 warps) per token 3.4 / 3.5 / 5.4 / 36.3 -> 3.0 / 3.3 / 5.3 / 35.8 us and per group 3.3 /
+# 3.4 / 5.4 / 36.1 -> 2.9 / 3.2 / 5.3 / 35.4; DeepSeek-V3 (7168 columns, 16 warps, uncapped) per token 4.1 / 4.3 /
+# 7.9 / 76.0 -> 3.9 / 4.2 / 7.7 / 78.6, faster to 256 tokens and 3% slower at 4096, so 16-warp rows keep the late
+# weight (benchmarks/results/h200/s27-bb78f03). TRITONKIT_RMS_QUANT_EARLY_W=1 / =0 turns it on / off for every
+# eligible row (static always has it).
+_EARLY_W_ENV = os.environ.get("TRITONKIT_RMS_QUANT_EARLY_W", "").strip()
+DYNAMIC_EARLY_W = None if _EARLY_W_ENV == "" else _EARLY_W_ENV != "0"
 
 
 def early_weight(cfg: RmsNormQuantConfig, norm: bool, dynamic: bool) -> tuple[bool, int | None]:
     """``(EARLY_W, maxnreg)`` of a launch: the weight loaded with x in a single pass (one memory round trip fewer at
-    decode sizes), with the register cap a dynamic mode needs to keep its programs a SM; streamed rows and threads
-    holding more than 16 values of a dynamic row load it after the reduction, uncapped."""
+    decode sizes), with the register cap a dynamic mode needs to keep its programs a SM; streamed rows, threads
+    holding more than 16 values of a dynamic row and (unless DYNAMIC_EARLY_W says otherwise) 16-warp dynamic rows
+    load it after the reduction, uncapped."""
     if not (norm and cfg.single_pass):
         return False, None
     if not dynamic:
         return True, None
-    if not DYNAMIC_EARLY_W:
+    capped = cfg.num_warps <= 8
+    if DYNAMIC_EARLY_W is False or (DYNAMIC_EARLY_W is None and not capped):
         return False, None
     if cfg.block // (32 * cfg.num_warps) > 16:
         return False, None
-    return True, DYNAMIC_EARLY_REGS if cfg.num_warps <= 8 else None
+    return True, DYNAMIC_EARLY_REGS if capped else None
