@@ -161,7 +161,8 @@ def test_skipped_points_are_listed_once_per_provider_and_reason():
         if p.provider == "inductor" and p.num_tokens >= 256:
             p.status, p.metrics, p.graph, p.eager = "skipped", None, None, None
             p.detail = (
-                "over the point's time budget: its timing would take ~90 s (one call 2.00 s), budget 20 s"
+                "over the point's time budget: its timing would take ~90 s (44 calls over 2 input sets, one "
+                "2045.45 ms), budget 20 s"
                 if p.num_tokens == 256
                 else "over the point's time budget at num_tokens=256 already (...)"
             )

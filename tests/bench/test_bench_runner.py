@@ -1,6 +1,7 @@
 """The sweep on a CPU (kernels under Triton's interpreter): checks, eager timing, records. No graph here."""
 
 import dataclasses
+import re
 import sys
 import types
 
@@ -181,6 +182,11 @@ def test_a_provider_over_the_point_budget_is_skipped_there_and_at_larger_points(
     eager = {p.num_tokens: p for p in points if p.provider == "eager"}
     assert [eager[t].status for t in (1, 3, 5)] == ["skipped"] * 3
     assert eager[1].detail.startswith("over the point's time budget: its timing would take ~")
+    # the estimate reads as its parts: the calls it would make over the input sets, one call's time
+    m = re.search(r"~(\d+) s \((\d+) calls over (\d+) input sets, one ([\d.]+) ms\)", eager[1].detail)
+    assert m, eager[1].detail
+    total, calls, sets, one_ms = int(m[1]), int(m[2]), int(m[3]), float(m[4])
+    assert calls == 15 * sets + 4 and one_ms >= 200 and abs(total - calls * one_ms / 1e3) <= 1
     assert eager[1].check is not None and eager[1].check.passed  # checked, then judged too slow to time
     assert eager[3].detail.startswith("over the point's time budget at num_tokens=1 already")
     assert eager[3].check is None  # not even called

@@ -357,12 +357,14 @@ def time_provider(
         return None
     sets = [p.prepared(s) for s in pin.sets]
     # tritonkit is what the run is about: always timed; the budget keeps references and peers from holding it
-    est = 0.0 if p.name == "tritonkit" else _one_call_s(p, sets[0], dev) * (CALLS_PER_SET * len(sets) + FIXED_CALLS)
+    calls = CALLS_PER_SET * len(sets) + FIXED_CALLS
+    one = 0.0 if p.name == "tritonkit" else _one_call_s(p, sets[0], dev)
+    est = one * calls
     if est > cfg.point_budget_s:
         r.status = "skipped"
         r.detail = (
-            f"over the point's time budget: its timing would take ~{est:.0f} s (one call "
-            f"{est / (CALLS_PER_SET * len(sets) + FIXED_CALLS):.2f} s), budget {cfg.point_budget_s:.0f} s"
+            f"over the point's time budget: its timing would take ~{est:.0f} s ({calls} calls over {len(sets)} "
+            f"input sets, one {one * 1e3:.2f} ms), budget {cfg.point_budget_s:.0f} s"
         )
         return None
     r.eager = time_eager(p, sets, dev, repeats=cfg.repeats)
