@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from .. import _memo
+from .. import _env, _memo
 from ... import _triton_compat, _vocab
 from .. import _device
 from .._ints import cdiv, next_power_of_2
@@ -160,25 +160,9 @@ PREFILL_HOPPER = os.environ.get("TRITONKIT_PREFILL_HOPPER", "1").strip() != "0"
 PREFILL_HOPPER_ROWS = 128
 
 
-def _env_flag(name: str) -> bool | None:
-    """A switch that may be left unset: None where ``name`` is unset or empty, else whether it is other than "0"."""
-    value = os.environ.get(name, "").strip()
-    return None if value == "" else value != "0"
-
-
-def _env_choice(name: str, choices: tuple[int, ...], default: int) -> int:
-    """The integer environment variable ``name`` holds, one of ``choices``; ``default`` where it is unset or empty."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    if text not in {str(c) for c in choices}:
-        raise ValueError(f"{name}={text!r}: expected one of {', '.join(map(str, choices))}")
-    return int(text)
-
-
 # TRITONKIT_PREFILL_HOPPER_KEYS=64: 64-key tiles (96.4 KB of shared memory; still one program a SM: 168 x 384
 # registers), for a GPU A/B
-PREFILL_HOPPER_KEYS = _env_choice("TRITONKIT_PREFILL_HOPPER_KEYS", (64, 128), 128)
+PREFILL_HOPPER_KEYS = _env.choice("TRITONKIT_PREFILL_HOPPER_KEYS", (64, 128), 128)
 PREFILL_HOPPER_WARPS = 8
 # EARLY_PAGES: the load warp reads a tile's block-table entries before it waits for the tile's K buffer, together and
 # once for K and V, instead of one box at a time between the TMA issues (TRITONKIT_PREFILL_HOPPER_EARLY_PAGES=1);
@@ -186,8 +170,8 @@ PREFILL_HOPPER_WARPS = 8
 # on the H200 (one-tile programs, causal 1024 / 16384 and a chunk of 1024 over 16K: 3.9 33.5 / 3951 / 471.5 us,
 # early pages 33.8 / 3998 / 477.9, 3 stages 33.6 / 4141 / 510.9; 3.6 31.3 / 3751 / 456.0 against early pages 31.3 /
 # 3730 / 455.6; benchmarks/results/h200/s27-bb78f03).
-PREFILL_HOPPER_EARLY_PAGES = os.environ.get("TRITONKIT_PREFILL_HOPPER_EARLY_PAGES", "0").strip() not in ("", "0")
-PREFILL_HOPPER_STAGES = _env_choice("TRITONKIT_PREFILL_HOPPER_STAGES", (2, 3), 2)
+PREFILL_HOPPER_EARLY_PAGES = _env.flag("TRITONKIT_PREFILL_HOPPER_EARLY_PAGES") is True
+PREFILL_HOPPER_STAGES = _env.choice("TRITONKIT_PREFILL_HOPPER_STAGES", (2, 3), 2)
 # OVERLAP: each warpgroup issues tile j + 1's score dot before tile j's softmax (FA3's intra-warpgroup overlap). In
 # the sm_90 builds ptxas interleaves those HGMMAs with the softmax's exp2s (without it the exp2s wait on the dot). The
 # extra [128, 128] float32 tile fits 240 registers on Triton 3.6, 3.7 and 3.9; 3.8's build spills in its
@@ -205,7 +189,7 @@ PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1
 # heaviest first and mirrored every other round (kernel_hopper._snake_tile), the stage ring carried across tiles so
 # the load warp fetches a tile's first K/V under the previous tile's last steps. prefill_hopper_persistent says
 # where; TRITONKIT_PREFILL_HOPPER_PERSISTENT=1 / =0 turns it on / off for every call.
-PREFILL_HOPPER_PERSISTENT = _env_flag("TRITONKIT_PREFILL_HOPPER_PERSISTENT")
+PREFILL_HOPPER_PERSISTENT = _env.flag("TRITONKIT_PREFILL_HOPPER_PERSISTENT")
 # the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever)
 PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0
 # a call whose query rows see at most this many keys stays on the one-tile programs (8 prompts of 256 tokens: 1.5

@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import os
 
+from .. import _env
 from .._ints import next_power_of_2
 
 # Rows up to this many elements stay in registers (rms_norm's bound: 16K fp32 over 16 warps, no spills); wider rows
@@ -50,8 +51,7 @@ DYNAMIC_EARLY_REGS = 48
 # 7.9 / 76.0 -> 3.9 / 4.2 / 7.7 / 78.6, faster to 256 tokens and 3% slower at 4096, so 16-warp rows keep the late
 # weight (benchmarks/results/h200/s27-bb78f03). TRITONKIT_RMS_QUANT_EARLY_W=1 / =0 turns it on / off for every
 # eligible row (static always has it).
-_EARLY_W_ENV = os.environ.get("TRITONKIT_RMS_QUANT_EARLY_W", "").strip()
-DYNAMIC_EARLY_W = None if _EARLY_W_ENV == "" else _EARLY_W_ENV != "0"
+DYNAMIC_EARLY_W = _env.flag("TRITONKIT_RMS_QUANT_EARLY_W")
 
 
 def early_weight(cfg: RmsNormQuantConfig, norm: bool, dynamic: bool) -> tuple[bool, int | None]:
