@@ -99,8 +99,9 @@ def hopper_launch(lens, ctx):
 out = []
 with overrides(config, PREFILL_HOPPER=True, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=None):
     for release in (True, False):
-        config.PREFILL_HOPPER_PERSISTENT_RELEASE = release
-        out.append([hopper_launch(lens, ctx) for lens, ctx in [([4096], 0), ([256], 16000), ([256] * 8, 0)]])
+        # through overrides: the launch plan that holds the choice is memoized
+        with overrides(config, PREFILL_HOPPER_PERSISTENT_RELEASE=release):
+            out.append([hopper_launch(lens, ctx) for lens, ctx in [([4096], 0), ([256], 16000), ([256] * 8, 0)]])
 print(json.dumps(out))
 """
 

@@ -147,6 +147,7 @@ class PrefillConfig:
     num_stages: int  # Triton's pipeline stages; the Hopper kernel's K/V buffer ring
     num_splits: int = 1  # KV splits of each query tile; > 1 adds the prefill merge kernel
     hopper: bool = False  # kernel_hopper's warp-specialized kernel instead of kernel.py's
+    persistent: int = 0  # hopper: its grid's programs at most, each taking tiles in turn; 0: one program a tile
 
 
 # The Gluon prefill kernel for sm_90 (kernel_hopper.py: K/V pages through TMA from a load warp, two consumer
@@ -190,7 +191,8 @@ PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1
 # the load warp fetches a tile's first K/V under the previous tile's last steps. prefill_hopper_persistent says
 # where; TRITONKIT_PREFILL_HOPPER_PERSISTENT=1 / =0 turns it on / off for every call.
 PREFILL_HOPPER_PERSISTENT = _env.flag("TRITONKIT_PREFILL_HOPPER_PERSISTENT")
-# the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever)
+# the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever;
+# prefill_config and so the launch plan hold it)
 PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0
 # a call whose query rows see at most this many keys stays on the one-tile programs (8 prompts of 256 tokens: 1.5
 # key tiles a program, where PERSISTENT lost 3-11% on every release)
@@ -454,7 +456,27 @@ def prefill_config(
       for PREFILL_SMALL_PROGRAMS_PER_SM programs a SM (a 64-token chunk over 16K keys: 66 us against 81 with
       split 256-row tiles, SDPA 89).
     - A chunk over PREFILL_CHUNK_KEYS_PER_QUERY times its length in keys: 256-row tiles with KV splits.
-    - Otherwise (short prompts): the largest of 128 and 64 rows whose tiles fill the card, else 64."""
+    - Otherwise (short prompts): the largest of 128 and 64 rows whose tiles fill the card, else 64.
+
+    A Hopper tile runs persistent programs (one a SM) where prefill_hopper_persistent holds for ``max_keys``."""
+    cfg = _prefill_shape(group, head_dim, num_seqs, num_tokens, max_seqlen_q, num_kv_heads, max_keys, num_sms, hopper)
+    if cfg.hopper and prefill_hopper_persistent(max_keys):
+        return dataclasses.replace(cfg, persistent=PREFILL_HOPPER_PERSISTENT_PROGRAMS or num_sms)
+    return cfg
+
+
+def _prefill_shape(
+    group: int,
+    head_dim: int,
+    num_seqs: int,
+    num_tokens: int,
+    max_seqlen_q: int,
+    num_kv_heads: int,
+    max_keys: int,
+    num_sms: int,
+    hopper: bool,
+) -> PrefillConfig:
+    """prefill_config's tile and splits, before the persistent choice."""
     big = _hopper_tile(group) if hopper else _prefill_tile(group, head_dim)
     if num_seqs <= 0:
         return big
