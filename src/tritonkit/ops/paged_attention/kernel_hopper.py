@@ -187,6 +187,7 @@ def _load_persistent(
                 num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q,
                 BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
             )  # fmt: skip
+            # it0 >= 0 (a sum of hi - lo >= 0): the maximum says so to the checker's sign analysis, as below
             _load_partition(
                 k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
                 num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, gl.maximum(it0, 0),

@@ -49,7 +49,7 @@ DYNAMIC_EARLY_REGS = 48
 # Llama-3-8B (4096 columns, 8 warps) per token 3.4 / 3.5 / 5.4 / 36.3 -> 3.0 / 3.3 / 5.3 / 35.8 us and per group 3.3 /
 # 3.4 / 5.4 / 36.1 -> 2.9 / 3.2 / 5.3 / 35.4; DeepSeek-V3 (7168 columns, 16 warps, uncapped) per token 4.1 / 4.3 /
 # 7.9 / 76.0 -> 3.9 / 4.2 / 7.7 / 78.6, faster to 256 tokens and 3% slower at 4096, so 16-warp rows keep the late
-# weight (benchmarks/results/h200/s27-bb78f03). TRITONKIT_RMS_QUANT_EARLY_W=1 / =0 turns it on / off for every
+# weight (benchmarks/results/h200/s27-9ceada8). TRITONKIT_RMS_QUANT_EARLY_W=1 / =0 turns it on / off for every
 # eligible row (static always has it).
 DYNAMIC_EARLY_W = _env.flag("TRITONKIT_RMS_QUANT_EARLY_W")
 
