@@ -187,11 +187,14 @@ OVERLAP = config.PREFILL_HOPPER_OVERLAP
 with overrides(config, PREFILL_HOPPER=True):
     for case in json.loads(sys.argv[1]):
         dtype = getattr(torch, case.pop("dtype"))
-        config.PREFILL_HOPPER_OVERLAP = case.pop("overlap", OVERLAP)
-        config.PREFILL_HOPPER_PINGPONG = case.pop("pingpong", False)
-        config.PREFILL_HOPPER_TURNS = case.pop("turns", True)
-        config.PREFILL_HOPPER_PERSISTENT = case.pop("persistent", None)
-        launches = record_launches(call(dtype=dtype, **case))
+        # each case's switches through overrides: the launch plan (the persistent choice with it) is memoized, and
+        # a plain rebind would keep the previous case's plan
+        switches = dict(PREFILL_HOPPER_OVERLAP=case.pop("overlap", OVERLAP),
+                        PREFILL_HOPPER_PINGPONG=case.pop("pingpong", False),
+                        PREFILL_HOPPER_TURNS=case.pop("turns", True),
+                        PREFILL_HOPPER_PERSISTENT=case.pop("persistent", None))
+        with overrides(config, **switches):
+            launches = record_launches(call(dtype=dtype, **case))
         names = [ln.kernel.fn.__name__ for ln in launches]
         hop = [ln for ln in launches if ln.kernel.fn.__name__ == "_paged_attention_prefill_hopper_kernel"]
         row = {"names": names}
