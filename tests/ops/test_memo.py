@@ -76,6 +76,26 @@ def test_the_out_form_declares_what_it_mutates():
     assert str(torch.ops.tritonkit.paged_attention.default._schema.returns[0].type) == "Tensor"
 
 
+def test_every_op_memo_is_one_clear_caches_empties():
+    """A bare functools.lru_cache in an op keeps what it derived from a config name past overrides (a patched tile
+    would not be seen): every op memo goes through _memo.memoized or _memo.register."""
+    ops = pathlib.Path(tritonkit.ops.__file__).parent
+    bare = sorted(
+        str(p.relative_to(ops)) for p in ops.rglob("*.py") if p.name != "_memo.py" and "lru_cache" in p.read_text()
+    )
+    assert bare == [], f"memoize through ops/_memo instead: {bare}"
+
+
+def test_overrides_reaches_the_fused_fp8_ops_configs():
+    from tritonkit.ops.silu_and_mul_quant_fp8 import config as silu_config
+
+    before = silu_config.silu_and_mul_quant_config(14336, 2, "token", 128)
+    assert before.num_chunks == 7
+    with tritonkit.ops.overrides(silu_config, TOKEN_CHUNK=4096):
+        assert silu_config.silu_and_mul_quant_config(14336, 2, "token", 128).num_chunks == 4
+    assert silu_config.silu_and_mul_quant_config(14336, 2, "token", 128) == before
+
+
 # op modules that may still register a fake by hand, each with the reason it cannot be declared (none today)
 HAND_WRITTEN_FAKES: dict[str, str] = {}
 

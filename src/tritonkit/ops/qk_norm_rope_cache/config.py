@@ -2,9 +2,9 @@
 whole num_tokens sweep shares one compile)."""
 
 import dataclasses
-import functools
 import os
 
+from .. import _memo
 from .._ints import next_power_of_2
 
 # Elements of q (padded heads) one program handles: rotary_embedding's tile (8 KB in 16-bit: a Llama-3-8B token's
@@ -43,7 +43,7 @@ class QkNormRopeCacheConfig:
 
 
 # pure in its arguments, and on every call's host path: computed once per model config
-@functools.lru_cache(maxsize=256)
+@_memo.memoized(maxsize=256)
 def qk_norm_rope_cache_config(
     num_q_heads: int, num_kv_heads: int, head_dim: int, rot_dim: int, elem_bytes: int
 ) -> QkNormRopeCacheConfig:

@@ -2,10 +2,9 @@
 values are rms_norm's, whose kernel reads rows the same way)."""
 
 import dataclasses
-import functools
 import os
 
-from .. import _env
+from .. import _env, _memo
 from .._ints import next_power_of_2
 
 # Rows up to this many elements stay in registers (rms_norm's bound: 16K fp32 over 16 warps, no spills); wider rows
@@ -29,7 +28,7 @@ class RmsNormQuantConfig:
 
 
 # pure in its arguments, and on every call's host path: computed once per model config
-@functools.lru_cache(maxsize=256)
+@_memo.memoized(maxsize=256)
 def rms_norm_quant_config(hidden: int, elem_bytes: int) -> RmsNormQuantConfig:
     single = hidden <= MAX_SINGLE_PASS
     block = next_power_of_2(hidden) if single else STREAM_BLOCK

@@ -2,8 +2,8 @@
 the quantization mode (not yet measured on a GPU: the tiles are silu_and_mul's)."""
 
 import dataclasses
-import functools
 
+from .. import _memo
 from .._ints import cdiv, next_power_of_2
 
 # silu_and_mul's tile: 4 KB of each input half per program (docs/notes/elementwise-tiles.md); a multiple of every
@@ -35,7 +35,7 @@ class SiluQuantConfig:
 
 
 # pure in its arguments, and on every call's host path: computed once per model config
-@functools.lru_cache(maxsize=256)
+@_memo.memoized(maxsize=256)
 def silu_and_mul_quant_config(d: int, elem_bytes: int, quant: str, group_size: int) -> SiluQuantConfig:
     tile = TILE_BYTES // elem_bytes
     single, num_chunks = True, 1
