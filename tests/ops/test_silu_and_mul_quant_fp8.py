@@ -2,12 +2,18 @@
 compared, not a tolerance), both scale layouts, the argument errors, one compile over the num_tokens sweep. Kernels
 run under the interpreter: small shapes."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from compile_keys import Recorder, specialization_keys
 
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
-from tritonkit.ops.silu_and_mul_quant_fp8 import api
+from tritonkit.ops import overrides
+from tritonkit.ops.silu_and_mul_quant_fp8 import api, config
 from tritonkit.ops.silu_and_mul_quant_fp8.api import silu_and_mul_quant_fp8
 from tritonkit.ops.silu_and_mul_quant_fp8.reference import silu_and_mul_quant_fp8_reference
 from tritonkit.ops.silu_and_mul_quant_fp8.spec import SPEC
@@ -15,6 +21,7 @@ from tritonkit.testing import MetaFill
 from tritonkit.testing.inputs import Fill
 
 FP8 = torch.float8_e4m3fn
+SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
@@ -142,3 +149,96 @@ def test_bench_providers_pass_the_oracle_check(monkeypatch, series):
         assert got.passed, (name, got.detail)
     with pytest.raises(P.Unavailable, match="vLLM's CUDA ops not importable"):
         P.make_provider("vllm", SPEC, torch.bfloat16)
+
+
+# -- per-token rows split across programs (config.TOKEN_SPLIT_ROWS) ------------------------------------------------
+def _kernels_launched(monkeypatch, x, **kw):
+    """The kernels one call launches, in order (run for real, under the interpreter)."""
+    names = []
+    real = api.launch
+
+    def spy(kernel, *args, **kwargs):
+        names.append((getattr(kernel, "fn", kernel).__name__, args[2].get("AMAX")))
+        return real(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(api, "launch", spy)
+    silu_and_mul_quant_fp8(x, quant="token", **kw)
+    monkeypatch.setattr(api, "launch", real)
+    return names
+
+
+SPLIT = ("_silu_and_mul_quant_fp8_split_kernel", True), ("_silu_and_mul_quant_fp8_split_kernel", False)
+ONE = (("_silu_and_mul_quant_fp8_kernel", None),)
+
+
+# d: two parts, a last part of one column, a last part of 1023 (float32's 8 warps), 17 parts (a power of 2 plus one)
+@pytest.mark.parametrize("family", ["randn", "outlier", "tiny", "near_max", "cancellation", "nonfinite"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_split_rows_equal_the_reference(dtype, family):
+    fill = Fill(family, "cpu", seed=7)
+    with overrides(config, TOKEN_SPLIT_ROWS=8):
+        for t, d in ((1, 2048), (3, 2049), (2, 3 * 1024 + 1023), (1, 16 * 1024 + 5)):
+            q, s = _check(fill((t, 2 * d), dtype), "token")
+            assert s.shape == (t, 1)
+
+
+def test_split_rows_bound_the_amax_by_scale_ub_and_fill_strided_outputs(monkeypatch):
+    x = (4 * torch.randn(4, 2 * 2304, generator=torch.Generator().manual_seed(8))).to(torch.bfloat16)
+    ub = torch.tensor([0.5])
+    with overrides(config, TOKEN_SPLIT_ROWS=4):
+        assert _kernels_launched(monkeypatch, x, scale_ub=ub) == list(SPLIT)
+        _, s = _check(x, "token", scale_ub=ub)
+        assert torch.all(s == torch.tensor(0.5 / 448))
+        # leading dims and a row stride past the row (the vLLM form's buffers): the same bytes
+        wide = torch.zeros(2, 2, 2 * 2304 + 64, dtype=torch.bfloat16)
+        wide[..., : 2 * 2304] = x.reshape(2, 2, -1)
+        q, s = silu_and_mul_quant_fp8(wide[..., : 2 * 2304], quant="token")
+    q0, s0 = silu_and_mul_quant_fp8(x, quant="token")
+    assert torch.equal(q.reshape(4, -1).view(torch.uint8), q0.view(torch.uint8)) and torch.equal(s, s0)
+
+
+def test_which_calls_split_their_rows(monkeypatch):
+    x = torch.randn(9, 2 * 1536).to(torch.bfloat16)
+    # off by default until timed on a GPU
+    assert config.TOKEN_SPLIT_ROWS == 0 and _kernels_launched(monkeypatch, x[:1]) == list(ONE)
+    with overrides(config, TOKEN_SPLIT_ROWS=8):
+        assert _kernels_launched(monkeypatch, x[:8]) == list(SPLIT)
+        assert _kernels_launched(monkeypatch, x) == list(ONE)  # more rows than the bound
+        # a row one program's tile holds (d <= TOKEN_SPLIT_COLS), and one of more than TOKEN_SPLIT_MAX parts
+        assert _kernels_launched(monkeypatch, torch.randn(1, 2 * 1024)) == list(ONE)
+        assert config.token_split(1, 64 * 1024, 2) is not None and config.token_split(1, 64 * 1024 + 1, 2) is None
+        # the other modes never split
+        assert config.token_split_config(14336, 2).splits == 14
+    # the scratch's second launch waits on the first only on sm_90+ (never on CPU tensors, the interpreter's)
+    assert not config.token_split_pdl(torch.device("cpu"))
+
+
+def test_one_split_compile_per_phase_across_num_tokens(monkeypatch):
+    kernels = api._silu_and_mul_quant_fp8_kernel, api._silu_and_mul_quant_fp8_split_kernel
+    recs = Recorder(), Recorder()
+    monkeypatch.setattr(api, "_silu_and_mul_quant_fp8_kernel", recs[0])
+    monkeypatch.setattr(api, "_silu_and_mul_quant_fp8_split_kernel", recs[1])
+    with overrides(config, TOKEN_SPLIT_ROWS=64):
+        for t in NUM_TOKENS_SWEEP:
+            shape = SPEC.sweep_series(MODELS["llama3-8b"], t)["per-token"]
+            SPEC.call(SPEC.make_inputs(shape, torch.bfloat16, MetaFill()))
+    split = [n for n in NUM_TOKENS_SWEEP if n <= 64]
+    assert len(recs[1].launches) == 2 * len(split) and len(recs[0].launches) == len(NUM_TOKENS_SWEEP) - len(split)
+    assert len(specialization_keys(kernels[1], recs[1].launches)) == 2  # AMAX and the codes
+    assert len(specialization_keys(kernels[0], recs[0].launches)) == 1
+
+
+def test_the_checker_reads_the_split_rows(tmp_path):
+    """`tritonkit check --op silu_and_mul_quant_fp8` with the split on: both launches (the second a programmatic
+    dependent on the checker's sm_90) are compiled and read, with no finding."""
+    env = {**os.environ, "TRITONKIT_SILU_QUANT_SPLIT_ROWS": "16", "TRITON_INTERPRET": "0",
+           "TRITONKIT_CACHE_DIR": str(tmp_path), "PYTHONPATH": SRC}  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", "--op", "silu_and_mul_quant_fp8", "--format", "json"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    d = json.loads(r.stdout)
+    names = {k["kernel"] for k in d["kernels"]}
+    assert "_silu_and_mul_quant_fp8_split_kernel" in names, (names, r.stderr[-2000:])
+    assert d["findings"] == [] and d["problems"] == [], (d["findings"], d["problems"])
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -15,6 +15,7 @@ import triton.language as tl
 from fused_fma import INTERPRETING, fma_rn32
 from fused_fma import fused_fma as interpreter_fma_fused
 
+from tritonkit.ops import overrides
 from tritonkit.ops._fp8_jit import div_by_scale, recip_rn
 from tritonkit.ops.silu_and_mul_quant_fp8 import config
 from tritonkit.ops.silu_and_mul_quant_fp8.api import silu_and_mul_quant_fp8
@@ -257,11 +258,20 @@ SCALE_UB = {"token": 1.5, "group": 2 / 448}
 
 
 @pytest.mark.parametrize("family", ["randn", "outlier", "tiny", "near_max", "nonfinite"])
-@pytest.mark.parametrize("quant", ["static", "token", "group"])
+@pytest.mark.parametrize("quant", ["static", "token", "token-split", "group"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 def test_codes_and_scales_with_the_fast_paths(fused_fma, dtype, quant, family):
-    """The whole op with its GPU paths, on the difficult families: fp8 codes and scales equal the reference's."""
+    """The whole op with its GPU paths, on the difficult families: fp8 codes and scales equal the reference's.
+    token-split: the per-token rows split across programs (config.TOKEN_SPLIT_ROWS; on a GPU, its second launch a
+    programmatic dependent of the first)."""
+    split = quant == "token-split"
+    quant = "token" if split else quant
     fill = Fill(family, DEVICE, seed=7)
+    with overrides(config, TOKEN_SPLIT_ROWS=4 if split else config.TOKEN_SPLIT_ROWS):
+        _codes_and_scales(fill, dtype, quant, family)
+
+
+def _codes_and_scales(fill, dtype, quant, family):
     for t, d in FAST_SHAPES[quant]:
         x = fill((t, 2 * d), dtype)
         scale = torch.tensor([1 / 64], device=DEVICE) if quant == "static" else None

@@ -8,11 +8,12 @@ import torch
 
 from .. import _alloc, _checks, _fp8
 from .._fp8_jit import fused_fma
+from .._ints import next_power_of_2
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
 from . import config
-from .config import silu_and_mul_quant_config
-from .kernel import _silu_and_mul_quant_fp8_kernel
+from .config import silu_and_mul_quant_config, token_split
+from .kernel import _silu_and_mul_quant_fp8_kernel, _silu_and_mul_quant_fp8_split_kernel
 
 #: the ``quant`` modes and the kernel's QUANT for each
 QUANT_MODES = {"static": 0, "token": 1, "group": 2}
@@ -41,6 +42,11 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
         return
     x, stride_x = _checks.rows_and_stride("x", x)
     q2, stride_q = _checks.rows_and_stride("out", q, output=True)
+    if quant == "token":
+        split = token_split(n_rows, d, x.element_size())
+        if split is not None:
+            _launch_split(x, q2, s, scale_ub, n_rows, d, stride_x, stride_q, split)
+            return
     cfg = silu_and_mul_quant_config(d, x.element_size(), quant, group_size)
     st = s.stride(0) if s is not None and s.dim() else 0
     sg = s.stride(1) if s is not None and s.dim() == 2 else 0
@@ -74,6 +80,27 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
         },
         cfg.num_warps,
     )
+
+
+def _launch_split(x, q, s, scale_ub, n_rows: int, d: int, stride_x: int, stride_q: int, split) -> None:
+    """Per-token rows split across ``split.splits`` programs each (config.token_split): the parts' amaxes into a
+    scratch of ``[n_rows, splits]`` float32, then the scales and codes (the first launch's programmatic dependent
+    on sm_90)."""
+    parts = _alloc.empty((n_rows, split.splits), torch.float32, x.device)
+    pdl = config.token_split_pdl(x.device)
+    args = (x, q, s, parts, scale_ub if scale_ub is not None else x, d, stride_x, stride_q, s.stride(0))
+    common = {
+        "HAS_UB": scale_ub is not None,
+        "BLOCK_N": split.block_n,
+        "SPLITS": split.splits,
+        "SPLITS_P2": next_power_of_2(split.splits),
+        "PDL": pdl,
+        "FUSED_FMA": fused_fma(),
+        "FAST_EXP": config.FAST_EXP,
+    }
+    grid = (n_rows, split.splits)
+    launch(_silu_and_mul_quant_fp8_split_kernel, grid, args, {"AMAX": True, **common}, split.num_warps)
+    launch(_silu_and_mul_quant_fp8_split_kernel, grid, args, {"AMAX": False, **common}, split.num_warps, launch_pdl=pdl)
 
 
 def _alloc_scales(x, quant: str, group_size: int, transposed: bool, empty=_alloc.empty) -> torch.Tensor:

@@ -3,7 +3,7 @@ the quantization mode (not yet measured on a GPU: the tiles are silu_and_mul's).
 
 import dataclasses
 
-from .. import _memo
+from .. import _device, _env, _memo
 from .._ints import cdiv, next_power_of_2
 
 # silu_and_mul's tile: 4 KB of each input half per program (docs/notes/elementwise-tiles.md); a multiple of every
@@ -22,6 +22,18 @@ TOKEN_CHUNK = 2048
 # test_silu_and_mul_quant_fp8_fast.py 55/55, tritonkit validate 588/588, tree 8dd7cd6); 38.8 SASS instructions a value
 # against 55.9, static silu at 4096 tokens 89.8 against 127.5 us (docs/notes/silu-fp8-issue.md).
 FAST_EXP = True
+# Per-token calls of at most TOKEN_SPLIT_ROWS rows (0: none) split each row across programs of TOKEN_SPLIT_COLS
+# columns, in two launches (kernel._silu_and_mul_quant_fp8_split_kernel: the parts' amaxes, then the scale and the
+# codes), where one 16-warp program a row is compute-bound on its SM: Llama-3-8B per token at 1 / 16 tokens 7.1 / 7.4
+# us against the unfused pair's 7.0 / 7.5 and static's 2.2 / 2.5 (H200, docs/notes/silu-fp8-issue.md). Built on a
+# CPU, untimed: off until a GPU run shows where it pays. TRITONKIT_SILU_QUANT_SPLIT_ROWS=N turns it on up to N rows.
+TOKEN_SPLIT_ROWS = _env.choice("TRITONKIT_SILU_QUANT_SPLIT_ROWS", (0, 1, 2, 4, 8, 16, 32, 64, 128, 256), 0)
+# silu_and_mul's 16 bytes of each half a thread: 4 warps for 16-bit inputs
+TOKEN_SPLIT_COLS = 1024
+# a row's parts at most (d up to 64K columns); wider rows keep the one-program path
+TOKEN_SPLIT_MAX = 64
+# the second launch as the first's programmatic dependent where the target has it (sm_90+)
+TOKEN_SPLIT_PDL = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,3 +72,37 @@ def silu_and_mul_quant_config(d: int, elem_bytes: int, quant: str, group_size: i
         # 181 (one) for the same instructions a value (46.6 against 46.3, sm_90 SASS; docs/notes/silu-fp8-issue.md)
         num_warps = 16
     return SiluQuantConfig(block_m, block_n, num_chunks, single, grid_n, num_warps)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenSplitConfig:
+    block_n: int  # a program's columns
+    splits: int  # programs a row (grid[1])
+    num_warps: int
+
+
+@_memo.memoized(maxsize=256)
+def token_split_config(d: int, elem_bytes: int) -> TokenSplitConfig | None:
+    """The split of a per-token row of ``d`` outputs, or None where the row is one program's tile or would take more
+    than TOKEN_SPLIT_MAX parts. Whether a call takes it is :func:`token_split`'s."""
+    splits = cdiv(d, TOKEN_SPLIT_COLS)
+    if splits < 2 or splits > TOKEN_SPLIT_MAX:
+        return None
+    num_warps = min(max(TOKEN_SPLIT_COLS * elem_bytes // (32 * 16), 1), 8)
+    return TokenSplitConfig(TOKEN_SPLIT_COLS, splits, num_warps)
+
+
+def token_split(n_rows: int, d: int, elem_bytes: int) -> TokenSplitConfig | None:
+    """The split a per-token call of ``n_rows`` rows takes (None: one program a row)."""
+    if n_rows > TOKEN_SPLIT_ROWS:
+        return None
+    return token_split_config(d, elem_bytes)
+
+
+def token_split_pdl(device) -> bool:
+    """Whether the split's second launch is the first's programmatic dependent: where the kernels target compute
+    capability 9.0+ (meta tensors: the checker's target); never under the interpreter."""
+    from .kernel import gdc_wait
+
+    cap = _device.capability(device)
+    return TOKEN_SPLIT_PDL and gdc_wait is not None and cap is not None and cap >= (9, 0)

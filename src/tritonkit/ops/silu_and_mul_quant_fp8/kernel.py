@@ -15,6 +15,11 @@ from .._fp8_jit import (
     widen,
 )
 
+try:  # programmatic dependent launch (sm_90+); Triton releases without it never set PDL
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older Triton
+    gdc_launch_dependents = gdc_wait = None
+
 # QUANT: STATIC y * (1 / scale); TOKEN one dynamic scale per row, y / scale; GROUP one per GROUP_SIZE columns
 STATIC = tl.constexpr(0)
 TOKEN = tl.constexpr(1)
@@ -188,3 +193,58 @@ def _silu_and_mul_quant_fp8_kernel(
             )
             q3 = div_by_scale(y3, s[:, :, None], recip_rn(s, FUSED_FMA)[:, :, None], FUSED_FMA)
             tl.store(q_ptrs, tl.reshape(to_fp8(q3), (BLOCK_M, BLOCK_N)), mask=mask)
+
+
+@triton.jit(do_not_specialize=["stride_st"])
+def _silu_and_mul_quant_fp8_split_kernel(
+    x_ptr,
+    q_ptr,
+    s_ptr,
+    part_ptr,
+    ub_ptr,
+    d,
+    stride_x,
+    stride_q,
+    stride_st,
+    AMAX: tl.constexpr,
+    HAS_UB: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLITS: tl.constexpr,
+    SPLITS_P2: tl.constexpr,
+    PDL: tl.constexpr,
+    FUSED_FMA: tl.constexpr,
+    FAST_EXP: tl.constexpr,
+):
+    """TOKEN rows split across programs: program ``(r, p)`` takes row ``r``'s columns ``[p * BLOCK_N, (p + 1) *
+    BLOCK_N)`` of its SPLITS (SPLITS_P2 the next power of 2). Two launches of this kernel: AMAX writes each
+    program's amax to ``part[r, p]``; the second recomputes its activation, reads the row's SPLITS amaxes, and
+    stores the scale (program 0) and its fp8 columns. The row's amax is the max of the parts' (exact), so codes and
+    scales are those of the one-program row. PDL (sm_90+): the second launch is the first's programmatic dependent;
+    its loads and activation run before ``gdc_wait``, under the first launch, which lets it start as soon as each of
+    its programs has."""
+    row = tl.program_id(0).to(tl.int64)  # int64: row * stride passes 2^31 on large inputs
+    pid_n = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = offs_n < d
+    dtype: tl.constexpr = x_ptr.dtype.element_ty
+    parts = part_ptr + row * SPLITS
+    x_ptrs = x_ptr + row * stride_x + offs_n
+    if AMAX:
+        if PDL:
+            gdc_launch_dependents()
+        y = _act(x_ptrs, d, mask, TOKEN, dtype, FUSED_FMA, FAST_EXP)
+        tl.store(parts + pid_n, abs_max(y, 0))
+    else:
+        ub = 0.0
+        if HAS_UB:
+            ub = tl.load(ub_ptr)
+        y = _act(x_ptrs, d, mask, TOKEN, dtype, FUSED_FMA, FAST_EXP)
+        if PDL:
+            # before any read of the parts: the first launch is complete and its stores are visible past here
+            gdc_wait()
+        offs_p = tl.arange(0, SPLITS_P2)
+        amax = tl.max(tl.load(parts + offs_p, mask=offs_p < SPLITS, other=0.0), 0)
+        s = dynamic_scale_of(amax, ub, HAS_UB, False)
+        tl.store(s_ptr + row * stride_st, s, mask=pid_n == 0)
+        r = recip_rn(s, FUSED_FMA)
+        tl.store(q_ptr + row * stride_q + offs_n, to_fp8(div_by_scale(y, s, r, FUSED_FMA)), mask=mask)
