@@ -94,13 +94,13 @@ def hopper_launch(lens, ctx):
     (hop,) = [ln for ln in record_launches(lambda: paged_attention(
         q, k, k, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=max(lens),
         max_seqlen_k=max(lens) + ctx, causal=True)) if ln.name == "_paged_attention_prefill_hopper_kernel"]
-    return [hop.kwargs["PERSISTENT"], *hop.args[-2:]]
+    return [hop.kwargs["PERSISTENT"], *hop.args[-2:], hop.kwargs["HANDOFF"]]
 
 out = []
 with overrides(config, PREFILL_HOPPER=True, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=None):
-    for release in (True, False):
+    for release, handoff in ((True, False), (False, False), (True, True)):
         # through overrides: the launch plan that holds the choice is memoized
-        with overrides(config, PREFILL_HOPPER_PERSISTENT_RELEASE=release):
+        with overrides(config, PREFILL_HOPPER_PERSISTENT_RELEASE=release, PREFILL_HOPPER_HANDOFF=handoff):
             out.append([hopper_launch(lens, ctx) for lens, ctx in [([4096], 0), ([256], 16000), ([256] * 8, 0)]])
 print(json.dumps(out))
 """
@@ -115,10 +115,12 @@ def test_the_op_launches_persistent_programs_where_the_rule_says():
         [sys.executable, "-c", _PERSISTENT_LAUNCHES], capture_output=True, text=True, env=env, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    on_39, on_38 = json.loads(proc.stdout.strip().splitlines()[-1])
+    on_39, on_38, handoff = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r[0] for r in on_39] == [True, True, False] and [r[0] for r in on_38] == [False, False, False]
+    # HANDOFF is off by default, and with it on applies to the persistent launches alone
+    assert not any(r[3] for r in on_39 + on_38) and [r[3] for r in handoff] == [True, True, False]
     # 4096 tokens in 32-token tiles x 8 KV heads; the chunk's 8 tiles x 8 heads split over the context
-    (tiles, grid0), (chunk_tiles, chunk_grid0) = on_39[0][1:], on_39[1][1:]
+    (tiles, grid0), (chunk_tiles, chunk_grid0) = on_39[0][1:3], on_39[1][1:3]
     assert (tiles, grid0) == (1024, 1024), on_39
     assert chunk_grid0 == 64 and chunk_tiles % 64 == 0 and chunk_tiles > 64, on_39
 
@@ -192,7 +194,8 @@ with overrides(config, PREFILL_HOPPER=True):
         switches = dict(PREFILL_HOPPER_OVERLAP=case.pop("overlap", OVERLAP),
                         PREFILL_HOPPER_PINGPONG=case.pop("pingpong", False),
                         PREFILL_HOPPER_TURNS=case.pop("turns", True),
-                        PREFILL_HOPPER_PERSISTENT=case.pop("persistent", None))
+                        PREFILL_HOPPER_PERSISTENT=case.pop("persistent", None),
+                        PREFILL_HOPPER_HANDOFF=case.pop("handoff", False))
         with overrides(config, **switches):
             launches = record_launches(call(dtype=dtype, **case))
         names = [ln.kernel.fn.__name__ for ln in launches]
@@ -206,7 +209,8 @@ with overrides(config, PREFILL_HOPPER=True):
                        local=r.local_bytes, warps=r.num_warps, wgmma=r.wgmma, loop_spills=counts["loop_STL"] +
                        counts["loop_LDL"], inner_spills=counts["inner_STL"] + counts["inner_LDL"],
                        setmaxnreg="setmaxnreg" in ck.asm["ptx"], gmma=counts["GMMA"], wait_all=counts["wait_all"],
-                       persistent=hop[0].kwargs["PERSISTENT"], turns=hop[0].kwargs["TURNS"])
+                       persistent=hop[0].kwargs["PERSISTENT"], turns=hop[0].kwargs["TURNS"],
+                       handoff=hop[0].kwargs["HANDOFF"])
         out.append(row)
 print(json.dumps(out))
 """
@@ -248,15 +252,18 @@ def test_the_ops_hopper_prefill_launch_compiles_for_sm_90():
 
 
 @pytest.mark.parametrize(
-    "pingpong, persistent", [("0", "0"), ("1", "0"), ("1", "1")], ids=["default", "pingpong", "persistent"]
+    "pingpong, persistent, handoff",
+    [("0", "0", "0"), ("1", "0", "0"), ("1", "1", "0"), ("1", "1", "1")],
+    ids=["default", "pingpong", "persistent", "handoff"],
 )
-def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent):
+def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff):
     """`tritonkit check --op paged_attention` with the Hopper prefill on: its Gluon kernel (no TTIR stage; warp
     specialization's partitions, two consumer partitions with the ping-pong, a tile loop around them when
-    persistent) is lowered and read like the others, and has no finding."""
+    persistent, the tiles' bounds handed over in shared memory) is lowered and read like the others, and has no
+    finding."""
     env = {**os.environ, "TRITONKIT_PREFILL_HOPPER": "1", "TRITONKIT_PREFILL_HOPPER_PINGPONG": pingpong,
-           "TRITONKIT_PREFILL_HOPPER_PERSISTENT": persistent, "TRITON_INTERPRET": "0",
-           "TRITONKIT_CACHE_DIR": str(tmp_path)}  # fmt: skip
+           "TRITONKIT_PREFILL_HOPPER_PERSISTENT": persistent, "TRITONKIT_PREFILL_HOPPER_HANDOFF": handoff,
+           "TRITON_INTERPRET": "0", "TRITONKIT_CACHE_DIR": str(tmp_path)}  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-m", "tritonkit", "check", "--op", "paged_attention", "--format", "json"],
         capture_output=True, text=True, env=env, timeout=600,
@@ -284,6 +291,9 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         # persistent programs over the tiles, on a prompt and on a chunk with splits, turns on and off
         {**_BASE, "dtype": "bfloat16", "pingpong": True, "persistent": True},
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, "turns": False, **_PERSIST},
+        # the tiles' bounds handed from the load warp to the consumers
+        {**_BASE, "dtype": "bfloat16", "pingpong": True, "turns": False, **_PERSIST, "handoff": True},
+        {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, "handoff": True},
     ]
     rows = _compile(cases)
     for case, row in zip(cases, rows):
@@ -292,6 +302,7 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
             # 64) and is still the faster there (config.py); the ping-pong build does not
             row = {**row, "loop_spills": 0}
         assert row["persistent"] is case.get("persistent", row["persistent"]), row
+        assert row["handoff"] is case.get("handoff", False), row
         if row["persistent"]:
             # where it is the default (3.9 on): 3.9's consumers reload 1-3 values a KV step in some loops (2 spill
             # instructions in the innermost loops at causal 4096, 12 on the chunk with splits) and its persistent
@@ -436,4 +447,21 @@ def test_the_persistent_build_matches_the_pingpong_build(case, turns):
             q, k, v, kw, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=turns, PREFILL_HOPPER_PERSISTENT=True,
             PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0,
         )  # fmt: skip
+        assert torch.equal(out, base), (sms, (out.float() - base.float()).abs().max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _GPU_CASES, ids=[c["id"] for c in _GPU_CASES])
+def test_the_handoff_build_matches_the_persistent_build(case):
+    """HANDOFF (the load warp publishing each tile's bounds to the consumers in shared memory, a two-slot ring)
+    gives the consumers the bounds they would have found themselves: the same bits, on a grid of 1, 3 and every
+    SM's programs (the ring wraps many times on the first)."""
+    _needs_hopper()
+    q, k, v, kw = _gpu_call(case)
+    flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=False, PREFILL_HOPPER_PERSISTENT=True)
+    for sms in (1, 3, None):
+        base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0)
+        out = _hopper_out(
+            q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0, PREFILL_HOPPER_HANDOFF=True
+        )
         assert torch.equal(out, base), (sms, (out.float() - base.float()).abs().max().item())

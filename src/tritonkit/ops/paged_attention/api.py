@@ -391,6 +391,7 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
             "TURNS": config.PREFILL_HOPPER_TURNS,
             "EARLY_PAGES": config.PREFILL_HOPPER_EARLY_PAGES,
             "PERSISTENT": pre.persistent > 0,
+            "HANDOFF": pre.persistent > 0 and config.PREFILL_HOPPER_HANDOFF,
         },
         # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)
         pre.num_warps // 2 if config.PREFILL_HOPPER_PINGPONG else pre.num_warps,

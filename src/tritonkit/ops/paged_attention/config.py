@@ -191,6 +191,12 @@ PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1
 # the load warp fetches a tile's first K/V under the previous tile's last steps. prefill_hopper_persistent says
 # where; TRITONKIT_PREFILL_HOPPER_PERSISTENT=1 / =0 turns it on / off for every call.
 PREFILL_HOPPER_PERSISTENT = _env.flag("TRITONKIT_PREFILL_HOPPER_PERSISTENT")
+# HANDOFF (persistent programs): the load warp, which runs ahead, publishes each tile's bounds to the consumers in
+# shared memory, in place of each consumer partition's own chain of dependent loads before the tile's Q (the
+# sequence's binary search over cu_seqlens_q, then its lengths: 3 round trips at 8 sequences, 9 at 256). Built on a
+# CPU, untimed: off until a GPU run shows it faster (TRITONKIT_PREFILL_HOPPER_HANDOFF=1; docs/notes/
+# prefill-persistent.md).
+PREFILL_HOPPER_HANDOFF = _env.flag("TRITONKIT_PREFILL_HOPPER_HANDOFF") is True
 # the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever;
 # prefill_config and so the launch plan hold it)
 PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0

@@ -139,6 +139,61 @@ def _snake_tile(band, nprog):
     return gl.maximum(band * nprog + c + (band & 1) * (nprog - 1 - 2 * c), 0)
 
 
+# HANDOFF: a program tile's bounds as the load warp publishes them to the consumers (one int32 each; t0 is int64
+# where _tile_bounds computes it, and below 2^31 as a token index)
+INFO_FIELDS = gl.constexpr(16)
+INFO_SLOTS = gl.constexpr(2)
+
+
+@gluon.jit
+def _publish_tile(
+    info, info_ready, info_empty, k, pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi
+):  # fmt: skip
+    """The load warp's k-th tile's bounds into info slot k % INFO_SLOTS, once both consumer partitions have read
+    what that slot held before, then signalled on the slot's ready barrier."""
+    slot = k % INFO_SLOTS
+    mbarrier.wait(info_empty.index(slot), ((k // INFO_SLOTS) & 1) ^ 1)
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    i = gl.arange(0, INFO_FIELDS, layout=layout)
+    v = gl.where(i == 0, pid_kvh.to(gl.int32), 0)
+    v = gl.where(i == 1, q_start.to(gl.int32), v)
+    v = gl.where(i == 2, q_len.to(gl.int32), v)
+    v = gl.where(i == 3, t0.to(gl.int32), v)
+    v = gl.where(i == 4, ctx.to(gl.int32), v)
+    v = gl.where(i == 5, seqlen_k.to(gl.int32), v)
+    v = gl.where(i == 6, lo.to(gl.int32), v)
+    v = gl.where(i == 7, a.to(gl.int32), v)
+    v = gl.where(i == 8, b.to(gl.int32), v)
+    v = gl.where(i == 9, hi.to(gl.int32), v)
+    info.index(slot).store(v)
+    # every lane's stores before the one arrive (release: the consumers' wait acquires them)
+    gluon_barrier()
+    mbarrier.arrive(info_ready.index(slot), count=1)
+
+
+@gluon.jit
+def _field(v, i, n: gl.constexpr):
+    """Field n of a published tile: every thread holds all of them, so a reduction within the thread."""
+    return gl.sum(gl.where(i == n, v, 0), axis=0)
+
+
+@gluon.jit
+def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
+    """A consumer partition's k-th tile as the load warp published it: (pid_kvh, q_start, q_len, t0 as int64, ctx,
+    seqlen_k, lo, a, b, hi); the slot is freed once every warp of the partition has read it."""
+    slot = k % INFO_SLOTS
+    mbarrier.wait(info_ready.index(slot), (k // INFO_SLOTS) & 1)
+    layout: gl.constexpr = gl.BlockedLayout([INFO_FIELDS], [32], [num_warps], [0])
+    v = info.index(slot).load(layout)
+    gluon_barrier()
+    mbarrier.arrive(info_empty.index(slot), count=1)
+    i = gl.arange(0, INFO_FIELDS, layout=layout)
+    return (
+        _field(v, i, 0), _field(v, i, 1), _field(v, i, 2), _field(v, i, 3).to(gl.int64), _field(v, i, 4),
+        _field(v, i, 5), _field(v, i, 6), _field(v, i, 7), _field(v, i, 8), _field(v, i, 9),
+    )  # fmt: skip
+
+
 @gluon.jit
 def _tile_bounds(
     x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens,
@@ -173,12 +228,15 @@ def _load_persistent(
     block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks, win_left, win_right, stride_bt,
     num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
     BLOCK_SIZE: gl.constexpr, PAGE_ROWS: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
-    LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr, EARLY_PAGES: gl.constexpr,
+    LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr, EARLY_PAGES: gl.constexpr, HANDOFF: gl.constexpr, info,
+    info_ready, info_empty,
 ):  # fmt: skip
     """PERSISTENT's load warp: _load_partition over the program's tiles (_snake_tile), one stage ring across them,
-    so a tile's first K/V loads run under the previous tile's last steps and epilogue."""
+    so a tile's first K/V loads run under the previous tile's last steps and epilogue. HANDOFF: it publishes each
+    tile's bounds to the consumers (_publish_tile) before its loads."""
     nprog = gl.num_programs(0)
     it0 = 0
+    k = 0
     for band in range(0, (num_tiles + nprog - 1) // nprog):
         t = _snake_tile(band, nprog)
         if t < num_tiles:
@@ -187,6 +245,13 @@ def _load_persistent(
                 num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q,
                 BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
             )  # fmt: skip
+            if HANDOFF:
+                # k >= 0 (a count): the maximum says so to the checker's sign analysis
+                _publish_tile(
+                    info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
+                    a, b, hi,
+                )  # fmt: skip
+                k += 1
             # it0 >= 0 (a sum of hi - lo >= 0): the maximum says so to the checker's sign analysis, as below
             _load_partition(
                 k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
@@ -700,23 +765,32 @@ def _attend_persistent(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, TURNS: gl.constexpr,
-    num_warps: gl.constexpr,
+    HANDOFF: gl.constexpr, info, info_ready, info_empty, num_warps: gl.constexpr,
 ):  # fmt: skip
     """PERSISTENT's consumer partition (ping-pong): _attend_rows over the program's tiles in _load_persistent's
-    order, the ring's steps and the V-fix barriers' phases carried from tile to tile."""
+    order, the ring's steps and the V-fix barriers' phases carried from tile to tile. HANDOFF: each tile's bounds
+    come from the load warp (_take_tile), which found them ahead, instead of this partition's own chain of loads
+    (the sequence's binary search, its lengths) before the tile's Q."""
     nprog = gl.num_programs(0)
     it0 = 0
     fix_bits = 0
+    k = 0
     for band in range(0, (num_tiles + nprog - 1) // nprog):
         t = _snake_tile(band, nprog)
         if t < num_tiles:
             x = t % grid0
             split = t // grid0
-            pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
-                x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
-                num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q, BLOCK_N, BLOCK_SIZE,
-                LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
-            )  # fmt: skip
+            if HANDOFF:
+                pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _take_tile(
+                    info, info_ready, info_empty, gl.maximum(k, 0), num_warps
+                )
+                k += 1
+            else:
+                pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+                    x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads,
+                    bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q, BLOCK_N,
+                    BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+                )  # fmt: skip
             fix_bits = _attend_rows(
                 q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs, k_ready,
                 v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi,
@@ -792,6 +866,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     TURNS: gl.constexpr,
     EARLY_PAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
+    HANDOFF: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
@@ -839,6 +914,17 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
             mbarrier.init(sync.index(i), count=1)
         for i in gl.static_range(STAGES):
             mbarrier.init(v_fixed.index(i), count=1)
+        # HANDOFF: the published tiles' slots and their barriers; without it, unused stand-ins
+        info = v_fixed
+        info_ready = v_fixed
+        info_empty = v_fixed
+        if HANDOFF:
+            info = gl.allocate_shared_memory(gl.int32, [INFO_SLOTS, INFO_FIELDS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+            info_ready = gl.allocate_shared_memory(gl.int64, [INFO_SLOTS, 1], mbarrier.MBarrierLayout())
+            info_empty = gl.allocate_shared_memory(gl.int64, [INFO_SLOTS, 1], mbarrier.MBarrierLayout())
+            for i in gl.static_range(INFO_SLOTS):
+                mbarrier.init(info_ready.index(i), count=1)
+                mbarrier.init(info_empty.index(i), count=PARTS)
         gl.warp_specialize(
             [
                 (
@@ -850,7 +936,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                        SINKS, SPLIT, TURNS, num_warps,
+                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, num_warps,
                     ),
                 ),
                 (
@@ -862,7 +948,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
-                        SOFTCAP, SINKS, SPLIT, TURNS, CONSUMER_WARPS,
+                        SOFTCAP, SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, CONSUMER_WARPS,
                     ),
                 ),
                 (
@@ -871,7 +957,8 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, cu_seqlens_q_ptr,
                         seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks,
                         win_left, win_right, stride_bt, num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM, BLOCK_Q,
-                        BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, EARLY_PAGES,
+                        BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, EARLY_PAGES, HANDOFF,
+                        info, info_ready, info_empty,
                     ),
                 ),
             ],
