@@ -451,14 +451,15 @@ def test_the_persistent_build_matches_the_pingpong_build(case, turns):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("turns", [True, False], ids=["turns", "free"])
 @pytest.mark.parametrize("case", _GPU_CASES, ids=[c["id"] for c in _GPU_CASES])
-def test_the_handoff_build_matches_the_persistent_build(case):
+def test_the_handoff_build_matches_the_persistent_build(case, turns):
     """HANDOFF (the load warp publishing each tile's bounds to the consumers in shared memory, a two-slot ring)
     gives the consumers the bounds they would have found themselves: the same bits, on a grid of 1, 3 and every
     SM's programs (the ring wraps many times on the first)."""
     _needs_hopper()
     q, k, v, kw = _gpu_call(case)
-    flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=False, PREFILL_HOPPER_PERSISTENT=True)
+    flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=turns, PREFILL_HOPPER_PERSISTENT=True)
     for sms in (1, 3, None):
         base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0)
         out = _hopper_out(

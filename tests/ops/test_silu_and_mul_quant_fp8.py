@@ -197,6 +197,22 @@ def test_split_rows_bound_the_amax_by_scale_ub_and_fill_strided_outputs(monkeypa
     assert torch.equal(q.reshape(4, -1).view(torch.uint8), q0.view(torch.uint8)) and torch.equal(s, s0)
 
 
+def test_split_rows_take_launch_intos_scale_bound_rule():
+    """launch_into (the vLLM forms' surface) may bound the scale rather than the amax: the split rows do as the
+    one-program rows do."""
+    x = (4 * torch.randn(3, 2 * 2304, generator=torch.Generator().manual_seed(9))).to(torch.bfloat16)
+    ub = torch.tensor([2e-3])
+    got = []
+    for rows in (0, 4):
+        q = torch.empty(3, 2304, dtype=FP8)
+        s = torch.empty(3, 1)
+        with overrides(config, TOKEN_SPLIT_ROWS=rows):
+            api.launch_into(x, q, s, "token", None, ub, 128, True)
+        got.append((q.view(torch.uint8), s))
+    assert torch.all(got[0][1] == torch.tensor(2e-3))
+    assert torch.equal(got[0][0], got[1][0]) and torch.equal(got[0][1], got[1][1])
+
+
 def test_which_calls_split_their_rows(monkeypatch):
     x = torch.randn(9, 2 * 1536).to(torch.bfloat16)
     # off by default until timed on a GPU

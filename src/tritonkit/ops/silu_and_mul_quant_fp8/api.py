@@ -42,14 +42,14 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
         return
     x, stride_x = _checks.rows_and_stride("x", x)
     q2, stride_q = _checks.rows_and_stride("out", q, output=True)
+    st = s.stride(0) if s is not None and s.dim() else 0
+    sg = s.stride(1) if s is not None and s.dim() == 2 else 0
     if quant == "token":
         split = token_split(n_rows, d, x.element_size())
         if split is not None:
-            _launch_split(x, q2, s, scale_ub, n_rows, d, stride_x, stride_q, split)
+            _launch_split(x, q2, s, scale_ub, ub_on_scale, n_rows, d, stride_x, stride_q, st, split)
             return
     cfg = silu_and_mul_quant_config(d, x.element_size(), quant, group_size)
-    st = s.stride(0) if s is not None and s.dim() else 0
-    sg = s.stride(1) if s is not None and s.dim() == 2 else 0
     launch(
         _silu_and_mul_quant_fp8_kernel,
         (-(-n_rows // cfg.block_m), cfg.grid_n),
@@ -82,15 +82,18 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
     )
 
 
-def _launch_split(x, q, s, scale_ub, n_rows: int, d: int, stride_x: int, stride_q: int, split) -> None:
+def _launch_split(
+    x, q, s, scale_ub, ub_on_scale: bool, n_rows: int, d: int, stride_x: int, stride_q: int, stride_s: int, split
+) -> None:
     """Per-token rows split across ``split.splits`` programs each (config.token_split): the parts' amaxes into a
     scratch of ``[n_rows, splits]`` float32, then the scales and codes (the first launch's programmatic dependent
     on sm_90)."""
     parts = _alloc.empty((n_rows, split.splits), torch.float32, x.device)
     pdl = config.token_split_pdl(x.device)
-    args = (x, q, s, parts, scale_ub if scale_ub is not None else x, d, stride_x, stride_q, s.stride(0))
+    args = (x, q, s, parts, scale_ub if scale_ub is not None else x, d, stride_x, stride_q, stride_s)
     common = {
         "HAS_UB": scale_ub is not None,
+        "UB_ON_SCALE": ub_on_scale,
         "BLOCK_N": split.block_n,
         "SPLITS": split.splits,
         "SPLITS_P2": next_power_of_2(split.splits),

@@ -208,6 +208,7 @@ def _silu_and_mul_quant_fp8_split_kernel(
     stride_st,
     AMAX: tl.constexpr,
     HAS_UB: tl.constexpr,
+    UB_ON_SCALE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SPLITS: tl.constexpr,
     SPLITS_P2: tl.constexpr,
@@ -244,7 +245,7 @@ def _silu_and_mul_quant_fp8_split_kernel(
             gdc_wait()
         offs_p = tl.arange(0, SPLITS_P2)
         amax = tl.max(tl.load(parts + offs_p, mask=offs_p < SPLITS, other=0.0), 0)
-        s = dynamic_scale_of(amax, ub, HAS_UB, False)
+        s = dynamic_scale_of(amax, ub, HAS_UB, UB_ON_SCALE)
         tl.store(s_ptr + row * stride_st, s, mask=pid_n == 0)
         r = recip_rn(s, FUSED_FMA)
         tl.store(q_ptr + row * stride_q + offs_n, to_fp8(div_by_scale(y, s, r, FUSED_FMA)), mask=mask)
