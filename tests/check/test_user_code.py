@@ -202,7 +202,7 @@ def test_ctrl_c_prints_one_line(tmp_path):
         # Triton 3.9 warns on stderr that TRITON_DEFAULT_FP_FUSION is unset (its default flips in 3.10); 1 is the
         # default of every release here, and keeps stderr to what the checker says
         env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0", "TRITON_DEFAULT_FP_FUSION": "1"},
-        # an earlier test may leave SIGINT ignored, and a child inherits that
+        # pytest may run with SIGINT ignored (a shell starts a script's background jobs so), and a child inherits that
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
@@ -461,6 +461,22 @@ def test_a_keyboard_interrupt_raised_by_case_code_is_a_problem_and_the_run_goes_
     msgs = {p["where"].split(" ")[0]: p["message"] for p in rep["problems"]}
     assert "KeyboardInterrupt: the case's own" in msgs["stops"]
     assert "failed to import: KeyboardInterrupt" in msgs[at_import]
+
+
+def test_a_case_keyboard_interrupt_is_reported_where_sigint_is_ignored(tmp_path):
+    """A shell starts a script's background jobs with SIGINT ignored: no Ctrl-C can reach the run then, so a
+    KeyboardInterrupt the case raises is the case's problem, reported with the rest (it ended the run as
+    "interrupted", exit 130 and no report, before)."""
+    f = _file(tmp_path, "raises.py", "\n@tritonkit.case(n=[3])\ndef stops(n):\n    raise KeyboardInterrupt('own')\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", f, "--format", "json"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(SRC), "TRITON_INTERPRET": "0", "TRITON_DEFAULT_FP_FUSION": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr[-2000:]
+    (p,) = json.loads(r.stdout)["problems"]
+    assert p["where"].startswith("stops") and "KeyboardInterrupt: own" in p["message"], p
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,15 @@ def watch_interrupts() -> None:
 def real_interrupts() -> Iterator[None]:
     """Within: a SIGINT (Ctrl-C) is recorded before it raises KeyboardInterrupt, so that :func:`raised_by_code`
     tells it from a KeyboardInterrupt that a case's code raised itself. Only where Python's own handler is set, in
-    the main thread (an ignored SIGINT stays ignored, a caller's handler stays theirs)."""
+    the main thread (a caller's handler stays theirs). An ignored SIGINT stays ignored: no Ctrl-C can raise then (a
+    shell starts a script's background jobs so), so every KeyboardInterrupt is the code's."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        _interrupts.update(watching=True, signalled=False)
+        try:
+            yield
+        finally:
+            _interrupts["watching"] = False
+        return
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) not in (
         signal.default_int_handler,
         _on_sigint,
