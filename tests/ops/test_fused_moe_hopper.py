@@ -16,6 +16,7 @@ import tritonkit.ops.fused_moe.api as api
 import tritonkit.ops.fused_moe.hopper as hopper
 import tritonkit.ops.fused_moe.config as config
 from tritonkit.ops import overrides
+from op_check import check_op
 
 SRC = Path(__file__).parents[2] / "src"
 HOPPER = "_fused_moe_gemm2_fp8_hopper_kernel"
@@ -149,16 +150,12 @@ def test_the_ops_gluon_gemm_launches_compile_for_sm_90():
 
 
 def test_the_checker_reads_the_gluon_gemms(tmp_path):
-    env = {**os.environ, "TRITONKIT_MOE_GEMM1_HOPPER": "1", "TRITONKIT_MOE_GEMM2_HOPPER": "1", "TRITON_INTERPRET": "0",
-           "TRITONKIT_CACHE_DIR": str(tmp_path)}  # fmt: skip
-    r = subprocess.run(
-        [sys.executable, "-m", "tritonkit", "check", "--op", "fused_moe", "--format", "json"],
-        capture_output=True, text=True, env=env, timeout=900,
-    )  # fmt: skip
-    d = json.loads(r.stdout)
-    assert {HOPPER, HOPPER1} <= {k["kernel"] for k in d["kernels"]}, r.stderr[-2000:]
+    d, err, rc = check_op(
+        "fused_moe", {"TRITONKIT_MOE_GEMM1_HOPPER": "1", "TRITONKIT_MOE_GEMM2_HOPPER": "1"}, tmp_path, timeout=900
+    )
+    assert {HOPPER, HOPPER1} <= {k["kernel"] for k in d["kernels"]}, err[-2000:]
     assert [f for f in d["findings"] if f["kernel"] in (HOPPER, HOPPER1)] == [] and d["problems"] == [], d["findings"]
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert rc == 0, err[-2000:]
 
 
 # -- on a Hopper GPU -------------------------------------------------------------------------------------------------

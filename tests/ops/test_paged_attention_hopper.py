@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 import triton
+from op_check import check_op
 
 from tritonkit.ops import overrides
 from tritonkit.ops.paged_attention import config
@@ -261,18 +262,17 @@ def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, ha
     specialization's partitions, two consumer partitions with the ping-pong, a tile loop around them when
     persistent, the tiles' bounds handed over in shared memory) is lowered and read like the others, and has no
     finding."""
-    env = {**os.environ, "TRITONKIT_PREFILL_HOPPER": "1", "TRITONKIT_PREFILL_HOPPER_PINGPONG": pingpong,
-           "TRITONKIT_PREFILL_HOPPER_PERSISTENT": persistent, "TRITONKIT_PREFILL_HOPPER_HANDOFF": handoff,
-           "TRITON_INTERPRET": "0", "TRITONKIT_CACHE_DIR": str(tmp_path)}  # fmt: skip
-    r = subprocess.run(
-        [sys.executable, "-m", "tritonkit", "check", "--op", "paged_attention", "--format", "json"],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    d = json.loads(r.stdout)
+    switches = {
+        "TRITONKIT_PREFILL_HOPPER": "1",
+        "TRITONKIT_PREFILL_HOPPER_PINGPONG": pingpong,
+        "TRITONKIT_PREFILL_HOPPER_PERSISTENT": persistent,
+        "TRITONKIT_PREFILL_HOPPER_HANDOFF": handoff,
+    }
+    d, err, rc = check_op("paged_attention", switches, tmp_path)
     names = {k["kernel"] for k in d["kernels"]}
-    assert "_paged_attention_prefill_hopper_kernel" in names, (names, r.stderr[-2000:])
+    assert "_paged_attention_prefill_hopper_kernel" in names, (names, err[-2000:])
     assert d["findings"] == [] and d["problems"] == [], (d["findings"], d["problems"])
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert rc == 0, err[-2000:]
 
 
 @pytest.mark.slow

@@ -2,14 +2,10 @@
 compared, not a tolerance), both scale layouts, the argument errors, one compile over the num_tokens sweep. Kernels
 run under the interpreter: small shapes."""
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 from compile_keys import Recorder, specialization_keys
+from op_check import check_op
 
 from tritonkit.models import MODELS, NUM_TOKENS_SWEEP
 from tritonkit.ops import overrides
@@ -21,7 +17,6 @@ from tritonkit.testing import MetaFill
 from tritonkit.testing.inputs import Fill
 
 FP8 = torch.float8_e4m3fn
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
@@ -247,14 +242,8 @@ def test_one_split_compile_per_phase_across_num_tokens(monkeypatch):
 def test_the_checker_reads_the_split_rows(tmp_path):
     """`tritonkit check --op silu_and_mul_quant_fp8` with the split on: both launches (the second a programmatic
     dependent on the checker's sm_90) are compiled and read, with no finding."""
-    env = {**os.environ, "TRITONKIT_SILU_QUANT_SPLIT_ROWS": "16", "TRITON_INTERPRET": "0",
-           "TRITONKIT_CACHE_DIR": str(tmp_path), "PYTHONPATH": SRC}  # fmt: skip
-    r = subprocess.run(
-        [sys.executable, "-m", "tritonkit", "check", "--op", "silu_and_mul_quant_fp8", "--format", "json"],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    d = json.loads(r.stdout)
+    d, err, rc = check_op("silu_and_mul_quant_fp8", {"TRITONKIT_SILU_QUANT_SPLIT_ROWS": "16"}, tmp_path)
     names = {k["kernel"] for k in d["kernels"]}
-    assert "_silu_and_mul_quant_fp8_split_kernel" in names, (names, r.stderr[-2000:])
+    assert "_silu_and_mul_quant_fp8_split_kernel" in names, (names, err[-2000:])
     assert d["findings"] == [] and d["problems"] == [], (d["findings"], d["problems"])
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert rc == 0, err[-2000:]
