@@ -55,6 +55,24 @@ def _cuda_capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
+@_memo.memoized(maxsize=None)
+def _has_gdc() -> bool:
+    """Whether this Triton has griddepcontrol (``gdc_wait`` / ``gdc_launch_dependents``)."""
+    try:
+        from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def pdl(device: torch.device) -> bool:
+    """Whether kernels for tensors on ``device`` can launch as programmatic dependents (``launch_pdl``, with
+    ``gdc_wait`` / ``gdc_launch_dependents`` in the kernels): a target of compute capability 9.0+ (:func:`capability`:
+    meta tensors take the checker's ``--arch``; CPU tensors and the interpreter never) and a Triton that has them."""
+    cap = capability(device)
+    return cap is not None and cap >= (9, 0) and _has_gdc()
+
+
 def capability(device: torch.device) -> tuple[int, int] | None:
     """Compute capability of the GPU the kernels for tensors on ``device`` target: a CUDA device's own; for meta
     tensors (``tritonkit check``, compile-key tests), the target of Triton's active driver, which the checker's stub

@@ -105,25 +105,19 @@ def real_interrupts() -> Iterator[None]:
     tells it from a KeyboardInterrupt that a case's code raised itself. Only where Python's own handler is set, in
     the main thread (a caller's handler stays theirs). An ignored SIGINT stays ignored: no Ctrl-C can raise then (a
     shell starts a script's background jobs so), so every KeyboardInterrupt is the code's."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        _interrupts.update(watching=True, signalled=False)
-        try:
-            yield
-        finally:
-            _interrupts["watching"] = False
-        return
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) not in (
-        signal.default_int_handler,
-        _on_sigint,
-    ):
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGINT) if main else None
+    ignored = handler is signal.SIG_IGN
+    if not ignored and handler not in (signal.default_int_handler, _on_sigint):
         yield
         return
     _interrupts.update(watching=True, signalled=False)
-    old = signal.signal(signal.SIGINT, _on_sigint)
+    old = None if ignored else signal.signal(signal.SIGINT, _on_sigint)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
         _interrupts["watching"] = False
 
 

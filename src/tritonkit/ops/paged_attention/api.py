@@ -20,7 +20,6 @@ from .kernel import (
     _paged_attention_merge_kernel,
     _paged_attention_prefill_kernel,
     _paged_attention_prefill_merge_kernel,
-    gdc_wait,
 )
 from .replay import CALL_SLOTS, Layout, Replay, scratch
 
@@ -147,7 +146,7 @@ def _steps(a: Args) -> tuple[list[Step], tuple]:
     dec_scratch = pre_scratch = None
     # a property of the device, not of the call: the decode kernel's trigger stays one specialization whether or
     # not this call has splits (the trigger is a no-op without a dependent launch)
-    pdl = gdc_wait is not None and config.merge_pdl(q.device)
+    pdl = config.merge_pdl(q.device)
     if plan.decode is not None:
         dec_scratch = _decode_steps(steps, a, plan.decode, pdl, common, features)
     if plan.prefill is not None:

@@ -640,5 +640,4 @@ def merge_pdl(device) -> bool:
     """Whether the merge kernels launch as programmatic dependents of the decode and the split prefill kernel: where
     the kernels target compute capability 9.0+ (griddepcontrol). Meta tensors take the active Triton driver's target
     (the checker's ``--arch``); CPU tensors (the interpreter) and unknown targets never do."""
-    cap = _device.capability(device)
-    return MERGE_PDL and cap is not None and cap >= (9, 0)
+    return MERGE_PDL and _device.pdl(device)

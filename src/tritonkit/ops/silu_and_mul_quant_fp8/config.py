@@ -100,9 +100,5 @@ def token_split(n_rows: int, d: int, elem_bytes: int) -> TokenSplitConfig | None
 
 
 def token_split_pdl(device) -> bool:
-    """Whether the split's second launch is the first's programmatic dependent: where the kernels target compute
-    capability 9.0+ (meta tensors: the checker's target); never under the interpreter."""
-    from .kernel import gdc_wait
-
-    cap = _device.capability(device)
-    return TOKEN_SPLIT_PDL and gdc_wait is not None and cap is not None and cap >= (9, 0)
+    """Whether the split's second launch is the first's programmatic dependent (``_device.pdl``)."""
+    return TOKEN_SPLIT_PDL and _device.pdl(device)
