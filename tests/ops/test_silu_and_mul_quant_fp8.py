@@ -115,9 +115,11 @@ def test_one_compile_across_num_tokens(monkeypatch, series):
     kernel = api._silu_and_mul_quant_fp8_kernel
     rec = Recorder()
     monkeypatch.setattr(api, "_silu_and_mul_quant_fp8_kernel", rec)
-    for t in NUM_TOKENS_SWEEP:
-        shape = SPEC.sweep_series(MODELS["deepseek-v3"], t)[series]
-        SPEC.call(SPEC.make_inputs(shape, torch.bfloat16, MetaFill()))
+    # the one-program rows at every size (the split rows' compiles: test_one_split_compile_per_phase_across_num_tokens)
+    with overrides(config, TOKEN_SPLIT_ROWS=0, TOKEN_SPLIT_ROWS_STREAMED=0):
+        for t in NUM_TOKENS_SWEEP:
+            shape = SPEC.sweep_series(MODELS["deepseek-v3"], t)[series]
+            SPEC.call(SPEC.make_inputs(shape, torch.bfloat16, MetaFill()))
     monkeypatch.setattr(api, "_silu_and_mul_quant_fp8_kernel", kernel)
     assert len(rec.launches) == len(NUM_TOKENS_SWEEP)
     assert len(specialization_keys(kernel, rec.launches)) == 1
@@ -210,8 +212,16 @@ def test_split_rows_take_launch_intos_scale_bound_rule():
 
 def test_which_calls_split_their_rows(monkeypatch):
     x = torch.randn(9, 2 * 1536).to(torch.bfloat16)
-    # off by default until timed on a GPU
-    assert config.TOKEN_SPLIT_ROWS == 0 and _kernels_launched(monkeypatch, x[:1]) == list(ONE)
+    # on by default up to 64 rows held in registers, 256 streamed ones (H100-timed; 0 turns either off)
+    assert (config.TOKEN_SPLIT_ROWS, config.TOKEN_SPLIT_ROWS_STREAMED) == (64, 256)
+    assert _kernels_launched(monkeypatch, x[:1]) == list(SPLIT)
+    assert config.token_split(64, 16384, 2) is not None and config.token_split(65, 16384, 2) is None
+    assert config.token_split(256, 16385, 2) is not None and config.token_split(257, 16385, 2) is None
+    with overrides(config, TOKEN_SPLIT_ROWS=0):
+        assert _kernels_launched(monkeypatch, x[:1]) == list(ONE)
+        assert config.token_split(1, 16385, 2) is not None  # the streamed bound is its own
+    with overrides(config, TOKEN_SPLIT_ROWS_STREAMED=0):
+        assert config.token_split(1, 16385, 2) is None and config.token_split(1, 16384, 2) is not None
     with overrides(config, TOKEN_SPLIT_ROWS=8):
         assert _kernels_launched(monkeypatch, x[:8]) == list(SPLIT)
         assert _kernels_launched(monkeypatch, x) == list(ONE)  # more rows than the bound
@@ -224,16 +234,17 @@ def test_which_calls_split_their_rows(monkeypatch):
     assert not config.token_split_pdl(torch.device("cpu"))
 
 
-def test_one_split_compile_per_phase_across_num_tokens(monkeypatch):
+@pytest.mark.parametrize("model, bound", [("llama3-8b", 64), ("deepseek-v3", 256)])  # rows held, rows streamed
+def test_one_split_compile_per_phase_across_num_tokens(monkeypatch, model, bound):
+    """The default bounds: the split rows up to ``bound`` rows, the one-program rows past it, one compile each."""
     kernels = api._silu_and_mul_quant_fp8_kernel, api._silu_and_mul_quant_fp8_split_kernel
     recs = Recorder(), Recorder()
     monkeypatch.setattr(api, "_silu_and_mul_quant_fp8_kernel", recs[0])
     monkeypatch.setattr(api, "_silu_and_mul_quant_fp8_split_kernel", recs[1])
-    with overrides(config, TOKEN_SPLIT_ROWS=64):
-        for t in NUM_TOKENS_SWEEP:
-            shape = SPEC.sweep_series(MODELS["llama3-8b"], t)["per-token"]
-            SPEC.call(SPEC.make_inputs(shape, torch.bfloat16, MetaFill()))
-    split = [n for n in NUM_TOKENS_SWEEP if n <= 64]
+    for t in NUM_TOKENS_SWEEP:
+        shape = SPEC.sweep_series(MODELS[model], t)["per-token"]
+        SPEC.call(SPEC.make_inputs(shape, torch.bfloat16, MetaFill()))
+    split = [n for n in NUM_TOKENS_SWEEP if n <= bound]
     assert len(recs[1].launches) == 2 * len(split) and len(recs[0].launches) == len(NUM_TOKENS_SWEEP) - len(split)
     assert len(specialization_keys(kernels[1], recs[1].launches)) == 2  # AMAX and the codes
     assert len(specialization_keys(kernels[0], recs[0].launches)) == 1

@@ -267,7 +267,9 @@ def test_codes_and_scales_with_the_fast_paths(fused_fma, dtype, quant, family):
     split = quant == "token-split"
     quant = "token" if split else quant
     fill = Fill(family, DEVICE, seed=7)
-    with overrides(config, TOKEN_SPLIT_ROWS=4 if split else config.TOKEN_SPLIT_ROWS):
+    # "token" is the one-program row (the split off), "token-split" the split one on every row these shapes have
+    rows = 4 if split else 0
+    with overrides(config, TOKEN_SPLIT_ROWS=rows, TOKEN_SPLIT_ROWS_STREAMED=rows):
         _codes_and_scales(fill, dtype, quant, family)
 
 

@@ -22,12 +22,16 @@ TOKEN_CHUNK = 2048
 # test_silu_and_mul_quant_fp8_fast.py 55/55, tritonkit validate 588/588, tree 8dd7cd6); 38.8 SASS instructions a value
 # against 55.9, static silu at 4096 tokens 89.8 against 127.5 us (docs/notes/silu-fp8-issue.md).
 FAST_EXP = True
-# Per-token calls of at most TOKEN_SPLIT_ROWS rows (0: none) split each row across programs of TOKEN_SPLIT_COLS
-# columns, in two launches (kernel._silu_and_mul_quant_fp8_split_kernel: the parts' amaxes, then the scale and the
-# codes), where one 16-warp program a row is compute-bound on its SM: Llama-3-8B per token at 1 / 16 tokens 7.1 / 7.4
-# us against the unfused pair's 7.0 / 7.5 and static's 2.2 / 2.5 (H200, docs/notes/silu-fp8-issue.md). Built on a
-# CPU, untimed: off until a GPU run shows where it pays. TRITONKIT_SILU_QUANT_SPLIT_ROWS=N turns it on up to N rows.
-TOKEN_SPLIT_ROWS = _env.choice("TRITONKIT_SILU_QUANT_SPLIT_ROWS", (0, 1, 2, 4, 8, 16, 32, 64, 128, 256), 0)
+# Per-token calls of at most TOKEN_SPLIT_ROWS rows (0: none; TOKEN_SPLIT_ROWS_STREAMED for rows wider than
+# MAX_TOKEN_ROW, which one program walks twice) split each row across programs of TOKEN_SPLIT_COLS columns, in two
+# launches (kernel._silu_and_mul_quant_fp8_split_kernel: the parts' amaxes, then the scale and the codes). One
+# 16-warp program a row is compute-bound on its SM at decode sizes. H100, Triton 3.6, CUDA graphs, µs at 1 / 16 /
+# 64 / 256 rows, one program a row against the split: Llama-3-8B (14336 columns, held) 5.1 / 5.5 / 6.5 / 14.4
+# against 3.9 / 4.0 / 6.1 / 15.0; DeepSeek-V3 (18432, streamed) 13.5 / 14.0 / 14.9 / 23.4 against 3.9 / 4.2 / 6.9 /
+# 18.5 (docs/notes/fused-fp8-small.md). TRITONKIT_SILU_QUANT_SPLIT_ROWS[_STREAMED]=N sets either bound.
+_SPLIT_BOUNDS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
+TOKEN_SPLIT_ROWS = _env.choice("TRITONKIT_SILU_QUANT_SPLIT_ROWS", _SPLIT_BOUNDS, 64)
+TOKEN_SPLIT_ROWS_STREAMED = _env.choice("TRITONKIT_SILU_QUANT_SPLIT_ROWS_STREAMED", _SPLIT_BOUNDS, 256)
 # silu_and_mul's 16 bytes of each half a thread: 4 warps for 16-bit inputs
 TOKEN_SPLIT_COLS = 1024
 # a row's parts at most (d up to 64K columns); wider rows keep the one-program path
@@ -94,7 +98,7 @@ def token_split_config(d: int, elem_bytes: int) -> TokenSplitConfig | None:
 
 def token_split(n_rows: int, d: int, elem_bytes: int) -> TokenSplitConfig | None:
     """The split a per-token call of ``n_rows`` rows takes (None: one program a row)."""
-    if n_rows > TOKEN_SPLIT_ROWS:
+    if n_rows > (TOKEN_SPLIT_ROWS if d <= MAX_TOKEN_ROW else TOKEN_SPLIT_ROWS_STREAMED):
         return None
     return token_split_config(d, elem_bytes)
 
