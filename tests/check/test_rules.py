@@ -72,6 +72,13 @@ def test_witness_is_a_real_launch_not_the_union_of_launches(report):
     assert _on(report, "_mixed_kernel") == []
 
 
+def test_a_while_loops_fresh_value_stays_bounded_beside_a_growing_count(report):
+    # the row is taken afresh each iteration ([0, 63]); only the count, which grows without bound, is given up on
+    assert _on(report, "_while_fresh_row_kernel") == []
+    (p,) = [p for p in report.problems if "_while_growing_offset_kernel" in p.where]
+    assert "integer carried by an scf.while loop that the analysis could not bound" in p.message, p.message
+
+
 def test_loop_carried_integers_are_extrapolated_over_the_trip_count(report):
     (f,) = _on(report, "_loop_carried_kernel", "int32-offset")
     assert f.case == {"iters": 3000}

@@ -95,13 +95,15 @@ def hopper_launch(lens, ctx):
     (hop,) = [ln for ln in record_launches(lambda: paged_attention(
         q, k, k, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=max(lens),
         max_seqlen_k=max(lens) + ctx, causal=True)) if ln.name == "_paged_attention_prefill_hopper_kernel"]
-    return [hop.kwargs["PERSISTENT"], *hop.args[-2:], hop.kwargs["HANDOFF"]]
+    return [hop.kwargs["PERSISTENT"], *hop.args[-2:], hop.kwargs["HANDOFF"], hop.kwargs["DYNAMIC"]]
 
 out = []
 with overrides(config, PREFILL_HOPPER=True, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=None):
-    for release, handoff in ((True, False), (False, False), (True, True)):
+    for release, handoff, dynamic in ((True, False, False), (False, False, False), (True, True, False),
+                                      (True, False, True)):
         # through overrides: the launch plan that holds the choice is memoized
-        with overrides(config, PREFILL_HOPPER_PERSISTENT_RELEASE=release, PREFILL_HOPPER_HANDOFF=handoff):
+        with overrides(config, PREFILL_HOPPER_PERSISTENT_RELEASE=release, PREFILL_HOPPER_HANDOFF=handoff,
+                       PREFILL_HOPPER_DYNAMIC=dynamic):
             out.append([hopper_launch(lens, ctx) for lens, ctx in [([4096], 0), ([256], 16000), ([256] * 8, 0)]])
 print(json.dumps(out))
 """
@@ -116,10 +118,13 @@ def test_the_op_launches_persistent_programs_where_the_rule_says():
         [sys.executable, "-c", _PERSISTENT_LAUNCHES], capture_output=True, text=True, env=env, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    on_39, on_38, handoff = json.loads(proc.stdout.strip().splitlines()[-1])
+    on_39, on_38, handoff, dynamic = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r[0] for r in on_39] == [True, True, False] and [r[0] for r in on_38] == [False, False, False]
-    # HANDOFF is off by default, and with it on applies to the persistent launches alone
-    assert not any(r[3] for r in on_39 + on_38) and [r[3] for r in handoff] == [True, True, False]
+    # HANDOFF and DYNAMIC are off by default, and with either on apply to the persistent launches alone (DYNAMIC
+    # with the hand-off's ring)
+    assert not any(r[3] or r[4] for r in on_39 + on_38) and [r[3] for r in handoff] == [True, True, False]
+    assert not any(r[4] for r in handoff)
+    assert [r[3] for r in dynamic] == [True, True, False] and [r[4] for r in dynamic] == [True, True, False]
     # 4096 tokens in 32-token tiles x 8 KV heads; the chunk's 8 tiles x 8 heads split over the context
     (tiles, grid0), (chunk_tiles, chunk_grid0) = on_39[0][1:3], on_39[1][1:3]
     assert (tiles, grid0) == (1024, 1024), on_39
@@ -196,7 +201,8 @@ with overrides(config, PREFILL_HOPPER=True):
                         PREFILL_HOPPER_PINGPONG=case.pop("pingpong", False),
                         PREFILL_HOPPER_TURNS=case.pop("turns", True),
                         PREFILL_HOPPER_PERSISTENT=case.pop("persistent", None),
-                        PREFILL_HOPPER_HANDOFF=case.pop("handoff", False))
+                        PREFILL_HOPPER_HANDOFF=case.pop("handoff", False),
+                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False))
         with overrides(config, **switches):
             launches = record_launches(call(dtype=dtype, **case))
         names = [ln.kernel.fn.__name__ for ln in launches]
@@ -211,7 +217,7 @@ with overrides(config, PREFILL_HOPPER=True):
                        counts["loop_LDL"], inner_spills=counts["inner_STL"] + counts["inner_LDL"],
                        setmaxnreg="setmaxnreg" in ck.asm["ptx"], gmma=counts["GMMA"], wait_all=counts["wait_all"],
                        persistent=hop[0].kwargs["PERSISTENT"], turns=hop[0].kwargs["TURNS"],
-                       handoff=hop[0].kwargs["HANDOFF"])
+                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"])
         out.append(row)
 print(json.dumps(out))
 """
@@ -253,20 +259,21 @@ def test_the_ops_hopper_prefill_launch_compiles_for_sm_90():
 
 
 @pytest.mark.parametrize(
-    "pingpong, persistent, handoff",
-    [("0", "0", "0"), ("1", "0", "0"), ("1", "1", "0"), ("1", "1", "1")],
-    ids=["default", "pingpong", "persistent", "handoff"],
+    "pingpong, persistent, handoff, dynamic",
+    [("0", "0", "0", "0"), ("1", "0", "0", "0"), ("1", "1", "0", "0"), ("1", "1", "1", "0"), ("1", "1", "0", "1")],
+    ids=["default", "pingpong", "persistent", "handoff", "dynamic"],
 )
-def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff):
+def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff, dynamic):
     """`tritonkit check --op paged_attention` with the Hopper prefill on: its Gluon kernel (no TTIR stage; warp
     specialization's partitions, two consumer partitions with the ping-pong, a tile loop around them when
-    persistent, the tiles' bounds handed over in shared memory) is lowered and read like the others, and has no
-    finding."""
+    persistent, the tiles' bounds handed over in shared memory, the tiles taken from a counter in while loops) is
+    lowered and read like the others, and has no finding."""
     switches = {
         "TRITONKIT_PREFILL_HOPPER": "1",
         "TRITONKIT_PREFILL_HOPPER_PINGPONG": pingpong,
         "TRITONKIT_PREFILL_HOPPER_PERSISTENT": persistent,
         "TRITONKIT_PREFILL_HOPPER_HANDOFF": handoff,
+        "TRITONKIT_PREFILL_HOPPER_DYNAMIC": dynamic,
     }
     d, err, rc = check_op("paged_attention", switches, tmp_path)
     names = {k["kernel"] for k in d["kernels"]}
@@ -294,6 +301,9 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         # the tiles' bounds handed from the load warp to the consumers
         {**_BASE, "dtype": "bfloat16", "pingpong": True, "turns": False, **_PERSIST, "handoff": True},
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, "handoff": True},
+        # the tiles taken from the call's counter by the load warp (the hand-off's ring carries them)
+        {**_BASE, "dtype": "bfloat16", "pingpong": True, **_PERSIST, "dynamic": True},
+        {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, "dynamic": True},
     ]
     rows = _compile(cases)
     for case, row in zip(cases, rows):
@@ -302,7 +312,8 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
             # 64) and is still the faster there (config.py); the ping-pong build does not
             row = {**row, "loop_spills": 0}
         assert row["persistent"] is case.get("persistent", row["persistent"]), row
-        assert row["handoff"] is case.get("handoff", False), row
+        assert row["handoff"] is (case.get("handoff", False) or case.get("dynamic", False)), row
+        assert row["dynamic"] is case.get("dynamic", False), row
         if row["persistent"]:
             # where it is the default (3.9 on): 3.9's consumers reload 1-3 values a KV step in some loops (2 spill
             # instructions in the innermost loops at causal 4096, 12 on the chunk with splits) and its persistent
@@ -466,3 +477,32 @@ def test_the_handoff_build_matches_the_persistent_build(case, turns):
             q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0, PREFILL_HOPPER_HANDOFF=True
         )
         assert torch.equal(out, base), (sms, (out.float() - base.float()).abs().max().item())
+
+
+# a prompt first and 64 decode sequences after it (the bench's mixed batch): the prompt's tiles come after every
+# decode sequence's empty slot in the persistent order
+_PROMPT_THEN_DECODES = dict(id="prompt-then-decodes", lens=[3000] + [1] * 64, ctx=[0] + [4095] * 64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "case", _GPU_CASES + [_PROMPT_THEN_DECODES], ids=[c["id"] for c in _GPU_CASES + [_PROMPT_THEN_DECODES]]
+)
+def test_the_dynamic_build_matches_the_persistent_build(case):
+    """DYNAMIC (each program's load warp taking tiles from the call's zeroed counter, skipping the empty ones, and
+    handing them to the consumers) attends every tile once: the same bits as the persistent build's fixed order,
+    on a grid of 1, 3 and every SM's programs, and on repeated calls (the first records its launches, the others
+    repeat them through replay.Replay, each call with a counter of its own)."""
+    from tritonkit.ops import paged_attention
+
+    _needs_hopper()
+    q, k, v, kw = _gpu_call(case)
+    flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=True)
+    for sms in (1, 3, None):
+        base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0)
+        dyn = dict(flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0, PREFILL_HOPPER_DYNAMIC=True)
+        outs = [_hopper_out(q, k, v, kw, **dyn)]
+        with overrides(config, PREFILL_HOPPER=True, **dyn):
+            outs += [paged_attention(q, k, v, **kw) for _ in range(3)]
+        for i, out in enumerate(outs):
+            assert torch.equal(out, base), (sms, i, (out.float() - base.float()).abs().max().item())

@@ -382,7 +382,33 @@ def test_a_repeated_hopper_layout_builds_its_descriptors_from_the_new_caches(hop
     names = ("q", "cu_seqlens_q", "seqused_k", "block_table")
     assert [q, cu, used, table] == [second[n].data_ptr() for n in names] and out == op.out.data_ptr()
     assert list(_args(after[1])[:5]) == [out, acc, m, s, cu]
-    assert hop[11:] == hop0[11:]
+    # the tile counter: the device's unused one (DYNAMIC off), as the first call's; the tail as the first call's
+    assert hop[11] == hop0[11].data_ptr() and hop[12:] == hop0[12:]
+
+
+def test_a_repeated_dynamic_hopper_layout_takes_a_zeroed_counter_a_call(hopper_op, monkeypatch):
+    """DYNAMIC's programs take tiles from the call's counter: each call, normal or repeated, passes a counter of
+    its own that is zero at the launch (a shared one would start a second launch at the first one's end)."""
+    from tritonkit.ops.paged_attention import replay
+
+    op = hopper_op
+    inp = _inputs(CHUNK, seed=4)
+    made = []
+    real = replay.tile_counter
+
+    def counting(device):
+        made.append(real(device))
+        return made[-1]
+
+    monkeypatch.setattr(replay, "tile_counter", counting)
+    monkeypatch.setattr(api, "tile_counter", counting)
+    with tritonkit.ops.overrides(config, PREFILL_HOPPER_PERSISTENT=True, PREFILL_HOPPER_DYNAMIC=True):
+        path, normal = op.call(inp)
+        assert path == "normal" and _args(normal[0])[11] is made[0]
+        path, again = op.call(inp)
+        assert path == "memo" and _args(again[0])[11] == made[1].data_ptr()
+    assert len(made) == 2 and all(torch.equal(c, torch.zeros(1, dtype=torch.int32)) for c in made)
+    assert normal[0][4][0] == "hopper"
 
 
 def test_the_hopper_replay_matches_a_normal_call_of_the_same_tensors(hopper_op):

@@ -127,6 +127,37 @@ def loop_carried(iters):
 
 
 @triton.jit
+def _while_fresh_row_kernel(x_ptr, ctr_ptr, n, BLOCK: tl.constexpr):
+    # a row taken afresh each iteration (a tile from a counter) beside a count that grows without bound
+    offs = tl.arange(0, BLOCK)
+    row = tl.maximum(tl.atomic_add(ctr_ptr, 1), 0) % 64
+    k = 0
+    while row < n:
+        tl.store(x_ptr + row * BLOCK + offs, tl.zeros([BLOCK], tl.float32) + k)
+        k += 1
+        row = tl.maximum(tl.atomic_add(ctr_ptr, 1), 0) % 64
+
+
+@triton.jit
+def _while_growing_offset_kernel(x_ptr, ctr_ptr, n, BLOCK: tl.constexpr):
+    # the same loop, the growing count in the offset
+    offs = tl.arange(0, BLOCK)
+    row = tl.maximum(tl.atomic_add(ctr_ptr, 1), 0) % 64
+    k = 0
+    while row < n:
+        tl.store(x_ptr + k * BLOCK + offs, tl.zeros([BLOCK], tl.float32))
+        k += 1
+        row = tl.maximum(tl.atomic_add(ctr_ptr, 1), 0) % 64
+
+
+@tritonkit.case(n=[64])
+def while_fresh(n):
+    ctr = torch.zeros(1, dtype=torch.int32, **M)
+    _while_fresh_row_kernel[(1,)](torch.empty(64 * 16, **M), ctr, n, BLOCK=16)
+    _while_growing_offset_kernel[(1,)](torch.empty(64 * 16, **M), ctr, n, BLOCK=16)
+
+
+@triton.jit
 def _slot_kernel(cache_ptr, slot_ptr, stride, BLOCK: tl.constexpr):
     slot = tl.load(slot_ptr + tl.program_id(0))
     offs = tl.arange(0, BLOCK)

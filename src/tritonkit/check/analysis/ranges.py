@@ -405,6 +405,24 @@ class RangeAnalysis:
             if not grows(cand, ys):
                 return cand, ys
             self.overflows = saved
+        # widen only what still grows: a value whose hull held (a tile index taken afresh each iteration beside a
+        # counter that grows without bound) keeps it, checked by one more pass with the others unknown
+        cand = list(cur)
+        saved = dict(self.overflows)
+        ys = run(cand)  # what the hull yields (the envelope's pass above ran other values)
+        self.overflows = saved
+        for _ in range(2):
+            cand = [
+                Unknown(f"integer carried by {what} that the analysis could not bound")
+                if isinstance(a, Iv) and not (isinstance(y, Iv) and y.within(a))
+                else a
+                for a, y in zip(cand, ys)
+            ]
+            saved = dict(self.overflows)
+            ys = run(cand)
+            if not grows(cand, ys):
+                return cand, ys
+            self.overflows = saved
         cand = [
             Unknown(f"integer carried by {what} that the analysis could not bound") if isinstance(a, Iv) else a
             for a in inits

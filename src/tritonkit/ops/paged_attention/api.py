@@ -21,7 +21,7 @@ from .kernel import (
     _paged_attention_prefill_kernel,
     _paged_attention_prefill_merge_kernel,
 )
-from .replay import CALL_SLOTS, Layout, Replay, scratch
+from .replay import CALL_SLOTS, COUNTER_SLOT, Layout, Replay, scratch, tile_counter, unused_counter
 
 LOG2E = 1.4426950408889634
 Q_DTYPES = (torch.float16, torch.bfloat16)
@@ -74,7 +74,13 @@ def _launch(a: Args, record: Layout | None = None) -> None:
         return
     dev = a.q.device
     # the record's first ten fields are the call's slots
-    slots = a[:CALL_SLOTS] + scratch(scratch_sizes[0], dev) + scratch(scratch_sizes[1], dev)
+    counter = any(s.constexprs.get("DYNAMIC") for s in steps)
+    slots = (
+        a[:CALL_SLOTS]
+        + scratch(scratch_sizes[0], dev)
+        + scratch(scratch_sizes[1], dev)
+        + (tile_counter(dev) if counter else unused_counter(dev),)
+    )
     bounds = tuple(
         launch(
             s.kernel, s.grid, s.front(slots) + s.tail, s.constexprs, s.num_warps, s.num_stages,
@@ -83,7 +89,7 @@ def _launch(a: Args, record: Layout | None = None) -> None:
         for s in steps
     )  # fmt: skip
     if record is not None and launch is _launch_mod.launch and all(type(b) is _launch_mod.Bound for b in bounds):
-        record.replay = Replay(bounds, tuple(s.front for s in steps), scratch_sizes, dev, slots)
+        record.replay = Replay(bounds, tuple(s.front for s in steps), scratch_sizes, dev, slots, counter)
 
 
 def _steps(a: Args) -> tuple[list[Step], tuple]:
@@ -205,13 +211,14 @@ def _kv_descriptor(cache: torch.Tensor, rows: int):
     )
 
 
-_HOPPER_PICK = itemgetter(*_PREFILL_FRONT(range(CALL_SLOTS + 6))[:11])
+_HOPPER_PICK = itemgetter(*_PREFILL_FRONT(range(COUNTER_SLOT))[:11], COUNTER_SLOT)
 
 
 class _HopperFront:
     """The Hopper prefill kernel's leading arguments from a call's slots: _PREFILL_FRONT's first eleven, with the two
-    caches (positions 1 and 2, call slots 1 and 2) as TMA descriptors of ``rows``-key boxes. A repeat
-    (replay.Replay) picks the other ten from its pointers and builds the descriptors from the call's caches."""
+    caches (positions 1 and 2, call slots 1 and 2) as TMA descriptors of ``rows``-key boxes, then the tile counter.
+    A repeat (replay.Replay) picks the other ten from its pointers and builds the descriptors from the call's
+    caches."""
 
     __slots__ = ("rows", "made")
     pick = _HOPPER_PICK
@@ -222,11 +229,11 @@ class _HopperFront:
         self.rows, self.made = rows, {}
 
     def __call__(self, slots) -> tuple:
-        q, k, v, out, part_acc, part_m, part_l, cu, used, bt, sinks = _HOPPER_PICK(slots)
+        q, k, v, out, part_acc, part_m, part_l, cu, used, bt, sinks, ctr = _HOPPER_PICK(slots)
         kd, vd = _kv_descriptor(k, self.rows), _kv_descriptor(v, self.rows)
         # each descriptor's class and fields but its base: a memoized layout must not keep the caches alive
         self.made = {slot: (type(d), {**d.__dict__, "base": None}) for slot, d in ((1, kd), (2, vd))}
-        return (q, kd, vd, out, part_acc, part_m, part_l, cu, used, bt, sinks)
+        return (q, kd, vd, out, part_acc, part_m, part_l, cu, used, bt, sinks, ctr)
 
     def descriptor(self, slot: int, cache: torch.Tensor):
         """The descriptor of call slot ``slot`` over ``cache``, a cache of the layout this front was first called
@@ -379,7 +386,7 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
         _paged_attention_prefill_hopper_kernel,
         (min(tiles, pre.persistent), 1) if pre.persistent else (programs, pre.num_splits),
         _HopperFront(rows),
-        11,
+        12,
         (*args, tiles, programs),
         {
             **{k: v for k, v in constexprs.items() if k not in drop},
@@ -390,7 +397,8 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
             "TURNS": config.PREFILL_HOPPER_TURNS,
             "EARLY_PAGES": config.PREFILL_HOPPER_EARLY_PAGES,
             "PERSISTENT": pre.persistent > 0,
-            "HANDOFF": pre.persistent > 0 and config.PREFILL_HOPPER_HANDOFF,
+            "HANDOFF": pre.persistent > 0 and (config.PREFILL_HOPPER_HANDOFF or config.PREFILL_HOPPER_DYNAMIC),
+            "DYNAMIC": pre.persistent > 0 and config.PREFILL_HOPPER_DYNAMIC,
         },
         # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)
         pre.num_warps // 2 if config.PREFILL_HOPPER_PINGPONG else pre.num_warps,

@@ -197,6 +197,12 @@ PREFILL_HOPPER_PERSISTENT = _env.flag("TRITONKIT_PREFILL_HOPPER_PERSISTENT")
 # CPU, untimed: off until a GPU run shows it faster (TRITONKIT_PREFILL_HOPPER_HANDOFF=1; docs/notes/
 # prefill-persistent.md).
 PREFILL_HOPPER_HANDOFF = _env.flag("TRITONKIT_PREFILL_HOPPER_HANDOFF") is True
+# DYNAMIC (persistent programs, with the hand-off): each program's load warp takes its next tile from a counter the
+# call allocates zeroed (heaviest first across the grid), skips the empty ones unpublished and hands the rest to its
+# consumers; the fixed snake order lost 4% on a prompt beside 64 decode sequences, whose empty slots come first and
+# shift the pairing of heavy and light tiles (H100, docs/notes/triton-versions-h200.md). Built on a CPU, untimed:
+# TRITONKIT_PREFILL_HOPPER_DYNAMIC=1 turns it on.
+PREFILL_HOPPER_DYNAMIC = _env.flag("TRITONKIT_PREFILL_HOPPER_DYNAMIC") is True
 # the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever;
 # prefill_config and so the launch plan hold it)
 PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0

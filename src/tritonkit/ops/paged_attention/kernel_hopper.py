@@ -147,7 +147,7 @@ INFO_SLOTS = gl.constexpr(2)
 
 @gluon.jit
 def _publish_tile(
-    info, info_ready, info_empty, k, pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi
+    info, info_ready, info_empty, k, pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split
 ):  # fmt: skip
     """The load warp's k-th tile's bounds into info slot k % INFO_SLOTS, once both consumer partitions have read
     what that slot held before, then signalled on the slot's ready barrier."""
@@ -165,6 +165,8 @@ def _publish_tile(
     v = gl.where(i == 7, a.to(gl.int32), v)
     v = gl.where(i == 8, b.to(gl.int32), v)
     v = gl.where(i == 9, hi.to(gl.int32), v)
+    v = gl.where(i == 10, x.to(gl.int32), v)
+    v = gl.where(i == 11, split.to(gl.int32), v)
     info.index(slot).store(v)
     # every lane's stores before the one arrive (release: the consumers' wait acquires them)
     gluon_barrier()
@@ -180,7 +182,8 @@ def _field(v, i, n: gl.constexpr):
 @gluon.jit
 def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
     """A consumer partition's k-th tile as the load warp published it: (pid_kvh, q_start, q_len, t0 as int64, ctx,
-    seqlen_k, lo, a, b, hi); the slot is freed once every warp of the partition has read it."""
+    seqlen_k, lo, a, b, hi, x, split); the slot is freed once every warp of the partition has read it. DYNAMIC's
+    last tile has q_len -1."""
     slot = k % INFO_SLOTS
     mbarrier.wait(info_ready.index(slot), (k // INFO_SLOTS) & 1)
     layout: gl.constexpr = gl.BlockedLayout([INFO_FIELDS], [32], [num_warps], [0])
@@ -190,7 +193,8 @@ def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
     i = gl.arange(0, INFO_FIELDS, layout=layout)
     return (
         _field(v, i, 0), _field(v, i, 1), _field(v, i, 2), _field(v, i, 3).to(gl.int64), _field(v, i, 4),
-        _field(v, i, 5), _field(v, i, 6), _field(v, i, 7), _field(v, i, 8), _field(v, i, 9),
+        _field(v, i, 5), _field(v, i, 6), _field(v, i, 7), _field(v, i, 8), _field(v, i, 9), _field(v, i, 10),
+        _field(v, i, 11),
     )  # fmt: skip
 
 
@@ -229,14 +233,46 @@ def _load_persistent(
     num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
     BLOCK_SIZE: gl.constexpr, PAGE_ROWS: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr, EARLY_PAGES: gl.constexpr, HANDOFF: gl.constexpr, info,
-    info_ready, info_empty,
+    info_ready, info_empty, DYNAMIC: gl.constexpr, tile_ctr_ptr,
 ):  # fmt: skip
     """PERSISTENT's load warp: _load_partition over the program's tiles (_snake_tile), one stage ring across them,
     so a tile's first K/V loads run under the previous tile's last steps and epilogue. HANDOFF: it publishes each
-    tile's bounds to the consumers (_publish_tile) before its loads."""
+    tile's bounds to the consumers (_publish_tile) before its loads. DYNAMIC (with HANDOFF): the program's tiles
+    are those it takes from the launch's counter (``tile_ctr_ptr``, zero at the launch), heaviest first across the
+    grid, the empty ones (no query row: a decode sequence's slot, the grid's slack) skipped unpublished; a tile of
+    q_len -1 ends the consumers' loop."""
     nprog = gl.num_programs(0)
     it0 = 0
     k = 0
+    if DYNAMIC:
+        # the counter starts at 0 and only grows (by num_tiles + nprog a launch): the maxima say so to the checker's
+        # sign analysis
+        t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
+        while t < num_tiles:
+            x = t % grid0
+            split = t // grid0
+            pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+                x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
+                num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q, BLOCK_N, BLOCK_SIZE,
+                LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+            )  # fmt: skip
+            if q_len > 0:
+                # k, it0 >= 0 (counts): the maxima say so to the checker's sign analysis
+                _publish_tile(
+                    info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
+                    a, b, hi, x, split,
+                )  # fmt: skip
+                k += 1
+                _load_partition(
+                    k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                    num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
+                    gl.maximum(it0, 0),
+                )  # fmt: skip
+                it0 += hi - lo
+            t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
+        z = t * 0
+        _publish_tile(info, info_ready, info_empty, gl.maximum(k, 0), z, z, z - 1, z, z, z, z, z, z, z, z, z)
+        return
     for band in range(0, (num_tiles + nprog - 1) // nprog):
         t = _snake_tile(band, nprog)
         if t < num_tiles:
@@ -249,7 +285,7 @@ def _load_persistent(
                 # k >= 0 (a count): the maximum says so to the checker's sign analysis
                 _publish_tile(
                     info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
-                    a, b, hi,
+                    a, b, hi, t % grid0, t // grid0,
                 )  # fmt: skip
                 k += 1
             # it0 >= 0 (a sum of hi - lo >= 0): the maximum says so to the checker's sign analysis, as below
@@ -765,23 +801,43 @@ def _attend_persistent(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, TURNS: gl.constexpr,
-    HANDOFF: gl.constexpr, info, info_ready, info_empty, num_warps: gl.constexpr,
+    HANDOFF: gl.constexpr, info, info_ready, info_empty, DYNAMIC: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     """PERSISTENT's consumer partition (ping-pong): _attend_rows over the program's tiles in _load_persistent's
     order, the ring's steps and the V-fix barriers' phases carried from tile to tile. HANDOFF: each tile's bounds
     come from the load warp (_take_tile), which found them ahead, instead of this partition's own chain of loads
-    (the sequence's binary search, its lengths) before the tile's Q."""
+    (the sequence's binary search, its lengths) before the tile's Q. DYNAMIC: the tiles the load warp took from
+    the launch's counter, in its order, until one of q_len -1."""
     nprog = gl.num_programs(0)
     it0 = 0
     fix_bits = 0
     k = 0
+    if DYNAMIC:
+        pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
+            info, info_ready, info_empty, 0, num_warps
+        )
+        while q_len >= 0:
+            fix_bits = _attend_rows(
+                q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs, k_ready,
+                v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
+                stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
+                BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
+                num_warps,
+            )  # fmt: skip
+            it0 += hi - lo
+            k += 1
+            pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
+                info, info_ready, info_empty, gl.maximum(k, 0), num_warps
+            )
+        return
     for band in range(0, (num_tiles + nprog - 1) // nprog):
         t = _snake_tile(band, nprog)
         if t < num_tiles:
             x = t % grid0
             split = t // grid0
             if HANDOFF:
-                pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _take_tile(
+                pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, _x, _split = _take_tile(
                     info, info_ready, info_empty, gl.maximum(k, 0), num_warps
                 )
                 k += 1
@@ -829,6 +885,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     seqused_k_ptr,
     block_table_ptr,
     sinks_ptr,
+    tile_ctr_ptr,
     num_seqs,
     num_kv_heads,
     bt_width,
@@ -867,6 +924,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     EARLY_PAGES: gl.constexpr,
     PERSISTENT: gl.constexpr,
     HANDOFF: gl.constexpr,
+    DYNAMIC: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
@@ -874,7 +932,8 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     (PINGPONG: at 4 warps, the default partition and one worker partition holding 64 rows each), HEAD_DIM 64 or
     128, bf16/fp16 caches, BLOCK_SIZE a multiple of 16. PERSISTENT (with PINGPONG): a grid of at most one program a
     SM, each taking that grid's ``num_tiles`` program tiles (``grid0`` along x, then the splits) in turn
-    (_snake_tile), its load warp running ahead across them."""
+    (_snake_tile), its load warp running ahead across them; DYNAMIC, as the load warp takes them from
+    ``tile_ctr_ptr`` (an int32, zero at the launch; never read otherwise)."""
     if not PERSISTENT:
         pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
             gl.program_id(0), gl.program_id(1), gl.num_programs(0), cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr,
@@ -888,6 +947,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     WG_ROWS: gl.constexpr = BLOCK_M // PARTS
     # PINGPONG: the launch's warps are the first warpgroup's, each warpgroup 64 rows (OVERLAP does not apply)
     gl.static_assert(not PINGPONG or (num_warps == CONSUMER_WARPS and WG_ROWS == 64), "PINGPONG: 4 warps, 128 rows")
+    gl.static_assert(not DYNAMIC or (PERSISTENT and HANDOFF), "DYNAMIC takes persistent programs and the hand-off")
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([WG_ROWS, HEAD_DIM], dtype)
     if PINGPONG:
         q_smem = gl.allocate_shared_memory(dtype, [PARTS, WG_ROWS, HEAD_DIM], q_layout)
@@ -936,7 +996,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, num_warps,
+                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, num_warps,
                     ),
                 ),
                 (
@@ -948,7 +1008,8 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
-                        SOFTCAP, SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, CONSUMER_WARPS,
+                        SOFTCAP, SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC,
+                        CONSUMER_WARPS,
                     ),
                 ),
                 (
@@ -958,7 +1019,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks,
                         win_left, win_right, stride_bt, num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM, BLOCK_Q,
                         BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, EARLY_PAGES, HANDOFF,
-                        info, info_ready, info_empty,
+                        info, info_ready, info_empty, DYNAMIC, tile_ctr_ptr,
                     ),
                 ),
             ],

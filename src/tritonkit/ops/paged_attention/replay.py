@@ -25,9 +25,11 @@ import torch
 
 from .. import _launch
 
-# the caller's tensors (out included) lead a call's slots; the decode and the prefill split scratch follow
+# the caller's tensors (out included) lead a call's slots; the decode and the prefill split scratch follow, then
+# the persistent prefill's tile counter (COUNTER_SLOT)
 CALL_SLOTS = 10
-_SCRATCH_SLOTS = 6
+_SCRATCH_SLOTS = 7
+COUNTER_SLOT = CALL_SLOTS + 6
 
 
 class Layout:
@@ -50,10 +52,13 @@ class Replay:
     the same for every call with this key (the None slots, the unused partials stand-in of a path without splits)."""
 
     __slots__ = (
-        "bounds", "fronts", "device", "pick", "aligned", "all_aligned", "scratch_elems", "offsets", "fixed", "descs"
+        "bounds", "fronts", "device", "pick", "aligned", "all_aligned", "scratch_elems", "offsets", "fixed", "descs",
+        "counter",
     )  # fmt: skip
 
-    def __init__(self, bounds: tuple, fronts: tuple, scratch: tuple, device: torch.device, slots: tuple):
+    def __init__(
+        self, bounds: tuple, fronts: tuple, scratch: tuple, device: torch.device, slots: tuple, counter: bool = False
+    ):
         self.bounds, self.device = bounds, device
         present = [i for i in range(CALL_SLOTS) if slots[i] is not None]
         self.pick = itemgetter(*present)
@@ -69,13 +74,18 @@ class Replay:
                 where[first + k] = len(present) + len(offsets)
                 offsets.append(4 * elems)
                 elems += n
-        # the fixed values: None (a slot without a tensor), the unused partials of a path without splits
-        fixed = len(present) + len(offsets)
+        # a zeroed tile counter a call, after the scratch parts
+        self.counter = counter
+        if counter:
+            where[COUNTER_SLOT] = len(present) + len(offsets)
+        # the fixed values: None (a slot without a tensor), the unused partials of a path without splits, the
+        # unused counter
+        fixed = len(present) + len(offsets) + counter
         for slot in range(CALL_SLOTS + _SCRATCH_SLOTS):
             if slot not in where:
-                where[slot] = fixed if slot < CALL_SLOTS else fixed + 1
+                where[slot] = fixed if slot < CALL_SLOTS else fixed + 1 if slot < COUNTER_SLOT else fixed + 2
         self.scratch_elems, self.offsets = elems, tuple(offsets)
-        self.fixed = (None, _unused_partials(device).data_ptr())
+        self.fixed = (None, _unused_partials(device).data_ptr(), unused_counter(device).data_ptr())
         self.fronts = tuple(itemgetter(*(where[s] for s in _slots_of(f))) for f in fronts)
         # fronts that build TMA descriptors (the Hopper prefill's): (launch, the front, its descriptor places)
         self.descs = tuple((i, f, f.descriptors) for i, f in enumerate(fronts) if hasattr(f, "descriptors"))
@@ -98,6 +108,11 @@ class Replay:
             if b & 15:
                 return False
             ptrs += [b + o for o in self.offsets]
+        ctr = None
+        if self.counter:
+            # referenced until the launches are queued, as the scratch
+            ctr = tile_counter(self.device)
+            ptrs.append(ctr.data_ptr())
         ptrs += self.fixed
         fronts = [f(ptrs) for f in self.fronts]
         for i, front, places in self.descs:
@@ -132,6 +147,24 @@ def _unused_partials(device: torch.device) -> torch.Tensor:
     if t is None:
         t = _UNUSED_PARTIALS[device] = torch.empty(1, dtype=torch.float32, device=device)
     return t
+
+
+# the persistent prefill's tile counter where a call takes none: one int32 per device, never touched (the kernel's
+# signature keeps one pointer type)
+_UNUSED_COUNTER: dict[torch.device, torch.Tensor] = {}
+
+
+def unused_counter(device: torch.device) -> torch.Tensor:
+    t = _UNUSED_COUNTER.get(device)
+    if t is None:
+        t = _UNUSED_COUNTER[device] = torch.zeros(1, dtype=torch.int32, device=device)
+    return t
+
+
+def tile_counter(device: torch.device) -> torch.Tensor:
+    """A call's own tile counter, zero: the persistent prefill's programs take tiles from it (kernel_hopper's
+    DYNAMIC). Per call, from the caching allocator, so launches on other streams never share one."""
+    return torch.zeros(1, dtype=torch.int32, device=device)
 
 
 def scratch(sizes: tuple | None, device: torch.device) -> tuple:
