@@ -99,11 +99,11 @@ def hopper_launch(lens, ctx):
 
 out = []
 with overrides(config, PREFILL_HOPPER=True, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=None):
-    for release, handoff, dynamic in ((True, False, False), (False, False, False), (True, True, False),
-                                      (True, False, True)):
+    for release, more in ((True, {}), (False, {}), (True, {"PREFILL_HOPPER_DYNAMIC": False,
+                                                           "PREFILL_HOPPER_HANDOFF": True}),
+                          (True, {"PREFILL_HOPPER_DYNAMIC": False})):
         # through overrides: the launch plan that holds the choice is memoized
-        with overrides(config, PREFILL_HOPPER_PERSISTENT_RELEASE=release, PREFILL_HOPPER_HANDOFF=handoff,
-                       PREFILL_HOPPER_DYNAMIC=dynamic):
+        with overrides(config, PREFILL_HOPPER_PERSISTENT_RELEASE=release, **more):
             out.append([hopper_launch(lens, ctx) for lens, ctx in [([4096], 0), ([256], 16000), ([256] * 8, 0)]])
 print(json.dumps(out))
 """
@@ -118,13 +118,14 @@ def test_the_op_launches_persistent_programs_where_the_rule_says():
         [sys.executable, "-c", _PERSISTENT_LAUNCHES], capture_output=True, text=True, env=env, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    on_39, on_38, handoff, dynamic = json.loads(proc.stdout.strip().splitlines()[-1])
+    on_39, on_38, handoff, snake = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r[0] for r in on_39] == [True, True, False] and [r[0] for r in on_38] == [False, False, False]
-    # HANDOFF and DYNAMIC are off by default, and with either on apply to the persistent launches alone (DYNAMIC
-    # with the hand-off's ring)
-    assert not any(r[3] or r[4] for r in on_39 + on_38) and [r[3] for r in handoff] == [True, True, False]
-    assert not any(r[4] for r in handoff)
-    assert [r[3] for r in dynamic] == [True, True, False] and [r[4] for r in dynamic] == [True, True, False]
+    # the persistent launches take their tiles from a counter by default (DYNAMIC, on the hand-off's ring); the
+    # one-tile launches neither. Without DYNAMIC, the hand-off is off by default and applies to persistent launches
+    assert [r[3] for r in on_39] == [r[4] for r in on_39] == [True, True, False]
+    assert not any(r[3] or r[4] for r in on_38)
+    assert [r[3] for r in handoff] == [True, True, False] and not any(r[4] for r in handoff)
+    assert not any(r[3] or r[4] for r in snake)
     # 4096 tokens in 32-token tiles x 8 KV heads; the chunk's 8 tiles x 8 heads split over the context
     (tiles, grid0), (chunk_tiles, chunk_grid0) = on_39[0][1:3], on_39[1][1:3]
     assert (tiles, grid0) == (1024, 1024), on_39
@@ -470,7 +471,10 @@ def test_the_handoff_build_matches_the_persistent_build(case, turns):
     SM's programs (the ring wraps many times on the first)."""
     _needs_hopper()
     q, k, v, kw = _gpu_call(case)
-    flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=turns, PREFILL_HOPPER_PERSISTENT=True)
+    flags = dict(
+        PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=turns, PREFILL_HOPPER_PERSISTENT=True,
+        PREFILL_HOPPER_DYNAMIC=False,
+    )  # fmt: skip
     for sms in (1, 3, None):
         base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0)
         out = _hopper_out(
@@ -499,7 +503,9 @@ def test_the_dynamic_build_matches_the_persistent_build(case):
     q, k, v, kw = _gpu_call(case)
     flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=True)
     for sms in (1, 3, None):
-        base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0)
+        base = _hopper_out(
+            q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0, PREFILL_HOPPER_DYNAMIC=False
+        )
         dyn = dict(flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0, PREFILL_HOPPER_DYNAMIC=True)
         outs = [_hopper_out(q, k, v, kw, **dyn)]
         with overrides(config, PREFILL_HOPPER=True, **dyn):

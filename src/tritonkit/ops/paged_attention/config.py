@@ -193,16 +193,17 @@ PREFILL_HOPPER_PINGPONG = os.environ.get("TRITONKIT_PREFILL_HOPPER_PINGPONG", "1
 PREFILL_HOPPER_PERSISTENT = _env.flag("TRITONKIT_PREFILL_HOPPER_PERSISTENT")
 # HANDOFF (persistent programs): the load warp, which runs ahead, publishes each tile's bounds to the consumers in
 # shared memory, in place of each consumer partition's own chain of dependent loads before the tile's Q (the
-# sequence's binary search over cu_seqlens_q, then its lengths: 3 round trips at 8 sequences, 9 at 256). Built on a
-# CPU, untimed: off until a GPU run shows it faster (TRITONKIT_PREFILL_HOPPER_HANDOFF=1; docs/notes/
-# prefill-persistent.md).
+# sequence's binary search over cu_seqlens_q, then its lengths: 3 round trips at 8 sequences, 9 at 256). In the
+# snake order it is 2-4% slower (H100, docs/notes/prefill-persistent.md), so off there
+# (TRITONKIT_PREFILL_HOPPER_HANDOFF=1 turns it on); DYNAMIC runs on its ring.
 PREFILL_HOPPER_HANDOFF = _env.flag("TRITONKIT_PREFILL_HOPPER_HANDOFF") is True
-# DYNAMIC (persistent programs, with the hand-off): each program's load warp takes its next tile from a counter the
-# call allocates zeroed (heaviest first across the grid), skips the empty ones unpublished and hands the rest to its
-# consumers; the fixed snake order lost 4% on a prompt beside 64 decode sequences, whose empty slots come first and
-# shift the pairing of heavy and light tiles (H100, docs/notes/triton-versions-h200.md). Built on a CPU, untimed:
-# TRITONKIT_PREFILL_HOPPER_DYNAMIC=1 turns it on.
-PREFILL_HOPPER_DYNAMIC = _env.flag("TRITONKIT_PREFILL_HOPPER_DYNAMIC") is True
+# DYNAMIC (persistent programs, with the hand-off's ring): each program's load warp takes its next tile from a
+# counter the call allocates zeroed (heaviest first across the grid), skips the empty ones unpublished and hands the
+# rest to its consumers. The fixed snake order meets a mixed batch's empty decode slots first, which shifts its
+# pairing of heavy and light tiles. H100, Triton 3.9, against the snake order: a prompt beside 64 decode sequences
+# at 4096 / 16384 tokens 629 / 4069 against 660 / 4250 us, 8 prompts of 2048 629 against 676, causal prompts and
+# chunks level (docs/notes/prefill-persistent.md). TRITONKIT_PREFILL_HOPPER_DYNAMIC=0 returns the snake order.
+PREFILL_HOPPER_DYNAMIC = _env.flag("TRITONKIT_PREFILL_HOPPER_DYNAMIC") is not False
 # the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever;
 # prefill_config and so the launch plan hold it)
 PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0
