@@ -45,6 +45,20 @@ def test_boundary_all_equal_logits(shape, dtype):
     assert_valid(SPEC, shape, dtype, "constant")
 
 
+def test_the_decode_stages_switch_reaches_the_launch_plan():
+    """TRITONKIT_DECODE_STAGES (config.DECODE_STAGES, 3 by default; 4 is a probe that holds 4 decode programs a SM
+    on every release) is the decode launch's num_stages, through overrides (the plan is memoized)."""
+    from tritonkit.ops import overrides
+
+    def stages():
+        return config.launch_plan(4, 128, 2, 128, 128, 8, 1, 8192, 132, False).decode.num_stages
+
+    assert config.DECODE_STAGES == 3 and stages() == 3
+    with overrides(config, DECODE_STAGES=4):
+        assert stages() == 4
+    assert stages() == 3
+
+
 def test_boundary_covers_both_paths_and_the_split_merge():
     """The boundary list must keep exercising what the heuristics route: decode with several KV splits, prefill,
     and batches that mix them, and the prefill kernel's KV splits."""

@@ -87,6 +87,11 @@ MIN_KEYS_PER_SPLIT_FP8_WIDE = 256
 # made batches 128 and 256 slower still. One config serves every batch (one compile per path). See
 # docs/notes/decode-tiling.md.
 DECODE_WARPS = 4
+# Pipeline stages of the decode kernel's K/V loads (3 keep the paged loads in flight on Hopper). A probe, untimed: 4
+# stages take 53 KB of shared memory, so an SM holds 4 decode programs under every Triton release (3 stages: 37 KB,
+# and 4 / 6 / 5 a SM on 3.6 / 3.8 / 3.9 from their 117 / 80 / 96 registers), which would make the waves of a large
+# batch the same on each (docs/notes/triton-versions-h200.md). TRITONKIT_DECODE_STAGES=4 turns it on.
+DECODE_STAGES = _env.choice("TRITONKIT_DECODE_STAGES", (3, 4), 3)
 # Warps of a merge program. 2 against 4 on the H200: batch 4 x 4K 24.88 vs 25.79 us, 16 x 4K 73.02 vs 73.94, 1 x 4K
 # and 1 x 32K within 0.15 us; 1 warp is slower everywhere (27.73 at batch 4: 255 registers and a 296-byte stack in
 # the sm_90 build). See docs/notes/decode-merge.md. Only up to head_dim 128: at 256 the [64, 256] float32 partial
@@ -403,7 +408,7 @@ def decode_config(
         splits,
         tiles_per_split,
         num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS,
-        num_stages=3,
+        num_stages=DECODE_STAGES,
     )
 
 
