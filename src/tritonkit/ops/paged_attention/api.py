@@ -74,7 +74,10 @@ def _launch(a: Args, record: Layout | None = None) -> None:
         return
     dev = a.q.device
     # the record's first ten fields are the call's slots
-    counter = any(s.constexprs.get("DYNAMIC") for s in steps)
+    # one counter a call: a second launch taking tiles from it would find it spent
+    dynamic = sum(bool(s.constexprs.get("DYNAMIC")) for s in steps)
+    assert dynamic <= 1, "at most one launch a call takes tiles from the counter"
+    counter = dynamic == 1
     slots = (
         a[:CALL_SLOTS]
         + scratch(scratch_sizes[0], dev)
