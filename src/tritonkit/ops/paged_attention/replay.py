@@ -137,28 +137,25 @@ def _parts(sizes: tuple) -> tuple:
     return acc, rows, rows
 
 
-# one float32 element per device, for the partial buffers a one-split launch never touches: allocated once, not
-# per call (an allocation is a few µs of host time); float32 so the kernel's signature does not change
-_UNUSED_PARTIALS: dict[torch.device, torch.Tensor] = {}
+# one element per device and dtype for the arguments a launch never touches, allocated once, not per call (an
+# allocation is a few µs of host time): float32 for the partial buffers of a one-split launch, int32 for the tile
+# counter of a launch that takes no tiles from one (each keeps the kernel's signature to one pointer type)
+_UNUSED: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+
+
+def _unused(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    t = _UNUSED.get((device, dtype))
+    if t is None:
+        t = _UNUSED[device, dtype] = torch.zeros(1, dtype=dtype, device=device)
+    return t
 
 
 def _unused_partials(device: torch.device) -> torch.Tensor:
-    t = _UNUSED_PARTIALS.get(device)
-    if t is None:
-        t = _UNUSED_PARTIALS[device] = torch.empty(1, dtype=torch.float32, device=device)
-    return t
-
-
-# the persistent prefill's tile counter where a call takes none: one int32 per device, never touched (the kernel's
-# signature keeps one pointer type)
-_UNUSED_COUNTER: dict[torch.device, torch.Tensor] = {}
+    return _unused(device, torch.float32)
 
 
 def unused_counter(device: torch.device) -> torch.Tensor:
-    t = _UNUSED_COUNTER.get(device)
-    if t is None:
-        t = _UNUSED_COUNTER[device] = torch.zeros(1, dtype=torch.int32, device=device)
-    return t
+    return _unused(device, torch.int32)
 
 
 def tile_counter(device: torch.device) -> torch.Tensor:
