@@ -59,14 +59,17 @@ def test_the_check_fails_without_do_not_specialize(monkeypatch, name):
     assert len(specialization_keys(JITFunction(kernel.fn), launches)) > 1
 
 
+@pytest.mark.parametrize("stages_release", [False, True], ids=["3-stages", "4-past-a-wave"])
 @pytest.mark.parametrize("pdl", [False, True], ids=["no-pdl", "pdl"])
-def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(monkeypatch, pdl):
+def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(monkeypatch, pdl, stages_release):
     # decode batches, context lengths, prefill lengths and a mixed batch: one key per kernel (path), three for the
-    # decode kernel (its rows follow the longest query: DECODE_BLOCK_M, or the wide 64 and 128 rows for short queries
-    # of batches that fill the card, which never split: one for the merge), with the merge as a programmatic
-    # dependent launch (sm_90+ CUDA devices) or not (this CPU, older GPUs)
+    # decode kernel's rows (they follow the longest query: DECODE_BLOCK_M, or the wide 64 and 128 rows for short
+    # queries of batches that fill the card, which never split: one for the merge), one more where a release takes 4
+    # stages past a wave (config.decode_stages), with the merge as a programmatic dependent launch (sm_90+ CUDA
+    # devices) or not (this CPU, older GPUs)
     api = tritonkit.ops.paged_attention.api
     monkeypatch.setattr(tritonkit.ops.paged_attention.config, "merge_pdl", lambda device: pdl)
+    monkeypatch.setattr(tritonkit.ops.paged_attention.config, "DECODE_STAGES_RELEASE", stages_release)
     spec = get_spec("paged_attention")
     names = (
         "_paged_attention_decode_kernel",
@@ -97,8 +100,11 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     # its merge, one per (tile rows, rows a merge program) of the split configs
     merge_rows = tritonkit.ops.paged_attention.config.prefill_merge_rows
     merges = {(c.block_m, merge_rows(c.num_splits)) for c in cfgs if c.num_splits > 1}
+    decodes = {(d.block_m, d.num_stages) for d in (_plan(s).decode for s in shapes) if d is not None}
+    assert len({rows for rows, _ in decodes}) == 3
+    assert {stages for _, stages in decodes} == ({3, 4} if stages_release else {3})
     want = {
-        "_paged_attention_decode_kernel": 3,
+        "_paged_attention_decode_kernel": len(decodes),
         "_paged_attention_merge_kernel": 1,
         "_paged_attention_prefill_kernel": len(picks),
         "_paged_attention_prefill_merge_kernel": len(merges),
@@ -111,14 +117,19 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
         assert len(keys) == want[n], f"{n}: {len(keys)} compiles over {len(recs[n].launches)} launches"
 
 
-def _prefill_pick(shape):
-    """The prefill config a llama3-8b-headed shape launches with, or None where only the decode path runs."""
+def _plan(shape):
+    """The launch plan of a llama3-8b-headed shape on this CPU (DEFAULT_NUM_SMS)."""
     cfg = tritonkit.ops.paged_attention.config
     n = shape["num_seqs"]
     q = shape["q_len"] if isinstance(shape["q_len"], tuple) else (shape["q_len"],) * n
     c = shape["context"] if isinstance(shape["context"], tuple) else (shape["context"],) * n
     keys = max(a + b for a, b in zip(q, c))
-    return cfg.launch_plan(4, 128, 2, n, sum(q), 8, max(q), keys, cfg.DEFAULT_NUM_SMS).prefill
+    return cfg.launch_plan(4, 128, 2, n, sum(q), 8, max(q), keys, cfg.DEFAULT_NUM_SMS)
+
+
+def _prefill_pick(shape):
+    """The prefill config a llama3-8b-headed shape launches with, or None where only the decode path runs."""
+    return _plan(shape).prefill
 
 
 def test_moe_align_block_size_one_compile_per_kernel_across_the_sweep(monkeypatch):

@@ -87,9 +87,31 @@ def test_one_compile_across_num_tokens_sweep(name, which):
         # its GEMMs compile once per tile config the default rule picks over the sweep (tiles follow rows per
         # expert), and no more
         want.update(_fused_moe_configs(spec, MODELS[model], NUM_TOKENS_SWEEP[:-2]))
+    if name == "paged_attention":
+        # the decode kernel once per stage count the sweep's batches take (config.decode_stages: 4 past a wave from
+        # Triton 3.7)
+        want["_paged_attention_decode_kernel"] = _decode_stage_picks(spec, MODELS[model], NUM_TOKENS_SWEEP[:-2])
     assert counts and all(counts[k] <= want[k] for k in counts) and max(counts.values()) >= 1, (
         f"{name} on {model}: compiles per kernel over the sweep {counts}, at most {want}"
     )
+
+
+def _decode_stage_picks(spec, model, tokens) -> int:
+    """Distinct num_stages of the decode launches paged_attention plans over ``tokens`` of its sweep on this card."""
+    from tritonkit.ops.paged_attention import config
+
+    picks = set()
+    for t in tokens:
+        s = spec.sweep_shape(model, t)
+        n, group = s["num_seqs"], s["num_heads"] // s["num_kv_heads"]
+        q = s["q_len"] if isinstance(s["q_len"], tuple) else (s["q_len"],) * n
+        c = s["context"] if isinstance(s["context"], tuple) else (s["context"],) * n
+        keys = max(a + b for a, b in zip(q, c))
+        sms = config.num_sms(torch.device("cuda"))
+        plan = config.launch_plan(group, s["head_dim"], 2, n, sum(q), s["num_kv_heads"], max(q), keys, sms)
+        if plan.decode is not None:
+            picks.add(plan.decode.num_stages)
+    return max(len(picks), 1)
 
 
 def _fused_moe_configs(spec, model, tokens) -> dict:

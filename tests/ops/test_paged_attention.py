@@ -46,17 +46,43 @@ def test_boundary_all_equal_logits(shape, dtype):
 
 
 def test_the_decode_stages_switch_reaches_the_launch_plan():
-    """TRITONKIT_DECODE_STAGES (config.DECODE_STAGES, 3 by default; 4 is a probe that holds 4 decode programs a SM
-    on every release) is the decode launch's num_stages, through overrides (the plan is memoized)."""
+    """TRITONKIT_DECODE_STAGES (config.DECODE_STAGES: 0, the rule, by default; 3 or 4 for every decode launch) is the
+    decode launch's num_stages, through overrides (the plan is memoized)."""
     from tritonkit.ops import overrides
 
-    def stages():
-        return config.launch_plan(4, 128, 2, 128, 128, 8, 1, 8192, 132, False).decode.num_stages
+    def stages(num_seqs):
+        return config.launch_plan(4, 128, 2, num_seqs, num_seqs, 8, 1, 8192, 132, False).decode.num_stages
 
-    assert config.DECODE_STAGES == 3 and stages() == 3
+    assert config.DECODE_STAGES == 0
     with overrides(config, DECODE_STAGES=4):
-        assert stages() == 4
-    assert stages() == 3
+        assert stages(4) == 4 and stages(128) == 4
+    with overrides(config, DECODE_STAGES=3, DECODE_STAGES_RELEASE=True):
+        assert stages(128) == 3
+
+
+def test_decode_takes_four_stages_past_one_wave_from_triton_3_7():
+    """The rule (config.decode_stages): 4 stages only for the narrow bf16/fp16 program at head_dim 128 when the grid
+    holds more than DECODE_PROGRAMS_PER_SM_LONG programs a SM, and only under 3.7 and later; 3 everywhere else."""
+    from tritonkit.ops import overrides
+
+    assert not config.decode_stages_release("3.6.0")
+    assert config.decode_stages_release("3.7.1") and config.decode_stages_release("3.9.0")
+    one_wave = config.DECODE_PROGRAMS_PER_SM_LONG * 132
+    with overrides(config, DECODE_STAGES_RELEASE=True):
+        assert config.decode_stages(128, 2, False, one_wave, 132) == 3
+        assert config.decode_stages(128, 2, False, one_wave + 1, 132) == 4
+        assert config.decode_stages(96, 2, False, one_wave + 1, 132) == 4  # padded to 128
+        assert config.decode_stages(256, 2, False, one_wave + 1, 132) == 3
+        assert config.decode_stages(64, 2, False, one_wave + 1, 132) == 3
+        assert config.decode_stages(128, 1, False, one_wave + 1, 132) == 3
+        assert config.decode_stages(128, 2, True, one_wave + 1, 132) == 3
+        # through the plan: batch 128 of 8 KV heads is 1024 programs of one split over 132 SMs; batch 4 splits
+        plan = config.launch_plan(4, 128, 2, 128, 128, 8, 1, 8192, 132, False).decode
+        assert (plan.num_splits, plan.num_stages) == (1, 4)
+        assert config.launch_plan(4, 128, 2, 4, 4, 8, 1, 8192, 132, False).decode.num_stages == 3
+    with overrides(config, DECODE_STAGES_RELEASE=False):
+        assert config.decode_stages(128, 2, False, one_wave + 1, 132) == 3
+        assert config.launch_plan(4, 128, 2, 128, 128, 8, 1, 8192, 132, False).decode.num_stages == 3
 
 
 def test_boundary_covers_both_paths_and_the_split_merge():
@@ -493,7 +519,7 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
     counts = {k.fn.__name__: len(k.device_caches[dev][0]) for k in kernels}
     # the prefill kernel compiles once per (tile rows, split or not) bucket the batches pick, its merge once per
     # split bucket's rows
-    # (the decode kernel and its merge once per row bucket they launch with)
+    # (the decode kernel once per (rows, stages) it launches with, its merge once per row bucket)
     picks, rows, merged, merges = set(), set(), set(), set()
     sms = config.num_sms(torch.device("cuda"))
     for s in shapes:
@@ -505,7 +531,7 @@ def test_one_compile_per_path_across_batch_context_and_tokens():
             if plan.prefill.num_splits > 1:
                 merges.add((plan.prefill.block_m, config.prefill_merge_rows(plan.prefill.num_splits)))
         if plan.decode is not None:
-            rows.add(plan.decode.block_m)
+            rows.add((plan.decode.block_m, plan.decode.num_stages))
             if plan.decode.num_splits > 1:
                 merged.add(plan.decode.block_m)
     assert len(picks) >= 3 and rows

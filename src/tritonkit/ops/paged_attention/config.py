@@ -87,11 +87,38 @@ MIN_KEYS_PER_SPLIT_FP8_WIDE = 256
 # made batches 128 and 256 slower still. One config serves every batch (one compile per path). See
 # docs/notes/decode-tiling.md.
 DECODE_WARPS = 4
-# Pipeline stages of the decode kernel's K/V loads (3 keep the paged loads in flight on Hopper). A probe, untimed: 4
-# stages take 53 KB of shared memory, so an SM holds 4 decode programs under every Triton release (3 stages: 37 KB,
-# and 4 / 6 / 5 a SM on 3.6 / 3.8 / 3.9 from their 117 / 80 / 96 registers), which would make the waves of a large
-# batch the same on each (docs/notes/triton-versions-h200.md). TRITONKIT_DECODE_STAGES=4 turns it on.
-DECODE_STAGES = _env.choice("TRITONKIT_DECODE_STAGES", (3, 4), 3)
+# Pipeline stages of the decode kernel's K/V loads: 3 (37 KB of shared memory at head_dim 128), and 4 (53 KB) where
+# decode_stages says. TRITONKIT_DECODE_STAGES=3 or 4 sets them for every decode launch; unset (0), the rule decides.
+DECODE_STAGES = _env.choice("TRITONKIT_DECODE_STAGES", (3, 4), 0)
+
+
+def decode_stages_release(version: str) -> bool:
+    """Whether Triton ``version`` takes 4 decode stages past one wave (decode_stages): from 3.7. At 3 stages the
+    sm_90 decode program takes 117 / 80 / 96 registers under 3.6 / 3.8 / 3.9, so an SM holds 4 / 6 / 5 of them and a
+    batch past 4 programs a SM runs a release-dependent number of waves; 4 stages' 53 KB hold 4 a SM under every
+    release. H100, Llama-3-8B heads, bf16, decode 1K / 4K / 8K keys and 4 draft tokens at 4K, min of 2-3 runs, ratio
+    to 3.6's 3 stages (docs/notes/triton-versions-h200.md, 2026-12-06): batch 128 under 3.8 1.07-1.11 at 3 stages,
+    1.00 at 4; under 3.9 1.05-1.09 and 1.00-1.01; 4 x 128 drafts 1.08-1.11 and 1.00; batch 96 gives 3.8's lead up
+    (0.92-0.96 -> 1.01-1.03). Under 3.6 4 stages cost 0-3% past one wave and 1-11% below it, so 3.6 keeps 3."""
+    return _triton_compat.version_key(version) >= (3, 7)
+
+
+DECODE_STAGES_RELEASE = decode_stages_release(_triton_compat.VERSION)
+
+
+def decode_stages(head_dim: int, kv_elem_bytes: int, wide: bool, programs: int, num_sms: int) -> int:
+    """num_stages of a decode launch of ``programs`` programs (sequences x KV heads x splits): TRITONKIT_DECODE_STAGES
+    where set; else 4 for the narrow bf16/fp16 program at head_dim 128 past one wave of DECODE_PROGRAMS_PER_SM_LONG
+    programs a SM under the releases decode_stages_release names (below one wave the split rule already sizes the
+    grid to the SMs, and 4 stages only add latency: batch 1 x 4K 12.5 -> 13.1-13.8 us), else 3. Other head sizes,
+    fp8 caches and the wide programs have other register and shared-memory limits and were not measured."""
+    if DECODE_STAGES:
+        return DECODE_STAGES
+    fixed = not wide and kv_elem_bytes == 2 and head_dim_pad(head_dim) == 128
+    past_one_wave = programs > DECODE_PROGRAMS_PER_SM_LONG * num_sms
+    return 4 if DECODE_STAGES_RELEASE and fixed and past_one_wave else 3
+
+
 # Warps of a merge program. 2 against 4 on the H200: batch 4 x 4K 24.88 vs 25.79 us, 16 x 4K 73.02 vs 73.94, 1 x 4K
 # and 1 x 32K within 0.15 us; 1 warp is slower everywhere (27.73 at batch 4: 255 registers and a 296-byte stack in
 # the sm_90 build). See docs/notes/decode-merge.md. Only up to head_dim 128: at 256 the [64, 256] float32 partial
@@ -396,7 +423,6 @@ def decode_config(
     wide = block_m != _narrow_rows(group)
     block_n = decode_block_n(head_dim, kv_elem_bytes)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes, wide)
-    # 3 stages keep the paged loads in flight (Hopper)
     tiles = cdiv(max(max_keys, 1), block_n)
     tiles_per_split = cdiv(tiles, splits)
     # no split past the last tile: 33 splits of 4 tiles over 128 tiles are 32 (the 33rd would hold no key)
@@ -408,7 +434,7 @@ def decode_config(
         splits,
         tiles_per_split,
         num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS,
-        num_stages=DECODE_STAGES,
+        num_stages=decode_stages(head_dim, kv_elem_bytes, wide, max(num_seqs * num_kv_heads, 1) * splits, num_sms),
     )
 
 
