@@ -387,3 +387,32 @@ def test_a_builtin_op_name_as_a_path_points_at_op(capsys):
     # a module that is no op gets no such hint
     assert check_main(["tritonkit_no_such_module"]) == 2
     assert "--op" not in capsys.readouterr().out
+
+
+def test_runs_that_launch_nothing_are_counted_in_a_note(tmp_path):
+    # a case that skips some of its parameter values: those runs checked nothing, which the report says (not fatal:
+    # the other runs were checked), naming the first such run and both ways it comes about
+    (tmp_path / "skip_cases.py").write_text(
+        textwrap.dedent("""
+        import torch
+        import triton
+        import triton.language as tl
+        import tritonkit
+
+        @triton.jit
+        def _skip_kernel(x_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+        @tritonkit.case(n=[1, 2, 3])
+        def skip_case(n):
+            if n == 2:
+                return
+            _skip_kernel[(n,)](torch.empty(64, device="meta"), BLOCK=64)
+    """)
+    )
+    rep = run_check([str(tmp_path / "skip_cases.py")], Options(disk_cache=False))
+    (note,) = [p for p in rep.problems if "launched no Triton kernel" in p.message]
+    assert not note.fatal and note.message.startswith("1 of 3 runs launched no Triton kernel (first: {'n': 2})")
+    assert "meta implementation" in note.message and "returned before launching" in note.message
+    assert [k["kernel"] for k in rep.kernels] == ["_skip_kernel"]

@@ -327,8 +327,9 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
                     "case",
                     t.label,
                     f"{len(silent)} of {len(t.runs)} runs launched no Triton kernel "
-                    f"(first: {silent[0]}); a torch.ops call dispatches to its meta implementation: "
-                    "call the launcher directly",
+                    f"(first: {silent[0]}): nothing was checked for those values. If they should launch, a "
+                    "torch.ops call may have dispatched to its meta implementation (call the launcher directly) or "
+                    "the case returned before launching",
                     fatal=False,
                 )
             )

@@ -443,7 +443,7 @@ def _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS: tl.constexpr, KV_F
         "stride_bt",
     ]
 )
-def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows follow the longest query: 2 buckets
+def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows by longest query, stages by waves
     q_ptr,
     k_ptr,
     v_ptr,
