@@ -66,3 +66,45 @@ def test_a_link_to_the_processs_stdout_writes_to_it(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "to stdout" and link.is_symlink()
+
+
+def _node(tmp_path, name, kind, major, minor):
+    """A device node in tmp_path with numbers no driver here answers to (opening it would fail, not write);
+    skips where this process may not make one."""
+    path = tmp_path / name
+    try:
+        os.mknod(path, kind | 0o600, os.makedev(major, minor))
+    except (PermissionError, OSError) as e:
+        pytest.skip(f"cannot make a device node here: {e}")
+    return path
+
+
+@pytest.mark.parametrize(
+    "kind, numbers, why",
+    [(stat.S_IFBLK, (7, 250), "block device"), (stat.S_IFCHR, (240, 7), r"character device \(240:7\)")],
+    ids=["disk", "other-char-device"],
+)
+def test_a_disk_or_another_device_is_refused_untouched(tmp_path, kind, numbers, why):
+    node = _node(tmp_path, "sda", kind, *numbers)
+    before = os.lstat(node)
+    with pytest.raises(OSError, match=why):
+        write_atomic(str(node), "a report")
+    after = os.lstat(node)
+    assert (after.st_mode, after.st_rdev, after.st_ino) == (before.st_mode, before.st_rdev, before.st_ino)
+    # a link to it is refused the same way
+    link = tmp_path / "out"
+    link.symlink_to(node)
+    with pytest.raises(OSError, match=why):
+        write_atomic(str(link), "a report")
+
+
+def test_check_and_validate_refuse_a_disk_before_running(tmp_path, capsys):
+    from tritonkit.check.cli import main as check_main
+    from tritonkit.testing.cli import main as validate_main
+
+    node = _node(tmp_path, "nvme0n1", stat.S_IFBLK, 7, 251)
+    assert check_main(["--op", "rms_norm", "-o", str(node)]) == 2
+    assert "cannot write the report" in capsys.readouterr().err
+    assert validate_main(["rms_norm", "--json", str(node)]) == 2
+    assert "block device" in capsys.readouterr().err
+    assert stat.S_ISBLK(os.lstat(node).st_mode)

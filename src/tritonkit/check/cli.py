@@ -189,9 +189,13 @@ def _main(args) -> int:
 
 def _unwritable(path: str) -> str | None:
     """Why ``path`` cannot take the report (checked before a run that may take minutes), or None."""
+    from .._fileio import refusal
+
     d = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         return "it is a directory"
+    if why := refusal(path):
+        return why
     if not os.path.isdir(d):
         return f"no such directory {d}"
     if not os.access(path if os.path.exists(path) else d, os.W_OK):

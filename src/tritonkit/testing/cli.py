@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .. import _vocab
 from .._env import driver_version, git_info
-from .._fileio import write_atomic
+from .._fileio import refusal, write_atomic
 
 if TYPE_CHECKING:
     import torch
@@ -84,7 +84,10 @@ def _dtype(name: str) -> torch.dtype | None:
 
 def _writable(path: str) -> str | None:
     """Why ``path`` cannot be written (a missing folder, a directory, no permission), or None when it can. Opened
-    for append so an existing file is left as it is; a file made only to find out is removed again."""
+    for append so an existing file is left as it is; a file made only to find out is removed again. A disk or
+    another device write_atomic would refuse is refused here, before anything opens it."""
+    if why := refusal(path):
+        return why
     existed = os.path.lexists(path)
     try:
         with open(path, "a"):
