@@ -133,6 +133,27 @@ class _ForgettingMonkeyPatch(pytest.MonkeyPatch):
             clear_caches()
 
 
+@pytest.fixture(autouse=True)
+def _share_the_gpu(request, tmp_path_factory):
+    """Under pytest-xdist on one GPU (``-n 4 --dist loadfile`` halves the GPU suite's time): GPU tests share the card,
+    ``gpu_alone`` ones have it to themselves (tests/gpu_share.py), and each returns the memory its process cached,
+    so a test that needs tens of GB does not meet another worker's freed-but-held blocks."""
+    if not ON_GPU or request.node.get_closest_marker("gpu") is None:
+        yield
+        return
+    from gpu_share import gpu_share
+
+    # the run's base folder, the same for every worker of one run (xdist gives each a subfolder of it)
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent if base.name.startswith("popen-gw") else base
+    with gpu_share(folder, alone=request.node.get_closest_marker("gpu_alone") is not None):
+        try:
+            yield
+        finally:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+
+
 @pytest.fixture
 def monkeypatch():
     mp = _ForgettingMonkeyPatch()

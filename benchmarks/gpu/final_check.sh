@@ -25,7 +25,10 @@ step validate large $OPS
 timeout 100 python3 -m tritonkit validate $OPS --shapes large --dtype bfloat16 --json "$OUT/validate_large.json" \
   2>/dev/null | tail -3 || rc=1
 step pytest gpu
-timeout 300 python3 -m pytest -q -m gpu tests/ops tests/bench tests/tune -p no:cacheprovider 2>&1 | tail -6 || rc=1
+# four workers share the card (tests/gpu_share.py: the gpu_alone tests have it to themselves); serial, the suite
+# outruns this timeout
+X=$(python3 -c "import xdist" 2>/dev/null && echo "-n 4 --dist loadfile")
+timeout 300 python3 -m pytest -q -m gpu $X tests/ops tests/bench tests/tune -p no:cacheprovider 2>&1 | tail -6 || rc=1
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 step sanitizer memcheck
 # the caching allocator would hide out-of-bounds accesses inside its pools

@@ -9,7 +9,8 @@ from tritonkit.bench.runner import BenchConfig, OpTarget, run
 from tritonkit.bench.roofline import Ceilings
 from tritonkit.bench.timing import NotCapturable, check_capturable, time_graph
 
-pytestmark = pytest.mark.gpu
+# timings judged against budgets and ceilings: the card to themselves under pytest-xdist
+pytestmark = [pytest.mark.gpu, pytest.mark.gpu_alone]
 
 
 def test_floor_and_empty_launch_are_microseconds():

@@ -516,6 +516,7 @@ def test_torch_compile_records_one_custom_op():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_alone  # 256 experts of DeepSeek-V3 width
 @pytest.mark.parametrize("quant", ["none", "fp8_channel", "fp8_block128"])
 def test_deepseek_width_on_gpu(quant):
     # K 7168, N 2048 (DeepSeek-V3's expert), 16 experts: the long K loops (fp8 per-K-tile promotion) at real width

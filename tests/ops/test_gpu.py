@@ -71,6 +71,7 @@ def test_torch_compile_inductor(name):
         torch.testing.assert_close(out[k], eager[k], rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.gpu_alone  # up to 16384 tokens of every op (paged attention there: 5 GB more)
 @pytest.mark.parametrize("name", OPS)
 @pytest.mark.parametrize("which", [0, 1])
 def test_one_compile_across_num_tokens_sweep(name, which):

@@ -475,6 +475,7 @@ def test_long_context(shape):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_alone  # its float64 reference inputs alone are tens of GB
 def test_a_million_query_tokens():
     # 4096 causal prompts of 256 tokens, 2^20 query rows: the launch grid and the token offsets at that size
     shape = Shape(num_seqs=4096, q_len=256, context=0, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16)
@@ -482,6 +483,7 @@ def test_a_million_query_tokens():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_alone  # a cache past 2^31 elements and its float64 copy
 @pytest.mark.parametrize("shape", SPEC.large, ids=lambda s: s.id)
 def test_cache_past_2_31_elements(shape):
     assert_valid(SPEC, shape, torch.bfloat16, "randn")

@@ -416,6 +416,7 @@ def test_custom_op_schema_declares_the_cache_mutation():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_alone  # caches past 2^31 elements
 @pytest.mark.parametrize("shape", LARGE, ids=lambda s: s.id)
 def test_large_past_int32_offsets(shape):
     # caches of 2^31 + 2^20 elements written at their far end; key/value token offsets past 2^31
