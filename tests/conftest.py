@@ -135,12 +135,17 @@ class _ForgettingMonkeyPatch(pytest.MonkeyPatch):
 
 @pytest.fixture(autouse=True)
 def _share_the_gpu(request, tmp_path_factory):
-    """Under pytest-xdist on one GPU (``-n 4 --dist loadfile`` halves the GPU suite's time): GPU tests share the card,
-    ``gpu_alone`` ones have it to themselves (tests/gpu_share.py), and each returns the memory its process cached,
-    so a test that needs tens of GB does not meet another worker's freed-but-held blocks."""
-    if not ON_GPU or request.node.get_closest_marker("gpu") is None:
+    """Under pytest-xdist on one GPU (``-n 4 --dist loadfile`` halves the GPU suite's time): tests share the card
+    (unmarked ones run on it too), ``gpu_alone`` ones have it to themselves (tests/gpu_share.py), and each returns the
+    memory its process cached before it lets go, a failed test's tensors included (pytest keeps its traceback, and
+    with it the test's locals, until the next test starts), so a test that needs tens of GB does not meet another
+    worker's freed-but-held blocks."""
+    if not ON_GPU:
         yield
         return
+    import gc
+    import sys
+
     from gpu_share import gpu_share
 
     # the run's base folder, the same for every worker of one run (xdist gives each a subfolder of it)
@@ -150,6 +155,10 @@ def _share_the_gpu(request, tmp_path_factory):
         try:
             yield
         finally:
+            for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+                if hasattr(sys, name):
+                    setattr(sys, name, None)
+            gc.collect()
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
 

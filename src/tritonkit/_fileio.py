@@ -7,19 +7,22 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 
-# the devices a report may be written into: the sinks, and terminals (by name, and on Linux by number: mem 1:3 null,
-# 1:5 zero, 1:7 full; ttys 4 and 5, pseudo-terminals 136-143)
-_SINKS = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/console")
-_SINK_NUMBERS = {(1, 3), (1, 5), (1, 7)}
+# the devices a report may be written into: the sinks (whatever their numbers: /dev/null is 1:3 on Linux, 3:2 on
+# macOS) and terminals, on Linux by their device numbers (ttys 4 and 5, pseudo-terminals 136-143), elsewhere by name
+_SINKS = ("/dev/null", "/dev/zero", "/dev/full")
 
 
-def _terminal_or_sink(path: str, rdev: int) -> bool:
-    real = os.path.realpath(path)
-    if real in _SINKS or real.startswith(("/dev/pts/", "/dev/tty")):
-        return True
-    major, minor = os.major(rdev), os.minor(rdev)
-    return (major, minor) in _SINK_NUMBERS or major in (4, 5) or 136 <= major <= 143
+def _terminal_or_sink(path: str, st: os.stat_result) -> bool:
+    for sink in _SINKS:
+        with contextlib.suppress(OSError):
+            if os.path.samestat(st, os.stat(sink)):
+                return True
+    if sys.platform.startswith("linux"):
+        major = os.major(st.st_rdev)
+        return major in (4, 5) or 136 <= major <= 143
+    return os.path.realpath(path).startswith(("/dev/tty", "/dev/pts/", "/dev/fd/", "/dev/console"))
 
 
 def refusal(path: str) -> str | None:
@@ -34,7 +37,7 @@ def refusal(path: str) -> str | None:
     mode = st.st_mode
     if stat.S_ISBLK(mode):
         return "it is a block device (a disk or partition); reports go to files, pipes or terminals"
-    if stat.S_ISCHR(mode) and not _terminal_or_sink(path, st.st_rdev):
+    if stat.S_ISCHR(mode) and not _terminal_or_sink(path, st):
         return (
             f"it is a character device ({os.major(st.st_rdev)}:{os.minor(st.st_rdev)}) that is not a terminal or "
             "/dev/null; reports go to files, pipes or terminals"

@@ -174,8 +174,8 @@ def test_fused_moe_sweep_with_the_vllm_peer():
 
 
 def _fused_moe_picks(spec, models, tokens) -> dict:
-    """Distinct GEMM1 and GEMM2 (config, layout) pairs fused_moe's lookup picks for ``models`` x ``tokens`` on this
-    card (its tuned table where one ships, else the default rule)."""
+    """Distinct GEMM1 and GEMM2 (config, layout, quantization) triples fused_moe's lookup picks for ``models`` x
+    ``tokens`` on this card (its tuned table where one ships, else the default rule): each is a compile."""
     from tritonkit.models import MODELS
     from tritonkit.ops.fused_moe.config import fused_moe_config
 
@@ -183,21 +183,15 @@ def _fused_moe_picks(spec, models, tokens) -> dict:
     for m in models:
         for t in tokens:
             s = spec.sweep_shape(MODELS[m], t)
-            picks.append(
-                fused_moe_config(
-                    s["num_tokens"],
-                    s["experts"],
-                    s["inter"],
-                    s["hidden"],
-                    s["topk"],
-                    "bfloat16",
-                    s.get("quant", "none"),
-                    torch.cuda.get_device_name(),
-                )
-            )
+            quant = s.get("quant", "none")
+            cfg = fused_moe_config(
+                s["num_tokens"], s["experts"], s["inter"], s["hidden"], s["topk"], "bfloat16", quant,
+                torch.cuda.get_device_name(),
+            )  # fmt: skip
+            picks.append((cfg, quant))
     return {
-        "_fused_moe_gemm1_kernel": len({(c.gemm1, c.slots) for c in picks}),
-        "_fused_moe_gemm2_kernel": len({(c.gemm2, c.slots) for c in picks}),
+        "_fused_moe_gemm1_kernel": len({(c.gemm1, c.slots, q) for c, q in picks}),
+        "_fused_moe_gemm2_kernel": len({(c.gemm2, c.slots, q) for c, q in picks}),
     }
 
 

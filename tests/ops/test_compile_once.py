@@ -69,7 +69,11 @@ def test_paged_attention_one_compile_per_path_across_batch_context_and_tokens(mo
     # devices) or not (this CPU, older GPUs)
     api = tritonkit.ops.paged_attention.api
     monkeypatch.setattr(tritonkit.ops.paged_attention.config, "merge_pdl", lambda device: pdl)
-    monkeypatch.setattr(tritonkit.ops.paged_attention.config, "DECODE_STAGES_RELEASE", stages_release)
+    cfg = tritonkit.ops.paged_attention.config
+    monkeypatch.setattr(cfg, "DECODE_STAGES_RELEASE", stages_release)
+    # the stage rule holds on sm_90 only; these meta launches stand for an sm_90 card whatever Triton's driver says
+    stages = cfg.decode_stages
+    monkeypatch.setattr(cfg, "decode_stages", lambda h, e, w, p, n, sm90=False: stages(h, e, w, p, n, True))
     spec = get_spec("paged_attention")
     names = (
         "_paged_attention_decode_kernel",

@@ -108,8 +108,11 @@ def _decode_stage_picks(spec, model, tokens) -> int:
         q = s["q_len"] if isinstance(s["q_len"], tuple) else (s["q_len"],) * n
         c = s["context"] if isinstance(s["context"], tuple) else (s["context"],) * n
         keys = max(a + b for a, b in zip(q, c))
-        sms = config.num_sms(torch.device("cuda"))
-        plan = config.launch_plan(group, s["head_dim"], 2, n, sum(q), s["num_kv_heads"], max(q), keys, sms)
+        dev = torch.device("cuda")
+        sm90 = torch.cuda.get_device_capability(dev) == (9, 0)
+        plan = config.launch_plan(
+            group, s["head_dim"], 2, n, sum(q), s["num_kv_heads"], max(q), keys, config.num_sms(dev), False, sm90
+        )
         if plan.decode is not None:
             picks.add(plan.decode.num_stages)
     return max(len(picks), 1)

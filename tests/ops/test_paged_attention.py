@@ -51,8 +51,10 @@ def test_the_decode_stages_switch_reaches_the_launch_plan():
     from tritonkit.ops import overrides
 
     def stages(num_seqs):
-        return config.launch_plan(4, 128, 2, num_seqs, num_seqs, 8, 1, 8192, 132, False).decode.num_stages
+        return config.launch_plan(4, 128, 2, num_seqs, num_seqs, 8, 1, 8192, 132, False, True).decode.num_stages
 
+    if os.environ.get("TRITONKIT_DECODE_STAGES", "").strip():
+        pytest.skip("TRITONKIT_DECODE_STAGES is set: the default is not in force")
     assert config.DECODE_STAGES == 0
     with overrides(config, DECODE_STAGES=4):
         assert stages(4) == 4 and stages(128) == 4
@@ -61,28 +63,32 @@ def test_the_decode_stages_switch_reaches_the_launch_plan():
 
 
 def test_decode_takes_four_stages_past_one_wave_from_triton_3_7():
-    """The rule (config.decode_stages): 4 stages only for the narrow bf16/fp16 program at head_dim 128 when the grid
-    holds more than DECODE_PROGRAMS_PER_SM_LONG programs a SM, and only under 3.7 and later; 3 everywhere else."""
+    """The rule (config.decode_stages): 4 stages only for the narrow bf16/fp16 program at head_dim 128 on sm_90 when
+    the grid holds more than DECODE_PROGRAMS_PER_SM_LONG programs a SM, and only under 3.7 and later; 3 everywhere
+    else."""
     from tritonkit.ops import overrides
 
     assert not config.decode_stages_release("3.6.0")
     assert config.decode_stages_release("3.7.1") and config.decode_stages_release("3.9.0")
     one_wave = config.DECODE_PROGRAMS_PER_SM_LONG * 132
     with overrides(config, DECODE_STAGES_RELEASE=True):
-        assert config.decode_stages(128, 2, False, one_wave, 132) == 3
-        assert config.decode_stages(128, 2, False, one_wave + 1, 132) == 4
-        assert config.decode_stages(96, 2, False, one_wave + 1, 132) == 4  # padded to 128
-        assert config.decode_stages(256, 2, False, one_wave + 1, 132) == 3
-        assert config.decode_stages(64, 2, False, one_wave + 1, 132) == 3
-        assert config.decode_stages(128, 1, False, one_wave + 1, 132) == 3
-        assert config.decode_stages(128, 2, True, one_wave + 1, 132) == 3
+        assert config.decode_stages(128, 2, False, one_wave, 132, sm90=True) == 3
+        assert config.decode_stages(128, 2, False, one_wave + 1, 132, sm90=True) == 4
+        assert config.decode_stages(96, 2, False, one_wave + 1, 132, sm90=True) == 4  # padded to 128
+        assert config.decode_stages(256, 2, False, one_wave + 1, 132, sm90=True) == 3
+        assert config.decode_stages(64, 2, False, one_wave + 1, 132, sm90=True) == 3
+        assert config.decode_stages(128, 1, False, one_wave + 1, 132, sm90=True) == 3
+        assert config.decode_stages(128, 2, True, one_wave + 1, 132, sm90=True) == 3
         # through the plan: batch 128 of 8 KV heads is 1024 programs of one split over 132 SMs; batch 4 splits
-        plan = config.launch_plan(4, 128, 2, 128, 128, 8, 1, 8192, 132, False).decode
+        plan = config.launch_plan(4, 128, 2, 128, 128, 8, 1, 8192, 132, False, True).decode
         assert (plan.num_splits, plan.num_stages) == (1, 4)
-        assert config.launch_plan(4, 128, 2, 4, 4, 8, 1, 8192, 132, False).decode.num_stages == 3
+        assert config.launch_plan(4, 128, 2, 4, 4, 8, 1, 8192, 132, False, True).decode.num_stages == 3
+        # another GPU than sm_90: its shared memory and registers were not what the rule was read on
+        assert config.launch_plan(4, 128, 2, 128, 128, 8, 1, 8192, 132, False, False).decode.num_stages == 3
+        assert config.decode_stages(128, 2, False, one_wave + 1, 132, sm90=False) == 3
     with overrides(config, DECODE_STAGES_RELEASE=False):
-        assert config.decode_stages(128, 2, False, one_wave + 1, 132) == 3
-        assert config.launch_plan(4, 128, 2, 128, 128, 8, 1, 8192, 132, False).decode.num_stages == 3
+        assert config.decode_stages(128, 2, False, one_wave + 1, 132, sm90=True) == 3
+        assert config.launch_plan(4, 128, 2, 128, 128, 8, 1, 8192, 132, False, True).decode.num_stages == 3
 
 
 def test_boundary_covers_both_paths_and_the_split_merge():

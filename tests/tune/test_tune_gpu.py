@@ -8,6 +8,7 @@ from tritonkit.models import MODELS
 from tritonkit.ops.fused_moe import config as C
 from tritonkit.tune import fused_moe as T
 
+# shares the card under pytest-xdist (tests/gpu_share.py): it asserts the table written and read, not its timings
 pytestmark = pytest.mark.gpu
 
 

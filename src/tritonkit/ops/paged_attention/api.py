@@ -150,6 +150,7 @@ def _steps(a: Args) -> tuple[list[Step], tuple]:
         config.max_keys_needed(a.max_seqlen_q, a.max_seqlen_k, a.window_left),
         config.num_sms(q.device),
         _hopper_ok(a, group),
+        _device.capability(q.device) == (9, 0),
     )
     steps: list[Step] = []
     dec_scratch = pre_scratch = None

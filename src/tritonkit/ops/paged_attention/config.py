@@ -106,15 +106,19 @@ def decode_stages_release(version: str) -> bool:
 DECODE_STAGES_RELEASE = decode_stages_release(_triton_compat.VERSION)
 
 
-def decode_stages(head_dim: int, kv_elem_bytes: int, wide: bool, programs: int, num_sms: int) -> int:
+def decode_stages(
+    head_dim: int, kv_elem_bytes: int, wide: bool, programs: int, num_sms: int, sm90: bool = False
+) -> int:
     """num_stages of a decode launch of ``programs`` programs (sequences x KV heads x splits): TRITONKIT_DECODE_STAGES
-    where set; else 4 for the narrow bf16/fp16 program at head_dim 128 past one wave of DECODE_PROGRAMS_PER_SM_LONG
-    programs a SM under the releases decode_stages_release names (below one wave the split rule already sizes the
-    grid to the SMs, and 4 stages only add latency: batch 1 x 4K 12.5 -> 13.1-13.8 us), else 3. Other head sizes,
-    fp8 caches and the wide programs have other register and shared-memory limits and were not measured."""
+    where set; else 4 for the narrow bf16/fp16 program at head_dim 128 on sm_90 (``sm90``: the registers and the
+    228 KB of shared memory an SM the rule was read and timed on; an A100's 164 KB would hold 3 such programs, an
+    sm_89's 100 KB one) past one wave of DECODE_PROGRAMS_PER_SM_LONG programs a SM under the releases
+    decode_stages_release names (below one wave the split rule already sizes the grid to the SMs, and 4 stages only
+    add latency: batch 1 x 4K 12.5 -> 13.1-13.8 us), else 3. Other head sizes, fp8 caches and the wide programs have
+    other register and shared-memory limits and were not measured."""
     if DECODE_STAGES:
         return DECODE_STAGES
-    fixed = not wide and kv_elem_bytes == 2 and head_dim_pad(head_dim) == 128
+    fixed = sm90 and not wide and kv_elem_bytes == 2 and head_dim_pad(head_dim) == 128
     past_one_wave = programs > DECODE_PROGRAMS_PER_SM_LONG * num_sms
     return 4 if DECODE_STAGES_RELEASE and fixed and past_one_wave else 3
 
@@ -426,6 +430,7 @@ def decode_config(
     max_keys: int,
     num_sms: int,
     max_seqlen_q: int = 1,
+    sm90: bool = False,
 ) -> DecodeConfig:
     block_m = decode_block_m(group, head_dim, max_seqlen_q, num_seqs, num_kv_heads, num_sms, max_keys)
     wide = block_m != _narrow_rows(group)
@@ -442,7 +447,9 @@ def decode_config(
         splits,
         tiles_per_split,
         num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS,
-        num_stages=decode_stages(head_dim, kv_elem_bytes, wide, max(num_seqs * num_kv_heads, 1) * splits, num_sms),
+        num_stages=decode_stages(
+            head_dim, kv_elem_bytes, wide, max(num_seqs * num_kv_heads, 1) * splits, num_sms, sm90
+        ),
     )
 
 
@@ -590,11 +597,16 @@ def launch_plan(
     max_keys: int,
     num_sms: int,
     hopper: bool = False,
+    sm90: bool = False,
 ) -> LaunchPlan:
     """Which kernels a call launches, with their configs: the decode path where every query fits a decode program,
     the prefill path alone where prefill_alone says so, both otherwise (each skipping the other's sequences).
-    ``hopper``: the call may take kernel_hopper's prefill kernel (prefill_config)."""
-    key = (group, head_dim, kv_elem_bytes, num_seqs, num_tokens, num_kv_heads, max_seqlen_q, max_keys, num_sms, hopper)
+    ``hopper``: the call may take kernel_hopper's prefill kernel (prefill_config); ``sm90``: the device is sm_90
+    (decode_stages)."""
+    key = (
+        group, head_dim, kv_elem_bytes, num_seqs, num_tokens, num_kv_heads, max_seqlen_q, max_keys, num_sms, hopper,
+        sm90,
+    )  # fmt: skip
     plan = _PLANS.get(key)
     if plan is None:
         plan = _plan(*key)
@@ -615,8 +627,9 @@ def _plan(
     max_keys: int,
     num_sms: int,
     hopper: bool = False,
+    sm90: bool = False,
 ) -> LaunchPlan:
-    dec = decode_config(group, head_dim, kv_elem_bytes, num_seqs, num_kv_heads, max_keys, num_sms, max_seqlen_q)
+    dec = decode_config(group, head_dim, kv_elem_bytes, num_seqs, num_kv_heads, max_keys, num_sms, max_seqlen_q, sm90)
     alone = prefill_alone(num_seqs, group, max_seqlen_q, max_keys, dec.max_q, num_tokens)
     if not alone and max_seqlen_q <= dec.max_q:
         return LaunchPlan(dec, None, 0)
