@@ -268,7 +268,8 @@ def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, ha
     """`tritonkit check --op paged_attention` with the Hopper prefill on: its Gluon kernel (no TTIR stage; warp
     specialization's partitions, two consumer partitions with the ping-pong, a tile loop around them when
     persistent, the tiles' bounds handed over in shared memory, the tiles taken from a counter in while loops) is
-    lowered and read like the others, and has no finding."""
+    lowered and read like the others, and has no finding. The one suppressed finding allowed is the decode kernel's
+    recompile between its stage counts (3, and 4 past a wave on sm_90 from Triton 3.7: config.decode_stages)."""
     switches = {
         "TRITONKIT_PREFILL_HOPPER": "1",
         "TRITONKIT_PREFILL_HOPPER_PINGPONG": pingpong,
@@ -279,7 +280,13 @@ def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, ha
     d, err, rc = check_op("paged_attention", switches, tmp_path)
     names = {k["kernel"] for k in d["kernels"]}
     assert "_paged_attention_prefill_hopper_kernel" in names, (names, err[-2000:])
-    assert d["findings"] == [] and d["problems"] == [], (d["findings"], d["problems"])
+    allowed = [
+        f
+        for f in d["findings"]
+        if f["suppressed"] and f["rule"] == "recompile" and f["kernel"] == "_paged_attention_decode_kernel"
+    ]
+    assert len(allowed) == (1 if config.DECODE_STAGES_RELEASE else 0), allowed
+    assert [f for f in d["findings"] if f not in allowed] == [] and d["problems"] == [], (d["findings"], d["problems"])
     assert rc == 0, err[-2000:]
 
 
