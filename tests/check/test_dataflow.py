@@ -74,7 +74,7 @@ def test_case_runs_are_named_and_declare_their_bounds_as_a_dict():
     (target,) = _case_targets([c])
     first = target.runs[0]
     assert isinstance(first, Run) and first.case == {"n": 1}
-    assert first.group == (write_kv.__qualname__, ("n",))
+    assert first.group == (write_kv.__qualname__, ("n",), True)  # no sweep= and no per-call name: inferred
     assert isinstance(first.bounds, Declared) and first.bounds == {"slot_ptr": (0, 15)}
     assert first.bounds.nondecreasing == {"cu_ptr": None}
     assert first.thunk() is None

@@ -34,6 +34,69 @@ def inferred(block):
 @tritonkit.case(block=[16, 32], sweep=[])
 def declared(block):
     _declared_kernel[(1,)](torch.empty(64, device="meta"), 5, BLOCK=block)
+
+
+@triton.jit
+def _swept_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.zeros([BLOCK], tl.float32), mask=offs < n)
+
+
+@tritonkit.case(block=[16, 32], sweep=["block"])
+def swept(block):
+    _swept_kernel[(1,)](torch.empty(64, device="meta"), 5, BLOCK=block)
+
+
+@triton.jit
+def _optional_kernel(x_ptr, bias_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    if bias_ptr is not None:
+        x += tl.load(bias_ptr + offs)
+    tl.store(x_ptr + offs, x)
+
+
+@tritonkit.case(num_tokens=[256, 4096])
+def optional(num_tokens):
+    # a path chosen per call: a bias tensor (and a wider block) for large batches, None for small ones
+    x = torch.empty(num_tokens * 64, device="meta")
+    big = num_tokens >= 1024
+    _optional_kernel[(num_tokens,)](x, torch.empty_like(x) if big else None, BLOCK=128 if big else 64)
+
+
+@triton.jit
+def _early_kernel(x_ptr, EARLY: tl.constexpr):
+    i = tl.program_id(0)
+    v = tl.load(x_ptr + i)
+    if EARLY:
+        v = v + 1
+    tl.store(x_ptr + i, v)
+
+
+def _early_launch(x):
+    _early_kernel[(x.shape[0],)](x, EARLY=x.shape[0] <= 512)  # a constexpr from the per-call size
+
+
+@tritonkit.case(num_tokens=[1, 16, 256])
+def early(num_tokens):
+    _early_launch(torch.empty(num_tokens, device="meta"))  # 1-256 rows: EARLY at every size
+    _early_launch(torch.empty(num_tokens * 8, device="meta"))  # 8-2048 rows: EARLY flips at 256 tokens
+
+
+@triton.jit
+def _layer_kernel(x_ptr, FIRST: tl.constexpr):
+    i = tl.program_id(0)
+    v = tl.load(x_ptr + i)
+    if FIRST:
+        v = v * 2
+    tl.store(x_ptr + i, v)
+
+
+@tritonkit.case(num_tokens=[1, 16, 256])
+def layers(num_tokens):
+    x = torch.empty(num_tokens, device="meta")
+    for layer in range(3):  # one line, a flag per layer: two uses of the kernel, not churn
+        _layer_kernel[(num_tokens,)](x, FIRST=layer == 0)
 """
 
 
@@ -52,3 +115,27 @@ def test_an_inferred_sweep_names_the_declaration_that_settles_it(report):
 
 def test_sweep_none_makes_each_run_its_own_use(report):
     assert [f for f in report.findings if f.kernel == "_declared_kernel"] == []
+
+
+def test_a_declared_sweep_gets_the_finding_without_the_inference_note(report):
+    # sweep=["block"] names the case's only parameter: the same per-call set the inference would take, but declared
+    (f,) = [f for f in report.findings if f.kernel == "_swept_kernel"]
+    assert f.rule == "recompile" and "compiles 2 times" in f.message and "declares no" not in f.message
+
+
+def test_none_for_some_per_call_sizes_and_a_tensor_for_others_is_a_recompile(report):
+    (f,) = [f for f in report.findings if f.kernel == "_optional_kernel"]
+    assert "compiles 2 times" in f.message and "`bias_ptr` (None for some calls, a tensor for others)" in f.message
+    assert "pass `bias_ptr` the same way on every call" in f.fix
+
+
+def test_a_constexpr_that_differs_between_two_case_lines_still_churns_at_one(report):
+    # at 256 tokens the two launches take different EARLY values: that makes it no flag, since they come from two
+    # lines of the case; the second line's EARLY still moves with the per-call size
+    (f,) = [f for f in report.findings if f.kernel == "_early_kernel"]
+    assert "compiles 2 times" in f.message and "constexpr `EARLY`" in f.message
+    assert "#2 num_tokens=256 (EARLY=False)" in f.message
+
+
+def test_a_flag_per_layer_from_one_line_is_two_uses_not_churn(report):
+    assert [f for f in report.findings if f.kernel == "_layer_kernel"] == []

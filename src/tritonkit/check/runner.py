@@ -75,7 +75,9 @@ class Run(NamedTuple):
     """One run of a target: its case, the sweep it belongs to, the bounds it declares and the call itself."""
 
     case: dict[str, Any]
-    group: tuple[str, tuple[str, ...]]  # (sweep group, its per-call parameters): see :func:`_sweep_group`
+    #: (sweep group, its per-call parameters, whether those were inferred from all of the case's parameters): see
+    #: :func:`_sweep_group`
+    group: tuple[str, tuple[str, ...], bool]
     #: loaded bounds (a :class:`Declared` carries ``nondecreasing`` too), or a function making them just before
     #: the thunk (an OpSpec's bounds read the inputs the thunk then runs on)
     bounds: Bounds | Callable[[], Bounds]
@@ -185,11 +187,16 @@ def expand_paths(specs: list[str], problems: list[Problem] | None = None) -> lis
     return out
 
 
-def _sweep_group(label: str, params: dict[str, Any], sweep: tuple[str, ...] | None) -> tuple[str, tuple[str, ...]]:
-    """(the sweep a run belongs to, its per-call parameters): runs that differ only in those must share a compile."""
-    per_call = set(sweep) if sweep is not None else ({k for k in params if k in PER_CALL_KEYS} or set(params))
+def _sweep_group(
+    label: str, params: dict[str, Any], sweep: tuple[str, ...] | None
+) -> tuple[str, tuple[str, ...], bool]:
+    """(the sweep a run belongs to, its per-call parameters, whether those are all of its parameters for want of a
+    `sweep=` or a parameter named like a per-call size): runs that differ only in them must share a compile."""
+    named = {k for k in params if k in PER_CALL_KEYS}
+    inferred = sweep is None and not named
+    per_call = set(sweep) if sweep is not None else (named or set(params))
     fixed = ",".join(f"{k}={v}" for k, v in params.items() if k not in per_call)
-    return (f"{label}[{fixed}]" if fixed else label), tuple(k for k in params if k in per_call)
+    return (f"{label}[{fixed}]" if fixed else label), tuple(k for k in params if k in per_call), inferred
 
 
 def _case_targets(cases: list[Case]) -> list[Target]:
@@ -281,15 +288,15 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
     for t in targets:
         silent = []
         refused: set[str] = set()
-        for case, (group, keys), bounds, thunk in t.runs:
+        for case, (group, keys, inferred), bounds, thunk in t.runs:
             before = capture.n_launches
             nondecreasing: dict[str, int | None] = {}
             try:
                 with this_process_only():
-                    with capture.running(CaseContext(case, group, keys)):
+                    with capture.running(CaseContext(case, group, keys, sweep_inferred=inferred)):
                         bounds = bounds() if callable(bounds) else bounds
                     nondecreasing = dict(getattr(bounds, "nondecreasing", {}))
-                    with capture.running(CaseContext(case, group, keys, dict(bounds), nondecreasing)):
+                    with capture.running(CaseContext(case, group, keys, dict(bounds), nondecreasing, inferred)):
                         thunk()
             except BaseException as e:  # noqa: BLE001 - reported by name; the other cases still run
                 if isinstance(e, KeyboardInterrupt) and not raised_by_code(e):

@@ -96,6 +96,8 @@ class CaseContext:
     loaded_bounds: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
     #: pointer parameters whose loaded integers never decrease along the array -> largest step (None: unknown)
     nondecreasing: dict[str, int | None] = dataclasses.field(default_factory=dict)
+    #: the case declares no `sweep=` and names no parameter like a per-call size: sweep_keys are all its parameters
+    sweep_inferred: bool = False
 
 
 def _as_values(name: str, v: Any) -> tuple[Any, ...]:

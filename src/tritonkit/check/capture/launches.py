@@ -104,6 +104,9 @@ class Launch:
     #: elements of the allocation behind each tensor argument (its storage, in the tensor's element size)
     extents: dict[str, int]
     site: tuple[str, int] | None
+    #: the outermost user frame of the launch (the line of the case, or of the code a case or op called, that led to
+    #: it): launches a run makes from different lines of the case are different uses of the kernel
+    case_site: tuple[str, int] | None
     #: argument pairs (sorted) whose views share bytes: (view of the first, view of the second, a shared byte)
     aliases: dict[tuple[str, str], tuple[View, View, int | bool]]
     autotune: tuple[int, int] | None
@@ -119,6 +122,10 @@ class Launch:
     @property
     def sweep_keys(self) -> tuple[str, ...]:
         return self.context.sweep_keys
+
+    @property
+    def sweep_inferred(self) -> bool:
+        return self.context.sweep_inferred
 
     @property
     def loaded_bounds(self) -> dict[str, tuple[int, int]]:
@@ -208,14 +215,32 @@ def _def_site(jit) -> tuple[str, int]:
     return _compat.def_site(jit)
 
 
+def _user_frame(fn: str) -> bool:
+    return not (fn.startswith(_TRITON_DIR) or fn.startswith(_CHECK_DIR) or fn.startswith("<"))
+
+
 def user_site(depth: int = 2) -> tuple[str, int] | None:
     f = sys._getframe(depth)
     while f is not None:
         fn = f.f_code.co_filename
-        if not (fn.startswith(_TRITON_DIR) or fn.startswith(_CHECK_DIR) or fn.startswith("<")):
+        if _user_frame(fn):
             return fn, f.f_lineno
         f = f.f_back
     return None
+
+
+def outer_user_site(depth: int = 2) -> tuple[str, int] | None:
+    """The outermost of the user frames nearest the launch: from the innermost user frame outwards, the last one
+    before a frame of the checker (the runner that called the case) or the end of the stack."""
+    f, last = sys._getframe(depth), None
+    while f is not None:
+        fn = f.f_code.co_filename
+        if _user_frame(fn):
+            last = (fn, f.f_lineno)
+        elif last is not None and fn.startswith(_CHECK_DIR):
+            break
+        f = f.f_back
+    return last
 
 
 def _as_int(v) -> int | None:
@@ -464,6 +489,7 @@ class Capture:
     def _launch(self, jit, args, kwargs, grid, warmup):
         info = self._kernel(jit)
         site = user_site(3)
+        case_site = outer_user_site(3)
         where = f"{info.name} launched at {site[0]}:{site[1]}" if site else info.name
         try:
             kw = dict(kwargs)
@@ -503,6 +529,7 @@ class Capture:
             constexprs=consts,
             extents=extents,
             site=site,
+            case_site=case_site,
             aliases=_aliases(bound),
             autotune=self._autotune,
         )

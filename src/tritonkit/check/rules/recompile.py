@@ -27,10 +27,13 @@ _SHOWN, _VALUES = 6, 4
 
 def _width(param, entry: tuple):
     """What a sweep may not change without a compile nobody can avoid: an integer's width (a value past 2^31 is
-    int64, whatever do_not_specialize says) and a pointer's dtype."""
+    int64, whatever do_not_specialize says) and a pointer's dtype. An argument passed as None is NONE: a launch
+    that passes a tensor there instead is a compile the caller chose (:func:`_fill_nones`)."""
     if getattr(param, "is_constexpr", False):
         return "constexpr"
     t = entry[0] if entry else None
+    if t == "constexpr" and len(entry) > 1 and entry[1] is None:
+        return NONE
     if t == "constexpr":  # an integer equal to 1
         return "i32"
     if t in _INTS:
@@ -38,8 +41,30 @@ def _width(param, entry: tuple):
     return t if isinstance(t, str) and t.startswith("*") else entry
 
 
+#: the width of an argument passed as None
+NONE = "None"
+
+
+def _fill_nones(widths: list[tuple]) -> list[tuple]:
+    """Each launch's widths with a None argument read as the pointer type the other launches of its group pass
+    there, where they all pass one: None for some per-call sizes and a tensor for others is a recompile the launcher
+    chose, as a block size is; a pointer whose dtype changes too stays a width of its own."""
+    out = []
+    for i_widths in widths:
+        filled = list(i_widths)
+        for i, w in enumerate(i_widths):
+            if w == NONE:
+                ptrs = {x[i] for x in widths if isinstance(x[i], str) and x[i].startswith("*")}
+                if len(ptrs) == 1:
+                    filled[i] = ptrs.pop()
+        out.append(tuple(filled))
+    return out
+
+
 def _variant(entry: tuple) -> str:
     t, attr = (tuple(entry) + (None, None))[:2]
+    if t == "constexpr" and len(tuple(entry)) > 1 and attr is None:
+        return "None"
     if t == "constexpr":
         return "equal to 1 (compiled as the constant 1)"
     if attr == 1:  # an annotated integer equal to 1 keeps its type but still gets its own key
@@ -54,16 +79,18 @@ def _key(param, ln):
     return repr(ln.constexprs.get(param.name)) if param.is_constexpr else ln.spec[i]
 
 
-def _flags(params, launches) -> dict[str, list[int]]:
-    """Per sweep group, the parameters that take several values within one run of one of its cases (a forward and
-    a backward launch, a flag per layer): different uses of the kernel, not churn of a per-call size. Another
-    sweep's loop says nothing of this one."""
+def _flags(params, launches) -> dict[tuple, list[int]]:
+    """Per sweep group and case site (the line of the case a launch came from), the parameters that take several
+    values within one run of one of its cases from that line (a flag per layer in a loop): different uses of the
+    kernel, not churn of a per-call size. Launches from different lines of a case are different uses already (a
+    forward and a backward launch): a value that differs between them is no flag at either, and still churns if
+    the per-call size moves it at one of them. Another sweep's loop says nothing of this one."""
     runs: dict[tuple, list] = defaultdict(list)
     for ln in launches:
-        runs[(ln.sweep_group, repr(sorted(ln.case.items())), ln.autotune)].append(ln)
-    out: dict[str, set[int]] = defaultdict(set)
-    for (group, _case, _at), lns in runs.items():
-        out[group].update(i for i, p in enumerate(params) if len({_key(p, ln) for ln in lns}) > 1)
+        runs[(ln.sweep_group, repr(sorted(ln.case.items())), ln.autotune, ln.case_site)].append(ln)
+    out: dict[tuple, set[int]] = defaultdict(set)
+    for (group, _case, _at, site), lns in runs.items():
+        out[(group, site)].update(i for i, p in enumerate(params) if len({_key(p, ln) for ln in lns}) > 1)
     return {g: sorted(v) for g, v in out.items()}
 
 
@@ -84,7 +111,7 @@ def _inferred_note(ln) -> str:
     """When the sweep was inferred (a case with no `sweep=` and no parameter named like a per-call size: all its
     parameters were taken as per-call), the declaration that says otherwise."""
     keys = list(ln.case)
-    if "op" in ln.case or not keys or list(ln.sweep_keys) != keys or set(keys) & set(PER_CALL_KEYS):
+    if not ln.sweep_inferred or "op" in ln.case or not keys:
         return ""
     return (
         f". The case declares no `sweep=` and none of its parameters is named like a per-call size "
@@ -100,15 +127,30 @@ def check(ctx: Context) -> list[Finding]:
         params = list(info.jit.params)
         launches = [ln for ln in info.launches if ln.unit is not None and len(ln.spec) == len(params)]
         flags = _flags(params, launches)
+        # a use of the kernel: its sweep, the case line it came from and the values of that line's flags
+        uses = [
+            (
+                ln.sweep_group,
+                ln.case_site,
+                tuple(_key(params[i], ln) for i in flags.get((ln.sweep_group, ln.case_site), ())),
+            )
+            for ln in launches
+        ]
+        by_use: dict[tuple, list[int]] = defaultdict(list)
+        for n, (ln, use) in enumerate(zip(launches, uses)):
+            by_use[(use, ln.autotune)].append(n)
+        widths: list[tuple] = [()] * len(launches)
+        for members in by_use.values():
+            filled = _fill_nones([tuple(_width(p, e) for p, e in zip(params, launches[n].spec)) for n in members])
+            for n, w in zip(members, filled):
+                widths[n] = w
         groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-        for ln in launches:
-            widths = tuple(_width(p, e) for p, e in zip(params, ln.spec))
-            uses = tuple(_key(params[i], ln) for i in flags.get(ln.sweep_group, ()))
-            groups[(ln.sweep_group, widths, uses, ln.autotune)][ln.unit.key].append(ln)
+        for ln, use, w in zip(launches, uses, widths):
+            groups[(ln.sweep_group, w, use, ln.autotune)][ln.unit.key].append(ln)
         # one finding per sweep and use of the kernel (an autotuner's configs split the same way: not counted
         # again); run_check merges the findings on the same arguments and counts them
         seen = set()
-        for (group, _w, uses, _at), units in groups.items():
+        for (group, _w, use, _at), units in groups.items():
             if len(units) < 2:
                 continue
             firsts = [lns[0] for lns in units.values()]
@@ -120,10 +162,10 @@ def check(ctx: Context) -> list[Finding]:
             ]
             opts = _option_names([ln.unit for ln in firsts])
             names = [params[i].name for i in split] + opts
-            if (tuple(names), group, uses) in seen:
+            if (tuple(names), group, use) in seen:
                 continue
-            seen.add((tuple(names), group, uses))
-            parts, ints, ptrs, consts = [], [], [], []
+            seen.add((tuple(names), group, use))
+            parts, ints, ptrs, consts, optional = [], [], [], [], []
             for i in split:
                 p = params[i]
                 if p.is_constexpr:
@@ -138,6 +180,11 @@ def check(ctx: Context) -> list[Finding]:
                         vals = by[_variant(ln.spec[i])]
                         if v is not None and v not in vals:
                             vals.append(v)
+                if "None" in by:
+                    # a tensor for some per-call sizes and None for others: the launcher's choice, not alignment
+                    optional.append(p.name)
+                    parts.append(f"`{p.name}` (None for some calls, a tensor for others)")
+                    continue
                 (ptrs if str(firsts[0].spec[i][0]).startswith("*") else ints).append(p.name)
                 parts.append(f"`{p.name}` ({'; '.join(f'{_short(v)} → {k}' if v else k for k, v in by.items())})")
             for o in opts:
@@ -173,6 +220,12 @@ def check(ctx: Context) -> list[Finding]:
                 fixes.append(f"@triton.jit(do_not_specialize={ints!r}) if they are per-call values")
             if ptrs:
                 fixes.append(f"@triton.jit(do_not_specialize_on_alignment={ptrs!r})")
+            if optional:
+                fixes.append(
+                    f"pass {', '.join(f'`{n}`' for n in optional)} the same way on every call (a tensor, with a "
+                    f"flag or an empty one where it is unused) or choose None from the model's sizes, not the "
+                    f"per-call size"
+                )
             if consts or opts:
                 fixes.append(
                     f"make {', '.join(f'`{n}`' for n in consts + opts)} a function of the model's sizes "
