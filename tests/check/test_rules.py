@@ -90,6 +90,14 @@ def test_loaded_index_times_stride_is_flagged_unless_bounds_are_declared(report)
     assert _on(report, "_slot_declared_kernel") == []
 
 
+def test_a_loaded_operand_names_the_pointers_it_came_through_and_the_declaration(report):
+    (f,) = _on(report, "_slot_kernel", "int32-offset")
+    assert "`slot` is loaded from memory through `slot_ptr`" in f.message
+    assert "`loaded_bounds={'slot_ptr': (lo, hi)}`" in f.message
+    (f,) = _on(report, "_split_range_kernel", "int32-offset")
+    assert "derived from values loaded from memory through `splits_ptr`, `indptr_ptr`" in f.message
+
+
 @pytest.mark.parametrize("kernel", ["_slot_mixed_kernel", "_slot_mixed_late_kernel"])
 def test_a_bound_declared_by_one_case_does_not_hide_another_cases_overflow(report, kernel):
     (f,) = _on(report, kernel, "int32-offset")

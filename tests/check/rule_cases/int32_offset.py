@@ -276,3 +276,19 @@ def widened_rows(rows):
     x = torch.empty(rows * 4096, dtype=torch.float16, **M)
     _widened_late_kernel[(rows,)](x, 4096, BLOCK=64)
     _widened_early_kernel[(rows,)](x, 4096, BLOCK=64)
+
+
+@triton.jit
+def _split_range_kernel(out_ptr, indptr_ptr, splits_ptr, BLOCK: tl.constexpr):
+    # a split of a sequence's range, both from loaded integers: per x split id overflows unless they are bounded
+    b = tl.program_id(0)
+    start = tl.load(indptr_ptr + b)
+    per = tl.cdiv(tl.load(indptr_ptr + b + 1) - start, tl.load(splits_ptr + b))
+    tl.store(out_ptr + start + per * tl.program_id(1) + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+
+@tritonkit.case(n=[4])
+def split_range(n):
+    out = torch.empty(3_000_000_000, device="meta")  # a buffer past 2^31 elements: an offset may need that range
+    ints = dict(dtype=torch.int32, device="meta")
+    _split_range_kernel[(n, 8)](out, torch.empty(n + 1, **ints), torch.empty(n, **ints), BLOCK=16)

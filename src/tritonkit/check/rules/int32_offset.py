@@ -63,6 +63,40 @@ def _origin(f: Func, name: str) -> str:
     return "const" if "const" in found else "expr"
 
 
+def _loaded_via(f: Func, name: str) -> list[str]:
+    """The kernel's pointer parameters through which the loads feeding ``name`` read (in the order met, at most
+    four): what a case's ``loaded_bounds`` would name to bound them."""
+    seen, stack, out = set(), [name], []
+    while stack and len(seen) < ORIGIN.limit:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        op = f.defs.get(v)
+        if op is None:
+            continue
+        if op.name == "tt.load":
+            base = base_arg(f, op.operands[0]) if op.operands else None
+            shown = display(base) if base else ""
+            if shown and shown not in out:
+                out.append(shown)
+            continue
+        stack += op.operands
+    return out[:4]
+
+
+def _bound_hint(f: Func, name: str) -> tuple[str, str]:
+    """(`` through `p`, `q```, ``; if a deployment bounds them, declare it in the case: `loaded_bounds={'p': (lo,
+    hi)}```), both empty where no parameter is known."""
+    via = _loaded_via(f, name)
+    if not via:
+        return "", ""
+    return (
+        f" through {', '.join(f'`{p}`' for p in via)}",
+        f"; if a deployment bounds them, declare it in the case: `loaded_bounds={{{via[0]!r}: (lo, hi)}}`",
+    )
+
+
 def _describe(f: Func, name: str, label: str, v, grid_note: str) -> str | None:
     """What the analysis knows of one operand, under the name the source gives it (None: a literal says it all)."""
     if isinstance(v, Iv) and v.lo == v.hi and label.replace("_", "").isdigit():
@@ -73,14 +107,18 @@ def _describe(f: Func, name: str, label: str, v, grid_note: str) -> str | None:
         o = _origin(f, name)
         d = f.defs.get(name)
         if v.data and d is not None and d.name == "tt.load":
-            return f"`{label}` is loaded from memory (any value of its type)"
+            via, hint = _bound_hint(f, name)
+            return f"`{label}` is loaded from memory{via} (any value of its type{hint})"
         src = {
             "pid": f" ({grid_note})",
             "loop": " (loop variable)",
             "arg": " (kernel argument, largest seen)",
-            "load": " (derived from a value loaded from memory)",
         }
-        return f"`{label}` in [{_fmt(v.lo)}, {_fmt(v.hi)}]{src.get(o, '')}"
+        note = src.get(o, "")
+        if o == "load":
+            via, hint = _bound_hint(f, name)
+            note = f" (derived from values loaded from memory{via}{hint})"
+        return f"`{label}` in [{_fmt(v.lo)}, {_fmt(v.hi)}]{note}"
     return f"`{label}` unbounded"
 
 
