@@ -92,6 +92,26 @@ def _layer_kernel(x_ptr, FIRST: tl.constexpr):
     tl.store(x_ptr + i, v)
 
 
+@triton.jit
+def _two_phase_kernel(x_ptr, extra_ptr, PHASE: tl.constexpr):
+    i = tl.program_id(0)
+    v = tl.load(x_ptr + i)
+    if extra_ptr is not None:
+        v += tl.load(extra_ptr + i)
+    tl.store(x_ptr + i, v + PHASE)
+
+
+def _two_phases(x, big):
+    # one helper, two launches a call: phase 1 takes an extra tensor only at large sizes (a per-call choice)
+    _two_phase_kernel[(x.shape[0],)](x, None, PHASE=0)
+    _two_phase_kernel[(x.shape[0],)](x, torch.empty_like(x) if big else None, PHASE=1)
+
+
+@tritonkit.case(num_tokens=[1, 16, 4096])
+def two_phases(num_tokens):
+    _two_phases(torch.empty(num_tokens, device="meta"), num_tokens >= 1024)
+
+
 @tritonkit.case(num_tokens=[1, 16, 256])
 def layers(num_tokens):
     x = torch.empty(num_tokens, device="meta")
@@ -139,3 +159,11 @@ def test_a_constexpr_that_differs_between_two_case_lines_still_churns_at_one(rep
 
 def test_a_flag_per_layer_from_one_line_is_two_uses_not_churn(report):
     assert [f for f in report.findings if f.kernel == "_layer_kernel"] == []
+
+
+def test_an_argument_that_differs_between_a_calls_launches_at_some_sizes_only_is_churn(report):
+    # at 4096 tokens the two launches differ in extra_ptr as well as PHASE; PHASE tells the uses apart at every size,
+    # extra_ptr only at large ones: phase 1's None -> tensor is a recompile the per-call size makes
+    (f,) = [f for f in report.findings if f.kernel == "_two_phase_kernel"]
+    assert "compiles 2 times" in f.message and "`extra_ptr` (None for some calls, a tensor for others)" in f.message
+    assert "#2 num_tokens=4096" in f.message

@@ -38,6 +38,9 @@ def _width(param, entry: tuple):
         return "i32"
     if t in _INTS:
         return "i64" if t in ("i64", "u64") else "i32"
+    if isinstance(t, str) and t.startswith("tensordesc<"):
+        # a tensor descriptor's dtype; its block shape follows the tile config, a compile the caller chose
+        return "tensordesc<" + t[len("tensordesc<") :].split("[", 1)[0].rstrip(">") + ">"
     return t if isinstance(t, str) and t.startswith("*") else entry
 
 
@@ -46,15 +49,15 @@ NONE = "None"
 
 
 def _fill_nones(widths: list[tuple]) -> list[tuple]:
-    """Each launch's widths with a None argument read as the pointer type the other launches of its group pass
-    there, where they all pass one: None for some per-call sizes and a tensor for others is a recompile the launcher
-    chose, as a block size is; a pointer whose dtype changes too stays a width of its own."""
+    """Each launch's widths with a None argument read as the pointer (or tensor descriptor) type the other launches
+    of its group pass there, where they all pass one: None for some per-call sizes and a tensor for others is a
+    recompile the launcher chose, as a block size is; a pointer whose dtype changes too stays a width of its own."""
     out = []
     for i_widths in widths:
         filled = list(i_widths)
         for i, w in enumerate(i_widths):
             if w == NONE:
-                ptrs = {x[i] for x in widths if isinstance(x[i], str) and x[i].startswith("*")}
+                ptrs = {x[i] for x in widths if isinstance(x[i], str) and x[i].startswith(("*", "tensordesc<"))}
                 if len(ptrs) == 1:
                     filled[i] = ptrs.pop()
         out.append(tuple(filled))
@@ -65,6 +68,8 @@ def _variant(entry: tuple) -> str:
     t, attr = (tuple(entry) + (None, None))[:2]
     if t == "constexpr" and len(tuple(entry)) > 1 and attr is None:
         return "None"
+    if isinstance(t, str) and t.startswith("tensordesc<"):
+        return f"a descriptor {t[len('tensordesc') :]}"  # its dtype and block shape
     if t == "constexpr":
         return "equal to 1 (compiled as the constant 1)"
     if attr == 1:  # an annotated integer equal to 1 keeps its type but still gets its own key
@@ -81,17 +86,18 @@ def _key(param, ln):
 
 def _flags(params, launches) -> dict[tuple, list[int]]:
     """Per sweep group and case site (the line of the case a launch came from), the parameters that take several
-    values within one run of one of its cases from that line (a flag per layer in a loop): different uses of the
-    kernel, not churn of a per-call size. Launches from different lines of a case are different uses already (a
-    forward and a backward launch): a value that differs between them is no flag at either, and still churns if
-    the per-call size moves it at one of them. Another sweep's loop says nothing of this one."""
+    values within every run of its cases from that line (a forward and a backward launch from one call, a flag per
+    layer in a loop): different uses of the kernel, not churn of a per-call size. One that differs within some runs
+    only (a tensor descriptor passed to one of two launches at large sizes, None at small ones) is no use: what the
+    per-call size moves is the churn. Launches from different lines of a case are different uses already, so a
+    value that differs between them is no flag at either. Another sweep's loop says nothing of this one."""
     runs: dict[tuple, list] = defaultdict(list)
     for ln in launches:
         runs[(ln.sweep_group, repr(sorted(ln.case.items())), ln.autotune, ln.case_site)].append(ln)
-    out: dict[tuple, set[int]] = defaultdict(set)
+    varies: dict[tuple, list[set[int]]] = defaultdict(list)
     for (group, _case, _at, site), lns in runs.items():
-        out[(group, site)].update(i for i, p in enumerate(params) if len({_key(p, ln) for ln in lns}) > 1)
-    return {g: sorted(v) for g, v in out.items()}
+        varies[(group, site)].append({i for i, p in enumerate(params) if len({_key(p, ln) for ln in lns}) > 1})
+    return {g: sorted(set.intersection(*sets)) for g, sets in varies.items()}
 
 
 def _option_names(units) -> list[str]:
@@ -185,7 +191,9 @@ def check(ctx: Context) -> list[Finding]:
                     optional.append(p.name)
                     parts.append(f"`{p.name}` (None for some calls, a tensor for others)")
                     continue
-                (ptrs if str(firsts[0].spec[i][0]).startswith("*") else ints).append(p.name)
+                kind = str(firsts[0].spec[i][0])
+                if not kind.startswith("tensordesc<"):  # a descriptor's block shape follows the tile's constexprs
+                    (ptrs if kind.startswith("*") else ints).append(p.name)
                 parts.append(f"`{p.name}` ({'; '.join(f'{_short(v)} → {k}' if v else k for k, v in by.items())})")
             for o in opts:
                 vals = list(dict.fromkeys(repr(getattr(ln.unit.options, o, None)) for ln in firsts))
