@@ -112,6 +112,22 @@ def two_phases(num_tokens):
     _two_phases(torch.empty(num_tokens, device="meta"), num_tokens >= 1024)
 
 
+@triton.jit
+def _chunk_kernel(t_ptr, out_ptr, BLOCK: tl.constexpr):
+    i = tl.program_id(0)
+    tl.store(out_ptr + i, tl.load(t_ptr + i).to(tl.float32))
+
+
+@tritonkit.case(num_tokens=[16, 4096])
+def chunked(num_tokens):
+    # small batches go a row at a time: slices that start at every element offset
+    t = torch.empty(num_tokens, dtype=torch.int64, device="meta")
+    out = torch.empty(num_tokens, dtype=torch.float32, device="meta")
+    step = 1 if num_tokens < 64 else 128
+    for s in range(0, num_tokens, step):
+        _chunk_kernel[(min(step, num_tokens - s),)](t[s:], out[s:], BLOCK=16)
+
+
 @tritonkit.case(num_tokens=[1, 16, 256])
 def layers(num_tokens):
     x = torch.empty(num_tokens, device="meta")
@@ -167,3 +183,11 @@ def test_an_argument_that_differs_between_a_calls_launches_at_some_sizes_only_is
     (f,) = [f for f in report.findings if f.kernel == "_two_phase_kernel"]
     assert "compiles 2 times" in f.message and "`extra_ptr` (None for some calls, a tensor for others)" in f.message
     assert "#2 num_tokens=4096" in f.message
+
+
+def test_each_compile_of_an_alignment_split_says_which_pointers_are_aligned(report):
+    (f,) = [f for f in report.findings if f.kernel == "_chunk_kernel"]
+    assert "compiles 3 times" in f.message
+    assert "(t_ptr 16-byte aligned, out_ptr 16-byte aligned)" in f.message
+    assert "(t_ptr not 16-byte aligned, out_ptr not 16-byte aligned)" in f.message
+    assert "(t_ptr 16-byte aligned, out_ptr not 16-byte aligned)" in f.message

@@ -214,6 +214,11 @@ def check(ctx: Context) -> list[Finding]:
                     for i in split
                     if params[i].is_constexpr and params[i].name in lns[0].constexprs
                 )
+                # a pointer's alignment is no per-call value the listing could show: each compile says its own
+                aligned = ", ".join(
+                    f"{params[i].name} {_variant(lns[0].spec[i])}" for i in split if params[i].name in ptrs
+                )
+                what = ", ".join(x for x in (aligned, what) if x)
                 named = ", ".join(f"{o}={getattr(lns[0].unit.options, o)}" for o in opts)
                 what += (", " if what and opts else "") + named
                 if len(keys) == 1:
