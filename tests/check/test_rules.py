@@ -95,7 +95,7 @@ def test_a_loaded_operand_names_the_pointers_it_came_through_and_the_declaration
     assert "`slot` is loaded from memory through `slot_ptr`" in f.message
     assert "`loaded_bounds={'slot_ptr': (lo, hi)}`" in f.message
     (f,) = _on(report, "_split_range_kernel", "int32-offset")
-    assert "derived from values loaded from memory through `splits_ptr`, `indptr_ptr`" in f.message
+    assert "derived from values loaded from memory through `indptr_ptr`, `splits_ptr`" in f.message  # def order
 
 
 @pytest.mark.parametrize("kernel", ["_slot_mixed_kernel", "_slot_mixed_late_kernel"])

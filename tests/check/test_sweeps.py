@@ -143,8 +143,14 @@ def report(tmp_path_factory):
     return run_check([str(d / "sweep_cases.py")], Options(disk_cache=False))
 
 
+def _finding(report, kernel):
+    """The one finding on ``kernel``."""
+    (f,) = [f for f in report.findings if f.kernel == kernel]
+    return f
+
+
 def test_an_inferred_sweep_names_the_declaration_that_settles_it(report):
-    (f,) = [f for f in report.findings if f.kernel == "_inferred_kernel"]
+    f = _finding(report, "_inferred_kernel")
     assert f.rule == "recompile" and "declares no `sweep=`" in f.message
     assert "`sweep=['block']`, or `sweep=[]` for none" in f.message
 
@@ -155,12 +161,12 @@ def test_sweep_none_makes_each_run_its_own_use(report):
 
 def test_a_declared_sweep_gets_the_finding_without_the_inference_note(report):
     # sweep=["block"] names the case's only parameter: the same per-call set the inference would take, but declared
-    (f,) = [f for f in report.findings if f.kernel == "_swept_kernel"]
+    f = _finding(report, "_swept_kernel")
     assert f.rule == "recompile" and "compiles 2 times" in f.message and "declares no" not in f.message
 
 
 def test_none_for_some_per_call_sizes_and_a_tensor_for_others_is_a_recompile(report):
-    (f,) = [f for f in report.findings if f.kernel == "_optional_kernel"]
+    f = _finding(report, "_optional_kernel")
     assert "compiles 2 times" in f.message and "`bias_ptr` (None for some calls, a tensor for others)" in f.message
     assert "pass `bias_ptr` the same way on every call" in f.fix
 
@@ -168,7 +174,7 @@ def test_none_for_some_per_call_sizes_and_a_tensor_for_others_is_a_recompile(rep
 def test_a_constexpr_that_differs_between_two_case_lines_still_churns_at_one(report):
     # at 256 tokens the two launches take different EARLY values: that makes it no flag, since they come from two
     # lines of the case; the second line's EARLY still moves with the per-call size
-    (f,) = [f for f in report.findings if f.kernel == "_early_kernel"]
+    f = _finding(report, "_early_kernel")
     assert "compiles 2 times" in f.message and "constexpr `EARLY`" in f.message
     assert "#2 num_tokens=256 (EARLY=False)" in f.message
 
@@ -180,13 +186,13 @@ def test_a_flag_per_layer_from_one_line_is_two_uses_not_churn(report):
 def test_an_argument_that_differs_between_a_calls_launches_at_some_sizes_only_is_churn(report):
     # at 4096 tokens the two launches differ in extra_ptr as well as PHASE; PHASE tells the uses apart at every size,
     # extra_ptr only at large ones: phase 1's None -> tensor is a recompile the per-call size makes
-    (f,) = [f for f in report.findings if f.kernel == "_two_phase_kernel"]
+    f = _finding(report, "_two_phase_kernel")
     assert "compiles 2 times" in f.message and "`extra_ptr` (None for some calls, a tensor for others)" in f.message
     assert "#2 num_tokens=4096" in f.message
 
 
 def test_each_compile_of_an_alignment_split_says_which_pointers_are_aligned(report):
-    (f,) = [f for f in report.findings if f.kernel == "_chunk_kernel"]
+    f = _finding(report, "_chunk_kernel")
     assert "compiles 3 times" in f.message
     assert "(t_ptr 16-byte aligned, out_ptr 16-byte aligned)" in f.message
     assert "(t_ptr not 16-byte aligned, out_ptr not 16-byte aligned)" in f.message

@@ -64,24 +64,16 @@ def _origin(f: Func, name: str) -> str:
 
 
 def _loaded_via(f: Func, name: str) -> list[str]:
-    """The kernel's pointer parameters through which the loads feeding ``name`` read (in the order met, at most
-    four): what a case's ``loaded_bounds`` would name to bound them."""
-    seen, stack, out = set(), [name], []
-    while stack and len(seen) < ORIGIN.limit:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        op = f.defs.get(v)
-        if op is None:
-            continue
-        if op.name == "tt.load":
-            base = base_arg(f, op.operands[0]) if op.operands else None
+    """The kernel's pointer parameters through which the loads feeding ``name`` read (in def order, at most four):
+    what a case's ``loaded_bounds`` would name to bound them. The loads are where the offset's slice stops."""
+    out = []
+    for v in [name] + [x for op in offset_slice(f, name) for x in op.operands]:
+        d = f.defs.get(v)
+        if d is not None and d.name == "tt.load" and d.operands:
+            base = base_arg(f, d.operands[0])
             shown = display(base) if base else ""
             if shown and shown not in out:
                 out.append(shown)
-            continue
-        stack += op.operands
     return out[:4]
 
 

@@ -32,20 +32,29 @@ def _width(param, entry: tuple):
     if getattr(param, "is_constexpr", False):
         return "constexpr"
     t = entry[0] if entry else None
-    if t == "constexpr" and len(entry) > 1 and entry[1] is None:
+    if _is_none(entry):
         return NONE
     if t == "constexpr":  # an integer equal to 1
         return "i32"
     if t in _INTS:
         return "i64" if t in ("i64", "u64") else "i32"
-    if isinstance(t, str) and t.startswith("tensordesc<"):
+    if _is_desc(t):
         # a tensor descriptor's dtype; its block shape follows the tile config, a compile the caller chose
-        return "tensordesc<" + t[len("tensordesc<") :].split("[", 1)[0].rstrip(">") + ">"
+        return _DESC + t[len(_DESC) :].split("[", 1)[0].rstrip(">") + ">"
     return t if isinstance(t, str) and t.startswith("*") else entry
 
 
-#: the width of an argument passed as None
-NONE = "None"
+#: the width (and the variant) of an argument passed as None; how a tensor descriptor's type starts
+NONE, _DESC = "None", "tensordesc<"
+
+
+def _is_none(entry: tuple) -> bool:
+    """A launch's spec entry for an argument passed as None (Triton keys it as a constexpr of value None)."""
+    return len(entry) > 1 and entry[0] == "constexpr" and entry[1] is None
+
+
+def _is_desc(t) -> bool:
+    return isinstance(t, str) and t.startswith(_DESC)
 
 
 def _fill_nones(widths: list[tuple]) -> list[tuple]:
@@ -57,7 +66,7 @@ def _fill_nones(widths: list[tuple]) -> list[tuple]:
         filled = list(i_widths)
         for i, w in enumerate(i_widths):
             if w == NONE:
-                ptrs = {x[i] for x in widths if isinstance(x[i], str) and x[i].startswith(("*", "tensordesc<"))}
+                ptrs = {x[i] for x in widths if isinstance(x[i], str) and x[i].startswith(("*", _DESC))}
                 if len(ptrs) == 1:
                     filled[i] = ptrs.pop()
         out.append(tuple(filled))
@@ -66,10 +75,10 @@ def _fill_nones(widths: list[tuple]) -> list[tuple]:
 
 def _variant(entry: tuple) -> str:
     t, attr = (tuple(entry) + (None, None))[:2]
-    if t == "constexpr" and len(tuple(entry)) > 1 and attr is None:
-        return "None"
-    if isinstance(t, str) and t.startswith("tensordesc<"):
-        return f"a descriptor {t[len('tensordesc') :]}"  # its dtype and block shape
+    if _is_none(tuple(entry)):
+        return NONE
+    if _is_desc(t):
+        return f"a descriptor <{t[len(_DESC) :]}"  # its dtype and block shape
     if t == "constexpr":
         return "equal to 1 (compiled as the constant 1)"
     if attr == 1:  # an annotated integer equal to 1 keeps its type but still gets its own key
@@ -152,13 +161,14 @@ def check(ctx: Context) -> list[Finding]:
                 widths[n] = w
         groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
         for ln, use, w in zip(launches, uses, widths):
-            groups[(ln.sweep_group, w, use, ln.autotune)][ln.unit.key].append(ln)
+            groups[(w, use, ln.autotune)][ln.unit.key].append(ln)
         # one finding per sweep and use of the kernel (an autotuner's configs split the same way: not counted
         # again); run_check merges the findings on the same arguments and counts them
         seen = set()
-        for (group, _w, use, _at), units in groups.items():
+        for (_w, use, _at), units in groups.items():
             if len(units) < 2:
                 continue
+            group = use[0]
             firsts = [lns[0] for lns in units.values()]
             split = [
                 i
@@ -186,13 +196,13 @@ def check(ctx: Context) -> list[Finding]:
                         vals = by[_variant(ln.spec[i])]
                         if v is not None and v not in vals:
                             vals.append(v)
-                if "None" in by:
+                if NONE in by:
                     # a tensor for some per-call sizes and None for others: the launcher's choice, not alignment
                     optional.append(p.name)
                     parts.append(f"`{p.name}` (None for some calls, a tensor for others)")
                     continue
                 kind = str(firsts[0].spec[i][0])
-                if not kind.startswith("tensordesc<"):  # a descriptor's block shape follows the tile's constexprs
+                if not _is_desc(kind):  # a descriptor's block shape follows the tile's constexprs
                     (ptrs if kind.startswith("*") else ints).append(p.name)
                 parts.append(f"`{p.name}` ({'; '.join(f'{_short(v)} → {k}' if v else k for k, v in by.items())})")
             for o in opts:

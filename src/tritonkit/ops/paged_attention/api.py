@@ -139,6 +139,7 @@ def _steps(a: Args) -> tuple[list[Step], tuple]:
         block_table.stride(0),
     )
 
+    cap = _device.capability(q.device)
     plan = config.launch_plan(
         group,
         head_dim,
@@ -149,8 +150,8 @@ def _steps(a: Args) -> tuple[list[Step], tuple]:
         a.max_seqlen_q,
         config.max_keys_needed(a.max_seqlen_q, a.max_seqlen_k, a.window_left),
         config.num_sms(q.device),
-        _hopper_ok(a, group),
-        _device.capability(q.device) == (9, 0),
+        _hopper_ok(a, group, cap),
+        cap == (9, 0),
     )
     steps: list[Step] = []
     dec_scratch = pre_scratch = None
@@ -164,7 +165,7 @@ def _steps(a: Args) -> tuple[list[Step], tuple]:
     return steps, (dec_scratch, pre_scratch)
 
 
-def _hopper_ok(a: Args, group: int) -> bool:
+def _hopper_ok(a: Args, group: int, cap: tuple[int, int] | None) -> bool:
     """Whether the call may take kernel_hopper's prefill kernel: config.prefill_hopper_fits, a bf16/fp16 cache of
     q's dtype, and caches TMA can read as 2D ``[num_blocks * block_size, num_kv_heads * head_dim]`` rows (heads and
     head_dim contiguous, pages evenly strided, 16-byte aligned rows and base)."""
@@ -175,9 +176,7 @@ def _hopper_ok(a: Args, group: int) -> bool:
     num_blocks, block_size, num_kv_heads, head_dim = k.shape
     if k.dtype != a.q.dtype or v.dtype != a.q.dtype:
         return False
-    if not config.prefill_hopper_fits(
-        _device.capability(a.q.device), head_dim, block_size, group, num_blocks * block_size
-    ):
+    if not config.prefill_hopper_fits(cap, head_dim, block_size, group, num_blocks * block_size):
         return False
     row = num_kv_heads * head_dim
     return all(
