@@ -351,7 +351,7 @@ def hopper_op(op, monkeypatch):
     fresh = type(k)(k.fn, do_not_specialize=k.do_not_specialize)
     monkeypatch.setattr(kernel_hopper, "_paged_attention_prefill_hopper_kernel", op._jit("hopper", fresh))
     # the stub sm_90 target with CPU tensors: what _hopper_ok decides from a CUDA tensor's capability
-    monkeypatch.setattr(api, "_hopper_ok", lambda a, group: a.k_cache.dtype == torch.bfloat16)
+    monkeypatch.setattr(api, "_hopper_ok", lambda a, group, cap: a.k_cache.dtype == torch.bfloat16)
     tritonkit.ops.clear_caches()  # no layout recorded with another test's kernels
     yield op
     tritonkit.ops.clear_caches()
