@@ -1,3 +1,4 @@
+import dataclasses
 import os
 
 import pytest
@@ -283,6 +284,66 @@ def test_float_and_tensor_fp8_scales_agree():
     torch.testing.assert_close(by_float, by_tensor, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("joint_kv", [0, 1])
+def test_the_sampled_oracle_equals_the_whole_one_on_its_rows(monkeypatch, joint_kv):
+    """Past ORACLE_BYTES the oracle covers a sample of whole sequences over a cache of the pages they name: on its
+    rows it must give what the whole oracle gives (mixed lengths, a window, sinks, the spare page's column)."""
+    from tritonkit.ops.paged_attention import spec as S
+
+    shape = Shape(
+        num_seqs=7,
+        q_len=(1, 5, 17, 1, 3, 32, 2),
+        context=(40, 0, 15, 63, 7, 1, 33),
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=32,
+        block_size=16,
+        window_left=20,
+        sinks=1,
+        joint_kv=joint_kv,
+    )
+    inp = SPEC.make_inputs(shape, torch.float32, Fill("randn", "cpu", 5))
+    whole, none = S.oracle_inputs(inp)
+    assert none == {}  # small: every row, the inputs upcast whole
+    assert whole["k_cache"].shape == inp["k_cache"].shape and whole["q"].dtype == torch.float64
+    full = SPEC.reference(whole, torch.float32)["out"]
+    monkeypatch.setattr(S, "ORACLE_BYTES", 0)
+    monkeypatch.setattr(S, "ORACLE_SEQS", 3)
+    sample, rows = S.oracle_inputs(inp)
+    cu = inp["cu_seqlens_q"].tolist()
+    # the first, middle and last sequences, whole
+    want = [i for s in (0, 3, 6) for i in range(cu[s], cu[s + 1])]
+    assert rows["out"].tolist() == want
+    assert sample["k_cache"].shape[0] < inp["k_cache"].shape[0]
+    assert sample["max_seqlen_q"] == 2 and sample["max_seqlen_k"] == 64
+    got = SPEC.reference(sample, torch.float32)["out"]
+    torch.testing.assert_close(got, full[rows["out"]], rtol=1e-12, atol=1e-12)
+    # the caller's inputs are untouched
+    assert inp["q"].dtype == torch.float32 and inp["block_table"].shape[0] == 7
+
+
+def test_validate_checks_a_sampled_case_and_finds_a_wrong_row(monkeypatch):
+    from tritonkit.ops.paged_attention import spec as S
+    from tritonkit.testing.validate import validate_case
+
+    monkeypatch.setattr(S, "ORACLE_BYTES", 0)
+    monkeypatch.setattr(S, "ORACLE_SEQS", 2)
+    shape = Shape(
+        num_seqs=3, q_len=(2, 1, 3), context=(5, 17, 0), num_heads=2, num_kv_heads=1, head_dim=16, block_size=16
+    )
+    assert validate_case(SPEC, shape, torch.bfloat16, "randn", device=DEVICE).passed
+    # a wrong value in the last sequence (a sampled one) fails the case
+    real = SPEC.call
+
+    def off_by_one(inputs):
+        out = real(inputs)
+        out["out"][-1] += 1.0
+        return out
+
+    res = validate_case(dataclasses.replace(SPEC, call=off_by_one), shape, torch.bfloat16, "randn", device=DEVICE)
+    assert not res.passed and res.outputs["out"]["mismatches"] > 0
+
+
 def test_reference_matches_sdpa_on_a_dense_causal_batch():
     """The oracle itself, against torch SDPA: identity page table, no context (bottom-right == top-left), GQA."""
     shape = Shape(num_seqs=2, q_len=(16, 16), context=0, num_heads=4, num_kv_heads=2, head_dim=32, block_size=16)
@@ -481,11 +542,19 @@ def test_long_context(shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.gpu_alone  # its float64 reference inputs alone are tens of GB
+@pytest.mark.gpu_alone  # 21 GB of inputs and output, and their float32 making
 def test_a_million_query_tokens():
     # 4096 causal prompts of 256 tokens, 2^20 query rows: the launch grid and the token offsets at that size
+    from tritonkit.ops._alloc import poison_outputs
+
     shape = Shape(num_seqs=4096, q_len=256, context=0, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16)
+    # the float64 oracle covers 64 of the prompts, the last included (spec.ORACLE_BYTES)
     assert_valid(SPEC, shape, torch.bfloat16, "randn")
+    # and every row of the other prompts is written: the output starts as NaN
+    inputs = SPEC.make_inputs(shape, torch.bfloat16, Fill("randn", DEVICE, 0))
+    with poison_outputs():
+        out = SPEC.call(inputs)["out"]
+    assert out.shape == inputs["q"].shape and not out.isnan().any()
 
 
 @pytest.mark.gpu

@@ -165,6 +165,55 @@ def error_scale(inputs: dict) -> dict:
     return {"out": paged_attention_reference(inputs["q"], inputs["k_cache"], inputs["v_cache"], magnitude=True, **kw)}
 
 
+#: Past this many bytes of float64 inputs the oracle covers a sample of whole sequences, over only the cache pages
+#: their block-table rows name. Sequences are independent, so a wrong tile, offset or page shows in the sample as in
+#: the whole: 2^20 query rows (4096 prompts of 256 tokens) upcast to 40 GB, more than an 80 GB card holds beside
+#: the op's own 21 GB, and a cache past 2^31 elements to 34 GB of which its few sequences read a fraction.
+ORACLE_BYTES = 4 << 30
+#: sequences in a sample: the first, the last and evenly spaced between
+ORACLE_SEQS = 64
+
+
+def oracle_inputs(inputs: dict) -> tuple[dict, dict]:
+    """The float64 oracle's inputs and the output rows they cover. Every floating tensor upcast, every row covered,
+    while that fits ORACLE_BYTES; past it ORACLE_SEQS sequences (all of them if fewer) with their query rows, their
+    block-table rows renumbered onto a cache of the pages those rows name (spare columns' page included)."""
+    q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+    if 8 * (q.numel() + k_cache.numel() + v_cache.numel()) <= ORACLE_BYTES:
+        return _upcast(inputs), {}
+    dev = q.device
+    cu = inputs["cu_seqlens_q"].tolist()
+    n = len(cu) - 1
+    seqs = (
+        list(range(n))
+        if n <= ORACLE_SEQS
+        else sorted({round(i * (n - 1) / (ORACLE_SEQS - 1)) for i in range(ORACLE_SEQS)})
+    )
+    pick = torch.tensor(seqs, dtype=torch.long, device=dev)
+    rows = torch.cat([torch.arange(cu[s], cu[s + 1], dtype=torch.long, device=dev) for s in seqs])
+    lens = torch.tensor([cu[s + 1] - cu[s] for s in seqs], dtype=torch.int32, device=dev)
+    table = inputs["block_table"][pick].long()
+    pages = torch.unique(table)  # sorted
+    out = dict(inputs)
+    out["q"] = q[rows]
+    out["k_cache"] = k_cache.index_select(0, pages)
+    out["v_cache"] = v_cache.index_select(0, pages)
+    out["block_table"] = torch.searchsorted(pages, table).to(inputs["block_table"].dtype)
+    out["seqused_k"] = inputs["seqused_k"][pick]
+    out["cu_seqlens_q"] = torch.cat([lens.new_zeros(1), torch.cumsum(lens, 0, dtype=torch.int32)])
+    out["max_seqlen_q"] = int(lens.max())
+    out["max_seqlen_k"] = int(out["seqused_k"].max())
+    return _upcast(out), {"out": rows}
+
+
+def _upcast(inputs: dict) -> dict:
+    """A float64 copy of every floating tensor, other tensors cloned (the harness's upcast, on the inputs' device)."""
+    return {
+        k: (v.to(torch.float64) if v.is_floating_point() else v.clone()) if isinstance(v, torch.Tensor) else v
+        for k, v in inputs.items()
+    }
+
+
 def _visible_keys(shape: Shape) -> tuple[int, int]:
     """(sum over query rows of the keys each attends, sum over sequences of the keys any row attends)."""
     q_lens, seq_k = _lengths(shape)
@@ -396,6 +445,7 @@ SPEC = OpSpec(
     tolerance=_TOLERANCE,
     interpreter_tolerance=_INTERPRETER_TOLERANCE,
     loaded_bounds=loaded_bounds,
+    oracle_inputs=oracle_inputs,
     peers={"vllm": peers.vllm, "fa3": peers.fa3},
     speed_of_light={"sdpa": peers.sdpa},
     not_compilable="its reference reads sequence lengths on the host and loops over them (a graph break per batch "
