@@ -50,9 +50,35 @@ def test_dynamic_per_tensor_and_its_zero_input():
     q, s = rms_vllm.scaled_fp8_quant(x)
     ref = scaled_fp8_quant_reference(x.double(), "tensor")
     assert s.shape == (1,) and same(s, ref["scale"]) and same(q, ref["q"])
-    # vLLM's per-tensor scale has no floor: zeros give scale 0 and codes of 448 (x * inf is NaN, clamped to 448)
-    q, s = rms_vllm.scaled_fp8_quant(torch.zeros(2, 64, dtype=torch.bfloat16))
-    assert float(s) == 0 and torch.all(q.float() == 448)
+    # vLLM's per-tensor scale has no floor: zeros give scale 0, whose reciprocal it takes as 0 (fp8_reciprocal_scale,
+    # csrc/quantization/w8a8/fp8/common.cuh): codes 0, not 0 * inf clamped to 448; a row of any width
+    for cols in (64, 13):
+        q, s = rms_vllm.scaled_fp8_quant(torch.zeros(2, cols, dtype=torch.bfloat16))
+        assert float(s) == 0 and torch.all(q.view(torch.uint8) == 0)
+        assert same(q, scaled_fp8_quant_reference(torch.zeros(2, cols, dtype=torch.float64), "tensor")["q"])
+
+
+@pytest.mark.parametrize(
+    ("cols", "group_shape", "zero_codes"),
+    [
+        (64, None, True),  # per tensor, a row of a multiple of 16: vLLM's vectorized path, reciprocal 0
+        (40, None, False),  # per tensor, 40 columns: its scalar path, 1 / 0 = inf, x * inf clamped to +-448
+        (64, (1, 32), True),  # 2-d groups of 32 columns: vectorized
+        (64, (1, 8), False),  # groups of 8 columns: scalar
+    ],
+)
+def test_a_zero_static_scale_as_vllm_takes_it(cols, group_shape, zero_codes):
+    x = _x(4, cols, 6, 2.0)
+    if group_shape is None:
+        s = torch.zeros(1)
+    else:
+        s = torch.zeros(4 // group_shape[0], cols // group_shape[1])
+        s[0, -1] = 0.5  # one nonzero group scale among the zeros
+    q, _ = rms_vllm.scaled_fp8_quant(x, s, group_shape=group_shape)
+    ref = scaled_fp8_quant_reference(x.double(), "static", s, group_shape=group_shape)
+    assert same(q, ref["q"])
+    zero_group = q[:, : (group_shape or (1, cols))[1]].float()
+    assert torch.all(zero_group == 0) if zero_codes else torch.all(zero_group.abs() == 448)
 
 
 def test_dynamic_per_token_with_scale_ub_and_padding():
@@ -115,6 +141,50 @@ def test_static_forms():
 
 
 # -- SiLU-and-mul forms ---------------------------------------------------------------------------------------------
+def _vllm_static_norm(x, w, scale, residual=None):
+    """vLLM's static norm forms emulated in float32 torch: the residual sum rounded to x's dtype, normalized by a
+    float32 rstd (the op's, from a float64 sum), ``scalar_t(x * rstd * w)`` once, then ``fp8(y * (1 / scale))``."""
+    if residual is not None:
+        x = (x.float() + residual.float()).to(x.dtype)
+    xd = x.double()
+    rstd = (
+        1.0 / torch.sqrt((xd * xd).mean(-1, keepdim=True) + torch.tensor(EPS, dtype=torch.float32).double())
+    ).float()
+    y = (x.float() * rstd * w.float()).to(x.dtype)
+    return (y.float() * (1.0 / scale)).clamp(-448, 448).to(FP8)
+
+
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_static_forms_round_the_norm_once_as_vllm(with_residual):
+    # vLLM 0.34's rms_norm_static_fp8_quant and fused_add_..._static round x * rstd * w to the dtype once
+    # (csrc/layernorm_quant_kernels.cu), its dynamic forms twice; at bf16 8 x 256 the two differ in ~1% of the codes
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(8, 256, generator=g).to(torch.bfloat16)
+    w = (0.5 + torch.rand(256, generator=g)).to(torch.bfloat16)
+    res = torch.randn(8, 256, generator=g).to(torch.bfloat16) if with_residual else None
+    scale = torch.tensor([0.01])
+    out = torch.empty(8, 256, dtype=FP8)
+    if with_residual:
+        want = _vllm_static_norm(x, w, scale, res)
+        rms_vllm.fused_add_rms_norm_static_fp8_quant(out, x, res, w, scale, EPS)
+    else:
+        want = _vllm_static_norm(x, w, scale)
+        rms_vllm.rms_norm_static_fp8_quant(out, x, w, scale, EPS)
+    assert same(out, want)
+
+
+def test_per_block_quant_multiplies_by_the_groups_reciprocal():
+    # vLLM's rms_norm_per_block_quant applies a group's scale as y * (1.0f / s) (layernorm_utils.cuh, mul_by_recip),
+    # which here gives code 117 where the exact quotient y / s gives 116. x = 1 and eps = 0 make rstd 1 and y = w.
+    amax, y = 0.19140625, 0.08544921875  # bf16 values
+    w = torch.full((128,), y, dtype=torch.bfloat16)
+    w[0] = amax
+    q, s = rms_vllm.rms_norm_per_block_quant(torch.ones(1, 128, dtype=torch.bfloat16), w, 0.0, FP8, [1, 128])
+    s32 = torch.tensor(amax, dtype=torch.float32) / 448.0
+    assert float(s) == float(s32)
+    assert q[0, 1].view(torch.uint8).item() == (torch.tensor(y) * (1.0 / s32)).to(FP8).view(torch.uint8).item() == 117
+
+
 @pytest.mark.parametrize("transposed", [False, True])
 def test_silu_and_mul_per_block_quant(transposed):
     x, ub = _x(9, 512, 11, 2.0), torch.tensor([0.004])

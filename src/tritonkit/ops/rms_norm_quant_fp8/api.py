@@ -52,6 +52,7 @@ def _run(
     group_size: int,
     round_residual: bool,
     grid_scale: tuple[int, int, int, int] = (1, 1, 0, 0),
+    zero_inv: bool = False,
 ) -> None:
     hidden = x.shape[-1]
     n_rows = x.numel() // hidden if hidden else 0
@@ -107,6 +108,7 @@ def _run(
             "SINGLE_PASS": cfg.single_pass,
             "EARLY_W": early_w,
             "FUSED_FMA": fused_fma(),
+            "ZERO_INV": zero_inv,
         },
         cfg.num_warps,
         maxnreg=maxnreg,
@@ -245,7 +247,8 @@ def rms_norm_quant_fp8(
     weight     ``[hidden]``, any of those dtypes.
     quant      "static": ``q = fp8(y * (1 / scale))`` with ``scale`` a float32 tensor of one element.
                "token": one scale per row, ``max(min(amax, scale_ub) / 448, 1 / (448 * 512))``, ``q = fp8(y /
-               scale)``; "group": the same per ``group_size`` (64 or 128, dividing hidden) columns.
+               scale)``; "group": the same scale per ``group_size`` (64 or 128, dividing hidden) columns, ``q =
+               fp8(y * (1 / scale))`` (vLLM's rms_norm_per_block_quant multiplies by the reciprocal).
     scale_ub   optional float32 tensor of one element bounding the amax of the dynamic modes.
     residual   optional, x's shape and dtype: the norm reads ``x + residual``, returned rounded to x's dtype as
                ``r``. The static mode normalizes that rounded sum, the dynamic modes the float32 sum (as vLLM's
@@ -253,9 +256,10 @@ def rms_norm_quant_fp8(
     transposed_scales  group mode: scales stored column-major (a ``[groups, rows]`` buffer seen as its
                transpose), the layout DeepGEMM reads.
 
-    ``y = (x * rstd rounded to x's dtype) * weight``, rounded to x's dtype (vLLM's two rounding points), with
-    ``rstd = 1 / sqrt(mean(x^2) + eps)`` from a float64 sum. Values are clamped to +-448 (NaN to +448) and rounded
-    to nearest even. Returns ``(q, scales)`` (``scales``: ``[rows, 1]``, ``[rows, hidden / group_size]``, or for
+    Dynamic modes: ``y = (x * rstd rounded to x's dtype) * weight``, rounded to x's dtype (the two rounding points
+    of vLLM's dynamic forms); "static": ``x * rstd * weight`` in float32, rounded to x's dtype once (its static
+    forms); ``rstd = 1 / sqrt(mean(x^2) + eps)`` from a float64 sum. Values are clamped to +-448 (NaN to +448) and
+    rounded to nearest even. Returns ``(q, scales)`` (``scales``: ``[rows, 1]``, ``[rows, hidden / group_size]``, or for
     "static" the ``scale`` passed), and ``r`` third with a residual. Inputs are never modified.
     """
     check_args(x, weight, eps, residual, quant, scale, scale_ub, group_size)
@@ -275,6 +279,14 @@ def rms_norm_quant_fp8(
 
 
 # -- plain quantization ---------------------------------------------------------------------------------------------
+def zero_scale_gives_zero(x: torch.Tensor, grid_scale: tuple[int, int, int, int] | None) -> bool:
+    """Whether vLLM's static scaled_fp8_quant takes a zero scale's reciprocal as 0 (codes 0) rather than inf (codes
+    +-448, NaN for a zero): its vectorized paths do, when a scale's column group is a multiple of 16 columns (the
+    whole row for a per-tensor or per-token scale); its scalar path for narrower groups divides 1 by the scale."""
+    group_n = grid_scale[1] if grid_scale else x.shape[-1]
+    return group_n % 16 == 0
+
+
 def quantize_fp8(
     x: torch.Tensor,
     mode: str,
@@ -296,10 +308,26 @@ def quantize_fp8(
         # vLLM zeroes the scale before the atomic max of the rows' amax / 448
         s = torch.zeros((1,), dtype=torch.float32, device=x.device) if s is None else s.zero_()
         _run(x, None, 0.0, None, q, None, s, _TENSOR_AMAX, None, None, 1, False)
-        _run(x, None, 0.0, None, q, None, None, 0, s, None, 1, False)
+        _run(x, None, 0.0, None, q, None, None, 0, s, None, 1, False, zero_inv=True)
         return q, s
     if mode == "static":
-        _run(x, None, 0.0, None, q, None, None, _GRID if grid_scale else 0, scale, None, 1, False, grid_scale or ())
+        mode_id, grid = (_GRID, grid_scale) if grid_scale else (0, (1, 1, 0, 0))
+        _run(
+            x,
+            None,
+            0.0,
+            None,
+            q,
+            None,
+            None,
+            mode_id,
+            scale,
+            None,
+            1,
+            False,
+            grid,
+            zero_inv=zero_scale_gives_zero(x, grid_scale),
+        )
         return q, scale
     group = 128 if mode == "group" else 1
     if s is None:

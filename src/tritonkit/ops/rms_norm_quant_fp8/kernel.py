@@ -40,17 +40,30 @@ def _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL: tl.constexpr, ROUND_RESI
 
 
 @triton.jit
-def _normed(x, rstd, w_row, offs, mask, NORM: tl.constexpr, dtype: tl.constexpr):
-    """``y = (x * rstd rounded to dtype) * w``, rounded to dtype: vLLM's two rounding points; ``x`` without NORM."""
+def _normed(x, rstd, w_row, offs, mask, NORM: tl.constexpr, dtype: tl.constexpr, ONE_ROUND: tl.constexpr):
+    """``y = (x * rstd rounded to dtype) * w``, rounded to dtype: the two rounding points of vLLM's dynamic forms;
+    ONE_ROUND (its static forms): ``x * rstd * w`` in float32, rounded to dtype once. ``x`` without NORM."""
     if not NORM:
         return x
-    return _normed_by(x, rstd, tl.load(w_row + offs, mask=mask, other=0.0).to(tl.float32), dtype)
+    return _normed_by(x, rstd, tl.load(w_row + offs, mask=mask, other=0.0).to(tl.float32), dtype, ONE_ROUND)
 
 
 @triton.jit
-def _normed_by(x, rstd, w, dtype: tl.constexpr):
+def _normed_by(x, rstd, w, dtype: tl.constexpr, ONE_ROUND: tl.constexpr):
     """:func:`_normed` with the float32 weight already loaded."""
+    if ONE_ROUND:
+        return round_to(x * rstd * w, dtype)
     return round_to(round_to(x * rstd, dtype) * w, dtype)
+
+
+@triton.jit
+def _inverse(scale, ZERO_INV: tl.constexpr):
+    """``RN(1 / scale)``, the factor a static scale is applied by. ZERO_INV: 0 for a zero scale, as vLLM's vectorized
+    plain quantization takes it (an all-zero input's dynamic scale is 0, and its codes must be 0, not 0 * inf)."""
+    inv = tl.math.div_rn(1.0, scale)
+    if ZERO_INV:
+        inv = tl.where(scale == 0.0, 0.0, inv)
+    return inv
 
 
 @triton.jit(do_not_specialize=["stride_sb", "stride_st", "stride_sg", "rows_per_batch"])
@@ -85,6 +98,7 @@ def _rms_norm_quant_fp8_kernel(
     SINGLE_PASS: tl.constexpr,
     EARLY_W: tl.constexpr,
     FUSED_FMA: tl.constexpr,
+    ZERO_INV: tl.constexpr,
 ):
     """One row per program: ``y = rms_norm(x (+ residual)) * w`` at vLLM's rounding points (NORM off: ``y = x``,
     plain quantization), quantized to fp8 by QUANT. The sum of squares and ``1 / sqrt(mean + eps)`` are float64
@@ -96,7 +110,11 @@ def _rms_norm_quant_fp8_kernel(
     written only in that last pass: in vLLM's in-place form it is also an input). TOKEN and GROUP divide by their
     scale through its reciprocal with Markstein's correction where FUSED_FMA (tl.fma rounds once: every GPU), the
     same quotient as ``div_rn`` in three float32 operations a value. EARLY_W (SINGLE_PASS with NORM): the weight is
-    loaded with x, before the row's reduction, instead of after it."""
+    loaded with x, before the row's reduction, instead of after it. The static modes round the norm once
+    (ONE_ROUND, vLLM's static forms) and apply their scale by :func:`_inverse` (ZERO_INV: the host's choice); GROUP
+    with NORM multiplies by each group's reciprocal (vLLM's rms_norm_per_block_quant), without NORM divides."""
+    ONE_ROUND: tl.constexpr = QUANT == STATIC
+    GROUP_RECIP: tl.constexpr = NORM
     pid = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + pid * stride_x
     res_row = res_ptr + pid * stride_res
@@ -131,9 +149,9 @@ def _rms_norm_quant_fp8_kernel(
             rstd = (1.0 / tl.sqrt(tl.sum(x64 * x64, axis=0) / hidden + eps)).to(tl.float32)
             if not EARLY_W:
                 w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-            y = _normed_by(x, rstd, w, dtype)
+            y = _normed_by(x, rstd, w, dtype, ONE_ROUND)
         if QUANT == STATIC:
-            tl.store(q_row + offs, to_fp8(y * tl.math.div_rn(1.0, scale)), mask=mask)
+            tl.store(q_row + offs, to_fp8(y * _inverse(scale, ZERO_INV)), mask=mask)
         elif QUANT == TOKEN:
             s = dynamic_scale_of(abs_max(y, 0), ub, HAS_UB, False)
             tl.store(s_row, s)
@@ -143,16 +161,19 @@ def _rms_norm_quant_fp8_kernel(
             s = dynamic_scale_of(abs_max(y2, 1), ub, HAS_UB, False)
             g = tl.arange(0, BLOCK // GROUP_SIZE)
             tl.store(s_row + g * stride_sg, s, mask=g * GROUP_SIZE < hidden)
-            q2 = div_by_scale(y2, s[:, None], recip_rn(s, FUSED_FMA)[:, None], FUSED_FMA)
+            if GROUP_RECIP:
+                q2 = y2 * tl.math.div_rn(1.0, s)[:, None]
+            else:
+                q2 = div_by_scale(y2, s[:, None], recip_rn(s, FUSED_FMA)[:, None], FUSED_FMA)
             tl.store(q_row + offs, tl.reshape(to_fp8(q2), (BLOCK,)), mask=mask)
         elif QUANT == TENSOR_AMAX:
             # amax >= 0: the float max is the integer max of the bits, as vLLM's atomicMaxFloat does it
             tl.atomic_max(s_ptr, tl.math.div_rn(abs_max(y, 0), FP8_MAX))
         else:
-            tl.store(q_row + offs, to_fp8(y * tl.math.div_rn(1.0, gs)), mask=mask)
+            tl.store(q_row + offs, to_fp8(y * _inverse(gs, ZERO_INV)), mask=mask)
     else:
         if QUANT == STATIC:
-            inv = tl.math.div_rn(1.0, scale)
+            inv = _inverse(scale, ZERO_INV)
         rstd = 1.0
         if NORM:
             acc = tl.zeros([BLOCK], dtype=tl.float64)
@@ -168,7 +189,7 @@ def _rms_norm_quant_fp8_kernel(
                 offs = start + tl.arange(0, BLOCK)
                 mask = offs < hidden
                 x, r = _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL, ROUND_RESIDUAL)
-                y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
+                y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype, ONE_ROUND)
                 amax = tl.maximum(amax, nan_dropped_abs(y))
             if QUANT == TOKEN:
                 s = dynamic_scale(tl.max(amax, axis=0), ub_ptr, HAS_UB, False)
@@ -181,7 +202,7 @@ def _rms_norm_quant_fp8_kernel(
                 offs = start + tl.arange(0, BLOCK)
                 mask = offs < hidden
                 x, r = _norm_row(x_row, res_row, offs, mask, HAS_RESIDUAL, ROUND_RESIDUAL)
-                y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype)
+                y = _normed(x, rstd, w_ptr, offs, mask, NORM, dtype, ONE_ROUND)
                 if QUANT == STATIC:
                     q = to_fp8(y * inv)
                 elif QUANT == TOKEN:
@@ -192,13 +213,16 @@ def _rms_norm_quant_fp8_kernel(
                     sg = dynamic_scale(abs_max(y2, 1), ub_ptr, HAS_UB, False)
                     g = start // GROUP_SIZE + tl.arange(0, BLOCK // GROUP_SIZE)
                     tl.store(s_row + g * stride_sg, sg, mask=g * GROUP_SIZE < hidden)
-                    q2 = div_by_scale(y2, sg[:, None], recip_rn(sg, FUSED_FMA)[:, None], FUSED_FMA)
+                    if GROUP_RECIP:
+                        q2 = y2 * tl.math.div_rn(1.0, sg)[:, None]
+                    else:
+                        q2 = div_by_scale(y2, sg[:, None], recip_rn(sg, FUSED_FMA)[:, None], FUSED_FMA)
                     q = tl.reshape(to_fp8(q2), (BLOCK,))
                 else:
                     gs = tl.load(
                         scale_ptr + (pid // group_m) * stride_st + (offs // group_n) * stride_sg, mask=mask, other=1.0
                     )
-                    q = to_fp8(y * tl.math.div_rn(1.0, gs))
+                    q = to_fp8(y * _inverse(gs, ZERO_INV))
                 if HAS_RESIDUAL:
                     tl.store(r_row + offs, r.to(dtype), mask=mask)
                 tl.store(q_row + offs, q, mask=mask)

@@ -13,8 +13,17 @@ from .._fp8 import rnd
 F32 = torch.float32
 
 
-def _quantize(y: torch.Tensor, quant: str, scale, scale_ub, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(q, scales)`` of the float64 ``y [rows, hidden]`` (values of the op's dtype); scales None for static."""
+def _zero_safe(inv: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """A reciprocal taken as 0 where its scale is 0 (vLLM's fp8_reciprocal_scale)."""
+    return torch.where(scale.to(torch.float64) == 0, torch.zeros_like(inv), inv)
+
+
+def _quantize(
+    y: torch.Tensor, quant: str, scale, scale_ub, group_size: int, group_recip: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(q, scales)`` of the float64 ``y [rows, hidden]`` (values of the op's dtype); scales None for static.
+    ``group_recip``: a group's values are multiplied by its scale's float32 reciprocal (vLLM's
+    rms_norm_per_block_quant) instead of divided by it."""
     if quant == "static":
         return _fp8.saturate(rnd(y * _fp8.reciprocal(scale.reshape(())), F32)), None
     if quant == "token":
@@ -23,7 +32,8 @@ def _quantize(y: torch.Tensor, quant: str, scale, scale_ub, group_size: int) -> 
     rows, hidden = y.shape
     yg = y.reshape(rows, hidden // group_size, group_size)
     s = _fp8.dynamic_scale(_fp8.nan_dropped_amax(yg, -1), scale_ub)
-    return _fp8.saturate(rnd(yg / s, F32)).reshape(rows, hidden), s.reshape(rows, -1)
+    scaled = yg * _fp8.reciprocal(s) if group_recip else yg / s
+    return _fp8.saturate(rnd(scaled, F32)).reshape(rows, hidden), s.reshape(rows, -1)
 
 
 def rms_norm_quant_fp8_reference(
@@ -45,8 +55,13 @@ def rms_norm_quant_fp8_reference(
         xs = r if quant == "static" else total
     eps32 = float(torch.tensor(eps, dtype=F32))
     rstd = rnd(1.0 / torch.sqrt((xs * xs).sum(-1, keepdim=True) / hidden + eps32), F32)
-    y = rnd(rnd(rnd(xs * rstd, F32), dtype) * weight.to(torch.float64), dtype)
-    q, s = _quantize(y, quant, scale, scale_ub, group_size)
+    if quant == "static":
+        # vLLM's static forms: scalar_t(x * rstd * w), float32 products rounded to the dtype once
+        y = rnd(rnd(rnd(xs * rstd, F32) * weight.to(torch.float64), F32), dtype)
+    else:
+        # its dynamic forms: scalar_t(x * rstd) * w, rounded to the dtype twice
+        y = rnd(rnd(rnd(xs * rstd, F32), dtype) * weight.to(torch.float64), dtype)
+    q, s = _quantize(y, quant, scale, scale_ub, group_size, group_recip=True)
     # float64 inputs (the oracle) get float64 outputs holding the fp8 and float32 values, as the harness asks
     wide = x.dtype == torch.float64
     out["q"] = (q.to(torch.float64) if wide else q).reshape(shape)
@@ -62,14 +77,22 @@ def scaled_fp8_quant_reference(x, mode: str, scale=None, scale_ub=None, group_sh
     "tensor", "token" or "group" (128 columns)."""
     y = x.to(torch.float64)
     if mode == "tensor":
+        # a zero scale (an all-zero input) has reciprocal 0: codes 0
         s = rnd(_fp8.nan_dropped_amax(y.reshape(1, -1), -1) / _fp8.FP8_MAX, F32).reshape(1)
-        return {"q": _fp8.saturate(rnd(y * _fp8.reciprocal(s), F32)), "scale": s.to(F32)}
+        return {"q": _fp8.saturate(rnd(y * _zero_safe(_fp8.reciprocal(s), s), F32)), "scale": s.to(F32)}
     if mode == "static":
+        # a zero scale's reciprocal is 0 where vLLM vectorizes (column groups of a multiple of 16), else inf
         if group_shape is None:
-            return {"q": _fp8.saturate(rnd(y * _fp8.reciprocal(scale.reshape(())), F32)), "scale": scale}
+            s = scale.reshape(())
+            inv = _fp8.reciprocal(s)
+            return {
+                "q": _fp8.saturate(rnd(y * (_zero_safe(inv, s) if y.shape[-1] % 16 == 0 else inv), F32)),
+                "scale": scale,
+            }
         gm, gn = group_shape
         grid = scale.to(torch.float64).reshape(y.shape[0] // gm, y.shape[1] // gn)
         full = grid.repeat_interleave(gm, 0).repeat_interleave(gn, 1)
-        return {"q": _fp8.saturate(rnd(y * _fp8.reciprocal(full), F32)), "scale": scale}
+        inv = _fp8.reciprocal(full)
+        return {"q": _fp8.saturate(rnd(y * (_zero_safe(inv, full) if gn % 16 == 0 else inv), F32)), "scale": scale}
     q, s = _quantize(y, mode, None, scale_ub, 128)
     return {"q": q, "scale": s.to(F32)}
