@@ -113,6 +113,26 @@ def test_auto_cache_holds_the_returned_k_and_v_bit_for_bit(dtype):
     assert torch.equal(_bits(q2.reshape(6, -1)), _bits(q))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_a_cache_named_by_its_dtype_is_the_auto_cache(dtype):
+    # vLLM's kv_cache_dtype "bfloat16" / "float16" (its cache config's names) keep k and v in qkv's dtype, as "auto"
+    name = {torch.float16: "float16", torch.bfloat16: "bfloat16"}[dtype]
+    caches = []
+    for kv in ("auto", name):
+        a = _setup(dtype=dtype, slots=torch.tensor([5, -1, 0, 15, 3, 9], device=DEVICE))
+        vllm.fused_qknorm_rope_cache(
+            a["qkv"], a["q_weight"], a["k_weight"], a["cos_sin_cache"], a["positions"], a["slot_mapping"],
+            a["key_cache"], a["value_cache"], 4, 2, 64, 64, 1e-6, 0.0, kv,
+        )  # fmt: skip
+        caches.append((a["key_cache"], a["value_cache"]))
+    assert all(torch.equal(_bits(x), _bits(y)) for x, y in zip(*caches))
+    assert caches[0][0].abs().sum() > 0
+    # the cache must still be qkv's dtype
+    a = _setup(dtype=dtype)
+    with pytest.raises(TypeError, match="key_cache must have dtype qkv's dtype"):
+        _call({**a, "key_cache": a["key_cache"].float(), "value_cache": a["value_cache"].float()}, kv_cache_dtype=name)
+
+
 def test_the_norm_is_rounded_to_the_model_dtype_before_the_rotation():
     # bf16 inputs: the op matches the oracle that rounds the normed head (within one bf16 rounding of the result),
     # and differs from the one that does not somewhere (the rounding point is observable)
@@ -229,7 +249,11 @@ BAD = [
     (dict(value_cache=lambda a: a["value_cache"][:2]), ValueError, "value_cache must have shape"),
     (dict(slot_mapping=lambda a: torch.arange(7, device=DEVICE)), ValueError, "slot_mapping must have at most 6"),
     (dict(slot_mapping=lambda a: a["slot_mapping"].float()), TypeError, "slot_mapping must have dtype int32/int64"),
-    (dict(kv_cache_dtype="fp8_e5m2"), ValueError, "kv_cache_dtype must be one of 'auto', 'fp8', 'fp8_e4m3'"),
+    (
+        dict(kv_cache_dtype="fp8_e5m2"),
+        ValueError,
+        "kv_cache_dtype must be one of 'auto', 'bfloat16', 'float16', 'fp8', 'fp8_e4m3'",
+    ),
     (dict(kv_cache_dtype="fp8", k_scale=_S, v_scale=_S), TypeError, "key_cache must have dtype float8_e4m3fn"),
     (
         dict(

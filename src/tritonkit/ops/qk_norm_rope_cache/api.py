@@ -16,7 +16,10 @@ from .._library import op_with_outputs, through_dispatcher
 from .config import EARLY_LOADS, qk_norm_rope_cache_config
 from .kernel import _qk_norm_rope_cache_kernel
 
-KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
+# vLLM's names: "auto", "bfloat16" and "float16" keep the cache in qkv's dtype (vLLM checks the cache's dtype, not
+# that the name matches it), "fp8" / "fp8_e4m3" store e4m3 codes of x / scale
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3")
+FP8_KV_CACHE_DTYPES = ("fp8", "fp8_e4m3")
 FP8_CACHE_DTYPES = (torch.float8_e4m3fn, torch.uint8)
 
 # Under TRITON_INTERPRET=1 ``triton.jit`` returns an interpreter object instead of a JITFunction
@@ -219,7 +222,7 @@ def _check_cache(
         raise ValueError(
             f"kv_cache_dtype must be one of {', '.join(map(repr, KV_CACHE_DTYPES))}, got {kv_cache_dtype!r}"
         )
-    fp8 = kv_cache_dtype != "auto"
+    fp8 = kv_cache_dtype in FP8_KV_CACHE_DTYPES
     cache_dtypes = FP8_CACHE_DTYPES if fp8 else (qkv.dtype,)
     for name, c in ((kc_name, key_cache), (vc_name, value_cache)):
         _checks.tensor(name, c, ndim=4, last_contiguous=True)
@@ -526,9 +529,10 @@ def qk_norm_rope_cache(
     key_cache,    ``[num_blocks, block_size, num_kv_heads, head_dim]``, the flash layout reshape_and_cache writes:
     value_cache   slot ``s`` is block ``s // block_size``, row ``s % block_size``. Any strides with a contiguous last
                   dim (the halves of a joint ``[num_blocks, 2, ...]`` cache too); they may not share memory with each
-                  other or any input. kv_cache_dtype "auto": qkv's dtype; "fp8"/"fp8_e4m3": float8_e4m3fn (or uint8
-                  holding its bytes), storing ``x / scale`` correctly rounded in float32, saturated to +-448 (NaN
-                  stays NaN), rounded to nearest-even e4m3, where ``x`` is the k (or v) value in qkv's dtype.
+                  other or any input. kv_cache_dtype "auto" (or vLLM's "bfloat16"/"float16"): qkv's dtype;
+                  "fp8"/"fp8_e4m3": float8_e4m3fn (or uint8 holding its bytes), storing ``x / scale`` correctly
+                  rounded in float32, saturated to +-448 (NaN stays NaN), rounded to nearest-even e4m3, where ``x``
+                  is the k (or v) value in qkv's dtype.
     slot_mapping  ``[S]`` int32/int64, ``S <= T``: token ``t < S`` goes to slot ``slot_mapping[t]``; a negative slot
                   (-1: padding), one at or past ``num_blocks * block_size``, and tokens ``t >= S`` write no cache row.
                   Slots are distinct (not checked: a sync; ``TRITONKIT_CHECK_INDICES=1`` checks the range).

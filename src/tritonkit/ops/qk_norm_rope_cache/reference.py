@@ -149,7 +149,7 @@ def qk_norm_rope_cache_reference(
         bs = key_cache.shape[1]
         for src, cache, scale in ((k, key_cache, k_scale), (v, value_cache, v_scale)):
             rows = src[:s][valid]
-            if kv_cache_dtype != "auto":
+            if kv_cache_dtype in ("fp8", "fp8_e4m3"):
                 rows = quantize_e4m3(rows.to(dtype), scale)
                 if cache.dtype == torch.uint8:
                     rows = rows.view(torch.uint8)
