@@ -217,6 +217,11 @@ def main(argv: list[str]) -> int:
         return main_compare(*args.compare)
     if args.from_json:
         return _record_finished(args.record, args.from_json)
+    # the arguments first: a typo is named as one on any machine, not hidden behind "no GPU"
+    try:
+        cfg = _config(args)
+    except _Refused as e:
+        return _err(str(e))
 
     import torch
 
@@ -227,7 +232,7 @@ def main(argv: list[str]) -> int:
             "Run it on a machine with a CUDA GPU; `tritonkit validate` checks correctness on a CPU."
         )
     try:
-        cfg, base_cache = _config(args)
+        cfg, base_cache = _with_base(cfg, args)
         _check_record_dir(args.record)
     except _Refused as e:
         return _err(str(e))
@@ -235,8 +240,8 @@ def main(argv: list[str]) -> int:
 
 
 def _config(args):
-    """The run's BenchConfig, built once from the arguments (each refused with a _Refused naming it), and where a
-    --base tree's timings are cached (None without --base)."""
+    """The run's BenchConfig, built once from the arguments, each bad one refused with a _Refused naming it; no GPU
+    needed and nothing written (the --base tree is checked out by :func:`_with_base`)."""
     import torch
 
     from ..models import DEFAULT_BENCH_MODELS, NUM_TOKENS_SWEEP
@@ -246,23 +251,22 @@ def _config(args):
     models_given = args.models is not None
     models = list(args.models) if models_given else list(DEFAULT_BENCH_MODELS)
     targets = _targets(args, models, models_given)
-    dtypes = _dtypes(args.dtypes)
-    if args.point_budget is not None and not args.point_budget > 0:
-        raise _Refused(f"--point-budget must be a positive number of seconds, got {args.point_budget}")
-    base = base_cache = None
-    base_cached: dict = {}
-    if args.base:
-        from .base import BaseTreeError, checkout, load_points
-
-        try:
-            base = checkout(args.base)
-            base.import_package()
-        except BaseTreeError as e:
-            raise _Refused(str(e)) from None
-        base_cache = base.cache_dir(torch.cuda.get_device_name()) / "points.json"
-        if not args.base_retime:
-            base_cached = load_points(base_cache, _base_meta(args.repeats))
-    cfg = BenchConfig(
+    dtypes = _dtypes(args.dtypes, targets)
+    small = [n for n in args.num_tokens or () if n < 1]
+    if small:
+        raise _Refused(f"--num-tokens: a number of tokens is at least 1, got {small[0]}")
+    if args.repeats is not None and args.repeats < 1:
+        raise _Refused(f"--repeats must be at least 1 replay per measurement, got {args.repeats}")
+    for flag, v in (("--deadline", args.deadline), ("--point-budget", args.point_budget)):
+        if v is not None and not v > 0:
+            raise _Refused(f"{flag} must be a positive number of seconds, got {v}")
+    if args.base_retime and not args.base:
+        raise _Refused("--base-retime applies only with --base REV")
+    out = pathlib.Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise _Refused(f"--out {args.out}: it is not a folder (bench.json and the plots go in one)")
+    _check_record_dir(args.record, create=False)
+    return BenchConfig(
         targets=targets,
         models=models,
         models_given=models_given,
@@ -275,11 +279,29 @@ def _config(args):
         point_budget_s=args.point_budget if args.point_budget is not None else POINT_BUDGET_S,
         copy_ref=not args.no_copy_ref,
         device=torch.device("cuda"),
-        base=base,
-        base_cached=base_cached,
         series=tuple(args.series) if args.series else None,
     )
-    return cfg, base_cache
+
+
+def _with_base(cfg, args):
+    """``cfg`` with the --base tree checked out and imported, and its cached timings on this GPU; and where those are
+    cached (None without --base)."""
+    if not args.base:
+        return cfg, None
+    import dataclasses
+
+    import torch
+
+    from .base import BaseTreeError, checkout, load_points
+
+    try:
+        base = checkout(args.base)
+        base.import_package()
+    except BaseTreeError as e:
+        raise _Refused(str(e)) from None
+    base_cache = base.cache_dir(torch.cuda.get_device_name()) / "points.json"
+    cached = {} if args.base_retime else load_points(base_cache, _base_meta(args.repeats))
+    return dataclasses.replace(cfg, base=base, base_cached=cached), base_cache
 
 
 def _targets(args, models: list[str], models_given: bool) -> list:
@@ -288,7 +310,7 @@ def _targets(args, models: list[str], models_given: bool) -> list:
     from ..models import MODELS
     from ..ops import OP_NAMES, get_spec
     from .providers import ALL_PROVIDERS
-    from .runner import BenchConfig, OpTarget, parse_kv, sweep_points
+    from .runner import BenchConfig, OpTarget, parse_kv, series_names, sweep_points
 
     unknown = [p for p in args.providers or () if p not in ALL_PROVIDERS]
     if unknown:
@@ -302,43 +324,71 @@ def _targets(args, models: list[str], models_given: bool) -> list:
         targets = [OpTarget(t.name, tuple({**shape_kv, **dict(t.overrides)}.items())) for t in targets]
     for m in models:
         if m not in MODELS:
-            raise _Refused(f"unknown model {m!r}; known: {', '.join(MODELS)}")
+            raise _Refused(f"--models: unknown model {m!r}; known: {', '.join(MODELS)}")
+    unknown = [t.name for t in targets if t.name not in OP_NAMES]
+    if unknown:
+        raise _Refused(f"unknown op {unknown[0]!r}; built-in ops: {', '.join(OP_NAMES)}")
+    with_series = []
     for t in targets:
-        if t.name not in OP_NAMES:
-            raise _Refused(f"unknown op {t.name!r}; built-in ops: {', '.join(OP_NAMES)}")
         try:
             spec = get_spec(t.name)
         except Exception:  # noqa: BLE001 - an op still being written: the runner reports it
             continue
         try:
             probe = BenchConfig(targets=[t], models=models, models_given=models_given)
-            sweep_points(spec, probe.models_for(spec)[:1], [1], dict(t.overrides), args.series)
+            first = probe.models_for(spec)[:1]
+            sweep_points(spec, first, [1], dict(t.overrides), args.series)
         except ValueError as e:
             raise _Refused(str(e)) from None
+        if series_names(spec, first[0]):
+            with_series.append(t.name)
+    if args.series and not with_series:
+        raise _Refused(
+            f"--series: {', '.join(t.name for t in targets)} {'has' if len(targets) == 1 else 'have'} no named "
+            "series (`tritonkit bench --list` names the ops' series)"
+        )
     return targets
 
 
-def _dtypes(names: list[str]) -> list:
+def _dtypes(names: list[str], targets) -> list:
+    """The torch dtypes named; one that is no torch dtype, or that none of the ``targets`` supports, refused."""
     import torch
+
+    from ..ops import get_spec
+    from ..spec import dtype_name
 
     dtypes = []
     for d in names:
         dt = getattr(torch, d, None)
         if not isinstance(dt, torch.dtype):
-            raise _Refused(f"unknown dtype {d!r}")
+            raise _Refused(f"--dtype: unknown dtype {d!r} (torch names: float16, bfloat16, float32)")
         dtypes.append(dt)
+    supported = {}
+    for t in targets:
+        try:
+            supported[t.name] = get_spec(t.name).dtypes
+        except Exception:  # noqa: BLE001 - an op still being written: the runner reports it
+            return dtypes
+    for name, dt in zip(names, dtypes):
+        if not any(dt in ds for ds in supported.values()):
+            ops = "; ".join(f"{op}: {', '.join(map(dtype_name, ds))}" for op, ds in supported.items())
+            raise _Refused(f"--dtype: no op here supports {name} ({ops})")
     return dtypes
 
 
-def _check_record_dir(record: str | None) -> None:
-    """--record DIR must be writable and, where it holds a bench table, one with the bench's columns."""
+def _check_record_dir(record: str | None, create: bool = True) -> None:
+    """--record DIR must be writable (made when ``create``) and, where it holds a bench table, one with the bench's
+    columns."""
     if not record:
         return
     from .records import TABLE_COLUMNS
 
     table = pathlib.Path(record) / "bench.csv"
+    if pathlib.Path(record).exists() and not pathlib.Path(record).is_dir():
+        raise _Refused(f"--record {record}: it is not a folder")
     try:
-        table.parent.mkdir(parents=True, exist_ok=True)
+        if create:
+            table.parent.mkdir(parents=True, exist_ok=True)
         if table.exists():
             with table.open() as f:
                 head = f.readline().strip().split(",")
