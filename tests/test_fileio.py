@@ -1,4 +1,5 @@
-"""What the tools' writes (-o, --write-baseline, validate --json) do to what is already at the path."""
+"""What the tools' writes (-o, --write-baseline, validate --json) do to what is already at the path: a file there is
+replaced only when the user said so (--force), never when the run reads it; a link only leads to a stream."""
 
 import os
 import stat
@@ -7,7 +8,8 @@ import sys
 
 import pytest
 
-from tritonkit._fileio import write_atomic
+from tritonkit import _fileio
+from tritonkit._fileio import replace_refusal, write_atomic
 
 
 def test_a_regular_file_is_replaced_whole_and_keeps_its_mode(tmp_path):
@@ -19,7 +21,86 @@ def test_a_regular_file_is_replaced_whole_and_keeps_its_mode(tmp_path):
     assert os.listdir(tmp_path) == ["r.json"]  # no temporary left
 
 
-def test_a_link_stays_a_link_and_its_file_gets_the_text(tmp_path):
+def test_a_new_file_is_made_and_an_existing_one_left_whole_without_replace(tmp_path):
+    new = tmp_path / "new.json"
+    write_atomic(str(new), "made", replace=False)
+    assert new.read_text() == "made"
+    with pytest.raises(FileExistsError):
+        write_atomic(str(new), "again", replace=False)
+    assert new.read_text() == "made" and os.listdir(tmp_path) == ["new.json"]
+
+
+def test_a_file_that_appears_while_the_text_is_written_is_not_replaced(tmp_path, monkeypatch):
+    # another process creates the file between the check and the rename: its file stays, the text goes nowhere
+    out = tmp_path / "r.json"
+    real_open = open
+
+    def racing_open(path, mode="r"):
+        out.write_text("theirs")
+        return real_open(path, mode)
+
+    monkeypatch.setattr(_fileio, "open", racing_open, raising=False)
+    with pytest.raises(FileExistsError):
+        write_atomic(str(out), "ours", replace=False)
+    assert out.read_text() == "theirs" and os.listdir(tmp_path) == ["r.json"]
+
+
+def test_an_existing_file_is_refused_unless_forced_and_an_input_even_then(tmp_path):
+    f = tmp_path / "r.json"
+    assert replace_refusal(str(f)) is None  # nothing there yet
+    f.write_text("old")
+    assert "pass --force to replace it" in replace_refusal(str(f))
+    assert replace_refusal(str(f), force=True) is None
+    src = tmp_path / "k.py"
+    src.write_text("x = 1\n")
+    why = replace_refusal(str(src), True, [(str(tmp_path / "." / "k.py"), "the checked source k.py")])
+    assert "the checked source k.py" in why and "even with --force" in why
+
+
+def test_a_link_to_a_file_is_refused_saying_where_it_points(tmp_path):
+    (tmp_path / "artifacts").mkdir()
+    target = tmp_path / "artifacts" / "r.json"
+    target.write_text("old")
+    link = tmp_path / "out"
+    link.symlink_to(target)
+    for force in (False, True):
+        why = replace_refusal(str(link), force)
+        assert why and "symbolic link" in why and str(target) in why
+    dangling = tmp_path / "later"
+    dangling.symlink_to(tmp_path / "artifacts" / "later.json")
+    assert "later.json, which is not there" in replace_refusal(str(dangling), True)
+    assert target.read_text() == "old" and not (tmp_path / "artifacts" / "later.json").exists()
+
+
+def test_a_link_to_a_stream_or_a_sink_is_accepted(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for name, to in (("to_null", "/dev/null"), ("to_fifo", fifo), ("to_stdout", "/dev/stdout")):
+        (tmp_path / name).symlink_to(to)
+        assert replace_refusal(str(tmp_path / name)) is None, name
+    assert replace_refusal("/dev/stdout") is None and replace_refusal("/dev/null") is None
+
+
+def test_stdout_sent_to_a_file_is_written_into_not_replaced(tmp_path):
+    # `tritonkit check k.py -o /dev/stdout > log`: /dev/stdout leads to the log file the shell opened; the text goes
+    # after what the process printed, into the same file, which stays the file the shell holds
+    log = tmp_path / "log"
+    code = (
+        "import os, sys; from tritonkit._fileio import replace_refusal, write_atomic\n"
+        "print('printed first', flush=True)\n"
+        "assert replace_refusal('/dev/stdout') is None\n"
+        "write_atomic('/dev/stdout', 'the report\\n', replace=False)\n"
+        "print(os.fstat(1).st_ino)"
+    )
+    with open(log, "w") as fh:
+        r = subprocess.run([sys.executable, "-c", code], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    first, report, ino = log.read_text().splitlines()
+    assert (first, report) == ("printed first", "the report") and int(ino) == os.stat(log).st_ino
+
+
+def test_the_api_follows_a_link_to_its_file_when_asked_to_replace(tmp_path):
+    # write_atomic itself (replace=True) still keeps a link a link; the tools refuse such a link before writing
     (tmp_path / "artifacts").mkdir()
     target = tmp_path / "artifacts" / "r.json"
     target.write_text("old")
@@ -44,10 +125,15 @@ def test_a_fifo_is_written_into_not_replaced(tmp_path):
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
-def test_dev_null_stays_a_device():
-    before = os.stat("/dev/null")
-    write_atomic("/dev/null", "nothing")
-    after = os.stat("/dev/null")
+@pytest.mark.parametrize("sink", ["/dev/null", "/dev/zero"])
+def test_a_sink_stays_a_device(sink):
+    # /dev/zero discards what is written as /dev/null does: both stay accepted sinks (docs/check.md)
+    if not os.path.exists(sink):
+        pytest.skip(f"no {sink}")
+    before = os.stat(sink)
+    assert _fileio.refusal(sink) is None and replace_refusal(sink) is None
+    write_atomic(sink, "nothing", replace=False)
+    after = os.stat(sink)
     assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
 
 

@@ -203,3 +203,46 @@ def test_a_new_call_site_of_a_baselined_kernel_is_a_new_finding(tmp_path, capsys
     base.write_text(json.dumps(d))
     rep = run_check([str(tmp_path / "same_line.py")], Options(disk_cache=False, baseline=str(base)))
     assert rep.exit_code() == 0 and all(x.baseline for x in rep.findings)
+
+
+RAISES = """
+
+@tritonkit.case(n=[1])
+def broken(n):
+    raise ValueError("this case cannot run")
+"""
+
+
+def test_a_run_that_did_not_check_everything_writes_no_baseline(tmp_path, capsys):
+    # exit 2 (a case that raised): a baseline written then would accept findings of a run that missed code
+    f = _write(tmp_path / "half.py", extra=RAISES)
+    kept = tmp_path / "kept.json"
+    kept.write_text("the accepted findings\n")
+    assert check_main([f, "--write-baseline", str(kept), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert f"the baseline {kept} was not written (left as it was)" in err and "this case cannot run" in err
+    assert kept.read_text() == "the accepted findings\n"
+    fresh = tmp_path / "fresh.json"
+    assert check_main([f, "--write-baseline", str(fresh)]) == 2
+    assert "was not written" in capsys.readouterr().err and not fresh.exists()
+    # nothing checked at all (a file with no case): exit 2, no baseline either
+    (tmp_path / "empty.py").write_text("x = 1\n")
+    assert check_main([str(tmp_path / "empty.py"), "--write-baseline", str(fresh)]) == 2
+    assert "nothing was checked" in capsys.readouterr().err and not fresh.exists()
+
+
+def test_a_baseline_is_replaced_only_with_force_and_never_the_one_read(tmp_path, capsys):
+    f = _write(tmp_path / "kernels.py")
+    base = tmp_path / "baseline.json"
+    assert check_main([f, "--write-baseline", str(base)]) == 0
+    written = base.read_text()
+    base.write_text(written.replace('"findings"', '"findings" ', 1))  # changed by hand since
+    edited = base.read_text()
+    assert check_main([f, "--write-baseline", str(base)]) == 2
+    err = capsys.readouterr().err
+    assert f"--write-baseline {base}: cannot write the baseline there" in err and "pass --force" in err
+    assert base.read_text() == edited
+    assert check_main([f, "--baseline", str(base), "--write-baseline", str(base), "--force"]) == 2
+    assert "is the --baseline file this run reads" in capsys.readouterr().err and base.read_text() == edited
+    assert check_main([f, "--write-baseline", str(base), "--force"]) == 0
+    assert base.read_text() == written

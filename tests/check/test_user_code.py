@@ -237,7 +237,7 @@ def test_a_report_write_that_fails_leaves_the_old_file_whole(tmp_path, monkeypat
             self.fh.close()
 
     monkeypatch.setattr(fileio, "open", Full, raising=False)
-    assert check_main([f, "-o", str(out), "--format", "json"]) == 2
+    assert check_main([f, "-o", str(out), "--format", "json", "--force"]) == 2
     assert "No space left on device" in capsys.readouterr().err
     assert out.read_text() == "the previous report\n" and sorted(p.name for p in tmp_path.iterdir()) == [
         "cache",

@@ -94,10 +94,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--write-baseline",
         metavar="FILE",
-        help="write every current finding (not suppressed in source) to FILE as the accepted baseline",
+        help="write every current finding (not suppressed in source) to FILE as the accepted baseline, after a run "
+        "that checked everything (exit 0 or 1; a FILE that exists: with --force)",
     )
-    p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
+    p.add_argument(
+        "-o", "--output", help="write the report to this file instead of stdout (one that exists: with --force)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing -o or --write-baseline file (never a file the run reads: a checked source, the "
+        "--baseline)",
+    )
     return p
+
+
+#: how the options whose name is not their destination are spelt on the command line
+_FLAGS = {"targets": "PATH_OR_MODULE", "rules": "--rule", "ops": "--op", "spaces": "--space", "output": "-o"}
+
+
+def _given(args) -> list[str]:
+    """The options (and PATHs) given with other values than their defaults, as spelt on the command line."""
+    defaults = vars(parser().parse_args([]))
+    return [_FLAGS.get(k, "--" + k.replace("_", "-")) for k, v in vars(args).items() if v != defaults.get(k)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,9 +148,15 @@ def _explain(rule: str) -> int:
 
 
 def _main(args) -> int:
-    # a case may call os.chdir: the files the run writes (and the baseline it reads) stay where they were named
-    output, write_to = (os.path.abspath(p) if p else None for p in (args.output, args.write_baseline))
     if args.explain:
+        others = [o for o in _given(args) if o != "--explain"]
+        if others:
+            print(
+                f"tritonkit check: --explain prints a rule's page and checks nothing: {', '.join(others)} "
+                f"{'does' if len(others) == 1 else 'do'} not apply beside it",
+                file=sys.stderr,
+            )
+            return 2
         return _explain(args.explain)
     beside = [f for f, v in (("--op", args.ops), ("--space", args.spaces)) if v]
     if args.targets and beside:
@@ -140,6 +165,18 @@ def _main(args) -> int:
             f"checks every case and OpSpec in it",
             file=sys.stderr,
         )
+        return 2
+    # a case may call os.chdir: the files the run writes (and the baseline it reads) stay where they were named
+    outputs = [
+        (os.path.abspath(path), flag, what, path)
+        for path, flag, what in (
+            (args.write_baseline, "--write-baseline", "the baseline"),
+            (args.output, "-o", "the report"),
+        )
+        if path
+    ]
+    if why := _conflict(args):
+        print(f"tritonkit check: {why}", file=sys.stderr)
         return 2
     try:
         from .adopt import write_baseline
@@ -161,40 +198,113 @@ def _main(args) -> int:
         case_timeout=args.case_timeout or None,
         progress=sys.stderr.isatty(),
     )
-    for path, what in ((args.output, "the report"), (args.write_baseline, "the baseline")):
-        if path and (why := _unwritable(path)):
-            print(f"tritonkit check: cannot write {what} to {path}: {why}", file=sys.stderr)
+    inputs = _inputs(args)
+    # checked before a run that may take minutes, and again just before writing: a file may appear meanwhile
+    for path, flag, what, given in outputs:
+        if why := _unwritable(path, args.force, inputs):
+            print(f"tritonkit check: {flag} {given}: cannot write {what} there: {why}", file=sys.stderr)
             return 2
     try:
         rep = run_check(args.targets, opts)
-        if write_to:
-            n = write_baseline(write_to, rep.findings)
-            for f in rep.findings:
-                f.baseline = f.suppressed is None
-            print(f"tritonkit check: wrote {n} findings to the baseline {args.write_baseline}", file=sys.stderr)
     except CheckError as e:
         print(f"tritonkit check: {e}", file=sys.stderr)
         return 2
-    text = render(rep, args.format)
-    if output:
-        try:
-            write_atomic(output, text + "\n")
-        except OSError as e:
-            print(f"tritonkit check: cannot write the report to {args.output}: {e.strerror or e}", file=sys.stderr)
+    # the kernels' own files are inputs too, known once their launches were captured
+    inputs += [(k["file"], f"the source of the checked kernel {k['kernel']}") for k in rep.kernels if k.get("file")]
+    code = rep.exit_code()
+    for path, flag, what, given in outputs:
+        if flag == "--write-baseline" and code == 2:
+            print(
+                f"tritonkit check: the baseline {given} was not written (left as it was): {_incomplete(rep)}; a "
+                "baseline must come from a run that checked everything",
+                file=sys.stderr,
+            )
+            continue
+        if why := _unwritable(path, args.force, inputs):
+            print(f"tritonkit check: {flag} {given}: cannot write {what} there: {why}", file=sys.stderr)
             return 2
-    else:
-        print(text)
+        if flag == "--write-baseline":
+            try:
+                n = write_baseline(path, rep.findings)
+            except CheckError as e:
+                print(f"tritonkit check: {e}", file=sys.stderr)
+                return 2
+            for f in rep.findings:
+                f.baseline = f.suppressed is None
+            print(f"tritonkit check: wrote {n} findings to the baseline {given}", file=sys.stderr)
+            continue
+        try:
+            write_atomic(path, render(rep, args.format) + "\n", replace=args.force)
+        except OSError as e:
+            print(f"tritonkit check: cannot write the report to {given}: {e.strerror or e}", file=sys.stderr)
+            return 2
+    if not args.output:
+        print(render(rep, args.format))
     return rep.exit_code()
 
 
-def _unwritable(path: str) -> str | None:
-    """Why ``path`` cannot take the report (checked before a run that may take minutes), or None."""
-    from .._fileio import refusal
+def _conflict(args) -> str | None:
+    """Why two of the files named are one (the report written over the baseline read or written), or None. Two
+    outputs into one stream (``/dev/stdout``, a FIFO) are written one after the other."""
+    from .._fileio import is_stream, same_file
+
+    named = [
+        (flag, path)
+        for flag, path in (
+            ("--baseline", args.baseline),
+            ("--write-baseline", args.write_baseline),
+            ("-o", args.output),
+        )
+        if path
+    ]
+    for i, (flag, path) in enumerate(named):
+        for other_flag, other in named[i + 1 :]:
+            if not same_file(path, other):
+                continue
+            if flag == "--baseline":
+                refresh = "--write-baseline FILE --force, without --baseline, rewrites it"
+                hint = f"; {refresh}" if other_flag == "--write-baseline" else ""
+                return f"{other_flag} {other} is the --baseline file this run reads: it is not written over{hint}"
+            if not is_stream(path):
+                return f"{flag} {path} and {other_flag} {other} name one file: each output needs its own"
+    return None
+
+
+def _inputs(args) -> list[tuple[str, str]]:
+    """The files the run reads, as (path, what it is): the checked files (those under a directory; a module's
+    file), the built-in ops' files with no PATH, and the baseline."""
+    from .runner import expand_paths, source_file
+
+    if args.targets:
+        found = [(source_file(t), f"the checked source {t}") for t in expand_paths(list(args.targets))]
+    else:
+        ops = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ops")
+        found = [(f, "a source of the built-in ops") for f in expand_paths([ops])]
+    if args.baseline:
+        found.append((os.path.abspath(args.baseline), "the --baseline file"))
+    return [(f, what) for f, what in found if f]
+
+
+def _incomplete(rep) -> str:
+    """Why a report's exit code is 2, in a clause."""
+    fatal = [p for p in rep.problems if p.fatal]
+    if not fatal:
+        return "nothing was checked"
+    first = f"{fatal[0].where}: {fatal[0].message}"
+    first = first if len(first) <= 160 else first[:157] + "..."
+    more = f" and {len(fatal) - 1} more" if len(fatal) > 1 else ""
+    return f"part of the code could not be checked ({first}{more})"
+
+
+def _unwritable(path: str, force: bool = False, inputs=()) -> str | None:
+    """Why ``path`` cannot take the report or the baseline, or None: a directory, a device, a missing folder, no
+    permission; a file there already (without ``force``), one the run reads, a link to a file elsewhere."""
+    from .._fileio import refusal, replace_refusal
 
     d = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
+    if os.path.isdir(path) and not os.path.islink(path):
         return "it is a directory"
-    if why := refusal(path):
+    if why := refusal(path) or replace_refusal(path, force, inputs):
         return why
     if not os.path.isdir(d):
         return f"no such directory {d}"

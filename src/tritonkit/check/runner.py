@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import importlib.machinery
 import json
 import os
 import stat
@@ -352,16 +353,30 @@ def collect(paths: list[str], problems: list[Problem], timeout: float | None = N
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
+    # a file named twice (`a.py a.py`, `cases/ cases/a.py`, a file and its dotted module name) is checked once
+    seen_files: set[str] = set()
+    seen_modules: set[int] = set()
+    # a case file imported by another under a second name registers its cases again, an OpSpec imported by another
+    # target is the same spec: each is run once
+    seen_cases: set[tuple[str, int, str]] = set()
+    seen_specs: set[int] = set()
     for spec in expand_paths(paths, problems):
+        file = source_file(spec, cwd)
+        if file is not None and file in seen_files:
+            continue
         start = len(REGISTRY)
         with this_process_only(), time_limit(timeout, f"the import of {spec}"):
             # relative to where the run started, even after an earlier file called os.chdir
             mod, prob = import_target(spec, cwd)
         if interrupted():  # a Ctrl-C the file's code caught still ends the run
             raise KeyboardInterrupt
+        seen_files.update(f for f in (file, _module_file(mod)) if f is not None)
         if prob is not None:
             problems.append(prob)
             continue
+        if id(mod) in seen_modules:
+            continue
+        seen_modules.add(id(mod))
         cases = [c for c in REGISTRY[start:]]
         known = {id(c) for c in cases}
         for v in vars(mod).values():
@@ -370,13 +385,55 @@ def collect(paths: list[str], problems: list[Problem], timeout: float | None = N
                 cases.append(c)
                 known.add(id(c))
         specs = {v.name: v for v in vars(mod).values() if isinstance(v, OpSpec)}
-        targets += _case_targets(cases) + spec_targets(specs, SPACES)
-        problems += [_boundary_only(s) for s in specs.values() if not s.shapes("sweep") and not s.large]
         if not cases and not specs:
             problems.append(
                 Problem("import", spec, "defines no @tritonkit.case and no OpSpec: nothing to run", fatal=False)
             )
+        cases = [c for c in cases if _case_key(c) not in seen_cases]
+        seen_cases.update(map(_case_key, cases))
+        specs = {k: v for k, v in specs.items() if id(v) not in seen_specs}
+        seen_specs.update(map(id, specs.values()))
+        targets += _case_targets(cases) + spec_targets(specs, SPACES)
+        problems += [_boundary_only(s) for s in specs.values() if not s.shapes("sweep") and not s.large]
     return targets
+
+
+def source_file(spec: str, base: str | None = None) -> str | None:
+    """The real path of the file a target names, found without running any code: a path (relative to ``base``), or
+    a dotted module name looked up on ``base`` and sys.path as the import system would; None when it names no file
+    found so (a directory, a module found only by an installed import hook)."""
+    p = os.path.join(base or "", spec)
+    if os.path.lexists(p) or spec.endswith(".py") or not _dotted(spec):
+        return os.path.realpath(p) if os.path.exists(p) and not os.path.isdir(p) else None
+    parts = spec.split(".")
+    search: list[str] | None = [base or os.getcwd(), *sys.path]
+    found = None
+    for i in range(len(parts)):
+        name = ".".join(parts[: i + 1])
+        if search is None:
+            return None
+        mod = sys.modules.get(name)
+        try:
+            found = (
+                getattr(mod, "__spec__", None)
+                if mod is not None
+                else importlib.machinery.PathFinder.find_spec(name, search)
+            )
+        except (ImportError, ValueError):
+            return None
+        if found is None:
+            return None
+        search = list(found.submodule_search_locations) if found.submodule_search_locations is not None else None
+    return os.path.realpath(found.origin) if found is not None and found.has_location and found.origin else None
+
+
+def _case_key(c: Case) -> tuple[str, int, str]:
+    return os.path.realpath(c.file), c.line, c.name
+
+
+def _module_file(mod) -> str | None:
+    f = getattr(mod, "__file__", None) if mod is not None else None
+    return os.path.realpath(f) if isinstance(f, str) else None
 
 
 def _boundary_only(spec) -> Problem:

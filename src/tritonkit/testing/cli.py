@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .. import _vocab
 from .._env import driver_version, git_info
-from .._fileio import refusal, write_atomic
+from .._fileio import refusal, replace_refusal, write_atomic
 
 if TYPE_CHECKING:
     import torch
@@ -56,7 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dtype", nargs="+", dest="dtypes", metavar="DTYPE", help="float16 bfloat16 float32 (default: each op's own)"
     )
-    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON (a FILE that exists: with --force)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --json FILE (never a file the run reads: a spec file, an op's source)",
+    )
     p.add_argument(
         "--case-timeout",
         type=parse_seconds,
@@ -109,8 +114,10 @@ def main(argv: list[str]) -> int:
     # the results file stays where it was named when the ops' code calls os.chdir
     cwd = os.getcwd()
     json_path = os.path.abspath(args.json) if args.json is not None else None
-    # a results file that cannot be written must fail now, not after a run of minutes
-    why = _writable(json_path) if json_path is not None else None
+    # a results file that cannot be written must fail now, not after a run of minutes; the spec files named are
+    # inputs, whatever the --force
+    named = [(f, f"the spec file {t}") for t in args.ops if (f := _target_file(t, cwd))]
+    why = (replace_refusal(json_path, args.force, named) or _writable(json_path)) if json_path is not None else None
     if why:
         print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({why})", file=sys.stderr)
         return 2
@@ -181,6 +188,10 @@ def main(argv: list[str]) -> int:
     if (why := _untolerated(cases)) is not None:
         print(f"tritonkit validate: {why}", file=sys.stderr)
         return 2
+    # the ops' own modules (kernels, references), known once the specs are loaded
+    if json_path is not None and (why := replace_refusal(json_path, args.force, named + _spec_files(specs))):
+        print(f"tritonkit validate: --json {args.json!r}: cannot write the results there ({why})", file=sys.stderr)
+        return 2
     where = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)"
     listed = ", ".join(names) if len(", ".join(names)) <= 48 else f"{len(names)} ops"
     print(f"tritonkit validate: {len(cases)} cases, {listed}, shapes={args.shapes}, on {where}")
@@ -200,7 +211,7 @@ def main(argv: list[str]) -> int:
     }
     if on_gpu:
         meta["driver"] = driver_version()
-    report = _JsonReport(json_path, meta) if json_path is not None else None
+    report = _JsonReport(json_path, meta, replace=args.force) if json_path is not None else None
     try:
         results, elapsed, caught = _run(specs, args, dtypes, len(cases), report)
         print_table(results, failures_only=args.quiet, every_row=args.every_row and not args.quiet)
@@ -216,6 +227,26 @@ def main(argv: list[str]) -> int:
         )
         return 2
     return 1 if n_fail else 0
+
+
+def _target_file(target: str, cwd: str) -> str | None:
+    """The file a target names by path (``specs.py``, ``path/specs.py:MY_SPEC``), or None (an op, a module)."""
+    for text in (target, target.rpartition(":")[0]):
+        p = os.path.join(cwd, text) if text else ""
+        if p and os.path.exists(p) and not os.path.isdir(p):
+            return p
+    return None
+
+
+def _spec_files(specs) -> list[tuple[str, str]]:
+    """(file, what it is) of the modules defining each spec and its functions: files the run reads."""
+    out = []
+    for s in specs:
+        for part in (s.fn, s.reference, s.make_inputs, s.call):
+            f = getattr(sys.modules.get(getattr(part, "__module__", None) or ""), "__file__", None)
+            if isinstance(f, str):
+                out.append((f, f"a source of the op {s.name}"))
+    return out
 
 
 def _untolerated(cases) -> str | None:
@@ -302,8 +333,10 @@ class _JsonReport:
     that dies (a kernel that corrupted the heap) leaves a report that says it is incomplete. Each write goes to a
     temporary name and is renamed over the file: the file is always whole."""
 
-    def __init__(self, path: str, meta: dict):
+    def __init__(self, path: str, meta: dict, replace: bool = False):
         self.path, self.meta, self.last, self.cost = path, meta, 0.0, 0.0
+        # the first write creates the file (or replaces one, with --force); the later ones replace the run's own
+        self.replace = replace
 
     def tick(self, results: list, seconds: float) -> None:
         # rewriting the whole file after every case is quadratic in a 2000-case run: writing at most a tenth of
@@ -317,8 +350,11 @@ class _JsonReport:
             self.meta["interrupted"] = True
         t0 = time.monotonic()
         write_atomic(
-            self.path, json.dumps({"meta": self.meta, "results": [r.as_dict() for r in results]}, indent=1, default=str)
+            self.path,
+            json.dumps({"meta": self.meta, "results": [r.as_dict() for r in results]}, indent=1, default=str),
+            replace=self.replace,
         )
+        self.replace = True
         self.last = time.monotonic()
         self.cost = self.last - t0
 
