@@ -68,6 +68,17 @@ def test_int32_offset_speaks_in_source_terms(report):
     assert not any("%" in f.message or "_i32" in f.message for f in report.findings if f.rule == "int32-offset")
 
 
+def test_lanes_a_mask_keeps_from_memory_may_wrap(report):
+    # tail rows past M wrap, but the row mask keeps them from memory and every row it keeps fits int32
+    assert _on(report, "_row_masked_tile_kernel") == []
+    # the same past 2^31 elements, a mask on the wrapped offset itself, an unmasked use of the offset: reported
+    (f,) = _on(report, "_row_masked_tall_kernel", "int32-offset")
+    assert f.message.startswith("`rows[:, None] * stride` is computed in int32") and f.case == {"rows": 715_827}
+    for k in ("_offset_masked_tile_kernel", "_row_masked_load_only_kernel"):
+        (g,) = _on(report, k, "int32-offset")
+        assert "can reach 2,147,517,000" in g.message
+
+
 def test_witness_is_a_real_launch_not_the_union_of_launches(report):
     assert _on(report, "_mixed_kernel") == []
 
@@ -274,6 +285,15 @@ def test_division_of_a_value_that_can_be_negative(report):
     assert c.message.startswith("`tl.cdiv(n, SPLITS)` divides like C, not like Python, and `n` can be as low as -64")
 
 
+def test_a_mask_on_what_the_dividend_is_shifted_from_guards_it(report):
+    # offs > 0 and offs >= 1 make offs - 1 >= 0 where the load reads
+    assert _on(report, "_prev_half_kernel") == []
+    # a mask on the quotient (-1 // 2 is 0: not masked off), or one that lets offs - 1 be -1
+    for k in ("_prev_half_quotient_mask_kernel", "_prev_half_loose_mask_kernel"):
+        (f,) = _on(report, k, "int-division-sign")
+        assert f.message.startswith("`(offs - 1) // 2` divides like C") and "-1 // 2 is 0 in the kernel" in f.message
+
+
 def test_a_difference_of_offsets_is_a_length(report):
     # undeclared, the difference of two entries of one array (larger index minus smaller) is a length, as cumulative
     # offsets are in every engine (issue 40: SGLang's decode attention, vLLM's unified attention)
@@ -368,3 +388,15 @@ def test_an_offset_widened_after_it_wrapped_is_reported(report):
     assert f.case == {"rows": 2**20} and "before it is widened to int64 (too late" in f.message
     assert "`tl.program_id(0).to(tl.int64) * stride`" in f.fix
     assert _on(report, "_widened_early_kernel", "int32-offset") == []
+
+
+def test_a_load_that_rereads_its_own_threads_store_is_not_a_race(report):
+    # the same pointer tile and mask, one layout holding each element once: each thread reads back its own store
+    assert _on(report, "_reread_own_kernel") == []
+    # the same code where warps replicate the tile, the same pointer in two layouts (a sliced one, a wider vector),
+    # or a transposed re-read: another thread may store what a thread loads
+    for k in ("_reread_replicated_kernel", "_reread_row_sums_kernel", "_reread_mixed_width_kernel"):
+        (f,) = _on(report, k, "store-then-load")
+        assert "the same pointer" in f.message and f.line == _line_after(k, "y = tl.load(")
+    (t,) = _on(report, "_reread_transposed_kernel", "store-then-load")
+    assert t.line == _line_after("_reread_transposed_kernel", "y = tl.load(")

@@ -202,3 +202,38 @@ def division(pos):
 def division_declared(n):
     _slot_unguarded_kernel[(n,)](torch.empty(1000 * 16 * 64, **M), torch.empty(n, dtype=torch.int32, **M),
                                  BS=16, D=64)
+
+
+@triton.jit
+def _prev_half_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # (offs - 1) // 2 read only under a mask that keeps offs - 1 >= 0, said of offs: offs > 0, offs >= 1
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    src = (offs - 1) // 2
+    a = tl.load(x_ptr + src, mask=(offs > 0) & (offs < n), other=0.0)
+    b = tl.load(x_ptr + src, mask=(offs >= 1) & (offs < n), other=0.0)
+    tl.store(out_ptr + offs, a + b, mask=offs < n)
+
+
+@triton.jit
+def _prev_half_quotient_mask_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # a mask on the quotient: -1 // 2 is 0 here, so lane 0 reads element 0 where Python's -1 would be masked off
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    src = (offs - 1) // 2
+    x = tl.load(x_ptr + src, mask=(src >= 0) & (offs < n), other=0.0)
+    tl.store(out_ptr + offs, x, mask=offs < n)
+
+
+@triton.jit
+def _prev_half_loose_mask_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # offs >= 0 leaves offs - 1 = -1 in lane 0
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    src = (offs - 1) // 2
+    x = tl.load(x_ptr + src, mask=(offs >= 0) & (offs < n), other=0.0)
+    tl.store(out_ptr + offs, x, mask=offs < n)
+
+
+@tritonkit.case(n=[4096])
+def division_shifted_masks(n):
+    x = torch.empty(n, **M)
+    for k in (_prev_half_kernel, _prev_half_quotient_mask_kernel, _prev_half_loose_mask_kernel):
+        k[(triton.cdiv(n, 256),)](x, torch.empty_like(x), n, BLOCK=256)

@@ -292,3 +292,55 @@ def split_range(n):
     out = torch.empty(3_000_000_000, device="meta")  # a buffer past 2^31 elements: an offset may need that range
     ints = dict(dtype=torch.int32, device="meta")
     _split_range_kernel[(n, 8)](out, torch.empty(n + 1, **ints), torch.empty(n, **ints), BLOCK=16)
+
+
+@triton.jit
+def _row_masked_tile_kernel(x_ptr, out_ptr, M, N, stride, BM: tl.constexpr, BN: tl.constexpr):
+    # the matmul tutorial's tail rows: rows past M compute offsets past 2^31, but the row mask keeps them from
+    # memory, and a row the mask keeps has rows * stride + cols < M * stride
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    m = (rows[:, None] < M) & (cols[None, :] < N)
+    p = rows[:, None] * stride + cols[None, :]
+    tl.store(out_ptr + p, tl.load(x_ptr + p, mask=m), mask=m)
+
+
+@triton.jit
+def _row_masked_tall_kernel(x_ptr, out_ptr, M, N, stride, BM: tl.constexpr, BN: tl.constexpr):
+    # the same kernel on a tensor of more than 2^31 elements: a row the mask keeps overflows
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    m = (rows[:, None] < M) & (cols[None, :] < N)
+    p = rows[:, None] * stride + cols[None, :]
+    tl.store(out_ptr + p, tl.load(x_ptr + p, mask=m), mask=m)
+
+
+@triton.jit
+def _offset_masked_tile_kernel(x_ptr, out_ptr, M, N, stride, BM: tl.constexpr, BN: tl.constexpr):
+    # a mask on the offset itself: a tail row's wrapped, negative offset passes it
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    p = rows[:, None] * stride + cols[None, :]
+    m = (p < M * stride) & (cols[None, :] < N)
+    tl.store(out_ptr + p, tl.load(x_ptr + p, mask=m), mask=m)
+
+
+@triton.jit
+def _row_masked_load_only_kernel(x_ptr, out_ptr, M, N, stride, BM: tl.constexpr, BN: tl.constexpr):
+    # the load is masked, the store through the same offsets is not: a tail row stores at its wrapped offset
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    m = (rows[:, None] < M) & (cols[None, :] < N)
+    p = rows[:, None] * stride + cols[None, :]
+    tl.store(out_ptr + p, tl.load(x_ptr + p, mask=m))
+
+
+@tritonkit.case(rows=[715_827])
+def row_masked_tiles(rows):
+    # 715,827 rows of 3,000: 2,147,481,000 elements, under 2^31; the last program's 64 rows reach 2,147,517,000
+    x = torch.empty(rows, 3000, dtype=torch.float16, **M)
+    for k in (_row_masked_tile_kernel, _offset_masked_tile_kernel, _row_masked_load_only_kernel):
+        k[(triton.cdiv(rows, 64),)](x, torch.empty_like(x), rows, 3000, x.stride(0), BM=64, BN=4096)
+    tall = torch.empty(rows + 200, 3000, dtype=torch.float16, **M)  # 2,148,081,000 elements
+    _row_masked_tall_kernel[(triton.cdiv(rows + 200, 64),)](tall, torch.empty_like(tall), rows + 200, 3000,
+                                                            tall.stride(0), BM=64, BN=4096)

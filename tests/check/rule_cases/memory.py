@@ -427,3 +427,67 @@ def mask_axes(ncols):
 def descriptor_tiles(step):
     x = torch.empty(64, 1024, **M)
     _desc_tiles_kernel[(4,)](x, 64, 1024, 1024, STEP=step, BM=16, BN=128)
+
+
+@triton.jit
+def _reread_own_kernel(buf_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # store a tile, then load it back through the same pointer tile and mask: [1024] over 4 warps is 8 elements a
+    # thread in one layout for both (sm_90 TTGIR), so each thread re-reads what it stored itself
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(buf_ptr + offs, tl.load(out_ptr + offs, mask=m) * 2, mask=m)
+    y = tl.load(buf_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, y + 1, mask=m)
+
+
+@triton.jit
+def _reread_replicated_kernel(buf_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # the same with a [64] tile over 4 warps: two warps hold each element, one stores it, both load it
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(buf_ptr + offs, tl.load(out_ptr + offs, mask=m) * 2, mask=m)
+    y = tl.load(buf_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, y + 1, mask=m)
+
+
+@triton.jit
+def _reread_row_sums_kernel(buf_ptr, x_ptr, R: tl.constexpr, C: tl.constexpr):
+    # row sums stored, then re-loaded: the load is given the 2-D tile's sliced layout, where the 16 threads of a
+    # row hold its sum, and the store a blocked one: another thread stores what a thread loads
+    r = tl.arange(0, R)
+    c = tl.arange(0, C)
+    t = tl.load(x_ptr + r[:, None] * C + c[None, :])
+    tl.store(buf_ptr + r, tl.sum(t, axis=1))
+    y = tl.load(buf_ptr + r)
+    tl.store(x_ptr + r[:, None] * C + c[None, :], t + y[:, None])
+
+
+@triton.jit
+def _reread_mixed_width_kernel(buf_ptr, h_ptr, out_ptr, BLOCK: tl.constexpr):
+    # one pointer tile, two layouts: the fp16 accesses beside it make Triton give the fp32 load 8 elements a
+    # thread and the store 4
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(buf_ptr + offs, tl.load(h_ptr + offs).to(tl.float32) * 2)
+    y = tl.load(buf_ptr + offs)
+    tl.store(out_ptr + offs, (y + 1).to(tl.float16))
+
+
+@triton.jit
+def _reread_transposed_kernel(buf_ptr, out_ptr, N: tl.constexpr):
+    # the stored tile re-read through its transpose: lane (i, j) reads what lane (j, i) stored
+    r = tl.arange(0, N)
+    p = buf_ptr + r[:, None] * N + r[None, :]
+    tl.store(p, tl.load(out_ptr + r[:, None] * N + r[None, :]) * 2)
+    y = tl.load(tl.trans(p))
+    tl.store(out_ptr + r[:, None] * N + r[None, :], tl.trans(y))
+
+
+@tritonkit.case(n=[4096])
+def reread(n):
+    buf, out = torch.empty(n, **M), torch.empty(n, **M)
+    _reread_own_kernel[(4,)](buf, out, n, BLOCK=1024, num_warps=4)
+    _reread_replicated_kernel[(64,)](buf, out, n, BLOCK=64, num_warps=4)
+    _reread_row_sums_kernel[(1,)](buf, torch.empty(64 * 64, **M), R=64, C=64, num_warps=4)
+    half = torch.empty(n, dtype=torch.float16, **M)
+    _reread_mixed_width_kernel[(4,)](buf, half, torch.empty_like(half), BLOCK=1024, num_warps=4)
+    _reread_transposed_kernel[(1,)](buf, out, N=32)

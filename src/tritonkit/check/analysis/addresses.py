@@ -75,10 +75,22 @@ def _placements(f: Func, access: Op) -> dict[str, set]:
     return out
 
 
-def _mask_bounds(f: Func, ra: RangeAnalysis, access: Op) -> dict[str, tuple[int, int]]:
+def _exact(f: Func, ra: RangeAnalysis, name: str) -> bool:
+    """The interval of ``name`` bounds what every lane really holds: no wrapped intermediate (``over``), and no
+    arithmetic on a loaded value (whose interval the analysis clamps to the type where the exact one leaves it)."""
+    v = ra.get(name)
+    if not isinstance(v, Iv) or v.over:
+        return False
+    d = f.defs.get(strip(f, name))
+    return not v.data or (d is not None and d.name == "tt.load")
+
+
+def mask_bounds(f: Func, ra: RangeAnalysis, access: Op, exact: bool = False) -> dict[str, tuple[int, int]]:
     """Bounds the access's mask puts on the lanes' integers (``offs < n`` keeps the active lanes below n). An
     integer laid along two tile axes (one ``tl.arange`` for rows and columns) is left unbounded: the mask bounds
-    it along one axis only."""
+    it along one axis only. With ``exact``, only comparisons between values whose intervals hold of what the lanes
+    really compute count (:func:`_exact`): ``offs < n`` on an ``offs`` that wrapped says nothing of the exact
+    ``offs``, a wrapped negative passes it."""
     mask = (
         access.operands[1]
         if access.name == "tt.load" and len(access.operands) > 1
@@ -89,6 +101,8 @@ def _mask_bounds(f: Func, ra: RangeAnalysis, access: Op) -> dict[str, tuple[int,
     out: dict[str, tuple[int, int]] = {}
     places = _placements(f, access) if mask is not None else {}
     for fc in facts(f, mask, True) if mask is not None else ():
+        if exact and not (_exact(f, ra, fc.a) and _exact(f, ra, fc.b)):
+            continue
         a, b = ra.get(fc.a), ra.get(fc.b)
         if isinstance(a, Iv) and isinstance(b, Iv) and (r := narrow(a, fc.pred, b)) is not None:
             for name, v in zip((fc.a, fc.b), r):
@@ -196,7 +210,7 @@ def lanes_meet(
     memo: dict = {}
     lanes: dict = {}  # shared lane term (by structure) -> [coef, a's (lo, hi), b's (lo, hi)]
     for sign, acc, ts in ((1, a, ta), (-1, b, tb)):
-        bounds = _mask_bounds(f, ra, acc)
+        bounds = mask_bounds(f, ra, acc)
         for t in ts:
             aff = iv_affine(f, ra, t) if isinstance(t, str) and uniform(f, t) else None
             if aff is not None:
@@ -301,7 +315,7 @@ def tells_lanes_apart(f: Func, ra: RangeAnalysis, access: Op, terms: list[Term])
     shape = shape_of(f.types.get(ptr, ""))
     if not varying_axes(f, ptr) >= {i for i, d in enumerate(shape) if d > 1}:
         return False
-    bounds = _mask_bounds(f, ra, access)
+    bounds = mask_bounds(f, ra, access)
     diffs = []
     for t in terms:
         if not isinstance(t, str) or uniform(f, t) or not varying_axes(f, t):

@@ -17,6 +17,7 @@ from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_
 from .budgets import VALUES_ONLY
 from ..capture.launches import distinct
 from .conditions import NEGATE, facts
+from .layouts import same_owner
 from ..ir.mlir import Block, Func, Op, shape_of
 from .pointers import decompose, strip
 from .ranges import RangeAnalysis
@@ -329,6 +330,25 @@ def same_access(f: Func, ra: RangeAnalysis, ld: Op, st: Op) -> bool:
     return all(_values_only(f, t) for t in lanes if not tells_lanes_apart(f, ra, st, [t]))
 
 
+def rereads_own(f: Func, st: Op, ld: Op) -> list | None:
+    """The load goes, later in the same pass and in no loop, through the store's own pointer tile (the same value,
+    or one computed the same way lane for lane) under the store's own mask: lane for lane it reads the element
+    that lane stored. Returns the offset terms (to tell the lanes apart in a launch), or None. Only the same
+    pointer, mask and layout make it the same thread: the caller asks :func:`~.layouts.same_owner` too. A load in a
+    loop may be pipelined (issued iterations ahead, before the store): never one here."""
+    if _mask(st) != _mask(ld) or any(x.name in _LOOPS for x in ld.ancestors()):
+        return None
+    pa, pb = st.operands[0], ld.operands[0]
+    if shape_of(f.types.get(pa, "")) != shape_of(f.types.get(pb, "")) or not shape_of(f.types.get(pa, "")):
+        return None
+    if pa != pb:
+        memo: dict = {}
+        if canon(f, pa, {}, memo) != canon(f, pb, {}, memo):
+            return None  # not one computation lane for lane (a transposed or reshaped tile of the same offsets)
+    base, terms = decompose(f, pb)
+    return terms if base is not None else None
+
+
 def orders(f: Func, first: Op, second: Op) -> list[Op | None]:
     """How ``second`` can run after ``first`` in one program: None for later in the same pass, a loop for a later
     iteration of it (both, for accesses in one loop with ``second`` after ``first`` in its body); empty if never."""
@@ -404,9 +424,21 @@ def races(ctx, unit, f: Func, write_first: bool):
                     and same_access(f, union, first, second)
                 ):
                     continue
-                # one element per thread through the same expression: decided in each launch (strides have values)
+                # load first: one element per thread through the same expression, decided in each launch (strides
+                # have values). Store first: the load re-reads, lane for lane, what the store wrote; the same thread,
+                # whose own store comes first, when the two have one layout holding each element once (read in the
+                # TTGIR) and no two lanes address one element (decided in each launch)
+                own = rereads_own(f, first, second) if write_first and loop is None else None
                 exempt = (
-                    None if write_first else (lambda ra, ln, a=first, b=second: same_mapping(f, ra, a, b, aliases, ln))
+                    (lambda ra, ln, a=first, b=second: same_mapping(f, ra, a, b, aliases, ln))
+                    if not write_first
+                    else (
+                        lambda ra, ln, a=first, b=second, t=own: (
+                            tells_lanes_apart(f, ra, b, t) and same_owner(unit, f, unit.func()[1], ctx.arch, a, b)
+                        )
+                    )
+                    if own is not None
+                    else None
                 )
                 unconfirmed: list = []
                 hit = find_overlap(

@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 import re
 
+from ..analysis.addresses import mask_bounds
 from ..analysis.budgets import ORIGIN, RING_SLICE
 from ..capture.launches import distinct
 from ..ir.mlir import Func, Op, int_bits
-from ..analysis.pointers import base_arg, is_int32_offset, offset_slice, strip
-from ..analysis.intervals import Iv, Unknown
+from ..analysis.pointers import THROUGH, base_arg, is_int32_offset, offset_slice, strip
+from ..analysis.intervals import Iv, Unknown, type_range
 from ..analysis.ranges import Overflow
 from ..ir.source import binop_at, call_at, dedent_col, within
 from . import Context, Finding, RuleInfo, display, source_line
@@ -392,6 +393,100 @@ def _in_bounds_fit(ln, feeds, param_of, ov: Overflow, unsigned: bool = False) ->
     return True
 
 
+#: ops a pointer passes through to the access that uses it, element for element or moved by a further offset
+_PTR_USES = {"tt.addptr", "tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape", "tt.trans", "ttg.convert_layout"}
+#: integer ops :func:`_active_iv` recomputes from its operands' bounds over the active lanes
+_RECOMPUTED = {"arith.addi", "arith.subi", "arith.muli", "arith.shli"}
+#: how deep :func:`_active_iv` follows an offset back
+_ACTIVE_DEPTH = 64
+
+
+def _accesses(f: Func, ptr: str) -> list[Op] | None:
+    """The loads and stores a pointer reaches (through further offsets and shape ops), or None when it also goes
+    anywhere else (a loop-carried pointer, an atomic, a select): there its masked-off lanes may still be used."""
+    users = f.memo.get("users")
+    if users is None:
+        users = f.memo["users"] = {}
+        for o in f.ops:
+            for v in o.operands:
+                users.setdefault(v, []).append(o)
+    out: list[Op] = []
+    stack, seen = [ptr], set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        for u in users.get(v, []):
+            if u.name in ("tt.load", "tt.store") and u.operands[0] == v and v not in u.operands[1:]:
+                out.append(u)
+            elif u.name in _PTR_USES and u.operands[0] == v and v not in u.operands[1:]:
+                stack += u.results
+            else:
+                return None
+    return out
+
+
+def _active_iv(f: Func, ra, name: str, bounds: dict[str, tuple[int, int]], memo: dict, depth: int = 0) -> Iv | None:
+    """The exact values ``name`` takes in the lanes an access's mask keeps (``bounds``, from
+    :func:`~..analysis.addresses.mask_bounds` with ``exact``), or None when some such lane may compute a wrapped
+    value: ``+``, ``-``, ``*`` and ``<<`` are recomputed from their operands' bounds and must stay in their type;
+    any other value counts by its interval over all lanes, which must hold of what it really computes."""
+    if name in memo:
+        return memo[name]
+    memo[name] = None  # a cycle (a loop-carried value) proves nothing
+    v = ra.get(name)
+    op = f.defs.get(name)
+    bits = int_bits(f.types.get(name, ""))
+    out: Iv | None = None
+    if not isinstance(v, Iv) or bits is None or depth > _ACTIVE_DEPTH:
+        return None
+    if op is not None and op.name in _RECOMPUTED and len(op.operands) == 2:
+        a, b = (_active_iv(f, ra, x, bounds, memo, depth + 1) for x in op.operands)
+        if a is not None and b is not None:
+            if op.name == "arith.addi":
+                lo, hi = a.lo + b.lo, a.hi + b.hi
+            elif op.name == "arith.subi":
+                lo, hi = a.lo - b.hi, a.hi - b.lo
+            else:
+                if op.name == "arith.shli":
+                    if b.lo < 0 or b.hi >= bits:
+                        return None
+                    b = Iv(1 << b.lo, 1 << b.hi)
+                c = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
+                lo, hi = min(c), max(c)
+            tlo, thi = type_range(bits)
+            out = Iv(lo, hi) if tlo <= lo and hi <= thi else None
+    elif op is not None and op.name in THROUGH and op.operands and op.name != "arith.extui":
+        out = _active_iv(f, ra, op.operands[0], bounds, memo, depth + 1)
+    elif not v.over and (not v.data or (op is not None and op.name == "tt.load")):
+        out = Iv(v.lo, v.hi)
+    if out is not None and name in bounds:
+        lo, hi = max(out.lo, bounds[name][0]), min(out.hi, bounds[name][1])
+        if lo <= hi:
+            out = Iv(lo, hi)
+    memo[name] = out
+    return out
+
+
+def _masked_off(f: Func, ra, sites: list[tuple[Op, str, bool]]) -> bool:
+    """Every lane in which the overflow happens is masked off wherever its offset is used: each pointer it feeds
+    reaches only loads and stores whose mask bounds an operand of the arithmetic (``rows[:, None] < M`` for
+    ``rows[:, None] * stride + cols[None, :]``) so that, in the lanes the mask keeps, every step computes its
+    exact value. A masked-off lane computes a wrapped offset and touches no memory. A mask on the wrapped value
+    itself (``offs < n``) bounds nothing: a wrapped negative offset passes it."""
+    for addptr, offset, unsigned in sites:
+        accesses = _accesses(f, addptr.results[0]) if addptr.results else None
+        if not accesses:
+            return False
+        for acc in accesses:
+            bounds = mask_bounds(f, ra, acc, exact=True)
+            iv = _active_iv(f, ra, offset, bounds, {}) if bounds else None
+            if iv is None or (unsigned and iv.lo < 0):
+                return False
+    return True
+
+
 def check(ctx: Context) -> list[Finding]:
     out = []
     for unit, f, _mod in ctx.units():
@@ -400,6 +495,7 @@ def check(ctx: Context) -> list[Finding]:
         feeds: dict[int, list[tuple[str | None, bool]]] = {}  # candidate -> (pointer's argument, exact mod 2^32)
         signed: set[int] = set()  # candidates that feed an int32 offset (the others feed only uint32 ones)
         widened: set[int] = set()  # candidates an int64 offset takes sign-extended from their wrapped int32
+        sites: dict[int, list[tuple[Op, str, bool]]] = {}  # candidate -> (tt.addptr, its 32-bit offset, unsigned)
         for op in f.ops:
             if op.name != "tt.addptr" or len(op.operands) < 2:
                 continue
@@ -435,6 +531,7 @@ def check(ctx: Context) -> list[Finding]:
                         widened.add(s.pos)
                     ring = _ring_slice(f, offset) if ring is None else ring
                     feeds.setdefault(s.pos, []).append((base_arg(f, op.operands[0]), s.pos in ring))
+                    sites.setdefault(s.pos, []).append((op, offset, unsigned))
         if not cands:
             continue
         names = [a for a, _t, _l in f.args]
@@ -450,6 +547,7 @@ def check(ctx: Context) -> list[Finding]:
                     and pos not in witness
                     and _wraps(one.overflows[pos], pos not in signed)
                     and not _in_bounds_fit(ln, feeds[pos], param_of, one.overflows[pos], pos not in signed)
+                    and not _masked_off(f, one, sites[pos])
                 ):
                     witness[pos] = (ln, one.overflows[pos])
             if len(witness) == len(cands):

@@ -7,9 +7,9 @@ import dataclasses
 
 from ..capture.launches import distinct
 from ..analysis.conditions import block_facts, facts, facts_at, narrow
-from ..ir.mlir import Func, Op
+from ..ir.mlir import Func, Op, int_bits
 from ..analysis.pointers import strip
-from ..analysis.intervals import Iv
+from ..analysis.intervals import Iv, type_range
 from ..ir.source import binop_at, call_at
 from . import Context, Finding, RuleInfo, source_line
 
@@ -86,13 +86,49 @@ def _users(f: Func) -> dict[str, list[tuple[Op, int]]]:
     return out
 
 
+def _shift(f: Func, ra, name: str, side: str, depth: int = 0) -> tuple[int, int] | None:
+    """``name`` (behind shape ops and extensions) as ``side + d``, through ``+`` and ``-`` (``offs - 1`` is ``offs``
+    + [-1, -1]): the interval of ``d``, or None. Every step on the way is checked not to wrap in its integer type
+    (over all lanes, from operands that did not wrap either), so ``side >= c`` with ``c + d >= 0`` makes the value
+    non-negative."""
+    n = strip(f, name)
+    if n == strip(f, side):
+        return 0, 0
+    op = f.defs.get(n)
+    if op is None or depth > 8 or len(op.operands) < 2 or op.name not in ("arith.addi", "arith.subi"):
+        return None
+    bits = int_bits(f.types.get(n))
+    if bits is None or bits == 1:
+        return None
+    tlo, thi = type_range(bits)
+    x, y = op.operands[:2]
+    vx, vy = ra.get(x), ra.get(y)
+    if not (isinstance(vx, Iv) and isinstance(vy, Iv)) or vx.over or vy.over:
+        return None  # an operand that may have wrapped: its interval says nothing of what it holds
+    sub = op.name == "arith.subi"
+    lo, hi = (vx.lo - vy.hi, vx.hi - vy.lo) if sub else (vx.lo + vy.lo, vx.hi + vy.hi)
+    if lo < tlo or hi > thi:
+        return None  # this step may wrap
+    inner = _shift(f, ra, x, side, depth + 1)
+    if inner is not None:
+        return (inner[0] - vy.hi, inner[1] - vy.lo) if sub else (inner[0] + vy.lo, inner[1] + vy.hi)
+    if not sub and (inner := _shift(f, ra, y, side, depth + 1)) is not None:
+        return inner[0] + vx.lo, inner[1] + vx.hi
+    return None
+
+
 def _nonneg(f: Func, ra, fs, key: str) -> bool:
-    """The facts make the dividend (``key``, behind shape ops and extensions) non-negative."""
+    """The facts make the dividend (``key``, behind shape ops and extensions) non-negative: a bound on the dividend
+    itself, or on a value it is shifted from (``offs >= 1`` or ``offs > 0`` for ``offs - 1``)."""
     for fc in fs:
         a, b = ra.get(fc.a), ra.get(fc.b)
         if isinstance(a, Iv) and isinstance(b, Iv) and (r := narrow(a, fc.pred, b)) is not None:
-            if any(strip(f, side) == key and v.lo >= 0 for side, v in zip((fc.a, fc.b), r)):
-                return True
+            for side, v in zip((fc.a, fc.b), r):
+                if strip(f, side) == key and v.lo >= 0:
+                    return True
+                d = _shift(f, ra, key, side)
+                if d is not None and v.lo + d[0] >= 0:
+                    return True
     return False
 
 

@@ -1,0 +1,158 @@
+"""Which thread holds which element of a load or a store: the layouts Triton gives them on the GPU target.
+
+The rules read TTIR, which has no layouts. Whether a load re-reads only what its own thread stored depends on
+them: Triton's coalescing pass picks each access's vector width from every memory access data-connected to it
+(an fp16 load beside an fp32 store gives the fp32 load 8 elements a thread and the store 4), a [BLOCK] tile
+smaller than the program's threads is replicated across warps (the store is done by one owner, the load by every
+holder), and a value reduced out of a 2-D tile may be loaded in the tile's sliced layout, where many threads hold
+each element. So :func:`same_owner` lowers the unit's TTIR to TTGIR here, on demand (Triton's own passes for the
+target, as the GPU host would run them; about 10 ms a kernel), and reads the two accesses' layouts there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+
+from ..ir.locations import Locations
+from ..ir.mlir import Func, Module, Op, parse_module, shape_of, split_top
+
+_ALIAS = re.compile(r"^(#[\w$.\-]+)\s*=\s*(#.*)$")
+_LIST = r"\[\s*([\d,\s]*)\]"
+
+
+def _lower(ttir: str, options, arch: str) -> str | None:
+    """The TTGIR Triton makes of this TTIR with these launch options for ``arch``, or None when it cannot."""
+    try:
+        import triton.backends.compiler as bc
+        from triton._C.libtriton import ir
+
+        from ... import _triton_compat as _compat
+        from ..capture.target import parse_arch
+
+        backend = _compat.make_backend(parse_arch(arch))
+        ctx = ir.context()
+        ir.load_dialects(ctx)
+        backend.load_dialects(ctx)
+        with tempfile.TemporaryDirectory(prefix="tritonkit-") as d:
+            path = os.path.join(d, "unit.ttir")
+            with open(path, "w") as fh:
+                fh.write(ttir)
+            mod = ir.parse_mlir_module(path, ctx)
+        mod.context = ctx
+        stages: dict = {}
+        lang = getattr(bc, "Language", None)
+        try:
+            backend.add_stages(stages, options, lang.TRITON if lang is not None else None)
+        except TypeError:
+            backend.add_stages(stages, options)
+        out = stages["ttgir"](mod, {})
+        return (out if out is not None else mod).str()
+    except Exception:  # noqa: BLE001 - no layouts known: the caller keeps its finding
+        return None
+
+
+class Lowered:
+    """A unit's TTGIR, its loads and stores found by their source location."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.mod: Module = parse_module(text)
+        self.f: Func = self.mod.entry_func()
+        self.encodings = {}
+        for ln in text.splitlines():
+            m = _ALIAS.match(ln.strip())
+            if m and not m.group(1).startswith("#loc"):
+                self.encodings[m.group(1)] = m.group(2).strip()
+        locs = Locations(self.mod.aliases)
+        self.by_site: dict[tuple, list[Op]] = {}
+        self.owners: dict[tuple[int, int], bool] = {}  # (TTIR position of a, of b) -> what same_owner found
+        for op in self.f.ops:
+            if op.name in ("tt.load", "tt.store"):
+                self.by_site.setdefault((op.name, locs.frames(op.loc)), []).append(op)
+
+    def counterpart(self, key: tuple) -> Op | None:
+        """The TTGIR access of a TTIR access at ``key`` (its name and source frames; ``k``-th of that key in
+        program order): None unless the two IRs hold as many accesses there."""
+        site, k, count = key
+        ops = self.by_site.get(site, [])
+        return ops[k] if len(ops) == count and k < count else None
+
+    def encoding(self, value: str) -> str | None:
+        t = self.f.types.get(value, "")
+        if not t.startswith("tensor<") or not t.endswith(">"):
+            return None
+        parts = split_top(t[len("tensor<") : -1], ",")
+        if len(parts) != 2:
+            return None
+        enc = parts[1].strip()
+        return self.encodings.get(enc, enc)
+
+
+def _ints(text: str, key: str) -> list[int] | None:
+    m = re.search(rf"\b{key}\s*=\s*{_LIST}", text)
+    return [int(x) for x in m.group(1).split(",") if x.strip()] if m else None
+
+
+def distinct_owners(encoding: str, shape: tuple[int, ...]) -> bool:
+    """A blocked layout that gives each element of ``shape`` to exactly one thread of one CTA: along every axis,
+    its threads' elements, its warp's threads and its warps together span no more than the tile (a wider layout
+    wraps around the tile, and a wrapped element is held by several threads)."""
+    if not encoding.startswith("#ttg.blocked<") or not shape or min(shape) < 1:
+        return False
+    per = [_ints(encoding, k) for k in ("sizePerThread", "threadsPerWarp", "warpsPerCTA")]
+    if any(p is None or len(p) != len(shape) for p in per):
+        return False
+    for k in ("CTAsPerCGA", "CTASplitNum"):
+        v = _ints(encoding, k)
+        if v is not None and any(x != 1 for x in v):
+            return False
+    return all(s * t * w <= d for s, t, w, d in zip(*per, shape))
+
+
+def _site_key(locs: Locations, f: Func, op: Op) -> tuple:
+    site = (op.name, locs.frames(op.loc))
+    same = [o for o in f.ops if o.name == op.name and locs.frames(o.loc) == site[1]]
+    return site, next(k for k, o in enumerate(same) if o is op), len(same)
+
+
+def lowered(unit, f: Func, arch: str) -> Lowered | None:
+    """The unit's TTGIR for ``arch`` (remembered with its TTIR: units that share it differ in launch options, which
+    are part of the key), or None when it cannot be made or read."""
+    opts = getattr(unit, "options", None)
+    key = (arch, repr(sorted(getattr(opts, "__dict__", {}).items())))
+    memo = f.memo.setdefault("ttgir", {})
+    if key not in memo:
+        ttir = getattr(getattr(unit, "compiled", None), "ttir", None)
+        got = None
+        # a Gluon kernel's IR carries its layouts already, and has no TTIR to lower: nothing is said of it here
+        if ttir and opts is not None and "#ttg." not in ttir and "#gluon" not in ttir:
+            text = _lower(ttir, opts, arch)
+            if text is not None:
+                with contextlib.suppress(Exception):
+                    got = Lowered(text)
+        memo[key] = got
+    return memo[key]
+
+
+def same_owner(unit, f: Func, module: Module, arch: str, a: Op, b: Op) -> bool:
+    """Each element accessed by ``a`` and ``b`` (a load or a store of the TTIR function ``f``, their pointers a
+    tile of one shape) is held by the same single thread in both, in the TTGIR Triton makes of the unit for
+    ``arch``: the two pointer tiles have one layout, a blocked layout that replicates no element across threads, in
+    a program of one CTA and no warp specialization. False whenever that cannot be read."""
+    low = lowered(unit, f, arch)
+    if low is None or "warp_specialize" in low.text or not re.search(r'"ttg\.num-ctas"\s*=\s*1\b', low.text):
+        return False
+    if (a.pos, b.pos) not in low.owners:
+        locs = Locations(module.aliases)
+        mine = [low.counterpart(_site_key(locs, f, op)) for op in (a, b)]
+        same = False
+        if all(op is not None and op.operands for op in mine):
+            encs = [low.encoding(op.operands[0]) for op in mine]
+            shapes = [shape_of(low.f.types.get(op.operands[0], "")) for op in mine]
+            same = encs[0] is not None and encs[0] == encs[1] and shapes[0] == shapes[1]
+            same = same and distinct_owners(encs[0], shapes[0])
+        low.owners[(a.pos, b.pos)] = same
+    return low.owners[(a.pos, b.pos)]
