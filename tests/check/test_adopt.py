@@ -3,6 +3,8 @@
 import json
 import textwrap
 
+import pytest
+
 from tritonkit.check import Options, run_check
 from tritonkit.check.cli import main as check_main
 
@@ -246,3 +248,19 @@ def test_a_baseline_is_replaced_only_with_force_and_never_the_one_read(tmp_path,
     assert "is the --baseline file this run reads" in capsys.readouterr().err and base.read_text() == edited
     assert check_main([f, "--write-baseline", str(base), "--force"]) == 0
     assert base.read_text() == written
+
+
+def test_write_baseline_without_replace_leaves_a_file_that_appeared(tmp_path):
+    # the CLI looks before the run and again before writing; write_baseline(replace=False) closes the gap between
+    from tritonkit.check.adopt import write_baseline
+    from tritonkit.check.capture.target import CheckError
+
+    path = tmp_path / "b.json"
+    assert write_baseline(str(path), [], replace=False) == 0
+    first = path.read_text()
+    path.write_text("mine\n")
+    with pytest.raises(CheckError, match="cannot write the baseline"):
+        write_baseline(str(path), [], replace=False)
+    assert path.read_text() == "mine\n"
+    write_baseline(str(path), [], replace=True)
+    assert path.read_text() == first

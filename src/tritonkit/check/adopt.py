@@ -91,8 +91,9 @@ def key(f: Finding) -> tuple[str, str, str, str | None]:
     return f.rule, f.kernel, _code(f.file, f.line), _scope(f.file, f.line)
 
 
-def write_baseline(path: str, findings: list[Finding]) -> int:
-    """Write the findings a baseline accepts (the unsuppressed ones); returns how many."""
+def write_baseline(path: str, findings: list[Finding], replace: bool = True) -> int:
+    """Write the findings a baseline accepts (the unsuppressed ones); returns how many. ``replace=False``: a file
+    there (one that appeared since the caller looked included) is left as it is, CheckError."""
     rows = []
     for f in findings:
         if f.suppressed is None:
@@ -109,7 +110,8 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
             )
     rows.sort(key=lambda r: (r["file"], r["rule"], r["kernel"], r["scope"], r["code"]))
     try:
-        write_atomic(path, json.dumps({"tritonkit_baseline": BASELINE_VERSION, "findings": rows}, indent=1) + "\n")
+        text = json.dumps({"tritonkit_baseline": BASELINE_VERSION, "findings": rows}, indent=1) + "\n"
+        write_atomic(path, text, replace=replace)
     except OSError as e:
         raise CheckError(f"cannot write the baseline to {path}: {e.strerror or e}") from None
     return len(rows)

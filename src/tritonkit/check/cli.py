@@ -225,7 +225,7 @@ def _main(args) -> int:
             return 2
         if flag == "--write-baseline":
             try:
-                n = write_baseline(path, rep.findings)
+                n = write_baseline(path, rep.findings, replace=args.force)
             except CheckError as e:
                 print(f"tritonkit check: {e}", file=sys.stderr)
                 return 2
