@@ -478,6 +478,34 @@ def lower_to_ttir(jit, signature, constexprs, attrs, options, target: GPUTarget,
     return stages["ttir"](mod, {}), stages
 
 
+def ttir_to_ttgir(ttir: str, options, target: GPUTarget) -> str:
+    """The TTGIR text Triton's passes for ``target`` make of the TTIR text ``ttir`` under launch ``options`` (as the
+    GPU host would run them): the layouts every load and store gets. Raises what Triton raises."""
+    import tempfile
+
+    import triton.backends.compiler as bc
+    from triton._C.libtriton import ir
+
+    backend = make_backend(target)
+    ctx = ir.context()
+    ir.load_dialects(ctx)
+    backend.load_dialects(ctx)
+    with tempfile.TemporaryDirectory(prefix="tritonkit-") as d:
+        path = os.path.join(d, "unit.ttir")
+        with open(path, "w") as fh:
+            fh.write(ttir)
+        mod = ir.parse_mlir_module(path, ctx)
+    mod.context = ctx
+    stages: dict[str, Any] = {}
+    lang = getattr(bc, "Language", None)
+    try:
+        backend.add_stages(stages, options, lang.TRITON if lang is not None else None)
+    except TypeError:
+        backend.add_stages(stages, options)
+    out = stages["ttgir"](mod, {})
+    return (out if out is not None else mod).str()
+
+
 def _gluon_inlined(mod):
     """Gluon's own first passes (3.6-3.9 alike): its calls inlined, canonicalized, common subexpressions merged."""
     from triton._C.libtriton import ir, passes

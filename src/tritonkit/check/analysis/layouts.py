@@ -12,9 +12,7 @@ target, as the GPU host would run them; about 10 ms a kernel), and reads the two
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import tempfile
 
 from ..ir.locations import Locations
 from ..ir.mlir import Func, Module, Op, parse_module, shape_of, split_top
@@ -26,30 +24,10 @@ _LIST = r"\[\s*([\d,\s]*)\]"
 def _lower(ttir: str, options, arch: str) -> str | None:
     """The TTGIR Triton makes of this TTIR with these launch options for ``arch``, or None when it cannot."""
     try:
-        import triton.backends.compiler as bc
-        from triton._C.libtriton import ir
-
         from ... import _triton_compat as _compat
         from ..capture.target import parse_arch
 
-        backend = _compat.make_backend(parse_arch(arch))
-        ctx = ir.context()
-        ir.load_dialects(ctx)
-        backend.load_dialects(ctx)
-        with tempfile.TemporaryDirectory(prefix="tritonkit-") as d:
-            path = os.path.join(d, "unit.ttir")
-            with open(path, "w") as fh:
-                fh.write(ttir)
-            mod = ir.parse_mlir_module(path, ctx)
-        mod.context = ctx
-        stages: dict = {}
-        lang = getattr(bc, "Language", None)
-        try:
-            backend.add_stages(stages, options, lang.TRITON if lang is not None else None)
-        except TypeError:
-            backend.add_stages(stages, options)
-        out = stages["ttgir"](mod, {})
-        return (out if out is not None else mod).str()
+        return _compat.ttir_to_ttgir(ttir, options, parse_arch(arch))
     except Exception:  # noqa: BLE001 - no layouts known: the caller keeps its finding
         return None
 
