@@ -133,6 +133,43 @@ def test_a_cache_named_by_its_dtype_is_the_auto_cache(dtype):
         _call({**a, "key_cache": a["key_cache"].float(), "value_cache": a["value_cache"].float()}, kv_cache_dtype=name)
 
 
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_the_rotation_rounds_where_vllms_fused_cache_kernel_does(monkeypatch, is_neox):
+    # vLLM 0.34's fused_qknorm_rope_cache: o1 = RN(RN(x1 c) - RN(x2 s)), o2 = fma(x1, s, RN(x2 c)) (explicit
+    # __fmul_rn / __fsub_rn / __fmaf_rn); with FP fusion left to the compiler the GPU made fma(x1, c, -RN(x2 s)) and
+    # fma(x2, c, RN(x1 s)). No norm, float32 heads: the rotation's own rounding is the output's (a bf16 output
+    # rounds it away but at the rare bf16 midpoint).
+    import numpy as np
+    from fused_fma import F32, fma_rn32, fused_fma
+
+    t, hq, hk, d = 64, 4, 2, 64
+    g = torch.Generator(device=DEVICE).manual_seed(3)
+    qkv = 4 * torch.randn(t, (hq + 2 * hk) * d, generator=g, device=DEVICE)
+    pos = torch.randint(0, 512, (t,), generator=g, device=DEVICE)
+    cs = _cos_sin_cache(512, d, torch.float32, DEVICE)
+    kc = torch.zeros(64, 4, hk, d, device=DEVICE)
+    with fused_fma(monkeypatch):
+        q = qk_norm_rope_cache(
+            qkv, pos, cs, kc, torch.zeros_like(kc), torch.arange(t, device=DEVICE),
+            num_q_heads=hq, num_kv_heads=hk, is_neox=is_neox,
+        )  # fmt: skip
+    x = qkv.view(t, hq + 2 * hk, d)[:, :hq].cpu().numpy()
+    c = cs[pos][:, None, : d // 2].cpu().numpy()
+    s_ = cs[pos][:, None, d // 2 :].cpu().numpy()
+    x1, x2 = (x[..., : d // 2], x[..., d // 2 :]) if is_neox else (x[..., 0::2], x[..., 1::2])
+    o1 = (x1 * c).astype(F32) - (x2 * s_).astype(F32)
+    o2 = fma_rn32(x1, s_, (x2 * c).astype(F32))
+    # the contracted order, to show the test tells them apart
+    o1_c = fma_rn32(x1, c, -(x2 * s_).astype(F32))
+    want = np.empty_like(x)
+    if is_neox:
+        want[..., : d // 2], want[..., d // 2 :] = o1, o2
+    else:
+        want[..., 0::2], want[..., 1::2] = o1, o2
+    assert np.array_equal(q.view(t, hq, d).cpu().numpy().view(np.int32), want.view(np.int32))
+    assert not np.array_equal(o1, o1_c)
+
+
 def test_the_norm_is_rounded_to_the_model_dtype_before_the_rotation():
     # bf16 inputs: the op matches the oracle that rounds the normed head (within one bf16 rounding of the result),
     # and differs from the one that does not somewhere (the rounding point is observable)

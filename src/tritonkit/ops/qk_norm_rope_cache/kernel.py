@@ -1,6 +1,8 @@
 import triton
 import triton.language as tl
 
+from .._fp8_jit import INTERPRETING
+
 FP8_E4M3_MAX = tl.constexpr(448.0)
 FLT_MAX = tl.constexpr(3.4028234663852886e38)
 
@@ -23,6 +25,28 @@ def _round(x, dtype, EXACT: tl.constexpr):
         rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536  # -65536: 0xFFFF0000
         return tl.where(x != x, x, rounded.to(tl.float32, bitcast=True))
     return x.to(dtype).to(tl.float32)
+
+
+@triton.jit
+def _rn(op: tl.constexpr, a, b):
+    """``a op b`` rounded once to float32 in a PTX instruction ptxas never contracts into an fma (``mul.rn.f32``,
+    ``sub.rn.f32``; not libdevice's ``__nv_fmul_rn``, which flushes subnormals under Triton's FTZ reflection)."""
+    return tl.inline_asm_elementwise(
+        op + ".rn.f32 $0, $1, $2;", "=f,f,f", [a, b], dtype=tl.float32, is_pure=True, pack=1
+    )
+
+
+@triton.jit
+def _rotate(x1, x2, cos, sin):
+    """``(x1 cos - x2 sin, x2 cos + x1 sin)`` in float32 as vLLM's fused_qknorm_rope_cache spells it (its kernel
+    matches CuTeDSL's PTX): ``RN(RN(x1 cos) - RN(x2 sin))`` and ``fma(x1, sin, RN(x2 cos))``. Left to itself, with
+    FP fusion on, the compiler makes ``fma(x1, cos, -RN(x2 sin))`` and ``fma(x2, cos, RN(x1 sin))`` instead. The
+    interpreter (no inline PTX) rounds each numpy product and difference already; its fma is fused only under the
+    tests' fixture (tests/ops/fused_fma.py)."""
+    if INTERPRETING:
+        return x1 * cos - x2 * sin, tl.fma(x1, sin, x2 * cos)
+    o1 = _rn("sub", _rn("mul", x1, cos), _rn("mul", x2, sin))
+    return o1, tl.fma(x1, sin, _rn("mul", x2, cos))
 
 
 @triton.jit
@@ -198,8 +222,9 @@ def _norm_rope_heads(
             cos_raw, sin_raw = _load_cos_sin(cs_row, sin_offset, mask_cs)
         cos = cos_raw.to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
         sin = sin_raw.to(tl.float32)[:, None, :]
-        o1 = _round(x1 * cos - x2 * sin, dtype, EXACT)
-        o2 = _round(x2 * cos + x1 * sin, dtype, EXACT)
+        o1, o2 = _rotate(x1, x2, cos, sin)
+        o1 = _round(o1, dtype, EXACT)
+        o2 = _round(o2, dtype, EXACT)
         if IS_NEOX:
             if WRITE_OUT:
                 tl.store(dst + offs_j, o1.to(out_ptr.dtype.element_ty), mask=mask_p)
