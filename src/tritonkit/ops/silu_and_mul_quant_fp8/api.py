@@ -44,7 +44,7 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
     q2, stride_q = _checks.rows_and_stride("out", q, output=True)
     st = s.stride(0) if s is not None and s.dim() else 0
     sg = s.stride(1) if s is not None and s.dim() == 2 else 0
-    ctas = config.token_cluster(n_rows, d, x.device) if quant == "token" else 0
+    ctas = config.token_cluster(n_rows, d, x.element_size(), x.device) if quant == "token" else 0
     if quant == "token" and not ctas:
         split = token_split(n_rows, d, x.element_size())
         if split is not None:

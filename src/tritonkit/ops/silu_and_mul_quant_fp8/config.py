@@ -126,11 +126,15 @@ def token_cluster_release(version: str) -> bool:
     return _triton_compat.version_key(version) >= (3, 9)
 
 
-def token_cluster(n_rows: int, d: int, device) -> int:
+def token_cluster(n_rows: int, d: int, elem_bytes: int, device) -> int:
     """The CTAs a cluster of a per-token call's row takes (0: no cluster; the split or one program a row):
-    TOKEN_CLUSTER where it is on, the call has at most TOKEN_CLUSTER_ROWS rows held in registers, and the target
-    and the Triton release take clusters."""
+    TOKEN_CLUSTER where it is on, in place of the split (:func:`token_split`) for calls of at most
+    TOKEN_CLUSTER_ROWS rows held in registers, where the target and the Triton release take clusters. With it on, the
+    one-program kernel compiles for a cluster and for one CTA (the calls past the split's rows): two compiles over
+    the num_tokens sweep, a bucket to declare to tritonkit check before the switch becomes a default."""
     if not TOKEN_CLUSTER or n_rows > TOKEN_CLUSTER_ROWS or d > MAX_TOKEN_ROW:
+        return 0
+    if token_split(n_rows, d, elem_bytes) is None:
         return 0
     if not token_cluster_release(triton.__version__):
         return 0
