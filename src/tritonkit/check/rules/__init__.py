@@ -25,15 +25,21 @@ from ..ir.source import legacy_position
 _TRITON_DIR = os.path.dirname(triton.__file__) + os.sep
 
 
-def _same_site_depth(f: Func, op: Op, locs: Locations) -> int:
-    """How many ops of ``op``'s name and location use its result, one through the next (through shape ops and
-    extensions): 1 for the inner ``arith.muli`` of ``a * b * c``, 0 for the outer."""
+def users_of(f: Func) -> dict[str, list[Op]]:
+    """Each value's using ops, in program order (built once a function, kept in its memo)."""
     users = f.memo.get("users")
     if users is None:
         users = f.memo["users"] = {}
         for o in f.ops:
             for v in o.operands:
                 users.setdefault(v, []).append(o)
+    return users
+
+
+def _same_site_depth(f: Func, op: Op, locs: Locations) -> int:
+    """How many ops of ``op``'s name and location use its result, one through the next (through shape ops and
+    extensions): 1 for the inner ``arith.muli`` of ``a * b * c``, 0 for the outer."""
+    users = users_of(f)
     here = locs.frames(op.loc)[:1]
     n, cur, seen = 0, op, {id(op)}
     while True:

@@ -13,7 +13,7 @@ from ..analysis.pointers import THROUGH, base_arg, is_int32_offset, offset_slice
 from ..analysis.intervals import Iv, Unknown, type_range
 from ..analysis.ranges import Overflow
 from ..ir.source import binop_at, call_at, dedent_col, within
-from . import Context, Finding, RuleInfo, display, source_line
+from . import Context, Finding, RuleInfo, display, source_line, users_of
 
 RULE = RuleInfo(
     "int32-offset",
@@ -404,12 +404,7 @@ _ACTIVE_DEPTH = 64
 def _accesses(f: Func, ptr: str) -> list[Op] | None:
     """The loads and stores a pointer reaches (through further offsets and shape ops), or None when it also goes
     anywhere else (a loop-carried pointer, an atomic, a select): there its masked-off lanes may still be used."""
-    users = f.memo.get("users")
-    if users is None:
-        users = f.memo["users"] = {}
-        for o in f.ops:
-            for v in o.operands:
-                users.setdefault(v, []).append(o)
+    users = users_of(f)
     out: list[Op] = []
     stack, seen = [ptr], set()
     while stack:

@@ -178,9 +178,11 @@ def oracle_inputs(inputs: dict) -> tuple[dict, dict]:
     """The float64 oracle's inputs and the output rows they cover. Every floating tensor upcast, every row covered,
     while that fits ORACLE_BYTES; past it ORACLE_SEQS sequences (all of them if fewer) with their query rows, their
     block-table rows renumbered onto a cache of the pages those rows name (spare columns' page included)."""
+    from ...testing.validate import upcast  # the harness imports the ops: not at module level
+
     q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
     if 8 * (q.numel() + k_cache.numel() + v_cache.numel()) <= ORACLE_BYTES:
-        return _upcast(inputs), {}
+        return upcast(inputs), {}
     dev = q.device
     cu = inputs["cu_seqlens_q"].tolist()
     n = len(cu) - 1
@@ -203,15 +205,7 @@ def oracle_inputs(inputs: dict) -> tuple[dict, dict]:
     out["cu_seqlens_q"] = torch.cat([lens.new_zeros(1), torch.cumsum(lens, 0, dtype=torch.int32)])
     out["max_seqlen_q"] = int(lens.max())
     out["max_seqlen_k"] = int(out["seqused_k"].max())
-    return _upcast(out), {"out": rows}
-
-
-def _upcast(inputs: dict) -> dict:
-    """A float64 copy of every floating tensor, other tensors cloned (the harness's upcast, on the inputs' device)."""
-    return {
-        k: (v.to(torch.float64) if v.is_floating_point() else v.clone()) if isinstance(v, torch.Tensor) else v
-        for k, v in inputs.items()
-    }
+    return upcast(out), {"out": rows}
 
 
 def _visible_keys(shape: Shape) -> tuple[int, int]:
