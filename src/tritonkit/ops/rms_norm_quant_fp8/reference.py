@@ -81,17 +81,14 @@ def scaled_fp8_quant_reference(x, mode: str, scale=None, scale_ub=None, group_sh
         s = rnd(_fp8.nan_dropped_amax(y.reshape(1, -1), -1) / _fp8.FP8_MAX, F32).reshape(1)
         return {"q": _fp8.saturate(rnd(y * _zero_safe(_fp8.reciprocal(s), s), F32)), "scale": s.to(F32)}
     if mode == "static":
-        # a zero scale's reciprocal is 0 where vLLM vectorizes (column groups of a multiple of 16), else inf
+        # a per-tensor scale is one group of the whole tensor; a zero scale's reciprocal is 0 where vLLM vectorizes
+        # (column groups of a multiple of 16), else inf
         if group_shape is None:
-            s = scale.reshape(())
-            inv = _fp8.reciprocal(s)
-            return {
-                "q": _fp8.saturate(rnd(y * (_zero_safe(inv, s) if y.shape[-1] % 16 == 0 else inv), F32)),
-                "scale": scale,
-            }
-        gm, gn = group_shape
-        grid = scale.to(torch.float64).reshape(y.shape[0] // gm, y.shape[1] // gn)
-        full = grid.repeat_interleave(gm, 0).repeat_interleave(gn, 1)
+            full, gn = scale.to(torch.float64).reshape(1, 1), y.shape[-1]
+        else:
+            gm, gn = group_shape
+            grid = scale.to(torch.float64).reshape(y.shape[0] // gm, y.shape[1] // gn)
+            full = grid.repeat_interleave(gm, 0).repeat_interleave(gn, 1)
         inv = _fp8.reciprocal(full)
         return {"q": _fp8.saturate(rnd(y * (_zero_safe(inv, full) if gn % 16 == 0 else inv), F32)), "scale": scale}
     q, s = _quantize(y, mode, None, scale_ub, 128)
