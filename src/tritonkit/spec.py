@@ -33,6 +33,19 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+def upcast(inputs: dict, device: torch.device | None = None) -> dict:
+    """A float64 copy of every floating tensor (the oracle's inputs); other tensors cloned (moved to ``device``
+    when given)."""
+    out = {}
+    for k, v in inputs.items():
+        if isinstance(v, torch.Tensor):
+            v = v.to(device) if device is not None else v
+            out[k] = v.to(torch.float64) if v.is_floating_point() else v.clone()
+        else:
+            out[k] = v
+    return out
+
+
 class Shape(Mapping[str, Any]):
     """An immutable, hashable mapping of named sizes with a readable id (``num_tokens=17,hidden=4096``)."""
 

@@ -11,7 +11,7 @@ from tritonkit.ops.paged_attention.reference import paged_attention_reference
 from tritonkit.spec import Shape
 from tritonkit.testing import Fill, assert_valid
 from tritonkit.testing.metric import compare
-from tritonkit.testing.validate import upcast
+from tritonkit.spec import upcast
 
 
 SPEC = get_spec("paged_attention")

@@ -17,7 +17,7 @@ from tritonkit.ops.paged_attention.kernel import _find_seq, _prefill_tile
 from tritonkit.spec import Shape
 from tritonkit.testing import Fill
 from tritonkit.testing.metric import compare
-from tritonkit.testing.validate import upcast
+from tritonkit.spec import upcast
 
 SPEC = get_spec("paged_attention")
 

@@ -12,7 +12,7 @@ from tritonkit.ops.paged_attention import reference
 from tritonkit.ops.paged_attention.reference import paged_attention_reference
 from tritonkit.spec import Shape
 from tritonkit.testing.inputs import Fill
-from tritonkit.testing.validate import upcast
+from tritonkit.spec import upcast
 
 SPEC = get_spec("paged_attention")
 BOUNDARY = SPEC.boundary

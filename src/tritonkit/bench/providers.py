@@ -35,7 +35,7 @@ import torch
 from ..ops import poison_outputs
 from ..spec import Inapplicable, OpSpec, Peer, Shape, Unavailable
 from ..testing import compare
-from ..testing.validate import upcast
+from ..spec import upcast
 from .records import CheckResult as Check
 
 from .provider_names import GENERIC_PROVIDERS, NOT_DEFAULT

@@ -25,7 +25,7 @@ import torch
 from ..check.capture.isolate import CaseTimeout, UserExit, raised_by_code, this_process_only, time_limit
 from ..ops import poison_outputs
 from ..ops import explain_launch_error
-from ..spec import OpSpec, Shape, as_shape, dtype_name
+from ..spec import OpSpec, Shape, as_shape, dtype_name, upcast
 from .metric import Comparison, compare
 from .guard import COPY_LIMIT, GuardAllocations, changed_inputs, guard_inputs, name_allocations
 from .inputs import Fill
@@ -57,19 +57,6 @@ class CaseResult:
 
 def default_device() -> torch.device:
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-
-
-def upcast(inputs: dict, device: torch.device | None = None) -> dict:
-    """A float64 copy of every floating tensor (the oracle's inputs); other tensors cloned (moved to ``device``
-    when given)."""
-    out = {}
-    for k, v in inputs.items():
-        if isinstance(v, torch.Tensor):
-            v = v.to(device) if device is not None else v
-            out[k] = v.to(torch.float64) if v.is_floating_point() else v.clone()
-        else:
-            out[k] = v
-    return out
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from ...spec import OpSpec, Shape, Work
+from ...spec import OpSpec, Shape, Work, upcast
 from ...tolerance import Tolerance
 from . import peers
 from .api import paged_attention
@@ -178,8 +178,6 @@ def oracle_inputs(inputs: dict) -> tuple[dict, dict]:
     """The float64 oracle's inputs and the output rows they cover. Every floating tensor upcast, every row covered,
     while that fits ORACLE_BYTES; past it ORACLE_SEQS sequences (all of them if fewer) with their query rows, their
     block-table rows renumbered onto a cache of the pages those rows name (spare columns' page included)."""
-    from ...testing.validate import upcast  # the harness imports the ops: not at module level
-
     q, k_cache, v_cache = inputs["q"], inputs["k_cache"], inputs["v_cache"]
     if 8 * (q.numel() + k_cache.numel() + v_cache.numel()) <= ORACLE_BYTES:
         return upcast(inputs), {}
