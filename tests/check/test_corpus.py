@@ -22,7 +22,7 @@ EXPECTED = {
     "_paged_decode_kernel": set(),
     "_paged_decode_f16sum_kernel": {"low-precision-accumulation"},
     "_paged_decode_f32sum_kernel": set(),
-    "_qk_norm_rope_racy_kernel": {"store-then-load", "load-then-store"},
+    "_qk_norm_rope_racy_kernel": {"store-then-load"},
     "_qk_norm_rope_kernel": set(),
     "_rope_scaled_racy_kernel": {"load-then-store"},
     "_rope_scaled_kernel": set(),

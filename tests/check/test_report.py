@@ -10,8 +10,12 @@ from tritonkit.check.cli import main as check_main
 from tritonkit.check.report import to_json, to_sarif, to_text
 
 RULES = Path(__file__).parent / "rules"
-# two rules' fixtures: store-then-load and load-then-store in one kernel, grid-limit in another
-FILES = [str(RULES / "store_then_load" / "qk_norm_rope.py"), str(RULES / "grid_limit" / "rope.py")]
+# three rules' fixtures: store-then-load, load-then-store and grid-limit, each beside its fixed twin
+FILES = [
+    str(RULES / "store_then_load" / "qk_norm_rope.py"),
+    str(RULES / "load_then_store" / "rope_scaled.py"),
+    str(RULES / "grid_limit" / "rope.py"),
+]
 KV_WRITE = RULES / "int32_offset" / "kv_cache_write.py"
 
 
@@ -53,7 +57,7 @@ def test_sarif_2_1_0(report):
         assert res["level"] in ("error", "warning", "note") and res["message"]["text"]
         (loc,) = res["locations"]
         phys = loc["physicalLocation"]
-        assert phys["artifactLocation"]["uri"].endswith(("qk_norm_rope.py", "/rope.py"))
+        assert phys["artifactLocation"]["uri"].endswith(("qk_norm_rope.py", "rope_scaled.py", "/rope.py"))
         assert phys["region"]["startLine"] >= 1
     assert run["invocations"][0]["executionSuccessful"] is True
 
@@ -67,7 +71,7 @@ def test_text_block_has_location_source_rule_why_fix_and_summary(report):
     assert "case: num_tokens=70000" in text and "docs: tritonkit check --explain grid-limit" in text
     # the summary closes the report, wrapped at 120 columns like every line of it
     summary = " ".join(text.rstrip().split("\n\n")[-1].split())
-    assert summary.startswith("tritonkit check: 5 errors, 0 warnings, 0 infos in 4 kernels")
+    assert summary.startswith("tritonkit check: 5 errors, 0 warnings, 0 infos in 6 kernels")
     assert max(map(len, text.splitlines())) <= 120
 
 

@@ -228,6 +228,12 @@ def test_a_scalar_reduction_orders_memory_only_with_more_than_one_warp(report):
     assert f"load at line {_line_after('_two_pass_one_warp_kernel', 'first = tl.load(')}" in f.message
 
 
+def test_a_reduction_orders_memory_where_its_layout_spreads_the_axis_over_warps(report):
+    # read in the TTGIR: the row sums of a 2 x 512 tile combine 4 warps (a CTA barrier), those of 4 x 32 stay in one
+    (f,) = _on(report, "_rows_flipped_kernel", "load-then-store")
+    assert f.case == {"rows": 4} and f.count == 1
+
+
 def test_pointers_a_loop_advances_are_followed_across_iterations(report):
     # rows one stride apart never meet (Liger's in-place RMSNorm backward); one element apart they do
     assert _on(report, "_rows_backward_kernel") == []

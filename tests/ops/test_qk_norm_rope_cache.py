@@ -354,6 +354,58 @@ def test_vllm_fused_qk_norm_rope_in_place(is_neox, rot):
     assert torch.equal(_bits(qkv[:, 6 * 64 :]), _bits(x0[:, 6 * 64 :]))  # v untouched
 
 
+_IN_PLACE_CASES = """
+import torch
+
+import tritonkit
+from tritonkit.ops.qk_norm_rope_cache import vllm
+
+M = dict(device="meta", dtype=torch.bfloat16)
+
+
+def _call(t, hq, hk, d, rot, neox):
+    qkv = torch.empty(t, (hq + 2 * hk) * d, **M)
+    w = torch.empty(d, **M)
+    cs = torch.empty(65536, rot, **M)
+    pos = torch.empty(t, device="meta", dtype=torch.int64)
+    vllm.fused_qk_norm_rope(qkv, hq, hk, hk, d, 1e-6, w, w, cs, neox, pos)
+
+
+@tritonkit.case(num_tokens=[1, 16, 4096, 65536])
+def qwen3_neox(num_tokens):
+    _call(num_tokens, 32, 8, 128, 128, True)
+
+
+@tritonkit.case(num_tokens=[1, 17, 65536])
+def gptj_partial_256(num_tokens):
+    _call(num_tokens, 8, 2, 256, 128, False)
+"""
+
+
+def test_check_finds_nothing_in_the_in_place_form(tmp_path):
+    # q and k are stored over the qkv they were loaded from, through other lanes: every load is ordered before every
+    # store by the norm's reductions across warps (the programs' heads and the overflow test), which the checker
+    # reads in the TTGIR's layouts. The CLI in a process of its own, as a user runs it (the kernels compiled, not
+    # interpreted)
+    import json
+    import os
+    import subprocess
+    import sys
+
+    case = tmp_path / "in_place_cases.py"
+    case.write_text(_IN_PLACE_CASES)
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonkit", "check", "--format", "json", "--no-cache", str(case)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "0"},
+    )  # fmt: skip
+    assert r.stdout, r.stderr
+    d = json.loads(r.stdout)
+    assert not d["problems"], d["problems"]
+    assert {k["kernel"] for k in d["kernels"]} == {"_qk_norm_rope_cache_kernel"}
+    assert d["findings"] == [], [(f["rule"], f["line"], f["message"]) for f in d["findings"]]
+    assert r.returncode == 0
+
+
 def test_vllm_fused_qk_norm_rope_rejects_unequal_v_heads_before_writing():
     a = _setup()
     x0 = a["qkv"].clone()

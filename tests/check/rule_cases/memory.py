@@ -318,6 +318,25 @@ def _reverse_after_small_sum_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.load(x_ptr + BLOCK - 1 - offs) + s)
 
 
+@triton.jit
+def _rows_flipped_kernel(x_ptr, ROWS: tl.constexpr, D: tl.constexpr):
+    # each row normed by its own sum, then written over the mirrored row: ordered only where that sum combines
+    # warps (warps along the columns: its shared-memory step behind bar.sync), a race where each warp holds a row
+    rows = tl.arange(0, ROWS)[:, None]
+    cols = tl.arange(0, D)[None, :]
+    x = tl.load(x_ptr + rows * D + cols)
+    ss = tl.sum(x * x, axis=1)
+    tl.store(x_ptr + (ROWS - 1 - rows) * D + cols, x / tl.sqrt(ss)[:, None])
+
+
+@tritonkit.case(rows=[2, 4])
+def rows_flipped(rows):
+    # 2 x 512 on 4 warps: the layout puts the warps along the columns; 4 x 32: one row a warp (sm_90 PTX: two
+    # bar.sync between the loads and the stores, and none)
+    d = 1024 // rows // rows
+    _rows_flipped_kernel[(1,)](torch.empty(rows, d, **M), ROWS=rows, D=d, num_warps=4)
+
+
 @tritonkit.case(n=[5000])
 def one_warp(n):
     _reverse_after_small_sum_kernel[(1,)](torch.empty(32, **M), torch.empty(32, **M), BLOCK=32, num_warps=4)

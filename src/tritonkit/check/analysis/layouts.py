@@ -32,14 +32,41 @@ def _lower(ttir: str, options, arch: str) -> str | None:
         return None
 
 
+def _name_slices(text: str) -> tuple[str, dict[str, str]]:
+    """``text`` with each inline ``#ttg.slice<{...}>`` encoding (outermost, nested ones kept inside it) replaced by
+    an alias of its own, and those aliases: the IR reader drops ``<{...}>`` groups, and with them which layout a
+    slice slices."""
+    out, names, i = [], {}, 0
+    by_text: dict[str, str] = {}
+    while True:
+        j = text.find("#ttg.slice<{", i)
+        if j < 0:
+            out.append(text[i:])
+            break
+        depth, k = 0, j + len("#ttg.slice")
+        while k < len(text):
+            depth += text[k] in "<{[("
+            depth -= text[k] in ">}])"
+            k += 1
+            if depth == 0:
+                break
+        enc = text[j:k]
+        name = by_text.setdefault(enc, f"#tk_slice{len(by_text)}")
+        names[name] = enc
+        out.append(text[i:j] + name)
+        i = k
+    return "".join(out), names
+
+
 class Lowered:
-    """A unit's TTGIR, its loads and stores found by their source location."""
+    """A unit's TTGIR, its loads, stores and reductions found by their source location."""
 
     def __init__(self, text: str):
         self.text = text
-        self.mod: Module = parse_module(text)
+        named, slices = _name_slices(text)
+        self.mod: Module = parse_module(named)
         self.f: Func = self.mod.entry_func()
-        self.encodings = {}
+        self.encodings = dict(slices)
         for ln in text.splitlines():
             m = _ALIAS.match(ln.strip())
             if m and not m.group(1).startswith("#loc"):
@@ -48,7 +75,7 @@ class Lowered:
         self.by_site: dict[tuple, list[Op]] = {}
         self.owners: dict[tuple[int, int], bool] = {}  # (TTIR position of a, of b) -> what same_owner found
         for op in self.f.ops:
-            if op.name in ("tt.load", "tt.store"):
+            if op.name in ("tt.load", "tt.store", "tt.reduce"):
                 self.by_site.setdefault((op.name, locs.frames(op.loc)), []).append(op)
 
     def counterpart(self, key: tuple) -> Op | None:
@@ -90,6 +117,36 @@ def distinct_owners(encoding: str, shape: tuple[int, ...]) -> bool:
     return all(s * t * w <= d for s, t, w, d in zip(*per, shape))
 
 
+_SLICE = re.compile(r"^#ttg\.slice<\{\s*dim\s*=\s*(\d+)\s*,\s*parent\s*=\s*(.*)\}>$")
+_WARP_BASES = re.compile(r"\bwarp\s*=\s*\[((?:\s*\[[-\d,\s]*\]\s*,?)*)\]")
+
+
+def warps_along(encoding: str, encodings: dict[str, str], axis: int, shape: tuple[int, ...]) -> bool | None:
+    """Whether a tile of ``shape`` in ``encoding`` holds distinct elements in more than one warp along ``axis``
+    (warps that hold copies of one another's elements do not count); None when the layout is not one read here
+    (a blocked or linear layout, or a slice of one)."""
+    encoding = encodings.get(encoding, encoding)
+    m = _SLICE.match(encoding)
+    if m:
+        dim = int(m.group(1))
+        parent_shape = (*shape[:dim], 1, *shape[dim:])
+        return warps_along(m.group(2).strip(), encodings, axis + (axis >= dim), parent_shape)
+    if encoding.startswith("#ttg.linear<"):
+        w = _WARP_BASES.search(encoding)
+        if w is None:
+            return None
+        bases = [[int(x) for x in b.split(",") if x.strip()] for b in re.findall(r"\[([-\d,\s]*)\]", w.group(1))]
+        return any(len(b) > axis and b[axis] != 0 for b in bases)
+    if encoding.startswith("#ttg.blocked<"):
+        per = [_ints(encoding, k) for k in ("sizePerThread", "threadsPerWarp", "warpsPerCTA")]
+        if any(p is None or len(p) != len(shape) for p in per) or not 0 <= axis < len(shape):
+            return None
+        spt, tpw, wpc = (p[axis] for p in per)
+        # warps past the tile along the axis wrap onto it: they hold copies
+        return wpc > 1 and spt * tpw < shape[axis]
+    return None
+
+
 def _site_key(locs: Locations, f: Func, op: Op) -> tuple:
     site = (op.name, locs.frames(op.loc))
     same = [o for o in f.ops if o.name == op.name and locs.frames(o.loc) == site[1]]
@@ -113,6 +170,23 @@ def lowered(unit, f: Func, arch: str) -> Lowered | None:
                     got = Lowered(text)
         memo[key] = got
     return memo[key]
+
+
+def reduces_across_warps(unit, f: Func, module: Module, arch: str, op: Op) -> bool:
+    """The TTIR ``tt.reduce`` ``op`` combines elements that different warps hold, in the TTGIR Triton makes of the
+    unit for ``arch``: Triton lowers it through shared memory between two CTA barriers (a reduction within warps
+    takes shuffles and no barrier), so every thread's earlier global accesses are ordered before every thread's
+    later ones. False whenever that cannot be read (other layouts, warp specialization, several CTAs)."""
+    low = lowered(unit, f, arch)
+    if low is None or "warp_specialize" in low.text or not re.search(r'"ttg\.num-ctas"\s*=\s*1\b', low.text):
+        return False
+    mine = low.counterpart(_site_key(Locations(module.aliases), f, op))
+    axis = mine.attr_int("axis") if mine is not None and mine.operands else None
+    if axis is None:
+        return False
+    enc = low.encoding(mine.operands[0])
+    shape = shape_of(low.f.types.get(mine.operands[0], ""))
+    return enc is not None and bool(shape) and bool(warps_along(enc, low.encodings, axis, shape))
 
 
 def same_owner(unit, f: Func, module: Module, arch: str, a: Op, b: Op) -> bool:

@@ -4,7 +4,8 @@ Triton gives each ``tl.load``/``tl.store`` its own thread-to-element mapping, an
 access before another thread's access of the same element unless a CTA barrier lies between them. This module
 pairs accesses of one unit (one compiled kernel), decides whether the two may touch the same element (same pointer,
 overlapping offsets of one argument, or two arguments whose views share bytes in a case) and whether something
-orders them on every path: ``tl.debug_barrier()``, or a reduction to a scalar of a 1-D tile too long for one warp,
+orders them on every path: ``tl.debug_barrier()``, or a reduction that combines elements of more than one warp (a
+1-D tile too long for one warp reduced to a scalar, or any reduction whose axis the TTGIR layout spreads over warps),
 in a program of more than one warp.
 """
 
@@ -17,7 +18,7 @@ from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_
 from .budgets import VALUES_ONLY
 from ..capture.launches import distinct
 from .conditions import NEGATE, facts
-from .layouts import same_owner
+from .layouts import reduces_across_warps, same_owner
 from ..ir.mlir import Block, Func, Op, shape_of
 from .pointers import decompose, strip
 from .ranges import RangeAnalysis
@@ -56,10 +57,11 @@ def _runs_once(ra: RangeAnalysis | None, loop: Op) -> bool:
 CROSS_WARP_ELEMENTS = 512
 
 
-def ordering_points(f: Func, num_warps: int, ra: RangeAnalysis | None = None) -> list[Point]:
+def ordering_points(f: Func, num_warps: int, ra: RangeAnalysis | None = None, across=None) -> list[Point]:
     """Where every thread of the program sees the global accesses every thread made before: a barrier, and a 1-D
     tile of more than CROSS_WARP_ELEMENTS elements reduced to a scalar in a program of more than one warp (a
-    reduction along one axis of a 2-D tile may stay within warps, and one warp's shuffles order nothing).
+    reduction along one axis of a 2-D tile may stay within warps, and one warp's shuffles order nothing); with
+    ``across`` (``tt.reduce`` op -> bool: its layout spreads the reduced axis over warps), those reductions too.
     ``ra`` tells which loops run at least once."""
     out = []
     for op in f.ops:
@@ -70,9 +72,10 @@ def ordering_points(f: Func, num_warps: int, ra: RangeAnalysis | None = None) ->
                 op.name == "tt.reduce"
                 and num_warps > 1
                 and op.results
-                and len(src) == 1
-                and src[0] > CROSS_WARP_ELEMENTS
-                and not shape_of(f.types.get(op.results[0], ""))
+                and (
+                    (len(src) == 1 and src[0] > CROSS_WARP_ELEMENTS and not shape_of(f.types.get(op.results[0], "")))
+                    or (across is not None and across(op))
+                )
             )
         ):
             continue
@@ -408,14 +411,27 @@ def races(ctx, unit, f: Func, write_first: bool):
         return
     loads = [op for op in f.ops if op.name == "tt.load"]
     union = ctx.union_ranges(unit, f)
-    points = ordering_points(f, getattr(unit.options, "num_warps", 4), union)
+    num_warps = getattr(unit.options, "num_warps", 4)
+    points = ordering_points(f, num_warps, union)
+    wide: list[list[Point]] = []  # with the reductions across warps, read in the TTGIR once a pair needs them
+
+    def ordered(first: Op, second: Op, loop: Op | None) -> bool:
+        if protected(first, second, loop, points):
+            return True
+        if not wide:
+            module = unit.func()[1]
+            wide.append(
+                ordering_points(f, num_warps, union, lambda op: reduces_across_warps(unit, f, module, ctx.arch, op))
+            )
+        return len(wide[0]) > len(points) and protected(first, second, loop, wide[0])
+
     aliases = Aliases.of(unit, f)
     earlier, later = (stores, loads) if write_first else (loads, stores)
     for second in later:
         hit = None
         for first in earlier:
             for loop in orders(f, first, second):
-                if protected(first, second, loop, points):
+                if ordered(first, second, loop):
                     continue
                 # across iterations the same expression may name another element (unless the loop leaves it be)
                 if (

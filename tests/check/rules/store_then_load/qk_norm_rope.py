@@ -1,9 +1,10 @@
 """In-place per-head RMS norm then rotary embedding on q [num_tokens, num_heads, head_size], neox style (rotate
 halves), cos/sin cache [max_position, rot_dim] indexed by an int64 position per token.
 
-Seeded bugs: store-then-load: the normalized head is written back in place and its two halves re-read for the
-rotation, with no barrier between the store and the loads; load-then-store: the rotated halves are then stored
-over elements other lanes loaded whole at the top, with no barrier between either.
+Seeded bug (store-then-load): the normalized head is written back in place and its two halves re-read for the
+rotation, with no barrier between the store and the loads. The rotated halves then overwrite the head that every
+lane loaded whole at the top: no race, the norm's sum over the head spans warps, and Triton reduces it through
+shared memory behind a CTA barrier that every lane passes after its loads and before any store.
 The twin puts a tl.debug_barrier() between the store and the re-read.
 """
 
@@ -33,9 +34,9 @@ def _qk_norm_rope_racy_kernel(
     sin = tl.load(cos_sin_ptr + pos * stride_cs + HALF + offs_h).to(tl.float32)
     x1 = tl.load(base + offs_h).to(tl.float32)  # seeded bug: store-then-load
     x2 = tl.load(base + HALF + offs_h).to(tl.float32)  # seeded bug: store-then-load
-    # and these overwrite elements that other lanes loaded whole at the top, with no barrier since
-    tl.store(base + offs_h, (x1 * cos - x2 * sin).to(q_ptr.dtype.element_ty))  # seeded bug: load-then-store
-    tl.store(base + HALF + offs_h, (x2 * cos + x1 * sin).to(q_ptr.dtype.element_ty))  # seeded bug: load-then-store
+    # these overwrite what every lane loaded whole at the top, before the barrier of the norm's sum
+    tl.store(base + offs_h, (x1 * cos - x2 * sin).to(q_ptr.dtype.element_ty))
+    tl.store(base + HALF + offs_h, (x2 * cos + x1 * sin).to(q_ptr.dtype.element_ty))
 
 
 @triton.jit
