@@ -170,6 +170,54 @@ def test_the_rotation_rounds_where_vllms_fused_cache_kernel_does(monkeypatch, is
     assert not np.array_equal(o1, o1_c)
 
 
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_the_in_place_form_rounds_where_vllms_fused_qk_norm_rope_does(monkeypatch, is_neox):
+    # vLLM 0.34's fused_qk_norm_rope (its sm_90 SASS, NeoX and GPT-J alike): x' = x * RN(rstd w) kept in float32,
+    # o1 = fma(x1', c, -RN(x2' s)), o2 = fma(x2', c, RN(x1' s)). float32 heads of 64 dims, 32 rotated; dim 32 of
+    # every head is 1 with weight 1, so the op's output there is its own rstd, from which the rest is emulated.
+    import numpy as np
+    from fused_fma import F32, fma_rn32, fused_fma
+
+    t, hq, hk, d, rot = 64, 4, 2, 64, 32
+    g = torch.Generator(device=DEVICE).manual_seed(5)
+    qkv = 4 * torch.randn(t, (hq + 2 * hk) * d, generator=g, device=DEVICE)
+    qkv.view(t, hq + 2 * hk, d)[:, : hq + hk, rot] = 1.0
+    w = [1 + 0.3 * torch.randn(d, generator=g, device=DEVICE) for _ in range(2)]
+    for wi in w:
+        wi[rot] = 1.0
+    pos = torch.randint(0, 512, (t,), generator=g, device=DEVICE)
+    cs = _cos_sin_cache(512, rot, torch.float32, DEVICE)
+    x = qkv.view(t, hq + 2 * hk, d)[:, : hq + hk].cpu().numpy().copy()
+    v0 = qkv[:, (hq + hk) * d :].clone()
+    with fused_fma(monkeypatch):
+        vllm.fused_qk_norm_rope(qkv, hq, hk, hk, d, 1e-6, w[0], w[1], cs, is_neox, pos)
+    got = qkv.view(t, hq + 2 * hk, d)[:, : hq + hk].cpu().numpy()
+    r = got[..., rot : rot + 1]
+    wn = np.concatenate([np.broadcast_to(wi.cpu().numpy(), (hn, d)) for wi, hn in zip(w, (hq, hk))])
+    xr = x * (r * wn).astype(F32)
+    c = cs[pos][:, None, : rot // 2].cpu().numpy()
+    s_ = cs[pos][:, None, rot // 2 :].cpu().numpy()
+    pair = (slice(0, rot // 2), slice(rot // 2, rot)) if is_neox else (slice(0, rot, 2), slice(1, rot, 2))
+
+    def rotated(xr, inplace):
+        out = xr.copy()
+        x1, x2 = xr[..., pair[0]], xr[..., pair[1]]
+        if inplace:
+            out[..., pair[0]] = fma_rn32(x1, c, -(x2 * s_).astype(F32))
+            out[..., pair[1]] = fma_rn32(x2, c, (x1 * s_).astype(F32))
+        else:  # the fused cache kernel's order
+            out[..., pair[0]] = (x1 * c).astype(F32) - (x2 * s_).astype(F32)
+            out[..., pair[1]] = fma_rn32(x1, s_, (x2 * c).astype(F32))
+        return out
+
+    want = rotated(xr, True)
+    assert np.array_equal(got.view(np.int32), want.view(np.int32))
+    assert torch.equal(_bits(qkv[:, (hq + hk) * d :]), _bits(v0))  # v untouched
+    # the test tells the other orders apart: RN(x rstd) w, and the fused cache kernel's rotation
+    assert not np.array_equal(rotated((x * r).astype(F32) * wn, True), want)
+    assert not np.array_equal(rotated(xr, False), want)
+
+
 def test_the_norm_is_rounded_to_the_model_dtype_before_the_rotation():
     # bf16 inputs: the op matches the oracle that rounds the normed head (within one bf16 rounding of the result),
     # and differs from the one that does not somewhere (the rounding point is observable)

@@ -73,12 +73,13 @@ def forward(
     q_out: torch.Tensor | None,
     k_out: torch.Tensor | None = None,
     v_out: torch.Tensor | None = None,
-    round_norm: bool = True,
+    inplace_form: bool = False,
 ) -> None:
     """The op's named surface: one launch on arguments check_args accepted (its Plan). ``q_out``/``k_out``/``v_out``
     are ``[T, H, head_dim]`` views whose heads are rows (the last dim contiguous), or None to skip that output; they
-    may be the very q/k views of ``qkv`` (each element is read before it is written). ``round_norm``: the normalized
-    head is rounded to qkv's dtype before the rotation (False: kept in float32, vLLM's fused_qk_norm_rope)."""
+    may be the very q/k views of ``qkv`` (each element is read before it is written). ``inplace_form``: the
+    arithmetic of vLLM's fused_qk_norm_rope (the normalized head kept in float32, rotated in nvcc's order), not of
+    its fused_qknorm_rope_cache (the normalized head rounded to qkv's dtype before the rotation)."""
     num_tokens = qkv.shape[0]
     if num_tokens == 0:
         return
@@ -88,9 +89,9 @@ def forward(
         view = torch.uint8 if plan.constexprs["SOFT_FP8"] else torch.float8_e4m3fn
         key_cache, value_cache = key_cache.view(view), value_cache.view(view)
     const = plan.constexprs
-    if q_out is None or k_out is None or v_out is None or not round_norm:
+    if q_out is None or k_out is None or v_out is None or inplace_form:
         const = {**const, "WRITE_Q": q_out is not None, "WRITE_K": k_out is not None, "WRITE_V": v_out is not None}
-        const["ROUND_NORM"] = round_norm and const["HAS_NORM"]
+        const["INPLACE"] = inplace_form
     dummy = qkv
     q_strides = (0, 0) if q_out is None else (q_out.stride(0), q_out.stride(1))
     k_strides = (0, 0) if k_out is None else (k_out.stride(0), k_out.stride(1))
@@ -269,7 +270,7 @@ def _plan(qkv, hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, norm: b
         "ROT_HALF": rot // 2,
         "IS_NEOX": is_neox,
         "HAS_NORM": norm,
-        "ROUND_NORM": norm,
+        "INPLACE": False,
         "WRITE_Q": True,
         "WRITE_K": True,
         "WRITE_V": True,

@@ -37,14 +37,20 @@ def _rn(op: tl.constexpr, a, b):
 
 
 @triton.jit
-def _rotate(x1, x2, cos, sin):
-    """``(x1 cos - x2 sin, x2 cos + x1 sin)`` in float32 as vLLM's fused_qknorm_rope_cache spells it (its kernel
-    matches CuTeDSL's PTX): ``RN(RN(x1 cos) - RN(x2 sin))`` and ``fma(x1, sin, RN(x2 cos))``. Left to itself, with
-    FP fusion on, the compiler makes ``fma(x1, cos, -RN(x2 sin))`` and ``fma(x2, cos, RN(x1 sin))`` instead. The
+def _rotate(x1, x2, cos, sin, INPLACE: tl.constexpr):
+    """``(x1 cos - x2 sin, x2 cos + x1 sin)`` in float32, each rounded where the vLLM 0.34 kernel of the form rounds.
+    Its fused_qknorm_rope_cache (``__fmul_rn``, ``__fsub_rn``, ``__fmaf_rn``; its kernel matches CuTeDSL's PTX):
+    ``RN(RN(x1 cos) - RN(x2 sin))`` and ``fma(x1, sin, RN(x2 cos))``. Its fused_qk_norm_rope (INPLACE: plain
+    products left to nvcc, read in the wheel's sm_90 SASS, NeoX and GPT-J alike): ``fma(x1, cos, -RN(x2 sin))`` and
+    ``fma(x2, cos, RN(x1 sin))``. The products are ``mul.rn.f32`` inline PTX, which ptxas never contracts. The
     interpreter (no inline PTX) rounds each numpy product and difference already; its fma is fused only under the
     tests' fixture (tests/ops/fused_fma.py)."""
     if INTERPRETING:
+        if INPLACE:
+            return tl.fma(x1, cos, -(x2 * sin)), tl.fma(x2, cos, x1 * sin)
         return x1 * cos - x2 * sin, tl.fma(x1, sin, x2 * cos)
+    if INPLACE:
+        return tl.fma(x1, cos, -_rn("mul", x2, sin)), tl.fma(x2, cos, _rn("mul", x1, sin))
     o1 = _rn("sub", _rn("mul", x1, cos), _rn("mul", x2, sin))
     return o1, tl.fma(x1, sin, _rn("mul", x2, cos))
 
@@ -131,7 +137,7 @@ def _norm_rope_heads(
     ROT_HALF: tl.constexpr,
     IS_NEOX: tl.constexpr,
     HAS_NORM: tl.constexpr,
-    ROUND_NORM: tl.constexpr,
+    INPLACE: tl.constexpr,
     WRITE_OUT: tl.constexpr,
     WRITE_CACHE: tl.constexpr,
     FP8: tl.constexpr,
@@ -147,7 +153,9 @@ def _norm_rope_heads(
     (HAS_NORM), rotary on dims ``[0, 2 * ROT_HALF)``, the result rounded once to the model dtype and stored to
     ``out`` (WRITE_OUT) and to the cache rows ``cache_rows`` (WRITE_CACHE, fp8-quantized where FP8). A head is read
     as its rotated pairs and its tail ``[2 * ROT_HALF, HEAD_DIM)``, each element once, all before any store (out may
-    be the input itself). EARLY_LOADS: cos/sin are loaded with the head, before the norm's reductions."""
+    be the input itself). EARLY_LOADS: cos/sin are loaded with the head, before the norm's reductions. INPLACE: the
+    arithmetic of vLLM's fused_qk_norm_rope (normed head kept in float32, its rotation order), else of its
+    fused_qknorm_rope_cache (normed head rounded to the model dtype first)."""
     dtype = qkv_ptr.dtype.element_ty
     TAIL: tl.constexpr = HEAD_DIM - 2 * ROT_HALF
     offs_h = head_start + tl.arange(0, BLOCK_H)  # [BLOCK_H]
@@ -208,21 +216,26 @@ def _norm_rope_heads(
             rstd = tl.where(ss > FLT_MAX, tl.rsqrt(ss2 / HEAD_DIM + eps * inv * inv) * inv, rstd)
         r3 = rstd[:, :, None]
         if ROT_HALF > 0:
-            x1 = x1 * r3 * w1
-            x2 = x2 * r3 * w2
-            if ROUND_NORM:
-                # the normalized head in the model dtype before the rotation (vLLM's fused cache op; rms_norm then
-                # rotary_embedding)
-                x1 = _round(x1, dtype, EXACT)
-                x2 = _round(x2, dtype, EXACT)
+            if INPLACE:
+                # vLLM's fused_qk_norm_rope: x * RN(rstd w), kept in float32 through the rotation
+                x1 = x1 * (r3 * w1)
+                x2 = x2 * (r3 * w2)
+            else:
+                # its fused cache op (and rms_norm then rotary_embedding): RN(x rstd) w, in the model dtype before
+                # the rotation
+                x1 = _round(x1 * r3 * w1, dtype, EXACT)
+                x2 = _round(x2 * r3 * w2, dtype, EXACT)
         if TAIL > 0:
-            xt = xt * r3 * wt
+            if INPLACE:
+                xt = xt * (r3 * wt)
+            else:
+                xt = xt * r3 * wt
     if ROT_HALF > 0:
         if not EARLY_LOADS:
             cos_raw, sin_raw = _load_cos_sin(cs_row, sin_offset, mask_cs)
         cos = cos_raw.to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
         sin = sin_raw.to(tl.float32)[:, None, :]
-        o1, o2 = _rotate(x1, x2, cos, sin)
+        o1, o2 = _rotate(x1, x2, cos, sin, INPLACE)
         o1 = _round(o1, dtype, EXACT)
         o2 = _round(o2, dtype, EXACT)
         if IS_NEOX:
@@ -315,7 +328,7 @@ def _qk_norm_rope_cache_kernel(
     ROT_HALF: tl.constexpr,
     IS_NEOX: tl.constexpr,
     HAS_NORM: tl.constexpr,
-    ROUND_NORM: tl.constexpr,
+    INPLACE: tl.constexpr,
     WRITE_Q: tl.constexpr,
     WRITE_K: tl.constexpr,
     WRITE_V: tl.constexpr,
@@ -378,7 +391,7 @@ def _qk_norm_rope_cache_kernel(
             ROT_HALF,
             IS_NEOX,
             HAS_NORM,
-            ROUND_NORM,
+            INPLACE,
             WRITE_Q,
             False,
             FP8,
@@ -440,7 +453,7 @@ def _qk_norm_rope_cache_kernel(
             ROT_HALF,
             IS_NEOX,
             HAS_NORM,
-            ROUND_NORM,
+            INPLACE,
             WRITE_K,
             WRITE_CACHE,
             FP8,

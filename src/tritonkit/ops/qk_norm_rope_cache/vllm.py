@@ -48,7 +48,7 @@ def _inplace_run(
     k = qkv[:, hq * head_dim : (hq + hk) * head_dim].view(t, hk, head_dim)
     api.forward(
         plan, qkv, position_ids, cos_sin_cache, q_weight, k_weight, None, None, None, None, None, float(eps), 0.0,
-        q, k, None, round_norm=False,
+        q, k, None, inplace_form=True,
     )  # fmt: skip
 
 
@@ -85,7 +85,9 @@ def fused_qk_norm_rope(
     """Per-head RMSNorm and rotary of q and k in place in ``qkv [T, (num_heads_q + num_heads_k + num_heads_v) *
     head_dim]`` (v untouched), as ``vllm._custom_ops.fused_qk_norm_rope``: each head ``x * rsqrt(mean(x^2) + eps) *
     weight`` in float32, rotated by ``cos_sin_cache [max_position, rot_dim]`` (cos then sin; ``rot_dim <= head_dim``,
-    the rest of each head normed only) without rounding in between, then rounded once to qkv's dtype.
+    the rest of each head normed only) without rounding in between, then rounded once to qkv's dtype. Rounded
+    where vLLM's kernel rounds (its sm_90 build, read): ``x * RN(rstd * weight)``, then ``fma(x1, cos, -RN(x2 sin))``
+    and ``fma(x2, cos, RN(x1 sin))``; rstd itself is not bit-equal (another summation order).
     ``num_heads_v`` must equal ``num_heads_k`` (vLLM's callers pass num_kv_heads for both).
     ``forced_token_heads_per_warp`` picks vLLM's CUDA tiling: accepted (-1, or 1, 2, 4, 8) and ignored."""
     for name, v in (("num_heads_v", num_heads_v), ("forced_token_heads_per_warp", forced_token_heads_per_warp)):
