@@ -433,25 +433,16 @@ def gptj_partial_256(num_tokens):
 def test_check_finds_nothing_in_the_in_place_form(tmp_path):
     # q and k are stored over the qkv they were loaded from, through other lanes: every load is ordered before every
     # store by the norm's reductions across warps (the programs' heads and the overflow test), which the checker
-    # reads in the TTGIR's layouts. The CLI in a process of its own, as a user runs it (the kernels compiled, not
-    # interpreted)
-    import json
-    import os
-    import subprocess
-    import sys
+    # reads in the TTGIR's layouts. The CLI in a process of its own, as a user runs it (the kernels compiled)
+    from op_check import check
 
     case = tmp_path / "in_place_cases.py"
     case.write_text(_IN_PLACE_CASES)
-    r = subprocess.run(
-        [sys.executable, "-m", "tritonkit", "check", "--format", "json", "--no-cache", str(case)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "0"},
-    )  # fmt: skip
-    assert r.stdout, r.stderr
-    d = json.loads(r.stdout)
+    d, _err, rc = check([str(case)], {}, tmp_path / "ir")
     assert not d["problems"], d["problems"]
     assert {k["kernel"] for k in d["kernels"]} == {"_qk_norm_rope_cache_kernel"}
     assert d["findings"] == [], [(f["rule"], f["line"], f["message"]) for f in d["findings"]]
-    assert r.returncode == 0
+    assert rc == 0
 
 
 def test_vllm_fused_qk_norm_rope_rejects_unequal_v_heads_before_writing():
