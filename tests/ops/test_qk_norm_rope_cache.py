@@ -182,10 +182,14 @@ def test_the_in_place_form_rounds_where_vllms_fused_qk_norm_rope_does(monkeypatc
     g = torch.Generator(device=DEVICE).manual_seed(5)
     qkv = 4 * torch.randn(t, (hq + 2 * hk) * d, generator=g, device=DEVICE)
     qkv.view(t, hq + 2 * hk, d)[:, : hq + hk, rot] = 1.0
+    # signed zeros: dim 2 (a pair's first member in both styles) -0 at position 0 (cos 1, sin +0), where
+    # fma(x1, c, -RN(x2 s)) is -0 only if the product's negation is exact
+    qkv.view(t, hq + 2 * hk, d)[:8, : hq + hk, 2] = -0.0
     w = [1 + 0.3 * torch.randn(d, generator=g, device=DEVICE) for _ in range(2)]
     for wi in w:
         wi[rot] = 1.0
     pos = torch.randint(0, 512, (t,), generator=g, device=DEVICE)
+    pos[:8] = 0
     cs = _cos_sin_cache(512, rot, torch.float32, DEVICE)
     x = qkv.view(t, hq + 2 * hk, d)[:, : hq + hk].cpu().numpy().copy()
     v0 = qkv[:, (hq + hk) * d :].clone()

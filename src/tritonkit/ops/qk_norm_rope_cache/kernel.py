@@ -39,18 +39,19 @@ def _rn(op: tl.constexpr, a, b):
 @triton.jit
 def _rotate(x1, x2, cos, sin, INPLACE: tl.constexpr):
     """``(x1 cos - x2 sin, x2 cos + x1 sin)`` in float32, each rounded where the vLLM 0.34 kernel of the form rounds.
-    Its fused_qknorm_rope_cache (``__fmul_rn``, ``__fsub_rn``, ``__fmaf_rn``; its kernel matches CuTeDSL's PTX):
-    ``RN(RN(x1 cos) - RN(x2 sin))`` and ``fma(x1, sin, RN(x2 cos))``. Its fused_qk_norm_rope (INPLACE: plain
-    products left to nvcc, read in the wheel's sm_90 SASS, NeoX and GPT-J alike): ``fma(x1, cos, -RN(x2 sin))`` and
-    ``fma(x2, cos, RN(x1 sin))``. The products are ``mul.rn.f32`` inline PTX, which ptxas never contracts. The
-    interpreter (no inline PTX) rounds each numpy product and difference already; its fma is fused only under the
-    tests' fixture (tests/ops/fused_fma.py)."""
+        Its fused_qknorm_rope_cache (``__fmul_rn``, ``__fsub_rn``, ``__fmaf_rn``; its kernel matches CuTeDSL's PTX):
+        ``RN(RN(x1 cos) - RN(x2 sin))`` and ``fma(x1, sin, RN(x2 cos))``. Its fused_qk_norm_rope (INPLACE: plain
+        products left to nvcc, read in the wheel's sm_90 SASS, NeoX and GPT-J alike): ``fma(x1, cos, -RN(x2 sin))`` and
+        ``fma(x2, cos, RN(x1 sin))``, the product negated exactly (``* -1.0``: Triton 3.6 spells unary minus ``0 - x``,
+    which makes -0 of +0). The products are ``mul.rn.f32`` inline PTX, which ptxas never contracts. The
+        interpreter (no inline PTX) rounds each numpy product and difference already; its fma is fused only under the
+        tests' fixture (tests/ops/fused_fma.py)."""
     if INTERPRETING:
         if INPLACE:
-            return tl.fma(x1, cos, -(x2 * sin)), tl.fma(x2, cos, x1 * sin)
+            return tl.fma(x1, cos, (x2 * sin) * -1.0), tl.fma(x2, cos, x1 * sin)
         return x1 * cos - x2 * sin, tl.fma(x1, sin, x2 * cos)
     if INPLACE:
-        return tl.fma(x1, cos, -_rn("mul", x2, sin)), tl.fma(x2, cos, _rn("mul", x1, sin))
+        return tl.fma(x1, cos, _rn("mul", x2, sin) * -1.0), tl.fma(x2, cos, _rn("mul", x1, sin))
     o1 = _rn("sub", _rn("mul", x1, cos), _rn("mul", x2, sin))
     return o1, tl.fma(x1, sin, _rn("mul", x2, cos))
 
