@@ -232,6 +232,12 @@ def test_a_reduction_orders_memory_where_its_layout_spreads_the_axis_over_warps(
     # read in the TTGIR: the row sums of a 2 x 512 tile combine 4 warps (a CTA barrier), those of 4 x 32 stay in one
     (f,) = _on(report, "_rows_flipped_kernel", "load-then-store")
     assert f.case == {"rows": 4} and f.count == 1
+    (g,) = _on(report, "_rows_flipped_max_kernel", "load-then-store")  # the maxima of the loaded tile itself
+    assert g.case == {"rows": 4} and g.count == 1
+    # ... but not for a load the pipeliner issues iterations ahead of the barrier (sm_90 PTX: cp.async of block
+    # i + 1 before block i's store, with three stages; a plain load after it with one)
+    (h,) = _on(report, "_blocks_ahead_kernel", "store-then-load")
+    assert h.case == {"stages": 3} and h.count == 1
 
 
 def test_pointers_a_loop_advances_are_followed_across_iterations(report):

@@ -329,12 +329,43 @@ def _rows_flipped_kernel(x_ptr, ROWS: tl.constexpr, D: tl.constexpr):
     tl.store(x_ptr + (ROWS - 1 - rows) * D + cols, x / tl.sqrt(ss)[:, None])
 
 
+@triton.jit
+def _rows_flipped_max_kernel(x_ptr, ROWS: tl.constexpr, D: tl.constexpr):
+    # the same with the rows' maxima taken straight off the load (whose value has its pointers' layout)
+    rows = tl.arange(0, ROWS)[:, None]
+    cols = tl.arange(0, D)[None, :]
+    x = tl.load(x_ptr + rows * D + cols)
+    tl.store(x_ptr + (ROWS - 1 - rows) * D + cols, x / tl.max(x, axis=1)[:, None])
+
+
+@triton.jit
+def _blocks_ahead_kernel(x_ptr, y_ptr, n, ROWS: tl.constexpr, D: tl.constexpr, STAGES: tl.constexpr):
+    # iteration i reads block i and writes block i + 1 (rows flipped), then sums block i's rows across warps: that
+    # sum's barrier lies between the write and the next iteration's read in the source, but with STAGES the
+    # pipeliner issues block i + 1's read (cp.async) iterations ahead, before the write
+    rows = tl.arange(0, ROWS)[:, None]
+    cols = tl.arange(0, D)[None, :]
+    acc = tl.zeros([ROWS], tl.float32)
+    for i in tl.range(0, n, num_stages=STAGES):
+        x = tl.load(x_ptr + i * ROWS * D + rows * D + cols)
+        tl.store(x_ptr + (i + 1) * ROWS * D + (ROWS - 1 - rows) * D + cols, x * 2)
+        acc += tl.sum(x * x, axis=1)
+    tl.store(y_ptr + tl.arange(0, ROWS), acc)
+
+
 @tritonkit.case(rows=[2, 4])
 def rows_flipped(rows):
     # 2 x 512 on 4 warps: the layout puts the warps along the columns; 4 x 32: one row a warp (sm_90 PTX: two
     # bar.sync between the loads and the stores, and none)
     d = 1024 // rows // rows
     _rows_flipped_kernel[(1,)](torch.empty(rows, d, **M), ROWS=rows, D=d, num_warps=4)
+    _rows_flipped_max_kernel[(1,)](torch.empty(rows, d, **M), ROWS=rows, D=d, num_warps=4)
+
+
+@tritonkit.case(stages=[1, 3])
+def blocks_ahead(stages):
+    x, y = torch.empty(5 * 2 * 512, **M), torch.empty(2, **M)
+    _blocks_ahead_kernel[(1,)](x, y, 4, ROWS=2, D=512, STAGES=stages, num_warps=4)
 
 
 @tritonkit.case(n=[5000])

@@ -91,6 +91,11 @@ class Lowered:
             return None
         parts = split_top(t[len("tensor<") : -1], ",")
         if len(parts) != 2:
+            # a load's value is typed from its pointers' type, whose element the reader keeps without the layout:
+            # the value has its pointers' layout
+            op = self.f.defs.get(value)
+            if len(parts) == 1 and op is not None and op.name == "tt.load" and op.operands:
+                return self.encoding(op.operands[0])
             return None
         enc = parts[1].strip()
         return self.encodings.get(enc, enc)
@@ -174,7 +179,7 @@ def lowered(unit, f: Func, arch: str) -> Lowered | None:
 
 def reduces_across_warps(unit, f: Func, module: Module, arch: str, op: Op) -> bool:
     """The TTIR ``tt.reduce`` ``op`` combines elements that different warps hold, in the TTGIR Triton makes of the
-    unit for ``arch``: Triton lowers it through shared memory between two CTA barriers (a reduction within warps
+    unit for ``arch``: Triton lowers it through shared memory behind a CTA barrier (a reduction within warps
     takes shuffles and no barrier), so every thread's earlier global accesses are ordered before every thread's
     later ones. False whenever that cannot be read (other layouts, warp specialization, several CTAs)."""
     low = lowered(unit, f, arch)
@@ -187,6 +192,22 @@ def reduces_across_warps(unit, f: Func, module: Module, arch: str, op: Op) -> bo
     enc = low.encoding(mine.operands[0])
     shape = shape_of(low.f.types.get(mine.operands[0], ""))
     return enc is not None and bool(shape) and bool(warps_along(enc, low.encodings, axis, shape))
+
+
+#: TTGIR ops of a software-pipelined load: issued iterations ahead of the code around its TTIR position
+_ASYNC_LOADS = re.compile(r"\b(ttg\.async_copy_global_to_local|ttng\.async_tma_copy_global_to_local|ttng\.tma_load)\b")
+
+
+def issued_in_place(unit, f: Func, module: Module, arch: str, op: Op) -> bool:
+    """The TTIR load or store ``op`` stays one plain access at its place in the TTGIR Triton makes of the unit for
+    ``arch``, so whatever orders its TTIR position orders it: the TTGIR holds as many of them at its source site,
+    and, for an access in a loop, no asynchronous copy (the pipeliner issues those iterations ahead, before the
+    barriers of the iteration that reads them). False whenever that cannot be read."""
+    low = lowered(unit, f, arch)
+    if low is None or low.counterpart(_site_key(Locations(module.aliases), f, op)) is None:
+        return False
+    in_loop = any(x.name in ("scf.for", "scf.while") for x in op.ancestors())
+    return not (in_loop and _ASYNC_LOADS.search(low.text))
 
 
 def same_owner(unit, f: Func, module: Module, arch: str, a: Op, b: Op) -> bool:

@@ -18,7 +18,7 @@ from .addresses import canon, inside, lanes_meet, same_terms, span, tells_lanes_
 from .budgets import VALUES_ONLY
 from ..capture.launches import distinct
 from .conditions import NEGATE, facts
-from .layouts import reduces_across_warps, same_owner
+from .layouts import issued_in_place, reduces_across_warps, same_owner
 from ..ir.mlir import Block, Func, Op, shape_of
 from .pointers import decompose, strip
 from .ranges import RangeAnalysis
@@ -416,12 +416,17 @@ def races(ctx, unit, f: Func, write_first: bool):
     wide: list[list[Point]] = []  # with the reductions across warps, read in the TTGIR once a pair would be reported
 
     def across(first: Op, second: Op, loop: Op | None) -> bool:
+        module = unit.func()[1]
         if not wide:
-            module = unit.func()[1]
             wide.append(
                 ordering_points(f, num_warps, union, lambda op: reduces_across_warps(unit, f, module, ctx.arch, op))
             )
-        return len(wide[0]) > len(points) and protected(first, second, loop, wide[0])
+        # a pipelined load is issued before the reduction it follows in the source: nothing it orders
+        return (
+            len(wide[0]) > len(points)
+            and protected(first, second, loop, wide[0])
+            and all(issued_in_place(unit, f, module, ctx.arch, op) for op in (first, second))
+        )
 
     aliases = Aliases.of(unit, f)
     earlier, later = (stores, loads) if write_first else (loads, stores)
