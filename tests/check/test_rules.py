@@ -234,6 +234,11 @@ def test_a_reduction_orders_memory_where_its_layout_spreads_the_axis_over_warps(
     assert f.case == {"rows": 4} and f.count == 1
     (g,) = _on(report, "_rows_flipped_max_kernel", "load-then-store")  # the maxima of the loaded tile itself
     assert g.case == {"rows": 4} and g.count == 1
+    (a,) = _on(report, "_rows_flipped_any_kernel", "load-then-store")  # a reduction of a comparison
+    assert a.case == {"rows": 4} and a.count == 1
+    # a reduction (or a barrier) in the branch an early return ends orders nothing on the path that skips it
+    (e,) = _on(report, "_early_return_sum_kernel", "load-then-store")
+    (b,) = _on(report, "_early_return_barrier_kernel", "load-then-store")
     # ... but not for a load the pipeliner issues iterations ahead of the barrier (sm_90 PTX: cp.async of block
     # i + 1 before block i's store, with three stages; a plain load after it with one)
     (h,) = _on(report, "_blocks_ahead_kernel", "store-then-load")

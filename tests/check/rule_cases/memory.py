@@ -339,6 +339,46 @@ def _rows_flipped_max_kernel(x_ptr, ROWS: tl.constexpr, D: tl.constexpr):
 
 
 @triton.jit
+def _either(a, b):
+    return a | b
+
+
+@triton.jit
+def _rows_flipped_any_kernel(x_ptr, ROWS: tl.constexpr, D: tl.constexpr):
+    # the same with a reduction of a comparison (a value the IR reader types without its layout)
+    rows = tl.arange(0, ROWS)[:, None]
+    cols = tl.arange(0, D)[None, :]
+    x = tl.load(x_ptr + rows * D + cols)
+    any_positive = tl.reduce(x > 0, 1, _either)
+    tl.store(x_ptr + (ROWS - 1 - rows) * D + cols, tl.where(any_positive[:, None], x, 0.0))
+
+
+@triton.jit
+def _early_return_sum_kernel(x_ptr, y_ptr, flag):
+    # the reduction across warps runs only in the branch that returns: the path on to the flipped store has none
+    rows = tl.arange(0, 2)[:, None]
+    cols = tl.arange(0, 512)[None, :]
+    x = tl.load(x_ptr + rows * 512 + cols)
+    if flag:
+        tl.store(y_ptr + tl.arange(0, 2), tl.sum(tl.load(y_ptr + rows * 512 + cols), axis=1))
+        return
+    tl.store(x_ptr + (1 - rows) * 512 + cols, x * 2)
+
+
+@triton.jit
+def _early_return_barrier_kernel(x_ptr, y_ptr, flag):
+    # the same with the barrier itself in that branch
+    rows = tl.arange(0, 2)[:, None]
+    cols = tl.arange(0, 512)[None, :]
+    x = tl.load(x_ptr + rows * 512 + cols)
+    if flag:
+        tl.debug_barrier()
+        tl.store(y_ptr + rows * 512 + cols, x)
+        return
+    tl.store(x_ptr + (1 - rows) * 512 + cols, x * 2)
+
+
+@triton.jit
 def _blocks_ahead_kernel(x_ptr, y_ptr, n, ROWS: tl.constexpr, D: tl.constexpr, STAGES: tl.constexpr):
     # iteration i reads block i and writes block i + 1 (rows flipped), then sums block i's rows across warps: that
     # sum's barrier lies between the write and the next iteration's read in the source, but with STAGES the
@@ -360,6 +400,14 @@ def rows_flipped(rows):
     d = 1024 // rows // rows
     _rows_flipped_kernel[(1,)](torch.empty(rows, d, **M), ROWS=rows, D=d, num_warps=4)
     _rows_flipped_max_kernel[(1,)](torch.empty(rows, d, **M), ROWS=rows, D=d, num_warps=4)
+    _rows_flipped_any_kernel[(1,)](torch.empty(rows, d, **M), ROWS=rows, D=d, num_warps=4)
+
+
+@tritonkit.case(flag=[0])
+def early_return(flag):
+    x, y = torch.empty(1024, **M), torch.empty(1024, **M)
+    _early_return_sum_kernel[(1,)](x, y, flag, num_warps=4)
+    _early_return_barrier_kernel[(1,)](x, y, flag, num_warps=4)
 
 
 @tritonkit.case(stages=[1, 3])

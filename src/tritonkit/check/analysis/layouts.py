@@ -58,6 +58,10 @@ def _name_slices(text: str) -> tuple[str, dict[str, str]]:
     return "".join(out), names
 
 
+#: ops whose value the IR reader types from their first operand, without its layout (which the value shares)
+_TYPED_FROM_OPERAND = ("tt.load", "arith.cmpi", "arith.cmpf")
+
+
 class Lowered:
     """A unit's TTGIR, its loads, stores and reductions found by their source location."""
 
@@ -91,10 +95,10 @@ class Lowered:
             return None
         parts = split_top(t[len("tensor<") : -1], ",")
         if len(parts) != 2:
-            # a load's value is typed from its pointers' type, whose element the reader keeps without the layout:
-            # the value has its pointers' layout
+            # the reader types a load from its pointers and a comparison from its operands, keeping the shape
+            # without the layout: the value has theirs
             op = self.f.defs.get(value)
-            if len(parts) == 1 and op is not None and op.name == "tt.load" and op.operands:
+            if len(parts) == 1 and op is not None and op.name in _TYPED_FROM_OPERAND and op.operands:
                 return self.encoding(op.operands[0])
             return None
         enc = parts[1].strip()

@@ -93,13 +93,26 @@ def ordering_points(f: Func, num_warps: int, ra: RangeAnalysis | None = None, ac
 
 
 def _contains(outer: Block, inner: Block) -> bool:
-    """``outer`` is ``inner`` or encloses it; the function's own blocks (split by an early return) count as one."""
+    """``outer`` is ``inner`` or encloses it."""
     b: Block | None = inner
     while b is not None:
-        if b is outer or (b.parent is None and outer.parent is None):
+        if b is outer:
             return True
         b = b.parent.block if b.parent is not None else None
     return False
+
+
+def _on_every_path(f: Func, block: Block, first: Op, second: Op) -> bool:
+    """Function-level ``block`` (the function split by an early return) runs between ``first`` and ``second`` on
+    every path from one to the other: ``second``'s block cannot be reached from ``first``'s without it."""
+    a, c = f.top_block(first), f.top_block(second)
+    return (
+        block.parent is None
+        and a is not None
+        and c is not None
+        and block not in (a, c)
+        and not f.reaches(a, c, avoid=block)
+    )
 
 
 def _conditions(op: Op) -> list[tuple[str, bool]]:
@@ -132,12 +145,17 @@ def common_loop(a: Op, b: Op) -> Op | None:
     return next((x for x in a.ancestors() if x.name in _LOOPS and id(x) in pb), None)
 
 
-def protected(first: Op, second: Op, loop: Op | None, points: list[Point]) -> bool:
+def protected(f: Func, first: Op, second: Op, loop: Op | None, points: list[Point]) -> bool:
     """An ordering point lies between ``first`` and ``second`` on every path (``loop``: ``second`` runs in a later
-    iteration of it)."""
+    iteration of it): in a block enclosing one of them, after ``first`` or before ``second``, or in a function-level
+    block every path between them runs (not the branch an early return ends)."""
     for b in points:
         if loop is None:
-            if first.pos < b.pos < second.pos and (_contains(b.block, first.block) or _contains(b.block, second.block)):
+            if first.pos < b.pos < second.pos and (
+                _contains(b.block, first.block)
+                or _contains(b.block, second.block)
+                or _on_every_path(f, b.block, first, second)
+            ):
                 return True
         elif loop.pos < b.pos <= loop.end:
             if (b.pos > first.pos and _contains(b.block, first.block)) or (
@@ -424,7 +442,7 @@ def races(ctx, unit, f: Func, write_first: bool):
         # a pipelined load is issued before the reduction it follows in the source: nothing it orders
         return (
             len(wide[0]) > len(points)
-            and protected(first, second, loop, wide[0])
+            and protected(f, first, second, loop, wide[0])
             and all(issued_in_place(unit, f, module, ctx.arch, op) for op in (first, second))
         )
 
@@ -434,7 +452,7 @@ def races(ctx, unit, f: Func, write_first: bool):
         hit = None
         for first in earlier:
             for loop in orders(f, first, second):
-                if protected(first, second, loop, points):
+                if protected(f, first, second, loop, points):
                     continue
                 # across iterations the same expression may name another element (unless the loop leaves it be)
                 if (

@@ -214,15 +214,16 @@ class Func:
             b = b.parent.block
         return b
 
-    def reaches(self, a: Block, b: Block) -> bool:
-        """Control can pass from function-level block ``a`` to ``b`` (``a`` itself included)."""
+    def reaches(self, a: Block, b: Block, avoid: Block | None = None) -> bool:
+        """Control can pass from function-level block ``a`` to ``b`` (``a`` itself included), without entering
+        ``avoid`` when given."""
         by_label = {blk.label: blk for blk in self.blocks if blk.label}
         seen, stack = set(), [a]
         while stack:
             blk = stack.pop()
             if blk is b:
                 return True
-            if id(blk) in seen:
+            if id(blk) in seen or blk is avoid:
                 continue
             seen.add(id(blk))
             stack += [by_label[x] for x in blk.successors() if x in by_label]
