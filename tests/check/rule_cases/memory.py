@@ -397,7 +397,7 @@ def _blocks_ahead_kernel(x_ptr, y_ptr, n, ROWS: tl.constexpr, D: tl.constexpr, S
 def rows_flipped(rows):
     # 2 x 512 on 4 warps: the layout puts the warps along the columns; 4 x 32: one row a warp (sm_90 PTX: two
     # bar.sync between the loads and the stores, and none)
-    d = 1024 // rows // rows
+    d = {2: 512, 4: 32}[rows]
     _rows_flipped_kernel[(1,)](torch.empty(rows, d, **M), ROWS=rows, D=d, num_warps=4)
     _rows_flipped_max_kernel[(1,)](torch.empty(rows, d, **M), ROWS=rows, D=d, num_warps=4)
     _rows_flipped_any_kernel[(1,)](torch.empty(rows, d, **M), ROWS=rows, D=d, num_warps=4)

@@ -6,7 +6,8 @@ them: Triton's coalescing pass picks each access's vector width from every memor
 smaller than the program's threads is replicated across warps (the store is done by one owner, the load by every
 holder), and a value reduced out of a 2-D tile may be loaded in the tile's sliced layout, where many threads hold
 each element. So :func:`same_owner` lowers the unit's TTIR to TTGIR here, on demand (Triton's own passes for the
-target, as the GPU host would run them; about 10 ms a kernel), and reads the two accesses' layouts there.
+target, as the GPU host would run them; about 13 ms for a small kernel, 0.1 s for an op's), and reads the two
+accesses' layouts there.
 """
 
 from __future__ import annotations
@@ -58,10 +59,6 @@ def _name_slices(text: str) -> tuple[str, dict[str, str]]:
     return "".join(out), names
 
 
-#: ops whose value the IR reader types from their first operand, without its layout (which the value shares)
-_TYPED_FROM_OPERAND = ("tt.load", "arith.cmpi", "arith.cmpf")
-
-
 class Lowered:
     """A unit's TTGIR, its loads, stores and reductions found by their source location."""
 
@@ -95,11 +92,6 @@ class Lowered:
             return None
         parts = split_top(t[len("tensor<") : -1], ",")
         if len(parts) != 2:
-            # the reader types a load from its pointers and a comparison from its operands, keeping the shape
-            # without the layout: the value has theirs
-            op = self.f.defs.get(value)
-            if len(parts) == 1 and op is not None and op.name in _TYPED_FROM_OPERAND and op.operands:
-                return self.encoding(op.operands[0])
             return None
         enc = parts[1].strip()
         return self.encodings.get(enc, enc)
@@ -181,15 +173,29 @@ def lowered(unit, f: Func, arch: str) -> Lowered | None:
     return memo[key]
 
 
+def _one_plain_cta(low: Lowered | None) -> bool:
+    """The TTGIR was read, and its program is one CTA with no warp specialization (what the layouts here describe)."""
+    return (
+        low is not None
+        and "warp_specialize" not in low.text
+        and bool(re.search(r'"ttg\.num-ctas"\s*=\s*1\b', low.text))
+    )
+
+
+def _counterpart(low: Lowered, module: Module, f: Func, op: Op) -> Op | None:
+    """The TTGIR op of the TTIR ``op`` (a load, store or reduction), or None (see :meth:`Lowered.counterpart`)."""
+    return low.counterpart(_site_key(Locations(module.aliases), f, op))
+
+
 def reduces_across_warps(unit, f: Func, module: Module, arch: str, op: Op) -> bool:
     """The TTIR ``tt.reduce`` ``op`` combines elements that different warps hold, in the TTGIR Triton makes of the
     unit for ``arch``: Triton lowers it through shared memory behind a CTA barrier (a reduction within warps
     takes shuffles and no barrier), so every thread's earlier global accesses are ordered before every thread's
     later ones. False whenever that cannot be read (other layouts, warp specialization, several CTAs)."""
     low = lowered(unit, f, arch)
-    if low is None or "warp_specialize" in low.text or not re.search(r'"ttg\.num-ctas"\s*=\s*1\b', low.text):
+    if not _one_plain_cta(low):
         return False
-    mine = low.counterpart(_site_key(Locations(module.aliases), f, op))
+    mine = _counterpart(low, module, f, op)
     axis = mine.attr_int("axis") if mine is not None and mine.operands else None
     if axis is None:
         return False
@@ -208,7 +214,7 @@ def issued_in_place(unit, f: Func, module: Module, arch: str, op: Op) -> bool:
     and, for an access in a loop, no asynchronous copy (the pipeliner issues those iterations ahead, before the
     barriers of the iteration that reads them). False whenever that cannot be read."""
     low = lowered(unit, f, arch)
-    if low is None or low.counterpart(_site_key(Locations(module.aliases), f, op)) is None:
+    if low is None or _counterpart(low, module, f, op) is None:
         return False
     in_loop = any(x.name in ("scf.for", "scf.while") for x in op.ancestors())
     return not (in_loop and _ASYNC_LOADS.search(low.text))
@@ -220,11 +226,10 @@ def same_owner(unit, f: Func, module: Module, arch: str, a: Op, b: Op) -> bool:
     ``arch``: the two pointer tiles have one layout, a blocked layout that replicates no element across threads, in
     a program of one CTA and no warp specialization. False whenever that cannot be read."""
     low = lowered(unit, f, arch)
-    if low is None or "warp_specialize" in low.text or not re.search(r'"ttg\.num-ctas"\s*=\s*1\b', low.text):
+    if not _one_plain_cta(low):
         return False
     if (a.pos, b.pos) not in low.owners:
-        locs = Locations(module.aliases)
-        mine = [low.counterpart(_site_key(locs, f, op)) for op in (a, b)]
+        mine = [_counterpart(low, module, f, op) for op in (a, b)]
         same = False
         if all(op is not None and op.operands for op in mine):
             encs = [low.encoding(op.operands[0]) for op in mine]

@@ -431,18 +431,17 @@ def races(ctx, unit, f: Func, write_first: bool):
     union = ctx.union_ranges(unit, f)
     num_warps = getattr(unit.options, "num_warps", 4)
     points = ordering_points(f, num_warps, union)
-    wide: list[list[Point]] = []  # with the reductions across warps, read in the TTGIR once a pair would be reported
+    wide: list[Point] | None = None  # with the reductions across warps, read in the TTGIR once a pair would be reported
 
     def across(first: Op, second: Op, loop: Op | None) -> bool:
+        nonlocal wide
         module = unit.func()[1]
-        if not wide:
-            wide.append(
-                ordering_points(f, num_warps, union, lambda op: reduces_across_warps(unit, f, module, ctx.arch, op))
-            )
+        if wide is None:
+            wide = ordering_points(f, num_warps, union, lambda op: reduces_across_warps(unit, f, module, ctx.arch, op))
         # a pipelined load is issued before the reduction it follows in the source: nothing it orders
         return (
-            len(wide[0]) > len(points)
-            and protected(f, first, second, loop, wide[0])
+            len(wide) > len(points)
+            and protected(f, first, second, loop, wide)
             and all(issued_in_place(unit, f, module, ctx.arch, op) for op in (first, second))
         )
 
@@ -491,7 +490,7 @@ def races(ctx, unit, f: Func, write_first: bool):
                     exempt=exempt,
                     unconfirmed=unconfirmed,
                 )
-                # last, as it lowers the unit to TTGIR (about 0.1 s): only a pair that would be reported
+                # last, as it lowers the unit to TTGIR (up to 0.1 s a unit): only a pair that would be reported
                 if (hit is not None or unconfirmed) and across(first, second, loop):
                     hit = None
                     continue

@@ -138,12 +138,20 @@ def int_bits(t: str | None) -> int | None:
     return _INT_BITS.get(elem_type(t)) if t else None
 
 
+def _retyped(t: str, inner: str) -> str:
+    """``t``'s shape (and layout, in TTGIR) around element type ``inner``; ``inner`` alone for a scalar."""
+    shape = shape_of(t)
+    if not shape:
+        return inner
+    parts = split_top(t.strip()[len("tensor<") : -1], ",")
+    layout = f", {parts[1].strip()}" if len(parts) == 2 else ""
+    return f"tensor<{'x'.join(map(str, shape))}x{inner}{layout}>"
+
+
 def pointee(t: str) -> str:
     e = elem_type(t)
     m = re.match(r"!tt\.ptr<(.*?)(?:,\s*\d+)?>$", e)
-    inner = m.group(1) if m else e
-    shape = shape_of(t)
-    return f"tensor<{'x'.join(map(str, shape))}x{inner}>" if shape else inner
+    return _retyped(t, m.group(1) if m else e)
 
 
 @dataclasses.dataclass(eq=False)
@@ -296,8 +304,7 @@ def _result_types(name: str, types_text: str, nres: int) -> list[str]:
             if name == "tt.load":
                 out = [pointee(parts[0])]
             elif name in ("arith.cmpi", "arith.cmpf"):
-                shape = shape_of(parts[0])
-                out = [f"tensor<{'x'.join(map(str, shape))}xi1>" if shape else "i1"]
+                out = [_retyped(parts[0], "i1")]
             elif name == "arith.select":
                 out = [parts[-1]]
             else:
