@@ -29,8 +29,13 @@ def _round(x, dtype, EXACT: tl.constexpr):
 
 @triton.jit
 def _rn(op: tl.constexpr, a, b):
-    """``a op b`` rounded once to float32 in a PTX instruction ptxas never contracts into an fma (``mul.rn.f32``,
-    ``sub.rn.f32``; not libdevice's ``__nv_fmul_rn``, which flushes subnormals under Triton's FTZ reflection)."""
+    """``a op b`` (``op`` "mul" or "sub") rounded once to float32 in a PTX instruction ptxas never contracts into an
+    fma (``mul.rn.f32``, ``sub.rn.f32``; not libdevice's ``__nv_fmul_rn``, which flushes subnormals under Triton's
+    FTZ reflection). The interpreter, which has no inline PTX, rounds each numpy product and difference already."""
+    if INTERPRETING:
+        if op == "mul":
+            return a * b
+        return a - b
     return tl.inline_asm_elementwise(
         op + ".rn.f32 $0, $1, $2;", "=f,f,f", [a, b], dtype=tl.float32, is_pure=True, pack=1
     )
@@ -39,21 +44,15 @@ def _rn(op: tl.constexpr, a, b):
 @triton.jit
 def _rotate(x1, x2, cos, sin, INPLACE: tl.constexpr):
     """``(x1 cos - x2 sin, x2 cos + x1 sin)`` in float32, each rounded where the vLLM 0.34 kernel of the form rounds.
-        Its fused_qknorm_rope_cache (``__fmul_rn``, ``__fsub_rn``, ``__fmaf_rn``; its kernel matches CuTeDSL's PTX):
-        ``RN(RN(x1 cos) - RN(x2 sin))`` and ``fma(x1, sin, RN(x2 cos))``. Its fused_qk_norm_rope (INPLACE: plain
-        products left to nvcc, read in the wheel's sm_90 SASS, NeoX and GPT-J alike): ``fma(x1, cos, -RN(x2 sin))`` and
-        ``fma(x2, cos, RN(x1 sin))``, the product negated exactly (``* -1.0``: Triton 3.6 spells unary minus ``0 - x``,
-    which makes -0 of +0). The products are ``mul.rn.f32`` inline PTX, which ptxas never contracts. The
-        interpreter (no inline PTX) rounds each numpy product and difference already; its fma is fused only under the
-        tests' fixture (tests/ops/fused_fma.py)."""
-    if INTERPRETING:
-        if INPLACE:
-            return tl.fma(x1, cos, (x2 * sin) * -1.0), tl.fma(x2, cos, x1 * sin)
-        return x1 * cos - x2 * sin, tl.fma(x1, sin, x2 * cos)
+    Its fused_qknorm_rope_cache (``__fmul_rn``, ``__fsub_rn``, ``__fmaf_rn``; its kernel matches CuTeDSL's PTX):
+    ``RN(RN(x1 cos) - RN(x2 sin))`` and ``fma(x1, sin, RN(x2 cos))``. Its fused_qk_norm_rope (INPLACE: plain
+    products left to nvcc, read in the wheel's sm_90 SASS, NeoX and GPT-J alike): ``fma(x1, cos, -RN(x2 sin))`` and
+    ``fma(x2, cos, RN(x1 sin))``, the product negated exactly (``* -1.0``: Triton 3.6 spells unary minus ``0 - x``,
+    which negates +0 to +0). Under the interpreter the fma is fused only by the tests' fixture
+    (tests/ops/fused_fma.py)."""
     if INPLACE:
         return tl.fma(x1, cos, _rn("mul", x2, sin) * -1.0), tl.fma(x2, cos, _rn("mul", x1, sin))
-    o1 = _rn("sub", _rn("mul", x1, cos), _rn("mul", x2, sin))
-    return o1, tl.fma(x1, sin, _rn("mul", x2, cos))
+    return _rn("sub", _rn("mul", x1, cos), _rn("mul", x2, sin)), tl.fma(x1, sin, _rn("mul", x2, cos))
 
 
 @triton.jit
