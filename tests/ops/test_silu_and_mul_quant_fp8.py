@@ -258,27 +258,3 @@ def test_the_checker_reads_the_split_rows(tmp_path):
     assert "_silu_and_mul_quant_fp8_split_kernel" in names, (names, err[-2000:])
     assert d["findings"] == [] and d["problems"] == [], (d["findings"], d["problems"])
     assert rc == 0, err[-2000:]
-
-
-def test_the_cluster_rule_asks_for_the_switch_the_rows_the_release_and_the_card(monkeypatch):
-    import triton
-
-    from tritonkit.ops import _device
-    from tritonkit.ops.silu_and_mul_quant_fp8 import config as C
-
-    dev = torch.device("meta")
-    monkeypatch.setattr(_device, "capability", lambda device: (9, 0))
-    monkeypatch.setattr(triton, "__version__", "3.9.0")
-    assert C.token_cluster(4, 14336, 2, dev) == 0  # off unless TRITONKIT_SILU_QUANT_CLUSTER turns it on
-    monkeypatch.setattr(C, "TOKEN_CLUSTER", 8)
-    assert C.token_cluster(4, 14336, 2, dev) == 8 and C.token_cluster(16, 14336, 2, dev) == 8
-    assert C.token_cluster(17, 14336, 2, dev) == 0  # more rows than TOKEN_CLUSTER_ROWS: the split
-    assert C.token_cluster(4, 18432, 2, dev) == 0  # a row one program walks twice
-    assert C.token_cluster(4, 1024, 2, dev) == 0  # a row one program's tile: the split's rule, no cluster either
-    monkeypatch.setattr(triton, "__version__", "3.8.0")
-    assert C.token_cluster(4, 14336, 2, dev) == 0  # 3.8 cannot plan the 2-D row tiles across CTAs
-    monkeypatch.setattr(triton, "__version__", "3.9.0")
-    monkeypatch.setattr(_device, "capability", lambda device: (8, 9))
-    assert C.token_cluster(4, 14336, 2, dev) == 0  # no clusters before sm_90
-    monkeypatch.setattr(_device, "capability", lambda device: None)
-    assert C.token_cluster(4, 14336, 2, dev) == 0  # the interpreter, a CPU tensor

@@ -374,21 +374,14 @@ def launch(
     launch_pdl: bool = False,
     front: int | None = None,
     maxnreg: int | None = None,
-    num_ctas: int = 1,
 ) -> Bound | None:
     """``kernel[grid](*args, **constexprs, num_warps=num_warps, num_stages=num_stages)``, with the host overhead of
     ``JITFunction.run`` skipped on calls whose specialization was launched before. ``num_stages=None`` passes none
     (Triton's default); ``launch_pdl=True`` adds Triton's option of that name (a programmatic dependent launch,
     sm_90+: the compiled kernel's launcher carries it, so the fast path launches it the same way). With ``front``,
     the :class:`Bound` that repeats this launch with new first ``front`` arguments, where the fast path now holds
-    the kernel (else None). ``maxnreg`` caps the registers a thread (Triton's option of that name; None: no cap).
-    ``num_ctas`` > 1 launches each program as a cluster of that many CTAs (sm_90+, Triton's option of that name),
-    through ``JITFunction.run`` always: the fast path is not proven on cluster launches."""
-    fast = (
-        _prepare(kernel, grid, args, constexprs, num_warps, num_stages, launch_pdl, maxnreg)
-        if _enabled and num_ctas == 1
-        else None
-    )
+    the kernel (else None). ``maxnreg`` caps the registers a thread (Triton's option of that name; None: no cap)."""
+    fast = _prepare(kernel, grid, args, constexprs, num_warps, num_stages, launch_pdl, maxnreg) if _enabled else None
     if fast is not None:
         state, key, full, drv, dev, kernel_cache = fast
         entry = state.entries.get(key)
@@ -410,8 +403,6 @@ def launch(
         options["launch_pdl"] = True
     if maxnreg is not None:
         options["maxnreg"] = maxnreg
-    if num_ctas != 1:
-        options["num_ctas"] = num_ctas
     try:
         compiled = kernel[grid](*args, **constexprs, **options)
     except (RuntimeError, ValueError, TypeError) as e:

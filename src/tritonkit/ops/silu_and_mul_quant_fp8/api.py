@@ -44,8 +44,7 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
     q2, stride_q = _checks.rows_and_stride("out", q, output=True)
     st = s.stride(0) if s is not None and s.dim() else 0
     sg = s.stride(1) if s is not None and s.dim() == 2 else 0
-    ctas = config.token_cluster(n_rows, d, x.element_size(), x.device) if quant == "token" else 0
-    if quant == "token" and not ctas:
+    if quant == "token":
         split = token_split(n_rows, d, x.element_size())
         if split is not None:
             _launch_split(x, q2, s, scale_ub, ub_on_scale, n_rows, d, stride_x, stride_q, st, split)
@@ -79,8 +78,7 @@ def launch_into(x, q, s, quant: str, scale, scale_ub, group_size: int, ub_on_sca
             "FUSED_FMA": fused_fma(),
             "FAST_EXP": config.FAST_EXP,
         },
-        config.TOKEN_CLUSTER_WARPS if ctas else cfg.num_warps,
-        num_ctas=ctas or 1,
+        cfg.num_warps,
     )
 
 

@@ -3,9 +3,6 @@ the quantization mode (not yet measured on a GPU: the tiles are silu_and_mul's).
 
 import dataclasses
 
-import triton
-
-from ... import _triton_compat
 from .. import _device, _env, _memo
 from .._ints import cdiv, next_power_of_2
 
@@ -41,15 +38,6 @@ TOKEN_SPLIT_COLS = 1024
 TOKEN_SPLIT_MAX = 64
 # the second launch as the first's programmatic dependent where the target has it (sm_90+)
 TOKEN_SPLIT_PDL = True
-# Per-token calls of at most TOKEN_CLUSTER_ROWS rows in one launch instead of the split's two: each row one program
-# launched as a cluster of TOKEN_CLUSTER CTAs (Triton's num_ctas) that share the row's amax through distributed shared
-# memory, on sm_90+ under Triton 3.9 and later (3.8 cannot plan the kernel's 2-D row tiles across CTAs, 3.6 and 3.7
-# no reduction across CTAs; docs/notes/silu-fp8-clusters.md). Untimed, so off: TRITONKIT_SILU_QUANT_CLUSTER=8 or 16
-# turns it on for the A/B against the split.
-TOKEN_CLUSTER = _env.choice("TRITONKIT_SILU_QUANT_CLUSTER", (0, 2, 4, 8, 16), 0)
-TOKEN_CLUSTER_ROWS = 16
-# a CTA's warps: 8 CTAs hold 1/8 of a 14336-column row each (14 values a thread at 4 warps)
-TOKEN_CLUSTER_WARPS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,25 +106,3 @@ def token_split(n_rows: int, d: int, elem_bytes: int) -> TokenSplitConfig | None
 def token_split_pdl(device) -> bool:
     """Whether the split's second launch is the first's programmatic dependent (``_device.pdl``)."""
     return TOKEN_SPLIT_PDL and _device.pdl(device)
-
-
-def token_cluster_release(version: str) -> bool:
-    """Whether Triton ``version`` compiles the per-token kernel's row reduction across a cluster's CTAs: from 3.9
-    (sm_90 PTX read on a CPU; docs/notes/silu-fp8-clusters.md)."""
-    return _triton_compat.version_key(version) >= (3, 9)
-
-
-def token_cluster(n_rows: int, d: int, elem_bytes: int, device) -> int:
-    """The CTAs a cluster of a per-token call's row takes (0: no cluster; the split or one program a row):
-    TOKEN_CLUSTER where it is on, in place of the split (:func:`token_split`) for calls of at most
-    TOKEN_CLUSTER_ROWS rows held in registers, where the target and the Triton release take clusters. With it on, the
-    one-program kernel compiles for a cluster and for one CTA (the calls past the split's rows): two compiles over
-    the num_tokens sweep, a bucket to declare to tritonkit check before the switch becomes a default."""
-    if not TOKEN_CLUSTER or n_rows > TOKEN_CLUSTER_ROWS or d > MAX_TOKEN_ROW:
-        return 0
-    if token_split(n_rows, d, elem_bytes) is None:
-        return 0
-    if not token_cluster_release(triton.__version__):
-        return 0
-    cap = _device.capability(device)
-    return TOKEN_CLUSTER if cap is not None and cap >= (9, 0) else 0
