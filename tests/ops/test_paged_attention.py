@@ -686,28 +686,30 @@ def test_short_queries_take_the_wide_decode_rows_only_where_the_batch_fills_the_
         assert rows == {64} if wide else rows <= {16}, rows  # one sequence: the prefill kernel alone
 
 
-def test_the_batch_short_keys_probe_takes_the_small_tiles_where_the_big_one_would_run(monkeypatch):
-    """TRITONKIT_PREFILL_BATCH_SHORT_KEYS (off by default): a batch whose rows see at most that many keys, which the
-    rule would give the largest (Hopper) tile, takes kernel.py's small tile instead; everything else keeps its tile;
-    and the batch is right on that tile (the interpreter: kernel.py's largest tile stands in for Hopper's)."""
+def test_batches_of_short_prompts_take_the_small_tiles_where_the_hopper_one_would_run(monkeypatch):
+    """A batch whose rows see at most PREFILL_BATCH_SHORT_KEYS keys, which the rule would give Hopper's tile, takes
+    kernel.py's small tile instead; everything else keeps its tile; TRITONKIT_PREFILL_BATCH_SHORT_KEYS=0 restores the
+    rule; and the batch is right on that tile (the interpreter: kernel.py's largest tile stands in for Hopper's)."""
     from tritonkit.ops import overrides
 
-    def tile(n, t, keys=None):
-        p = config.launch_plan(4, 128, 2, n, n * t, 8, t, keys or t, 132, True).prefill
+    def tile(n, t, keys=None, hopper=True):
+        p = config.launch_plan(4, 128, 2, n, n * t, 8, t, keys or t, 132, hopper).prefill
         return p.block_m, p.hopper
 
-    assert config.PREFILL_BATCH_SHORT_KEYS == 0 and tile(8, 256) == (128, True)
-    with overrides(config, PREFILL_BATCH_SHORT_KEYS=256):
-        assert tile(8, 256) == tile(16, 128) == (config.PREFILL_BATCH_SHORT_ROWS, False)
-        assert tile(8, 512) == tile(8, 64, keys=4096) == (128, True)  # more keys: the big tile still
-        assert tile(8, 64) == (32, False)  # what the rule gave a small batch already: unchanged
-    with overrides(config, PREFILL_BATCH_SHORT_KEYS=256, PREFILL_BATCH_SHORT_ROWS=128):
+    assert config.PREFILL_BATCH_SHORT_KEYS == 256 and config.PREFILL_BATCH_SHORT_ROWS == 64
+    assert tile(8, 256) == tile(16, 128) == tile(16, 64) == (64, False)
+    assert tile(8, 512) == tile(8, 64, keys=4096) == (128, True)  # more keys: the big tile still
+    assert tile(8, 64) == (32, False)  # what the rule gave a small batch already: unchanged
+    assert tile(8, 256, hopper=False) == (config._prefill_tile(4, 128).block_m, False)  # measured on sm_90 only
+    with overrides(config, PREFILL_BATCH_SHORT_KEYS=0):
+        assert tile(8, 256) == tile(16, 64) == (128, True)
+    with overrides(config, PREFILL_BATCH_SHORT_ROWS=128):
         assert tile(8, 256) == (128, False)
-    # a batch whose big-tile programs fill 2 SMs: the largest tile without the probe, the small one with it
+    # a batch whose big-tile programs fill 2 SMs: the largest tile without the rule, the small one with it
     monkeypatch.setattr(config, "num_sms", lambda device: 2)
     shape = Shape(num_seqs=3, q_len=(40, 17, 33), context=0, num_heads=8, num_kv_heads=2, head_dim=64, block_size=16)
     for keys, rows in ((0, config._prefill_tile(4, 64).block_m), (256, config.PREFILL_BATCH_SHORT_ROWS)):
-        with overrides(config, PREFILL_BATCH_SHORT_KEYS=keys):
+        with overrides(config, PREFILL_BATCH_SHORT_KEYS=keys, PREFILL_BATCH_SHORT_HOPPER_ONLY=False):
             n = shape["num_seqs"]
             plan = config.launch_plan(4, 64, 2, n, sum(shape["q_len"]), 2, 40, 40, 2)
             assert plan.prefill.block_m == rows and plan.decode is None

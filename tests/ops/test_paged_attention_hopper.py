@@ -98,7 +98,9 @@ def hopper_launch(lens, ctx):
     return [hop.kwargs["PERSISTENT"], *hop.args[-2:], hop.kwargs["HANDOFF"], hop.kwargs["DYNAMIC"]]
 
 out = []
-with overrides(config, PREFILL_HOPPER=True, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=None):
+# 8 x 256 tokens on the Hopper tile: the short-batch rule (small tiles there) off
+with overrides(config, PREFILL_HOPPER=True, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=None,
+               PREFILL_BATCH_SHORT_KEYS=0):
     for release, more in ((True, {}), (False, {}), (True, {"PREFILL_HOPPER_DYNAMIC": False,
                                                            "PREFILL_HOPPER_HANDOFF": True}),
                           (True, {"PREFILL_HOPPER_DYNAMIC": False})):

@@ -150,13 +150,15 @@ PREFILL_CHUNK_KEYS_PER_QUERY = 4
 # 8.9 us against 7.8 / 8.0 / 9.4), and alone in its batch it takes the prefill kernel instead of the wide decode
 # rows (16 tokens: 8.1 us there). docs/notes/prefill-splits.md.
 PREFILL_SHORT_KEYS = 1024
-# A probe, untimed: batches whose rows all see at most this many keys take kernel.py's small tiles
-# (PREFILL_BATCH_SHORT_ROWS rows of 32 keys, several programs a SM) even where the largest tile's programs would fill
-# the card. Batched short prompts run on Hopper's 128-row warp-specialized programs today (8 x 256 tokens: 42.3 us
-# on the H200 against FA3's 34.2 and SDPA's 25.5), each a wave-long prologue for 1.5 key tiles
-# (docs/notes/prefill-batched-prompts.md); one prompt of 256 tokens takes 10.3 us on 128 of the small programs.
-# TRITONKIT_PREFILL_BATCH_SHORT_KEYS=256 (or 128, 512, 1024) turns it on; 0, the default, leaves the rule as it is.
-PREFILL_BATCH_SHORT_KEYS = _env.choice("TRITONKIT_PREFILL_BATCH_SHORT_KEYS", (0, 128, 256, 512, 1024), 0)
+# Batches whose rows all see at most this many keys take kernel.py's 64-row tiles of 32 keys (several programs a SM)
+# where Hopper's 128-row warp-specialized programs would fill the card, each a wave-long prologue for 1-2 key tiles.
+# H100, Triton 3.6: 8 x 128 / 8 x 256 / 16 x 64 / 16 x 256 tokens 23.4 / 43.6 / 26.1 / 81.3 -> 19.8 / 41.0 / 19.2 /
+# 75.6 us; 8 x 512 unchanged at 256 and 7% slower at 512 keys; 128-row small tiles lose
+# (docs/notes/prefill-batched-prompts.md). TRITONKIT_PREFILL_BATCH_SHORT_KEYS=0 turns it off.
+PREFILL_BATCH_SHORT_KEYS = _env.choice("TRITONKIT_PREFILL_BATCH_SHORT_KEYS", (0, 128, 256, 512, 1024), 256)
+# measured against the Hopper tile only, so only where that is the big tile (False: kernel.py's largest too, which
+# the interpreter's tests run)
+PREFILL_BATCH_SHORT_HOPPER_ONLY = True
 PREFILL_BATCH_SHORT_ROWS = _env.choice("TRITONKIT_PREFILL_BATCH_SHORT_ROWS", (32, 64, 128), 64)
 PREFILL_SHORT_ROWS = 32
 # The prefill merge: a program a query row, all splits loaded at once, from this many splits; fewer splits fold one
@@ -550,7 +552,8 @@ def _prefill_shape(
         return prefill_tiles(num_seqs, num_tokens, max_seqlen_q, cfg.block_q) * num_kv_heads
 
     if head_dim_pad(head_dim) > 128 or programs(big) >= num_sms:
-        if head_dim_pad(head_dim) <= 128 and 0 < max_keys <= PREFILL_BATCH_SHORT_KEYS:
+        short_batch = 0 < max_keys <= PREFILL_BATCH_SHORT_KEYS and (hopper or not PREFILL_BATCH_SHORT_HOPPER_ONLY)
+        if short_batch and head_dim_pad(head_dim) <= 128:
             rows = PREFILL_BATCH_SHORT_ROWS
             tile = _small_tile(group, rows, 32, stages=2 if rows <= PREFILL_SHORT_ROWS else 3)
             return fit(tile, PREFILL_SMALL_PROGRAMS_PER_SM, PREFILL_SMALL_MIN_KEYS_PER_SPLIT)
