@@ -15,8 +15,12 @@ _TILE_ENV = os.environ.get("TRITONKIT_QK_TILE", "4096").strip()
 if not _TILE_ENV.isdigit() or int(_TILE_ENV) < 1:
     raise ValueError(f"TRITONKIT_QK_TILE={_TILE_ENV!r}: expected a positive number of elements, e.g. 4096")
 TILE = int(_TILE_ENV)
-# One 16-byte vector per thread per load, as rotary_embedding and reshape_and_cache settled on; not measured here.
-BYTES_PER_THREAD = 16
+# Four 16-byte vectors a thread (a Llama-3-8B token's 8 KB of q at 4 warps, the bench's copy kernel's 64 bytes a
+# thread): 80 registers, 6 programs an SM against 4 of 8 warps at one vector. H100, Triton 3.6, against 8 warps: 1 /
+# 256 / 4096 / 16384 tokens 3.1 / 5.6 / 51.9 / 195.5 -> 2.8 / 5.1 / 42.6 / 159.5 us, 71% -> 87% of a copy of the
+# bytes; 2 warps (128 bytes) level from 4096 tokens, slower below; register caps for 7-8 programs an SM gain at most
+# 3.5% at 16384 tokens and spill (docs/notes/qk-norm-rope-cache.md).
+BYTES_PER_THREAD = 64
 MAX_WARPS = 8
 # EARLY_LOADS: cos/sin and (kv programs) v loaded with the head's elements, before the norm's reductions, instead
 # of after them: one memory round trip a program instead of two (sm_90 SASS: every LDG ahead of the two BAR.SYNCs),
@@ -24,6 +28,16 @@ MAX_WARPS = 8
 # Llama-3-8B heads, one run (0448692): 1 token 2.7 against 3.1 us, 256 tokens 4.6 against 5.5, 4096 43.6 against
 # 43.2, 16384 160.9 against 157.5 (docs/notes/qk-norm-rope-cache.md). TRITONKIT_QK_EARLY_LOADS=0 turns it off.
 EARLY_LOADS = os.environ.get("TRITONKIT_QK_EARLY_LOADS", "1").strip() not in ("", "0")
+# TRITONKIT_QK_WARPS=N (1-8, a power of two) replaces the rule's warps a program, for a GPU A/B (0: the rule)
+_WARPS_ENV = os.environ.get("TRITONKIT_QK_WARPS", "0").strip()
+if _WARPS_ENV not in ("0", "1", "2", "4", "8"):
+    raise ValueError(f"TRITONKIT_QK_WARPS={_WARPS_ENV!r}: expected 0 (the rule), 1, 2, 4 or 8")
+WARPS = int(_WARPS_ENV)
+# TRITONKIT_QK_MAXNREG=N caps a thread's registers (Triton's maxnreg; for a GPU A/B; 0, the default: no cap)
+_MAXNREG_ENV = os.environ.get("TRITONKIT_QK_MAXNREG", "0").strip()
+if not _MAXNREG_ENV.isdigit() or int(_MAXNREG_ENV) not in (0, 40, 48, 56, 64, 72, 80, 96, 128):
+    raise ValueError(f"TRITONKIT_QK_MAXNREG={_MAXNREG_ENV!r}: expected 0 (no cap) or 40-128 in steps of 8")
+MAXNREG = int(_MAXNREG_ENV) or None
 
 
 def _floor_power_of_2(n: int) -> int:
@@ -57,7 +71,7 @@ def qk_norm_rope_cache_config(
     block_hkv = min(next_power_of_2(max(num_kv_heads, 1)), max_heads)
     block_t = _floor_power_of_2(TILE // (block_hq * width))
     tile_bytes = block_t * block_hq * width * elem_bytes
-    num_warps = min(max(tile_bytes // (32 * BYTES_PER_THREAD), 1), MAX_WARPS)
+    num_warps = WARPS or min(max(tile_bytes // (32 * BYTES_PER_THREAD), 1), MAX_WARPS)
     return QkNormRopeCacheConfig(
         block_t, block_hq, block_hkv, block_half, block_tail, next_power_of_2(head_dim), num_warps
     )
