@@ -269,6 +269,34 @@ def test_inputs_are_never_written_and_caches_only_at_slots():
         assert (flat[~touched] == fill).all() and not (flat[touched] == fill).all(dim=1).any()
 
 
+@pytest.mark.parametrize("fp8", [False, True], ids=["auto", "fp8"])
+def test_the_heads_first_grid_writes_the_same_bits(monkeypatch, fp8):
+    """config.HEADS_FIRST (a 1-D grid, each token's q and k/v programs side by side) launches one axis and writes the
+    2-D grid's bits: q, both caches, padding slots skipped, and vLLM's in-place form."""
+    from tritonkit.ops import overrides
+    from tritonkit.ops.qk_norm_rope_cache import config
+
+    grids = []
+    real = api.launch
+    monkeypatch.setattr(api, "launch", lambda kernel, grid, *a, **k: grids.append(grid) or real(kernel, grid, *a, **k))
+    slots = torch.tensor([5, -1, 0, 15, 9, -1, 3], device=DEVICE)
+    outs = []
+    for heads_first in (False, True):
+        with overrides(config, HEADS_FIRST=heads_first):
+            a = _setup(t=7, hq=6, hk=2, fp8=fp8, slots=slots)
+            ks, vs = _scales()
+            q = _call(a, kv_cache_dtype="fp8" if fp8 else "auto", k_scale=ks, v_scale=vs)
+            qkv = a["qkv"].clone()
+            w = torch.ones(64, dtype=qkv.dtype, device=DEVICE)
+            vllm.fused_qk_norm_rope(qkv, 6, 2, 2, 64, 1e-6, w, w, a["cos_sin_cache"], True, a["positions"])
+            outs.append([_bits(x) for x in (q, a["key_cache"], a["value_cache"], qkv)])
+    assert all(torch.equal(x, y) for x, y in zip(*outs))
+    # 7 tokens x (q blocks + k/v blocks), then the same 2-D: every call of each half took its own grid
+    half = len(grids) // 2
+    assert {len(g) for g in grids[:half]} == {2} and {len(g) for g in grids[half:]} == {1}
+    assert grids[half][0] == grids[0][0] * grids[0][1]
+
+
 # -- hostile slots ------------------------------------------------------------------------------------------------
 GUARD = 4096
 INT32_MAX = 2**31 - 1

@@ -13,6 +13,7 @@ from .. import _alloc, _checks, _device
 from .._ints import cdiv
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
+from . import config
 from .config import EARLY_LOADS, MAXNREG, qk_norm_rope_cache_config
 from .kernel import _qk_norm_rope_cache_kernel
 
@@ -98,7 +99,9 @@ def forward(
     v_strides = (0, 0) if v_out is None else (v_out.stride(0), v_out.stride(1))
     launch(
         _qk_norm_rope_cache_kernel,
-        (cdiv(num_tokens, plan.block_t), plan.grid_h),
+        (cdiv(num_tokens, plan.block_t) * plan.grid_h,)
+        if const["GRID_H"]
+        else (cdiv(num_tokens, plan.block_t), plan.grid_h),
         (
             qkv,
             positions,
@@ -288,6 +291,8 @@ def _plan(qkv, hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, norm: b
         "EARLY_LOADS": EARLY_LOADS,
     }
     grid_h = cdiv(hq, cfg.block_hq) + cdiv(hk, cfg.block_hkv)
+    # the head blocks a token takes, where they are the 1-D grid's fastest axis (0: a 2-D grid)
+    constexprs["GRID_H"] = grid_h if config.HEADS_FIRST else 0
     return Plan(
         hq, hk, head_dim, rot, grid_h, cfg.block_t, cfg.num_warps, fp8, cache, ints, strides, cache_strides, constexprs
     )

@@ -28,6 +28,11 @@ MAX_WARPS = 8
 # Llama-3-8B heads, one run (0448692): 1 token 2.7 against 3.1 us, 256 tokens 4.6 against 5.5, 4096 43.6 against
 # 43.2, 16384 160.9 against 157.5 (docs/notes/qk-norm-rope-cache.md). TRITONKIT_QK_EARLY_LOADS=0 turns it off.
 EARLY_LOADS = os.environ.get("TRITONKIT_QK_EARLY_LOADS", "1").strip() not in ("", "0")
+# HEADS_FIRST: a 1-D grid whose consecutive programs are one token's head blocks (its q program, then its k/v
+# program), instead of a 2-D grid that runs every token's q program before any k/v program. The k/v programs move
+# half a q program's bytes, so under the 2-D grid the second half of a large call runs with half the loads in flight.
+# Untimed: off (TRITONKIT_QK_HEADS_FIRST=1 turns it on for a GPU A/B).
+HEADS_FIRST = os.environ.get("TRITONKIT_QK_HEADS_FIRST", "0").strip() not in ("", "0")
 # TRITONKIT_QK_WARPS=N (1-8, a power of two) replaces the rule's warps a program, for a GPU A/B (0: the rule)
 _WARPS_ENV = os.environ.get("TRITONKIT_QK_WARPS", "0").strip()
 if _WARPS_ENV not in ("0", "1", "2", "4", "8"):

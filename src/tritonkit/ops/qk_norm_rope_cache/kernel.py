@@ -343,14 +343,21 @@ def _qk_norm_rope_cache_kernel(
     BLOCK_TAIL: tl.constexpr,
     BLOCK_D: tl.constexpr,
     EARLY_LOADS: tl.constexpr,
+    GRID_H: tl.constexpr,
 ):
     """BLOCK_T tokens of a fused qkv row ``[q heads | k heads | v heads]`` per program: program ``(i, j)`` norms and
     rotates q's head block j, or for ``j >= cdiv(num_q_heads, BLOCK_HQ)`` k's head block and copies the same v
     heads, writing k and v to the paged caches at the tokens' slots. A slot below 0 (padding), at or past
     ``num_slots``, or of a token past ``num_slot_tokens`` writes no cache row. A position outside
     ``[0, max_position)`` reads no cos/sin: that token's rotated dims become NaN."""
-    pid_t = tl.program_id(0).to(tl.int64)
-    pid_h = tl.program_id(1)
+    if GRID_H > 0:
+        # a 1-D grid, a token block's GRID_H head blocks side by side: q and k/v programs share the SMs throughout
+        pid = tl.program_id(0)
+        pid_t = (pid // GRID_H).to(tl.int64)
+        pid_h = pid % GRID_H
+    else:
+        pid_t = tl.program_id(0).to(tl.int64)
+        pid_h = tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)  # [BLOCK_T], int64: token * stride passes 2^31
     mask_t = offs_t < num_tokens
     if ROT_HALF > 0:
