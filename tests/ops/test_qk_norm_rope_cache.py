@@ -620,3 +620,19 @@ def test_the_flip_allowance_covers_a_midpoint_below_a_power_of_two(dtype, bits):
     flips = norm_rope(x, None, None, w, terms="flip", **kw)
     assert flips[0, 0, 0].item() == 2.0**-bits
     assert torch.all(flips[0, 0, 1:] == 0)
+
+
+def test_the_config_gives_a_power_of_two_warps_at_four_vectors_a_thread():
+    """num_warps is a power of two whatever the head (3 heads of 96 elements, 64 rotated: a 6 KB tile, which once
+    asked for 3 warps), at most MAX_WARPS, and no more than gives each thread four 16-byte vectors of the q tile
+    (Llama-3-8B's bf16 tile: 4)."""
+    from tritonkit.ops.qk_norm_rope_cache import config
+
+    heads = [(32, 8, 128, 128, 2), (32, 8, 96, 96, 2), (16, 4, 192, 96, 2), (40, 8, 128, 64, 2), (64, 8, 80, 80, 4),
+             (8, 1, 64, 32, 2), (1, 1, 16, 0, 2), (28, 4, 128, 128, 4), (3, 1, 96, 64, 2)]  # fmt: skip
+    for hq, hk, d, rot, elem in heads:
+        c = config.qk_norm_rope_cache_config(hq, hk, d, rot, elem)
+        tile = c.block_t * c.block_hq * ((2 * c.block_half if rot else 0) + (c.block_tail if d > rot else 0)) * elem
+        assert c.num_warps & (c.num_warps - 1) == 0 and 1 <= c.num_warps <= config.MAX_WARPS, (hq, d, rot, c)
+        assert c.num_warps == 1 or tile >= c.num_warps * 32 * config.BYTES_PER_THREAD, (hq, d, rot, c)
+    assert config.qk_norm_rope_cache_config(32, 8, 128, 128, 2).num_warps == 4

@@ -76,7 +76,8 @@ def qk_norm_rope_cache_config(
     block_hkv = min(next_power_of_2(max(num_kv_heads, 1)), max_heads)
     block_t = _floor_power_of_2(TILE // (block_hq * width))
     tile_bytes = block_t * block_hq * width * elem_bytes
-    num_warps = WARPS or min(max(tile_bytes // (32 * BYTES_PER_THREAD), 1), MAX_WARPS)
+    # a power of two (Triton's rule): a head padded to 96 or 192 elements makes a tile of 3 x 2^k vectors
+    num_warps = WARPS or _floor_power_of_2(min(tile_bytes // (32 * BYTES_PER_THREAD), MAX_WARPS))
     return QkNormRopeCacheConfig(
         block_t, block_hq, block_hkv, block_half, block_tail, next_power_of_2(head_dim), num_warps
     )
