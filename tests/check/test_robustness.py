@@ -1,6 +1,7 @@
 """Failures are reported by name with their reason, and everything else is still checked."""
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -59,6 +60,12 @@ def test_a_kernel_that_did_not_compile_exits_2_even_beside_findings(report, caps
     assert check_main([str(BROKEN / "compile_error.py")]) == 2
     out = capsys.readouterr().out
     assert "[grid-limit]" in out and "could not check" in out and "_bad_arange_kernel" in out
+    # and the summary that closes the report says so: its counts alone would read as a clean run
+    summary = " ".join(out.rstrip().split("\n\n")[-1].split())
+    (n,) = re.findall(r"could not check \((\d+)\):", out)
+    assert summary.startswith("tritonkit check: ") and summary.endswith(
+        f"; incomplete: {n} could not be checked (listed above)"
+    ), summary
 
 
 def test_unwritable_output_is_one_line_before_the_run(tmp_path, capsys):

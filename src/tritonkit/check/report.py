@@ -107,6 +107,9 @@ def to_text(rep: Report, color: bool = False) -> str:
         f"{st.get('launches', 0)} launches, {st.get('compiles', 0)} compiles) for {st.get('arch')} "
         f"with Triton {st.get('triton')} in {st.get('seconds', 0):.1f} s"
     )
+    if fatal:
+        # the line a reader stops at must not read clean when part of the run went unchecked
+        summary += f"; incomplete: {len(fatal)} could not be checked (listed above)"
     out.append(_wrapped(summary, lead=""))
     return "\n".join(out)
 
