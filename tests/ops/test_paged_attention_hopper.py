@@ -162,8 +162,9 @@ def test_the_hopper_tile_takes_the_largest_tiles_place_only():
     assert (long.hopper, long.block_m, long.block_q, long.block_n, long.num_warps) == (True, 128, 32, 128, 8)
     chunk = config.prefill_config(4, 128, 2, 1, 256, 256, 8, 16384, 132, hopper=True)
     assert chunk.hopper and chunk.num_splits > 1
-    # short prompts (one or a batch) get exactly the tiles they get without the Hopper kernel, 48-64 tokens at group
-    # 4 and 32 at group 8 included (past the Hopper tile's 128 rows, within kernel.py's 256)
+    # short prompts whose largest-tile programs do not fill the card (one or a batch) get exactly the tiles they get
+    # without the Hopper kernel, 48-64 tokens at group 4 and 32 at group 8 included (past the Hopper tile's 128
+    # rows, within kernel.py's 256); batches that fill it take the short-batch rule's small tile (test_paged_attention)
     for group, num_seqs, q_len in [(4, 1, 64), (4, 1, 48), (4, 8, 64), (8, 4, 32), (1, 2, 256), (4, 1, 16)]:
         args = (group, 128, 2, num_seqs, num_seqs * q_len, q_len, 8, q_len, 132)
         short = config.prefill_config(*args, hopper=True)

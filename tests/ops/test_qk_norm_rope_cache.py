@@ -272,7 +272,9 @@ def test_inputs_are_never_written_and_caches_only_at_slots():
 @pytest.mark.parametrize("fp8", [False, True], ids=["auto", "fp8"])
 def test_the_heads_first_grid_writes_the_same_bits(monkeypatch, fp8):
     """config.HEADS_FIRST (a 1-D grid, each token's q and k/v programs side by side) launches one axis and writes the
-    2-D grid's bits: q, both caches, padding slots skipped, and vLLM's in-place form."""
+    2-D grid's bits: q, both caches, padding slots skipped, and vLLM's in-place form. 40 q heads of 128 are two q
+    blocks and a k/v block a token (GRID_H 3), one token a program: 7 token blocks, so a wrong token or head index
+    lands in another program's rows."""
     from tritonkit.ops import overrides
     from tritonkit.ops.qk_norm_rope_cache import config
 
@@ -280,21 +282,21 @@ def test_the_heads_first_grid_writes_the_same_bits(monkeypatch, fp8):
     real = api.launch
     monkeypatch.setattr(api, "launch", lambda kernel, grid, *a, **k: grids.append(grid) or real(kernel, grid, *a, **k))
     slots = torch.tensor([5, -1, 0, 15, 9, -1, 3], device=DEVICE)
+    hq, hk, d = 40, 8, 128
     outs = []
     for heads_first in (False, True):
         with overrides(config, HEADS_FIRST=heads_first):
-            a = _setup(t=7, hq=6, hk=2, fp8=fp8, slots=slots)
+            a = _setup(t=7, hq=hq, hk=hk, d=d, rot=d, fp8=fp8, slots=slots)
             ks, vs = _scales()
             q = _call(a, kv_cache_dtype="fp8" if fp8 else "auto", k_scale=ks, v_scale=vs)
             qkv = a["qkv"].clone()
-            w = torch.ones(64, dtype=qkv.dtype, device=DEVICE)
-            vllm.fused_qk_norm_rope(qkv, 6, 2, 2, 64, 1e-6, w, w, a["cos_sin_cache"], True, a["positions"])
+            w = torch.ones(d, dtype=qkv.dtype, device=DEVICE)
+            vllm.fused_qk_norm_rope(qkv, hq, hk, hk, d, 1e-6, w, w, a["cos_sin_cache"], True, a["positions"])
             outs.append([_bits(x) for x in (q, a["key_cache"], a["value_cache"], qkv)])
     assert all(torch.equal(x, y) for x, y in zip(*outs))
-    # 7 tokens x (q blocks + k/v blocks), then the same 2-D: every call of each half took its own grid
+    # the same calls on each grid: 7 token blocks x 3 head blocks, as a 2-D grid and then as one axis
     half = len(grids) // 2
-    assert {len(g) for g in grids[:half]} == {2} and {len(g) for g in grids[half:]} == {1}
-    assert grids[half][0] == grids[0][0] * grids[0][1]
+    assert set(grids[:half]) == {(7, 3)} and set(grids[half:]) == {(21,)}, grids
 
 
 # -- hostile slots ------------------------------------------------------------------------------------------------

@@ -512,7 +512,9 @@ def prefill_config(
     ``hopper`` (prefill_hopper_fits and the call's layout hold): kernel_hopper's tile takes the largest tile's
     place; the short-prompt and small tiles stay kernel.py's.
 
-    - The batch's 256-row tiles fill the card (long prompts), or head_dim > 128: the largest tile.
+    - The batch's 256-row tiles fill the card (long prompts), or head_dim > 128: the largest tile; but where that
+      is Hopper's (sm_90) and every row sees at most PREFILL_BATCH_SHORT_KEYS keys (batched short prompts), the
+      small tile of PREFILL_BATCH_SHORT_ROWS rows.
     - Every query fits one 256-row tile (at most 64 tokens at group 4): 64-row tiles at 4 warps, KV splits
       for PREFILL_SMALL_PROGRAMS_PER_SM programs a SM (a 64-token chunk over 16K keys: 66 us against 81 with
       split 256-row tiles, SDPA 89).

@@ -4,7 +4,7 @@ whole num_tokens sweep shares one compile)."""
 import dataclasses
 import os
 
-from .. import _memo
+from .. import _env, _memo
 from .._ints import next_power_of_2
 
 # Elements of q (padded heads) one program handles: rotary_embedding's tile (8 KB in 16-bit: a Llama-3-8B token's
@@ -24,7 +24,7 @@ BYTES_PER_THREAD = 64
 MAX_WARPS = 8
 # EARLY_LOADS: cos/sin and (kv programs) v loaded with the head's elements, before the norm's reductions, instead
 # of after them: one memory round trip a program instead of two (sm_90 SASS: every LDG ahead of the two BAR.SYNCs),
-# at 56 registers a thread against 48 (4 programs of 8 warps an SM instead of 5). Same values, same bits. H200,
+# at 56 registers a thread against 48 at 8 warps (4 programs an SM instead of 5; now 80 at 4 warps). Same bits. H200,
 # Llama-3-8B heads, one run (0448692): 1 token 2.7 against 3.1 us, 256 tokens 4.6 against 5.5, 4096 43.6 against
 # 43.2, 16384 160.9 against 157.5 (docs/notes/qk-norm-rope-cache.md). TRITONKIT_QK_EARLY_LOADS=0 turns it off.
 EARLY_LOADS = os.environ.get("TRITONKIT_QK_EARLY_LOADS", "1").strip() not in ("", "0")
@@ -32,17 +32,11 @@ EARLY_LOADS = os.environ.get("TRITONKIT_QK_EARLY_LOADS", "1").strip() not in (""
 # program), instead of a 2-D grid that runs every token's q program before any k/v program. The k/v programs move
 # half a q program's bytes, so under the 2-D grid the second half of a large call runs with half the loads in flight.
 # Untimed: off (TRITONKIT_QK_HEADS_FIRST=1 turns it on for a GPU A/B).
-HEADS_FIRST = os.environ.get("TRITONKIT_QK_HEADS_FIRST", "0").strip() not in ("", "0")
-# TRITONKIT_QK_WARPS=N (1-8, a power of two) replaces the rule's warps a program, for a GPU A/B (0: the rule)
-_WARPS_ENV = os.environ.get("TRITONKIT_QK_WARPS", "0").strip()
-if _WARPS_ENV not in ("0", "1", "2", "4", "8"):
-    raise ValueError(f"TRITONKIT_QK_WARPS={_WARPS_ENV!r}: expected 0 (the rule), 1, 2, 4 or 8")
-WARPS = int(_WARPS_ENV)
-# TRITONKIT_QK_MAXNREG=N caps a thread's registers (Triton's maxnreg; for a GPU A/B; 0, the default: no cap)
-_MAXNREG_ENV = os.environ.get("TRITONKIT_QK_MAXNREG", "0").strip()
-if not _MAXNREG_ENV.isdigit() or int(_MAXNREG_ENV) not in (0, 40, 48, 56, 64, 72, 80, 96, 128):
-    raise ValueError(f"TRITONKIT_QK_MAXNREG={_MAXNREG_ENV!r}: expected 0 (no cap) or 40-128 in steps of 8")
-MAXNREG = int(_MAXNREG_ENV) or None
+HEADS_FIRST = _env.flag("TRITONKIT_QK_HEADS_FIRST") is True
+# TRITONKIT_QK_WARPS=N (a power of two) replaces the rule's warps a program, for a GPU A/B (0, the default: the rule)
+WARPS = _env.choice("TRITONKIT_QK_WARPS", (0, 1, 2, 4, 8), 0)
+# TRITONKIT_QK_MAXNREG=N caps a thread's registers (Triton's maxnreg), for a GPU A/B (0, the default: no cap)
+MAXNREG = _env.choice("TRITONKIT_QK_MAXNREG", (0, 40, 48, 56, 64, 72, 80, 96, 128), 0) or None
 
 
 def _floor_power_of_2(n: int) -> int:
