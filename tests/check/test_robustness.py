@@ -423,3 +423,30 @@ def test_runs_that_launch_nothing_are_counted_in_a_note(tmp_path):
     assert not note.fatal and note.message.startswith("1 of 3 runs launched no Triton kernel (first: {'n': 2})")
     assert "meta implementation" in note.message and "returned before launching" in note.message
     assert [k["kernel"] for k in rep.kernels] == ["_skip_kernel"]
+
+
+def test_runs_whose_launches_triton_refused_are_named_without_the_meta_hint(tmp_path):
+    # a run whose launch Triton rejects (3 warps) is a fatal capture problem; the case note names its values and
+    # sends the reader there, not to the meta-dispatch advice that fits runs that really launched nothing
+    (tmp_path / "warps_cases.py").write_text(
+        textwrap.dedent("""
+        import torch
+        import triton
+        import triton.language as tl
+        import tritonkit
+
+        @triton.jit
+        def _warps_kernel(x_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+        @tritonkit.case(w=[2, 3, 4])
+        def warps_case(w):
+            _warps_kernel[(1,)](torch.empty(64, device="meta"), BLOCK=64, num_warps=w)
+    """)
+    )
+    rep = run_check([str(tmp_path / "warps_cases.py")], Options(disk_cache=False))
+    assert [p.kind for p in rep.problems if p.fatal] == ["capture"] and rep.exit_code() == 2
+    (note,) = [p for p in rep.problems if p.kind == "case"]
+    assert not note.fatal and note.message.startswith("1 of 3 runs launched nothing that could be checked (first: ")
+    assert "{'w': 3}" in note.message and "meta implementation" not in note.message

@@ -287,10 +287,11 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
     n = 0
     total = sum(len(t.runs) for t in targets)
     for t in targets:
-        silent = []
+        silent, rejected = [], []
         refused: set[str] = set()
         for case, (group, keys, inferred), bounds, thunk in t.runs:
             before = capture.n_launches
+            problems_before = len(capture.problems)
             nondecreasing: dict[str, int | None] = {}
             try:
                 with this_process_only():
@@ -305,7 +306,8 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
                 problems.append(Problem("case", f"{t.label} {case}", f"raised {_exc(e)}{_meta_hint(e)}"))
             else:
                 if capture.n_launches == before:
-                    silent.append(case)
+                    # a launch Triton refused is reported by the capture (could not check); the case is named here
+                    (rejected if len(capture.problems) > problems_before else silent).append(case)
             new = capture.launches[before:]
             declared = {**bounds, **nondecreasing} if isinstance(bounds, dict) else {}
             bad = unknown_bounds(declared, new) if new else []
@@ -329,6 +331,16 @@ def _execute(capture, targets: list[Target], problems: list[Problem], progress=N
             n += 1
             if progress is not None:
                 progress.stage("capturing cases", n, total)
+        if rejected:
+            problems.append(
+                Problem(
+                    "case",
+                    t.label,
+                    f"{len(rejected)} of {len(t.runs)} runs launched nothing that could be checked (first: "
+                    f"{rejected[0]}): their launches failed as 'could not check' says",
+                    fatal=False,
+                )
+            )
         if silent:
             problems.append(
                 Problem(
