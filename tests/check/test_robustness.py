@@ -396,29 +396,38 @@ def test_a_builtin_op_name_as_a_path_points_at_op(capsys):
     assert "--op" not in capsys.readouterr().out
 
 
+_CASES_HEADER = """
+import torch
+import triton
+import triton.language as tl
+import tritonkit
+
+@triton.jit
+def _skip_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+"""
+
+
+def _check_cases(tmp_path, cases: str):
+    """The report of a file of ``cases`` that launch ``_skip_kernel`` (a 64-element load and store)."""
+    (tmp_path / "cases.py").write_text(_CASES_HEADER + textwrap.dedent(cases))
+    return run_check([str(tmp_path / "cases.py")], Options(disk_cache=False))
+
+
 def test_runs_that_launch_nothing_are_counted_in_a_note(tmp_path):
     # a case that skips some of its parameter values: those runs checked nothing, which the report says (not fatal:
     # the other runs were checked), naming the first such run and both ways it comes about
-    (tmp_path / "skip_cases.py").write_text(
-        textwrap.dedent("""
-        import torch
-        import triton
-        import triton.language as tl
-        import tritonkit
-
-        @triton.jit
-        def _skip_kernel(x_ptr, BLOCK: tl.constexpr):
-            offs = tl.arange(0, BLOCK)
-            tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
-
+    rep = _check_cases(
+        tmp_path,
+        """
         @tritonkit.case(n=[1, 2, 3])
         def skip_case(n):
             if n == 2:
                 return
             _skip_kernel[(n,)](torch.empty(64, device="meta"), BLOCK=64)
-    """)
+        """,
     )
-    rep = run_check([str(tmp_path / "skip_cases.py")], Options(disk_cache=False))
     (note,) = [p for p in rep.problems if "launched no Triton kernel" in p.message]
     assert not note.fatal and note.message.startswith("1 of 3 runs launched no Triton kernel (first: {'n': 2})")
     assert "meta implementation" in note.message and "returned before launching" in note.message
@@ -428,24 +437,14 @@ def test_runs_that_launch_nothing_are_counted_in_a_note(tmp_path):
 def test_runs_whose_launches_triton_refused_are_named_without_the_meta_hint(tmp_path):
     # a run whose launch Triton rejects (3 warps) is a fatal capture problem; the case note names its values and
     # sends the reader there, not to the meta-dispatch advice that fits runs that really launched nothing
-    (tmp_path / "warps_cases.py").write_text(
-        textwrap.dedent("""
-        import torch
-        import triton
-        import triton.language as tl
-        import tritonkit
-
-        @triton.jit
-        def _warps_kernel(x_ptr, BLOCK: tl.constexpr):
-            offs = tl.arange(0, BLOCK)
-            tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
-
+    rep = _check_cases(
+        tmp_path,
+        """
         @tritonkit.case(w=[2, 3, 4])
         def warps_case(w):
-            _warps_kernel[(1,)](torch.empty(64, device="meta"), BLOCK=64, num_warps=w)
-    """)
+            _skip_kernel[(1,)](torch.empty(64, device="meta"), BLOCK=64, num_warps=w)
+        """,
     )
-    rep = run_check([str(tmp_path / "warps_cases.py")], Options(disk_cache=False))
     assert [p.kind for p in rep.problems if p.fatal] == ["capture"] and rep.exit_code() == 2
     (note,) = [p for p in rep.problems if p.kind == "case"]
     assert not note.fatal and note.message.startswith("1 of 3 runs launched nothing that could be checked (first: ")

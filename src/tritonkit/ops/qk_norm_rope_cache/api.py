@@ -14,7 +14,7 @@ from .._ints import cdiv
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
 from . import config
-from .config import EARLY_LOADS, MAXNREG, qk_norm_rope_cache_config
+from .config import EARLY_LOADS, qk_norm_rope_cache_config
 from .kernel import _qk_norm_rope_cache_kernel
 
 # vLLM's names: "auto", "bfloat16" and "float16" keep the cache in qkv's dtype (vLLM checks the cache's dtype, not
@@ -129,7 +129,7 @@ def forward(
         ),
         const,
         plan.num_warps,
-        maxnreg=MAXNREG,
+        maxnreg=config.MAXNREG,
     )
 
 
