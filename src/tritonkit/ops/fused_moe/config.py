@@ -40,7 +40,7 @@ import os
 from pathlib import Path
 
 from ... import _triton_compat, _vocab
-from .. import _memo
+from .. import _env, _memo
 from .._ints import cdiv
 
 QUANT_SCHEMES = ("none", "fp8_tensor", "fp8_channel", "fp8_block128")
@@ -183,6 +183,17 @@ SLOTS_ANY_TOKENS = 2
 #: slot blocks of one column tile run side by side (GROUP_M past the slot count): slots sharing an expert read its
 #: tile from L2 (Mixtral M=8 808 us against 1272)
 SLOTS_GROUP_M = 64
+
+#: W2_PREFETCH (blocks of one slot): GEMM1's programs ask L2 for their slot's expert's w2 lines (one
+#: ``prefetch.global.L2::evict_last`` a 128-byte line, split across the slot's column programs), so GEMM2 reads its
+#: weights from L2 while GEMM1's own weight stream keeps HBM busy; at most W2_PREFETCH_MB of w2 over the call's
+#: distinct experts (each expert's leading rows where they do not all fit). "start": before GEMM1's K loop, "end":
+#: after it. Untimed: off until a GPU A/B (TRITONKIT_MOE_W2_PREFETCH=start|end; TRITONKIT_MOE_W2_PREFETCH_MB sets
+#: the budget, 32 MB by default: H100 and H200 hold 50 MB of L2).
+W2_PREFETCH = os.environ.get("TRITONKIT_MOE_W2_PREFETCH", "0").strip() or "0"
+if W2_PREFETCH not in ("0", "start", "end"):
+    raise ValueError(f"TRITONKIT_MOE_W2_PREFETCH={W2_PREFETCH!r}: expected 0, start or end")
+W2_PREFETCH_MB = _env.choice("TRITONKIT_MOE_W2_PREFETCH_MB", (8, 16, 24, 32, 40, 48), 32)
 
 
 def use_slots(M: int, E: int, topk: int) -> bool:
