@@ -562,11 +562,14 @@ def test_deepseek_width_on_gpu(quant):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("pdl", [False, True], ids=["plain", "pdl"])
 @pytest.mark.parametrize("quant", ["none", "fp8_block128"])
 @pytest.mark.parametrize("num_tokens", [1, 2])
-def test_slot_blocks_replay_in_a_cuda_graph(quant, num_tokens):
+def test_slot_blocks_replay_in_a_cuda_graph(quant, num_tokens, pdl, monkeypatch):
     # the counters GEMM1 zeroes and GEMM2's last programs count on are reused by every replay: each replay with new
-    # ids and activations must equal an eager call of the sorted layout, bit for bit, with programs running at once
+    # ids and activations must equal an eager call of the sorted layout, bit for bit, with programs running at once;
+    # with GEMM2 as GEMM1's programmatic dependent (config.SLOTS_PDL) too, whose edge the graph keeps
+    monkeypatch.setattr(config, "SLOTS_PDL", pdl)
     inputs = _inputs(num_tokens=num_tokens, quant=quant, hidden=2048, inter=768, experts=64, topk=8)
     pos, kw = _args(inputs)
     cfg = config.fused_moe_config(num_tokens, 64, 768, 2048, 8, "bfloat16", quant, torch.cuda.get_device_name())

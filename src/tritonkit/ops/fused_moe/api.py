@@ -29,7 +29,7 @@ import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ...spec import dtype_name
-from .. import _alloc, _checks, _memo
+from .. import _alloc, _checks, _device, _memo
 from .._ints import cdiv
 from .._launch import Step, launch
 from .._library import op_with_outputs, through_dispatcher
@@ -200,8 +200,8 @@ def forward(a: Args, config: FusedMoeConfig | None = None) -> torch.Tensor:
     out = a.out if a.out is not None else _alloc.empty(x.shape, x.dtype, x.device)
     if x.shape[0] == 0:
         return out
-    for kernel, grid, _front, _n, args, constexprs, warps, stages, _pdl in _steps(a, config, out):
-        launch(kernel, grid, args, constexprs, warps, stages)
+    for kernel, grid, _front, _n, args, constexprs, warps, stages, pdl in _steps(a, config, out):
+        launch(kernel, grid, args, constexprs, warps, stages, launch_pdl=pdl)
     return out
 
 
@@ -278,6 +278,9 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
         h = _alloc.empty((h_rows, N), FP8_DTYPE if block else x.dtype, x.device)
     h_s = _alloc.empty((h_rows, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
     pf_mode, pf_elems = _w2_prefetch(slots, w2, numel, E)
+    # GEMM2 as GEMM1's programmatic dependent (blocks of one slot; config.SLOTS_PDL), where it follows GEMM1 (per-tensor
+    # and per-channel fp8 quantize h in a launch between them)
+    pdl = slots and (block or not fp8) and _config.SLOTS_PDL and _device.pdl(x.device)
     if block and not slots and hopper.gemm1_ok(g1, N, K, act, w1):
         steps.append(hopper.gemm1_step(
             g1=g1, act=act, a_s=a_s, a_s_strides=(stride_asm, stride_ask), w1=w1, w1_scale=w1_scale, w1s=w1s, h=h,
@@ -350,6 +353,7 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
                         # issue 35's A/B: the previous K block scaled in before this one's dot (config.py)
                         "LAZY_SCALE": _config.GEMM1_LAZY_SCALE and half_scales and not g1.swap_ab,
                         "W2_PREFETCH": pf_mode,
+                        "PDL_TRIGGER": pdl,
                     },
                     g1.num_warps,
                     g1.num_stages,
@@ -430,10 +434,11 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
                         "SLOTS": slots,
                         "HAS_MAP": expert_map is not None,
                         "LAZY_SCALE": lazy2,
+                        "PDL": pdl,
                     },
                     g2.num_warps,
                     g2.num_stages,
-                    False,
+                    pdl,
                 ),
             )
         )

@@ -195,6 +195,12 @@ if W2_PREFETCH not in ("0", "start", "end"):
     raise ValueError(f"TRITONKIT_MOE_W2_PREFETCH={W2_PREFETCH!r}: expected 0, start or end")
 W2_PREFETCH_MB = _env.choice("TRITONKIT_MOE_W2_PREFETCH_MB", (8, 16, 24, 32, 40, 48), 32)
 
+#: SLOTS_PDL (blocks of one slot, sm_90+): GEMM2 launches as GEMM1's programmatic dependent; GEMM1's programs signal
+#: at their start, GEMM2's read their slot's expert, then wait (``gdc_wait``) before anything GEMM1 writes, so
+#: GEMM2's launch and prologue run under GEMM1's tail. Untimed: off until a GPU A/B (TRITONKIT_MOE_SLOTS_PDL=1). An
+#: earlier try that chained every launch of the layer (docs/notes/fused-moe-tma.md) cost Mixtral 25% at one token.
+SLOTS_PDL = _env.flag("TRITONKIT_MOE_SLOTS_PDL") is True
+
 
 def use_slots(M: int, E: int, topk: int) -> bool:
     """Whether a call of M tokens takes blocks of one slot (:attr:`FusedMoeConfig.slots`)."""

@@ -1,6 +1,11 @@
 import triton
 import triton.language as tl
 
+try:  # programmatic dependent launch (sm_90+); Triton releases without it never set PDL
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older Triton
+    gdc_launch_dependents = gdc_wait = None
+
 # Triton 3.6's interpreter multiplies the raw uint16 bits of bfloat16 dot operands and converts float32 to bfloat16
 # by truncation; under it (CPU tests only) dots widen bf16 to float32 (exact) and the bf16 roundings are done to
 # nearest-even by hand, as the GPU does them. Compiled kernels never see these branches.
@@ -505,6 +510,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     LAZY_SCALE: tl.constexpr = False,
     W2_PREFETCH: tl.constexpr = 0,
     PF_LINES: tl.constexpr = 128,
+    PDL_TRIGGER: tl.constexpr = False,
 ):
     """``h[row, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of BLOCK_M
     sorted slots (one expert) and BLOCK_N columns of each half (:func:`_gemm1_h`), h's rows in sorted order (row =
@@ -514,10 +520,13 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     BLOCK_N = 64, as two tiles computed one after the other (a 128-row tile of 2 x 128 columns spills at 8 warps;
     two of 2 x 64 do not). SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the programs zero GEMM2's
     top-k counters (ZERO_BLOCK each). W2_PREFETCH (with SLOTS; 1 before the K loop, 2 after it): the slot's column
-    programs ask L2 for its expert's first ``pf_elems`` w2 elements between them (:func:`_prefetch_w2`)."""
+    programs ask L2 for its expert's first ``pf_elems`` w2 elements between them (:func:`_prefetch_w2`).
+    PDL_TRIGGER: GEMM2, launched as this launch's programmatic dependent, may start once every program has begun."""
     # columns of one program: a whole fp8 scale group with H_FP8
     PASSES: tl.constexpr = SCALE_BLOCK // BLOCK_N if H_FP8 else 1
     tl.static_assert(not H_FP8 or (BLOCK_N * PASSES == SCALE_BLOCK and PASSES <= 2), "H_FP8 needs BLOCK_N 128 or 64")
+    if PDL_TRIGGER:
+        gdc_launch_dependents()
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, tl.cdiv(N, BLOCK_N * PASSES), GROUP_M)
     if SLOTS:
         offs_z = tl.program_id(0) * ZERO_BLOCK + tl.arange(0, ZERO_BLOCK)
@@ -618,19 +627,26 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     SLOTS: tl.constexpr,
     HAS_MAP: tl.constexpr,
     LAZY_SCALE: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):
     """``c[slot, k] = topk_weight[slot] * (h[row] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
     and BLOCK_N output columns (of K), h's rows in sorted order (a block's rows are contiguous); the reduction runs
     over the intermediate width N in BLOCK_K steps. TMA: ``h_ptr`` and ``w_ptr`` are tensor descriptors (h as is,
     w2 as [E * K, N]). float32 accumulation and weighting, one rounding to the activation dtype at the store.
     SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the top-k sum into ``out`` by the last program
-    of each token and column tile (:func:`_topk_sum_last`)."""
+    of each token and column tile (:func:`_topk_sum_last`). PDL (with SLOTS): launched as GEMM1's programmatic
+    dependent; the slot's expert (from ``topk_ids``, the call's input) is read before ``gdc_wait``, h, its scales,
+    the counters and c only after it."""
     num_pid_n = tl.cdiv(K, BLOCK_N)
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
     expert, busy, slot, mask_m = _rows(
         sorted_ids_ptr, expert_ids_ptr, num_post_ptr, topk_ids_ptr, expert_map_ptr, pid_m, numel, num_global,
         num_experts, stride_idm, TOPK, BLOCK_M, SLOTS, HAS_MAP,
     )  # fmt: skip
+    if PDL:
+        tl.static_assert(SLOTS, "PDL: the sorted layout's block ids are written by the launch before GEMM1")
+        # GEMM1 is complete and its stores (h, h's scales, the zeroed counters) visible past here
+        gdc_wait()
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output columns, rows of w2[e]
     mask_n = offs_n < K
     if busy:
