@@ -201,7 +201,7 @@ def forward(a: Args, config: FusedMoeConfig | None = None) -> torch.Tensor:
     if x.shape[0] == 0:
         return out
     for kernel, grid, _front, _n, args, constexprs, warps, stages, pdl in _steps(a, config, out):
-        launch(kernel, grid, args, constexprs, warps, stages, launch_pdl=pdl)
+        launch(kernel, grid, args, constexprs, warps, stages, pdl)
     return out
 
 
