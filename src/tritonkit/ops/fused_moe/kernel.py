@@ -20,6 +20,8 @@ QUANT_NONE = tl.constexpr(0)
 QUANT_CHANNEL = tl.constexpr(1)
 QUANT_BLOCK = tl.constexpr(2)
 SCALE_BLOCK = tl.constexpr(128)
+# W2_PREFETCH: 128-byte lines a step of a program's prefetch loop (one a thread at 4 warps)
+_PF_LINES = tl.constexpr(128)
 
 
 @triton.jit
@@ -509,7 +511,6 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     W_HALF_SCALES: tl.constexpr = False,
     LAZY_SCALE: tl.constexpr = False,
     W2_PREFETCH: tl.constexpr = 0,
-    PF_LINES: tl.constexpr = 128,
     PDL_TRIGGER: tl.constexpr = False,
 ):
     """``h[row, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of BLOCK_M
@@ -539,7 +540,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     if W2_PREFETCH == 1:
         tl.static_assert(SLOTS, "W2_PREFETCH needs SLOTS: a program's slot names its expert")
         if busy:
-            _prefetch_w2(w2_ptr, expert, stride_w2e, pf_elems, pid_n, num_pid_n, PF_LINES)
+            _prefetch_w2(w2_ptr, expert, stride_w2e, pf_elems, pid_n, num_pid_n, _PF_LINES)
     if busy:
         # masked rows divide 0, not a negative slot (C division), though nothing reads through them
         token = tl.where(mask_m, slot, 0) // TOPK
@@ -579,7 +580,7 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             tl.store(h_ptrs, h, mask=mask)
         if W2_PREFETCH == 2:
             tl.static_assert(SLOTS, "W2_PREFETCH needs SLOTS: a program's slot names its expert")
-            _prefetch_w2(w2_ptr, expert, stride_w2e, pf_elems, pid_n, num_pid_n, PF_LINES)
+            _prefetch_w2(w2_ptr, expert, stride_w2e, pf_elems, pid_n, num_pid_n, _PF_LINES)
 
 
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
