@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tritonkit.ops import OP_NAMES
+from tritonkit.ops.paged_attention import config as pa_config
 
 SRC = Path(__file__).parents[2] / "src"
 
@@ -50,10 +51,14 @@ def test_builtin_ops_have_no_error_or_warning(cold):
     rc, d, _seconds = cold
     bad = [f for f in d["findings"] if f["severity"] in ("error", "warning") and not f["suppressed"]]
     assert not bad, json.dumps(bad, indent=1)
-    # the one accepted split: fused_moe's GEMM tiles follow the M bucket by design, one compile per tile config
-    # (tests/ops/test_compile_once.py holds the count to the configs')
+    # the accepted splits: fused_moe's GEMM tiles follow the M bucket by design, one compile per tile config
+    # (tests/ops/test_compile_once.py holds the count to the configs'); from Triton 3.7 the sm_90 decode program takes
+    # 4 stages past one wave (paged_attention/config.decode_stages), one compile on each side of that bound
     quiet = {(f["rule"], f["kernel"]) for f in d["findings"] if f["suppressed"]}
-    assert quiet == {("recompile", "_fused_moe_gemm1_kernel"), ("recompile", "_fused_moe_gemm2_kernel")}, quiet
+    accepted = {("recompile", "_fused_moe_gemm1_kernel"), ("recompile", "_fused_moe_gemm2_kernel")}
+    if pa_config.DECODE_STAGES_RELEASE:
+        accepted.add(("recompile", "_paged_attention_decode_kernel"))
+    assert quiet == accepted, quiet
     assert not [p for p in d["problems"] if p["fatal"]], d["problems"]
     assert rc == 0
     files = {Path(k["file"]).parent.name for k in d["kernels"]}
