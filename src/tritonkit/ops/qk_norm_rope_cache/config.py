@@ -31,8 +31,10 @@ EARLY_LOADS = os.environ.get("TRITONKIT_QK_EARLY_LOADS", "1").strip() not in (""
 # HEADS_FIRST: a 1-D grid whose consecutive programs are one token's head blocks (its q program, then its k/v
 # program), instead of a 2-D grid that runs every token's q program before any k/v program. The k/v programs move
 # half a q program's bytes, so under the 2-D grid the second half of a large call runs with half the loads in flight.
-# Untimed: off (TRITONKIT_QK_HEADS_FIRST=1 turns it on for a GPU A/B).
-HEADS_FIRST = _env.flag("TRITONKIT_QK_HEADS_FIRST") is True
+# H100, Triton 3.6, Llama-3-8B heads, one run each (docs/notes/qk-norm-rope-cache.md): 1 / 256 / 4096 / 16384 tokens
+# 2.82 / 5.11 / 42.94 / 160.5 -> 2.81 / 4.95 / 42.20 / 158.1 us, 86.2 / 87.2% -> 88.2 / 88.5% of a copy of the bytes
+# at 4096 / 16384. TRITONKIT_QK_HEADS_FIRST=0 returns the 2-D grid.
+HEADS_FIRST = _env.flag("TRITONKIT_QK_HEADS_FIRST") is not False
 # TRITONKIT_QK_WARPS=N (a power of two) replaces the rule's warps a program, for a GPU A/B (0, the default: the rule)
 WARPS = _env.choice("TRITONKIT_QK_WARPS", (0, 1, 2, 4, 8), 0)
 # TRITONKIT_QK_MAXNREG=N caps a thread's registers (Triton's maxnreg), for a GPU A/B (0, the default: no cap)
