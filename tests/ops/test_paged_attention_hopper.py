@@ -59,7 +59,13 @@ def test_persistent_programs_are_keyed_on_the_triton_release(version, on):
 
 def test_which_calls_run_persistent_programs():
     edge = config.PREFILL_HOPPER_PERSISTENT_MIN_KEYS
-    with overrides(config, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=None):
+    release_now = config.PREFILL_HOPPER_PERSISTENT_RELEASE
+    with overrides(
+        config,
+        PREFILL_HOPPER_PINGPONG=True,
+        PREFILL_HOPPER_PERSISTENT=None,
+        PREFILL_HOPPER_PERSISTENT_RELEASE=release_now,
+    ):
         for release in (True, False):
             config.PREFILL_HOPPER_PERSISTENT_RELEASE = release
             # short prompts (every row sees at most 256 keys) keep the one-tile programs on every release
@@ -70,6 +76,21 @@ def test_which_calls_run_persistent_programs():
             config.PREFILL_HOPPER_PERSISTENT = setting
             assert config.prefill_hopper_persistent(edge) is setting
             assert config.prefill_hopper_persistent(1 << 20) is setting
+    # below 3.9 a batch of short prompts runs persistent programs where the one-tile grid has enough programs a SM
+    short, per_sm = config.PREFILL_HOPPER_PERSISTENT_SHORT_KEYS, config.PREFILL_HOPPER_PERSISTENT_SHORT_PER_SM
+    with overrides(
+        config, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=None, PREFILL_HOPPER_PERSISTENT_RELEASE=False
+    ):
+        assert config.prefill_hopper_persistent(short, per_sm * 132, 132)
+        assert config.prefill_hopper_persistent(edge + 1, per_sm * 132, 132)
+        assert not config.prefill_hopper_persistent(edge, per_sm * 132, 132)
+        assert not config.prefill_hopper_persistent(short + 1, 1 << 20, 132)  # a long prompt: one-tile programs
+        assert not config.prefill_hopper_persistent(short, per_sm * 132 - 1, 132)
+        assert not config.prefill_hopper_persistent(short, 1 << 20)  # no SM count: the rule does not apply
+        # prefill_config counts the one-tile grid's programs: Llama-3-8B heads (group 4, 8 KV heads), 132 SMs
+        for seqs, tokens, on in ((8, 512, True), (8, 1024, True), (1, 1024, False), (1, 4096, False), (2, 2048, False)):
+            cfg = config.prefill_config(4, 128, 2, seqs, seqs * tokens, tokens, 8, tokens, 132, hopper=True)
+            assert cfg.hopper and (cfg.persistent == 132) is on, (seqs, tokens, cfg)
     # never without the ping-pong build (the persistent kernel runs its order)
     with overrides(config, PREFILL_HOPPER_PINGPONG=False, PREFILL_HOPPER_PERSISTENT=True):
         assert not config.prefill_hopper_persistent(1 << 20)

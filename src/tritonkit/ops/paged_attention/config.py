@@ -256,6 +256,14 @@ PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0
 # a call whose query rows see at most this many keys stays on the one-tile programs (8 prompts of 256 tokens: 1.5
 # key tiles a program, where PERSISTENT lost 3-11% on every release)
 PREFILL_HOPPER_PERSISTENT_MIN_KEYS = 256
+# below 3.9 (where one-tile programs are the default) a batch of short prompts still takes PERSISTENT: rows that see
+# at most PREFILL_HOPPER_PERSISTENT_SHORT_KEYS keys, in at least PREFILL_HOPPER_PERSISTENT_SHORT_PER_SM programs a SM,
+# where each one-tile program's prologue is most of its work. H100, Triton 3.6, Llama-3-8B heads, one run against
+# one-tile programs (docs/notes/prefill-batched-prompts.md): 8 x 512 tokens 94.1 -> 88.2 us, 8 x 1024 228.6 -> 206.7;
+# a single prompt loses with it (1024 tokens, 256 programs: 32.5 -> 34.9; 4096 tokens, 1024 programs of up to 4096
+# keys: 265.4 -> 280.6), as do chunks over 16K keys (1.7-5.8%)
+PREFILL_HOPPER_PERSISTENT_SHORT_KEYS = 1024
+PREFILL_HOPPER_PERSISTENT_SHORT_PER_SM = 4
 
 
 def prefill_hopper_persistent_release(version: str) -> bool:
@@ -271,15 +279,25 @@ def prefill_hopper_persistent_release(version: str) -> bool:
 PREFILL_HOPPER_PERSISTENT_RELEASE = prefill_hopper_persistent_release(_triton_compat.VERSION)
 
 
-def prefill_hopper_persistent(max_keys: int) -> bool:
-    """Whether a Hopper prefill launch whose query rows see at most ``max_keys`` keys runs PERSISTENT: never
-    without the ping-pong build; as TRITONKIT_PREFILL_HOPPER_PERSISTENT says where it is set; else under the releases
-    prefill_hopper_persistent_release names, past PREFILL_HOPPER_PERSISTENT_MIN_KEYS keys."""
+def prefill_hopper_persistent(max_keys: int, programs: int = 0, num_sms: int | None = None) -> bool:
+    """Whether a Hopper prefill launch of ``programs`` one-tile programs whose query rows see at most ``max_keys``
+    keys runs PERSISTENT on ``num_sms`` SMs: never without the ping-pong build; as TRITONKIT_PREFILL_HOPPER_PERSISTENT
+    says where it is set; else past PREFILL_HOPPER_PERSISTENT_MIN_KEYS keys, under the releases
+    prefill_hopper_persistent_release names, and under the others for batches of short prompts (at most
+    PREFILL_HOPPER_PERSISTENT_SHORT_KEYS keys, at least PREFILL_HOPPER_PERSISTENT_SHORT_PER_SM programs a SM)."""
     if not PREFILL_HOPPER_PINGPONG:
         return False
     if PREFILL_HOPPER_PERSISTENT is not None:
         return PREFILL_HOPPER_PERSISTENT
-    return PREFILL_HOPPER_PERSISTENT_RELEASE and max_keys > PREFILL_HOPPER_PERSISTENT_MIN_KEYS
+    if max_keys <= PREFILL_HOPPER_PERSISTENT_MIN_KEYS:
+        return False
+    if PREFILL_HOPPER_PERSISTENT_RELEASE:
+        return True
+    return (
+        num_sms is not None
+        and max_keys <= PREFILL_HOPPER_PERSISTENT_SHORT_KEYS
+        and programs >= PREFILL_HOPPER_PERSISTENT_SHORT_PER_SM * num_sms
+    )
 
 
 def prefill_hopper_turns(version: str, setting: str | None = None) -> bool:
@@ -521,9 +539,11 @@ def prefill_config(
     - A chunk over PREFILL_CHUNK_KEYS_PER_QUERY times its length in keys: 256-row tiles with KV splits.
     - Otherwise (short prompts): the largest of 128 and 64 rows whose tiles fill the card, else 64.
 
-    A Hopper tile runs persistent programs (one a SM) where prefill_hopper_persistent holds for ``max_keys``."""
+    A Hopper tile runs persistent programs (one a SM) where prefill_hopper_persistent holds for ``max_keys`` and the
+    one-tile grid's programs."""
     cfg = _prefill_shape(group, head_dim, num_seqs, num_tokens, max_seqlen_q, num_kv_heads, max_keys, num_sms, hopper)
-    if cfg.hopper and prefill_hopper_persistent(max_keys):
+    programs = prefill_tiles(num_seqs, num_tokens, max_seqlen_q, cfg.block_q) * num_kv_heads * cfg.num_splits
+    if cfg.hopper and prefill_hopper_persistent(max_keys, programs, num_sms):
         return dataclasses.replace(cfg, persistent=PREFILL_HOPPER_PERSISTENT_PROGRAMS or num_sms)
     return cfg
 
