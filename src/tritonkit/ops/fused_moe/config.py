@@ -188,8 +188,9 @@ SLOTS_GROUP_M = 64
 #: ``prefetch.global.L2::evict_last`` a 128-byte line, split across the slot's column programs), so GEMM2 reads its
 #: weights from L2 while GEMM1's own weight stream keeps HBM busy; at most W2_PREFETCH_MB of w2 over the call's
 #: distinct experts (each expert's leading rows where they do not all fit). "start": before GEMM1's K loop, "end":
-#: after it. Untimed: off until a GPU A/B (TRITONKIT_MOE_W2_PREFETCH=start|end; TRITONKIT_MOE_W2_PREFETCH_MB sets
-#: the budget, 32 MB by default: H100 and H200 hold 50 MB of L2).
+#: after it. Off: at the start it is slower at every slot call (H100, Qwen3-30B-A3B M=1 34.9 -> 41.5 us, DeepSeek-V3
+#: 159.6 -> 168.0; docs/notes/fused-moe-decode.md); "end" untimed. TRITONKIT_MOE_W2_PREFETCH=start|end turns it on
+#: for an A/B, TRITONKIT_MOE_W2_PREFETCH_MB sets the budget (32 MB by default: H100 and H200 hold 50 MB of L2).
 W2_PREFETCH = os.environ.get("TRITONKIT_MOE_W2_PREFETCH", "0").strip() or "0"
 if W2_PREFETCH not in ("0", "start", "end"):
     raise ValueError(f"TRITONKIT_MOE_W2_PREFETCH={W2_PREFETCH!r}: expected 0, start or end")
@@ -197,8 +198,9 @@ W2_PREFETCH_MB = _env.choice("TRITONKIT_MOE_W2_PREFETCH_MB", (8, 16, 24, 32, 40,
 
 #: SLOTS_PDL (blocks of one slot, sm_90+): GEMM2 launches as GEMM1's programmatic dependent; GEMM1's programs signal
 #: at their start, GEMM2's read their slot's expert, then wait (``gdc_wait``) before anything GEMM1 writes, so
-#: GEMM2's launch and prologue run under GEMM1's tail. Untimed: off until a GPU A/B (TRITONKIT_MOE_SLOTS_PDL=1). An
-#: earlier try that chained every launch of the layer (docs/notes/fused-moe-tma.md) cost Mixtral 25% at one token.
+#: GEMM2's launch and prologue run under GEMM1's tail. Off: H100, one run, 0.5-1.3% faster for Qwen3-30B-A3B and
+#: DeepSeek-V3 at M=1-4 (DeepSeek-V3 M=1 159.6 -> 157.6 us), 11% slower for Mixtral at M=1 (244.1 -> 270.1), whose
+#: GEMM1 is more than a wave (docs/notes/fused-moe-decode.md). TRITONKIT_MOE_SLOTS_PDL=1 turns it on for an A/B.
 SLOTS_PDL = _env.flag("TRITONKIT_MOE_SLOTS_PDL") is True
 
 
