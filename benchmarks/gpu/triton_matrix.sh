@@ -3,8 +3,8 @@
 # per eager call (benchmarks/gpu/host_overhead.py: the fast launch path on and off, bit-identical outputs), kernel
 # times of paged_attention and fused_moe (tritonkit bench, CUDA graphs), the fast path's GPU test and validation.
 #
-#   usage (device machine, repository root; a carried Triton unpacked as benchmarks/gpu/carry_triton.sh says, one run
-#   a Triton, or from ../shared/device/carry-triton.sh's three parts):
+#   usage (device machine, repository root; a carried Triton unpacked as benchmarks/gpu/carry_triton.sh says, two
+#   runs a Triton, or from ../shared/device/carry-triton.sh's three parts):
 #     TRITONS="image /tmp/triton-3.8.0" bash benchmarks/gpu/triton_matrix.sh host kernels tests validate
 #   TRITONS: "image" is the machine's own Triton; a folder is a carried one (imported with TRITON_BACKENDS_IN_TREE=1).
 #   Steps: host (twice over the list, alternating, ~1 min a Triton), kernels (~2-3 min a Triton), tests, validate,
