@@ -272,43 +272,6 @@ def test_slot_blocks_compute_the_same_layer(quant, extra, monkeypatch):
     _check(out, inputs)
 
 
-def test_w2_prefetch_budget_and_modes(monkeypatch):
-    # the prefetch asks for whole 128-byte lines of each expert's w2, at most W2_PREFETCH_MB over the call's distinct
-    # experts, and only where a block is a slot (its expert known to GEMM1's program) and w2[e] is contiguous
-    w2 = torch.empty(128, 2048, 768, dtype=torch.bfloat16, device="meta")
-    monkeypatch.setattr(config, "W2_PREFETCH", "0")
-    assert api._w2_prefetch(True, w2, 8, 128) == (0, 0)
-    monkeypatch.setattr(config, "W2_PREFETCH_MB", 32)
-    for mode, code in (("start", 1), ("end", 2)):
-        monkeypatch.setattr(config, "W2_PREFETCH", mode)
-        assert api._w2_prefetch(True, w2, 8, 128) == (code, 2048 * 768)  # Qwen3 at one token: every line
-        assert api._w2_prefetch(False, w2, 8, 128) == (0, 0)
-    mode, elems = api._w2_prefetch(True, w2, 16, 128)  # 16 experts: the leading half of each expert's lines
-    assert elems == 32 * 2**20 // (16 * 2) and elems % 64 == 0
-    assert api._w2_prefetch(True, w2.transpose(1, 2), 8, 128) == (0, 0)
-    fp8 = torch.empty(256, 7168, 2048, dtype=torch.float8_e4m3fn, device="meta")
-    assert api._w2_prefetch(True, fp8, 8, 256)[1] == 32 * 2**20 // 8 // 128 * 128
-
-
-@pytest.mark.parametrize("mode", ["start", "end"])
-def test_w2_prefetch_leaves_the_layer_unchanged(mode, monkeypatch):
-    # the interpreter skips the prefetch's PTX, so this runs its control flow and arguments (the GPU test checks the
-    # prefetching build); ids out of range prefetch nothing and add nothing
-    inputs = _inputs(num_tokens=2, topk=3, hidden=96, inter=80)
-    ids = inputs["topk_ids"].clone()
-    ids[1, 2] = 1 << 30
-    inputs["topk_ids"] = ids
-    pos, kw = _args(inputs)
-    cfg = dataclasses.replace(config.fused_moe_config(2, 8, 80, 96, 3, "bfloat16", "none", None), slots=1)
-    want = api.forward(api.check_args(*pos, **kw), config=cfg)
-    monkeypatch.setattr(config, "W2_PREFETCH", mode)
-    launched = []
-    monkeypatch.setattr(api, "launch", lambda kernel, *a, **k: launched.append(a[2]) or launch(kernel, *a, **k))
-    got = api.forward(api.check_args(*pos, **kw), config=cfg)
-    assert launched[0]["W2_PREFETCH"] == {"start": 1, "end": 2}[mode]
-    assert torch.equal(got, want)
-
-
 def test_slot_blocks_sum_only_local_experts():
     # ids out of range and experts elsewhere add nothing; a token with none of this rank's experts gets zeros
     inputs = _inputs(num_tokens=4, topk=3, local=3)
@@ -589,27 +552,6 @@ def test_slot_blocks_replay_in_a_cuda_graph(quant, num_tokens, pdl, monkeypatch)
         want = api.forward(api.check_args(*static, **kw), config=sorted_cfg)
         torch.cuda.synchronize()
         assert torch.equal(captured, want)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["start", "end"])
-@pytest.mark.parametrize("quant", ["none", "fp8_block128"])
-def test_w2_prefetch_is_bit_identical_on_gpu(mode, quant, monkeypatch):
-    # the sm_90 build issues its L2 prefetches (CCTL.E.PML2) for real here; they change no value, an id out of range
-    # prefetches nothing, and a budget below one expert's w2 prefetches each expert's leading lines only
-    inputs = _inputs(num_tokens=2, quant=quant, hidden=2048, inter=768, experts=64, topk=8)
-    inputs["topk_ids"] = inputs["topk_ids"].clone()
-    inputs["topk_ids"][1, 3] = -5
-    pos, kw = _args(inputs)
-    cfg = config.fused_moe_config(2, 64, 768, 2048, 8, "bfloat16", quant, torch.cuda.get_device_name())
-    want = api.forward(api.check_args(*pos, **kw), config=cfg)
-    monkeypatch.setattr(config, "W2_PREFETCH", mode)
-    for mb in (8, 32):
-        monkeypatch.setattr(config, "W2_PREFETCH_MB", mb)
-        assert api._w2_prefetch(True, pos[2], 16, 64)[0]
-        got = api.forward(api.check_args(*pos, **kw), config=cfg)
-        torch.cuda.synchronize()
-        assert torch.equal(got, want)
 
 
 def test_ids_are_checked_on_request(monkeypatch):

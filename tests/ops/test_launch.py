@@ -204,7 +204,7 @@ STUBBED = {"fused_moe": ("moe_align_block_size", OPS["moe_align_block_size"])}
 @pytest.mark.parametrize(
     "name, pdl",
     [(n, False) for n in OPS] + [("paged_attention", True), ("rms_norm_quant_fp8", True), ("fused_moe", True)],
-    ids=list(OPS) + ["paged_attention-pdl", "rms_norm_quant_fp8-early-w", "fused_moe-slots-pdl-prefetch"],
+    ids=list(OPS) + ["paged_attention-pdl", "rms_norm_quant_fp8-early-w", "fused_moe-slots-pdl"],
 )
 def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
     # every launch an op makes over its boundary shapes and the sweep: all handled by the fast path's key, split
@@ -216,9 +216,8 @@ def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
     if name == "rms_norm_quant_fp8":
         monkeypatch.setattr(tritonkit.ops.rms_norm_quant_fp8.config, "DYNAMIC_EARLY_W", pdl)
     if name == "fused_moe" and pdl:
-        # the slot path's A/B switches: GEMM2 as GEMM1's dependent (as on sm_90) and GEMM1's w2 prefetch
+        # the slot path's A/B switch: GEMM2 as GEMM1's dependent (as on sm_90)
         monkeypatch.setattr(tritonkit.ops.fused_moe.config, "SLOTS_PDL", True)
-        monkeypatch.setattr(tritonkit.ops.fused_moe.config, "W2_PREFETCH", "start")
         monkeypatch.setattr(tritonkit.ops.fused_moe.api._device, "pdl", lambda device: True)
     spec = get_spec(name)
     recs = {k: Recorder() for k in OPS[name]}
@@ -254,7 +253,7 @@ def test_op_launches_key_as_triton_does(monkeypatch, name, pdl):
         if name == "fused_moe" and pdl and k == "_fused_moe_gemm2_kernel":
             assert any(c[4] for c in calls)  # dependent launches were among those keyed
         if name == "fused_moe" and pdl and k == "_fused_moe_gemm1_kernel":
-            assert any(c[1]["W2_PREFETCH"] == 1 and c[1]["PDL_TRIGGER"] for c in calls)
+            assert any(c[1]["PDL_TRIGGER"] for c in calls)
         _assert_same_split(kernel, calls)
 
 

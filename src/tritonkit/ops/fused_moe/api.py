@@ -205,23 +205,6 @@ def forward(a: Args, config: FusedMoeConfig | None = None) -> torch.Tensor:
     return out
 
 
-def _w2_prefetch(slots: bool, w2: torch.Tensor, numel: int, E: int) -> tuple[int, int]:
-    """GEMM1's W2_PREFETCH mode (0 off, 1 before its K loop, 2 after) and the w2 elements of each expert it asks
-    L2 for: blocks of one slot, each expert's w2 contiguous, at most config.W2_PREFETCH_MB over the call's distinct
-    experts (at most min(E, slots)), whole 128-byte lines (the interpreter's kernel skips the prefetch itself)."""
-    mode = {"0": 0, "start": 1, "end": 2}[_config.W2_PREFETCH]
-    if not mode or not slots:
-        return 0, 0
-    _, K, N = w2.shape
-    if w2.stride(2) != 1 or w2.stride(1) != N:
-        return 0, 0
-    es = w2.element_size()
-    per_line = 128 // es
-    budget = _config.W2_PREFETCH_MB * 2**20 // (min(E, numel) * es)
-    elems = min(K * N, budget) // per_line * per_line
-    return (mode, elems) if elems > 0 else (0, 0)
-
-
 def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[Step]:
     """The layer's launches in order, their scratch allocated here, with ``config`` or the table/default one. The
     expert alignment (moe_align_block_size, its own op) launches while planning, ahead of every step, as it would
@@ -277,7 +260,6 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
     else:
         h = _alloc.empty((h_rows, N), FP8_DTYPE if block else x.dtype, x.device)
     h_s = _alloc.empty((h_rows, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
-    pf_mode, pf_elems = _w2_prefetch(slots, w2, numel, E)
     # GEMM2 as GEMM1's programmatic dependent (blocks of one slot; config.SLOTS_PDL), where it follows GEMM1 (per-tensor
     # and per-channel fp8 quantize h in a launch between them)
     pdl = slots and (block or not fp8) and _config.SLOTS_PDL and _device.pdl(x.device)
@@ -329,9 +311,6 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
                         num_global,
                         num_counters,
                         topk_ids.stride(0),
-                        w2,
-                        w2.stride(0),
-                        pf_elems,
                     ),
                     {
                         "TOPK": topk,
@@ -352,7 +331,6 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
                         "W_HALF_SCALES": half_scales,
                         # issue 35's A/B: the previous K block scaled in before this one's dot (config.py)
                         "LAZY_SCALE": _config.GEMM1_LAZY_SCALE and half_scales and not g1.swap_ab,
-                        "W2_PREFETCH": pf_mode,
                         "PDL_TRIGGER": pdl,
                     },
                     g1.num_warps,

@@ -184,18 +184,6 @@ SLOTS_ANY_TOKENS = 2
 #: tile from L2 (Mixtral M=8 808 us against 1272)
 SLOTS_GROUP_M = 64
 
-#: W2_PREFETCH (blocks of one slot): GEMM1's programs ask L2 for their slot's expert's w2 lines (one
-#: ``prefetch.global.L2::evict_last`` a 128-byte line, split across the slot's column programs), so GEMM2 reads its
-#: weights from L2 while GEMM1's own weight stream keeps HBM busy; at most W2_PREFETCH_MB of w2 over the call's
-#: distinct experts (each expert's leading rows where they do not all fit). "start": before GEMM1's K loop, "end":
-#: after it. Off: at the start it is slower at every slot call (H100, Qwen3-30B-A3B M=1 34.9 -> 41.5 us, DeepSeek-V3
-#: 159.6 -> 168.0; docs/notes/fused-moe-decode.md); "end" untimed. TRITONKIT_MOE_W2_PREFETCH=start|end turns it on
-#: for an A/B, TRITONKIT_MOE_W2_PREFETCH_MB sets the budget (32 MB by default: H100 and H200 hold 50 MB of L2).
-W2_PREFETCH = os.environ.get("TRITONKIT_MOE_W2_PREFETCH", "0").strip() or "0"
-if W2_PREFETCH not in ("0", "start", "end"):
-    raise ValueError(f"TRITONKIT_MOE_W2_PREFETCH={W2_PREFETCH!r}: expected 0, start or end")
-W2_PREFETCH_MB = _env.choice("TRITONKIT_MOE_W2_PREFETCH_MB", (8, 16, 24, 32, 40, 48), 32)
-
 #: SLOTS_PDL (blocks of one slot, sm_90+): GEMM2 launches as GEMM1's programmatic dependent; GEMM1's programs signal
 #: at their start, GEMM2's read their slot's expert, then wait (``gdc_wait``) before anything GEMM1 writes, so
 #: GEMM2's launch and prologue run under GEMM1's tail. Off: H100, one run, 0.5-1.3% faster for Qwen3-30B-A3B and

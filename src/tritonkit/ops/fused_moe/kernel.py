@@ -20,8 +20,6 @@ QUANT_NONE = tl.constexpr(0)
 QUANT_CHANNEL = tl.constexpr(1)
 QUANT_BLOCK = tl.constexpr(2)
 SCALE_BLOCK = tl.constexpr(128)
-# W2_PREFETCH: 128-byte lines a step of a program's prefetch loop (one a thread at 4 warps)
-_PF_LINES = tl.constexpr(128)
 
 
 @triton.jit
@@ -291,31 +289,6 @@ def _topk_sum_last(
 
 
 @triton.jit
-def _prefetch_w2(w2_ptr, expert, stride_w2e, pf_elems, part, parts, PF_LINES: tl.constexpr):
-    """Ask L2 for share ``part`` of ``parts`` of expert ``expert``'s first ``pf_elems`` w2 elements (w2[e]
-    contiguous), one ``prefetch.global.L2::evict_last`` a 128-byte line, PF_LINES lines a step; the offsets are
-    clamped into the share (no address outside w2[e]). Nothing is held or waited for. A no-op under the interpreter
-    (no inline PTX there)."""
-    if not _INTERPRETING:
-        per_line: tl.constexpr = 1024 // w2_ptr.dtype.element_ty.primitive_bitwidth
-        lines = tl.cdiv(pf_elems, per_line)
-        chunk = tl.cdiv(lines, parts)
-        lo = part * chunk
-        hi = tl.minimum(lo + chunk, lines)
-        base = w2_ptr + expert * stride_w2e
-        for l0 in range(lo, hi, PF_LINES):
-            offs = tl.minimum(l0 + tl.arange(0, PF_LINES), hi - 1).to(tl.int64) * per_line
-            tl.inline_asm_elementwise(
-                "prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;",
-                "=r,l",
-                [base + offs],
-                dtype=tl.int32,
-                is_pure=False,
-                pack=1,
-            )
-
-
-@triton.jit
 def _half_scaled(d, a_s, wsg, wsu, offs_r, BLOCK_N: tl.constexpr):
     """A gate/up dot tile ``d`` scaled by its rows' activation scales and each half's weight scale (LAZY_SCALE)."""
     return d * (a_s[:, None] * tl.where(offs_r < BLOCK_N, wsg, wsu)[None, :])
@@ -490,9 +463,6 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     num_global,
     num_counters,
     stride_idm,
-    w2_ptr,
-    stride_w2e,
-    pf_elems,
     TOPK: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -510,7 +480,6 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     ZERO_BLOCK: tl.constexpr,
     W_HALF_SCALES: tl.constexpr = False,
     LAZY_SCALE: tl.constexpr = False,
-    W2_PREFETCH: tl.constexpr = 0,
     PDL_TRIGGER: tl.constexpr = False,
 ):
     """``h[row, n] = act(x[slot // TOPK] . w1[e, n]) * (x[slot // TOPK] . w1[e, N + n])`` for one block of BLOCK_M
@@ -520,9 +489,8 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     and one float32 scale per (row, group); a program then holds a whole group, as one BLOCK_N = 128 tile or, at
     BLOCK_N = 64, as two tiles computed one after the other (a 128-row tile of 2 x 128 columns spills at 8 warps;
     two of 2 x 64 do not). SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the programs zero GEMM2's
-    top-k counters (ZERO_BLOCK each). W2_PREFETCH (with SLOTS; 1 before the K loop, 2 after it): the slot's column
-    programs ask L2 for its expert's first ``pf_elems`` w2 elements between them (:func:`_prefetch_w2`).
-    PDL_TRIGGER: GEMM2, launched as this launch's programmatic dependent, may start once every program has begun."""
+    top-k counters (ZERO_BLOCK each). PDL_TRIGGER: GEMM2, launched as this launch's programmatic dependent, may
+    start once every program has begun."""
     # columns of one program: a whole fp8 scale group with H_FP8
     PASSES: tl.constexpr = SCALE_BLOCK // BLOCK_N if H_FP8 else 1
     tl.static_assert(not H_FP8 or (BLOCK_N * PASSES == SCALE_BLOCK and PASSES <= 2), "H_FP8 needs BLOCK_N 128 or 64")
@@ -536,11 +504,6 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
         sorted_ids_ptr, expert_ids_ptr, num_post_ptr, topk_ids_ptr, expert_map_ptr, pid_m, numel, num_global,
         num_experts, stride_idm, TOPK, BLOCK_M, SLOTS, HAS_MAP,
     )  # fmt: skip
-    num_pid_n = tl.cdiv(N, BLOCK_N * PASSES)
-    if W2_PREFETCH == 1:
-        tl.static_assert(SLOTS, "W2_PREFETCH needs SLOTS: a program's slot names its expert")
-        if busy:
-            _prefetch_w2(w2_ptr, expert, stride_w2e, pf_elems, pid_n, num_pid_n, _PF_LINES)
     if busy:
         # masked rows divide 0, not a negative slot (C division), though nothing reads through them
         token = tl.where(mask_m, slot, 0) // TOPK
@@ -578,9 +541,6 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             tl.store(h_scale_ptr + h_row * stride_hsm + pid_n, s, mask=mask_m)
         else:
             tl.store(h_ptrs, h, mask=mask)
-        if W2_PREFETCH == 2:
-            tl.static_assert(SLOTS, "W2_PREFETCH needs SLOTS: a program's slot names its expert")
-            _prefetch_w2(w2_ptr, expert, stride_w2e, pf_elems, pid_n, num_pid_n, _PF_LINES)
 
 
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
