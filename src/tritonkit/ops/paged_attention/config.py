@@ -542,8 +542,11 @@ def prefill_config(
     A Hopper tile runs persistent programs (one a SM) where prefill_hopper_persistent holds for ``max_keys`` and the
     one-tile grid's programs."""
     cfg = _prefill_shape(group, head_dim, num_seqs, num_tokens, max_seqlen_q, num_kv_heads, max_keys, num_sms, hopper)
-    programs = prefill_tiles(num_seqs, num_tokens, max_seqlen_q, cfg.block_q) * num_kv_heads * cfg.num_splits
-    if cfg.hopper and prefill_hopper_persistent(max_keys, programs, num_sms):
+    if cfg.hopper and prefill_hopper_persistent(
+        max_keys,
+        prefill_tiles(num_seqs, num_tokens, max_seqlen_q, cfg.block_q) * num_kv_heads * cfg.num_splits,
+        num_sms,
+    ):
         return dataclasses.replace(cfg, persistent=PREFILL_HOPPER_PERSISTENT_PROGRAMS or num_sms)
     return cfg
 
