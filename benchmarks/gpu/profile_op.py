@@ -1,5 +1,6 @@
 """Call one op at one bench point a few times, eagerly: a driver for Nsight Compute. From the repository root on a
-GPU machine, e.g. the paged-attention decode kernel at a batch of 4 over 4K keys, or the prefill kernel at 8K:
+GPU machine, e.g. the paged-attention decode kernel at a batch of 4 over 4K keys, or the prefill kernel at 8K
+(an op may carry the bench's shape overrides: ``paged_attention:num_seqs=8``):
 
     PYTHONPATH=src ncu --kernel-name regex:decode_kernel --launch-skip 4 --launch-count 1 \\
         python3 benchmarks/gpu/profile_op.py paged_attention 4 --series "decode 4K keys"
@@ -18,6 +19,7 @@ import sys
 
 import torch
 
+from tritonkit.bench.runner import OpTarget
 from tritonkit.models import MODELS
 from tritonkit.ops import get_spec
 from tritonkit.testing import Fill
@@ -32,7 +34,8 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--calls", type=int, default=8)
     args = p.parse_args(argv)
-    spec = get_spec(args.op)
+    target = OpTarget.parse(args.op)
+    spec = get_spec(target.name)
     series = spec.series_at(MODELS[args.model], args.num_tokens)
     if not series:
         print(f"{args.op} has no sweep point at num_tokens={args.num_tokens}", file=sys.stderr)
@@ -44,11 +47,12 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
-    inputs = spec.make_inputs(series[name], getattr(torch, args.dtype), Fill("randn", "cuda", 0))
+    shape = series[name].replace(**dict(target.overrides))
+    inputs = spec.make_inputs(shape, getattr(torch, args.dtype), Fill("randn", "cuda", 0))
     for _ in range(args.calls):
         spec.call(inputs)
     torch.cuda.synchronize()
-    print(f"{args.op} [{name}] {series[name].id}: {args.calls} calls")
+    print(f"{args.op} [{name}] {shape.id}: {args.calls} calls")
     return 0
 
 
