@@ -227,7 +227,8 @@ with overrides(config, PREFILL_HOPPER=True):
                         PREFILL_HOPPER_TURNS=case.pop("turns", True),
                         PREFILL_HOPPER_PERSISTENT=case.pop("persistent", None),
                         PREFILL_HOPPER_HANDOFF=case.pop("handoff", False),
-                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False))
+                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False),
+                        PREFILL_HOPPER_LOOKAHEAD=case.pop("lookahead", False))
         with overrides(config, **switches):
             launches = record_launches(call(dtype=dtype, **case))
         names = [ln.kernel.fn.__name__ for ln in launches]
@@ -242,7 +243,8 @@ with overrides(config, PREFILL_HOPPER=True):
                        counts["loop_LDL"], inner_spills=counts["inner_STL"] + counts["inner_LDL"],
                        setmaxnreg="setmaxnreg" in ck.asm["ptx"], gmma=counts["GMMA"], wait_all=counts["wait_all"],
                        persistent=hop[0].kwargs["PERSISTENT"], turns=hop[0].kwargs["TURNS"],
-                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"])
+                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"],
+                       lookahead=hop[0].kwargs["LOOKAHEAD"])
         out.append(row)
 print(json.dumps(out))
 """
@@ -259,6 +261,7 @@ def _compile(cases: list[dict], python: str = sys.executable) -> list[dict]:
 
 
 _PERSIST = {"persistent": True}
+_AHEAD = {"dynamic": True, "lookahead": True}
 _BASE = dict(head_dim=128, block_size=16, q_len=4096, ctx=0, causal=True, window=[-1, -1], softcap=0.0, sinks=False)
 
 
@@ -284,11 +287,14 @@ def test_the_ops_hopper_prefill_launch_compiles_for_sm_90():
 
 
 @pytest.mark.parametrize(
-    "pingpong, persistent, handoff, dynamic",
-    [("0", "0", "0", "0"), ("1", "0", "0", "0"), ("1", "1", "0", "0"), ("1", "1", "1", "0"), ("1", "1", "0", "1")],
-    ids=["default", "pingpong", "persistent", "handoff", "dynamic"],
-)
-def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff, dynamic):
+    "pingpong, persistent, handoff, dynamic, lookahead",
+    [
+        ("0", "0", "0", "0", "0"), ("1", "0", "0", "0", "0"), ("1", "1", "0", "0", "0"), ("1", "1", "1", "0", "0"),
+        ("1", "1", "0", "1", "0"), ("1", "1", "0", "1", "1"),
+    ],
+    ids=["default", "pingpong", "persistent", "handoff", "dynamic", "lookahead"],
+)  # fmt: skip
+def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff, dynamic, lookahead):
     """`tritonkit check --op paged_attention` with the Hopper prefill on: its Gluon kernel (no TTIR stage; warp
     specialization's partitions, two consumer partitions with the ping-pong, a tile loop around them when
     persistent, the tiles' bounds handed over in shared memory, the tiles taken from a counter in while loops) is
@@ -300,6 +306,7 @@ def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, ha
         "TRITONKIT_PREFILL_HOPPER_PERSISTENT": persistent,
         "TRITONKIT_PREFILL_HOPPER_HANDOFF": handoff,
         "TRITONKIT_PREFILL_HOPPER_DYNAMIC": dynamic,
+        "TRITONKIT_PREFILL_HOPPER_LOOKAHEAD": lookahead,
     }
     d, err, rc = check_op("paged_attention", switches, tmp_path)
     names = {k["kernel"] for k in d["kernels"]}
@@ -336,6 +343,9 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         # the tiles taken from the call's counter by the load warp (the hand-off's ring carries them)
         {**_BASE, "dtype": "bfloat16", "pingpong": True, **_PERSIST, "dynamic": True},
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, "dynamic": True},
+        # the next tile published and its Q copied while a tile runs (two Q buffers a warpgroup), with splits too
+        {**_BASE, "dtype": "bfloat16", "pingpong": True, **_PERSIST, **_AHEAD},
+        {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, **_AHEAD},
     ]
     rows = _compile(cases)
     for case, row in zip(cases, rows):
@@ -346,6 +356,7 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         assert row["persistent"] is case.get("persistent", row["persistent"]), row
         assert row["handoff"] is (case.get("handoff", False) or case.get("dynamic", False)), row
         assert row["dynamic"] is case.get("dynamic", False), row
+        assert row["lookahead"] is case.get("lookahead", False), row
         if row["persistent"]:
             # where it is the default (3.9 on): 3.9's consumers reload 1-3 values a KV step in some loops (2 spill
             # instructions in the innermost loops at causal 4096, 12 on the chunk with splits) and its persistent
@@ -541,5 +552,34 @@ def test_the_dynamic_build_matches_the_persistent_build(case):
         outs = [_hopper_out(q, k, v, kw, **dyn)]
         with overrides(config, PREFILL_HOPPER=True, **dyn):
             outs += [paged_attention(q, k, v, **kw) for _ in range(3)]
+        for i, out in enumerate(outs):
+            assert torch.equal(out, base), (sms, i, (out.float() - base.float()).abs().max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "case", _GPU_CASES + [_PROMPT_THEN_DECODES], ids=[c["id"] for c in _GPU_CASES + [_PROMPT_THEN_DECODES]]
+)
+def test_the_lookahead_build_matches_the_dynamic_build(case):
+    """LOOKAHEAD (the load warp publishing each tile before the loads of the one before it, the consumers copying
+    the next tile's Q into their second buffer while a tile runs) attends the same rows from the same Q: the same
+    bits as DYNAMIC, on a grid of 1, 3 and every SM's programs (a program's two Q buffers alternate over many tiles
+    on the first) and on repeated calls through replay.Replay."""
+    from tritonkit.check.resources import record_launches
+    from tritonkit.ops import paged_attention
+
+    _needs_hopper()
+    q, k, v, kw = _gpu_call(case)
+    flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=True, PREFILL_HOPPER_DYNAMIC=True)
+    for sms in (1, 3, None):
+        base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0)
+        ahead = dict(flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0, PREFILL_HOPPER_LOOKAHEAD=True)
+        outs = [_hopper_out(q, k, v, kw, **ahead)]
+        meta = {n: (t.to("meta") if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
+        with overrides(config, PREFILL_HOPPER=True, **ahead):
+            outs += [paged_attention(q, k, v, **kw) for _ in range(3)]
+            launches = record_launches(lambda: paged_attention(q.to("meta"), k.to("meta"), v.to("meta"), **meta))
+        hop = [ln for ln in launches if ln.name == "_paged_attention_prefill_hopper_kernel"]
+        assert hop and all(ln.kwargs["LOOKAHEAD"] for ln in hop), hop
         for i, out in enumerate(outs):
             assert torch.equal(out, base), (sms, i, (out.float() - base.float()).abs().max().item())

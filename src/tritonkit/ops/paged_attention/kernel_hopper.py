@@ -23,6 +23,7 @@ layout, heads and head_dim contiguous) under a TensorDescriptor with a ``[PAGE_R
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -35,6 +36,7 @@ from .kernel import _find_seq, _online_softmax, _out_scale, _prefill_key_tiles, 
 
 gluon_tma_load = _triton_compat.gluon_tma_load()
 gluon_barrier = _triton_compat.gluon_barrier()
+gluon_async_load = _triton_compat.gluon_async_load()
 
 # worker warps and their registers: one warp of scalar work. 8 x 240 + 4 x 32 registers a thread are the SM's 64K;
 # at 24 Triton 3.9's build spills 8 values in the load loop (3.6 and 3.8 fit)
@@ -199,6 +201,51 @@ def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
 
 
 @gluon.jit
+def _peek_tile(info, info_ready, k, num_warps: gl.constexpr):
+    """The (pid_kvh, q_start, q_len, t0) of the k-th tile the load warp published, read ahead of _take_tile: the
+    slot stays held (no arrive), so the load warp cannot publish over it before _take_tile frees it."""
+    slot = k % INFO_SLOTS
+    mbarrier.wait(info_ready.index(slot), (k // INFO_SLOTS) & 1)
+    layout: gl.constexpr = gl.BlockedLayout([INFO_FIELDS], [32], [num_warps], [0])
+    v = info.index(slot).load(layout)
+    i = gl.arange(0, INFO_FIELDS, layout=layout)
+    return _field(v, i, 0), _field(v, i, 1), _field(v, i, 2), _field(v, i, 3).to(gl.int64)
+
+
+@gluon.jit
+def _q_offsets(
+    q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+    BLOCK_M: gl.constexpr, ROW0: gl.constexpr, BLOCK_Q: gl.constexpr, num_warps: gl.constexpr,
+):  # fmt: skip
+    """Rows [ROW0, ROW0 + BLOCK_M) of a program tile's Q (row m: token t0 + m // GROUP, head pid_kvh * GROUP + m %
+    GROUP) as element offsets into q and the rows' mask (inside the tile's BLOCK_Q tokens and the sequence's q_len),
+    16-byte vectors along head_dim."""
+    io_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    offs_m = ROW0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, io_layout))
+    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, io_layout))
+    tok = t0 + offs_m // GROUP
+    head = pid_kvh * GROUP + offs_m % GROUP
+    mask_m = (offs_m < BLOCK_Q * GROUP) & (tok < q_len)
+    q_rows = (q_start + tok) * stride_qt + head.to(gl.int64) * stride_qh
+    return q_rows[:, None] + offs_d[None, :], mask_m[:, None]
+
+
+@gluon.jit
+def _prefetch_q(
+    q_ptr, q_buf, q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+    BLOCK_M: gl.constexpr, ROW0: gl.constexpr, BLOCK_Q: gl.constexpr, num_warps: gl.constexpr,
+):  # fmt: skip
+    """LOOKAHEAD: a program tile's Q rows into ``q_buf`` by cp.async, one commit group (no row when q_len < 0, the
+    last tile's mark: the group is empty then). The caller waits for the group, then fences and synchronizes its
+    warps before a wgmma reads the buffer."""
+    offs, mask = _q_offsets(
+        q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP, HEAD_DIM, BLOCK_M, ROW0, BLOCK_Q, num_warps
+    )
+    gluon_async_load(q_buf, q_ptr + offs, mask=mask)
+    async_copy.commit_group()
+
+
+@gluon.jit
 def _tile_bounds(
     x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens,
     win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -233,18 +280,65 @@ def _load_persistent(
     num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
     BLOCK_SIZE: gl.constexpr, PAGE_ROWS: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr, EARLY_PAGES: gl.constexpr, HANDOFF: gl.constexpr, info,
-    info_ready, info_empty, DYNAMIC: gl.constexpr, tile_ctr_ptr,
+    info_ready, info_empty, DYNAMIC: gl.constexpr, tile_ctr_ptr, LOOKAHEAD: gl.constexpr,
 ):  # fmt: skip
     """PERSISTENT's load warp: _load_partition over the program's tiles (_snake_tile), one stage ring across them,
     so a tile's first K/V loads run under the previous tile's last steps and epilogue. HANDOFF: it publishes each
     tile's bounds to the consumers (_publish_tile) before its loads. DYNAMIC (with HANDOFF): the program's tiles
     are those it takes from the launch's counter (``tile_ctr_ptr``, zero at the launch), heaviest first across the
     grid, the empty ones (no query row: a decode sequence's slot, the grid's slack) skipped unpublished; a tile of
-    q_len -1 ends the consumers' loop."""
+    q_len -1 ends the consumers' loop. LOOKAHEAD (with DYNAMIC): each tile is published before the loads of the one
+    before it (_attend_persistent's LOOKAHEAD reads it then)."""
     nprog = gl.num_programs(0)
     it0 = 0
     k = 0
-    if DYNAMIC:
+    if LOOKAHEAD:
+        # each tile published one ahead of its loads: tile k + 1's (with its counter's atomic and its bounds' chain of
+        # loads) before tile k's K/V, so the consumers read it, and start its Q, while tile k runs. ``cur``: the
+        # published tile whose loads come next (have_cur 0 before the first)
+        have_cur = 0
+        c_kvh = 0
+        c_bt = block_table_ptr
+        c_seqlen_k = 0
+        c_lo = 0
+        c_hi = 0
+        t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
+        while t < num_tiles:
+            x = t % grid0
+            split = t // grid0
+            pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+                x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
+                num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q, BLOCK_N, BLOCK_SIZE,
+                LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+            )  # fmt: skip
+            if q_len > 0:
+                _publish_tile(
+                    info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
+                    a, b, hi, x, split,
+                )  # fmt: skip
+                k += 1
+                if have_cur != 0:
+                    _load_partition(
+                        k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, c_bt, c_lo, c_hi,
+                        c_seqlen_k, num_blocks, c_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
+                        gl.maximum(it0, 0),
+                    )  # fmt: skip
+                    it0 += c_hi - c_lo
+                have_cur = 1
+                c_kvh = pid_kvh
+                c_bt = bt_row
+                c_seqlen_k = seqlen_k
+                c_lo = lo
+                c_hi = hi
+            t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
+        z = t * 0
+        _publish_tile(info, info_ready, info_empty, gl.maximum(k, 0), z, z, z - 1, z, z, z, z, z, z, z, z, z)
+        if have_cur != 0:
+            _load_partition(
+                k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, c_bt, c_lo, c_hi, c_seqlen_k,
+                num_blocks, c_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, gl.maximum(it0, 0),
+            )  # fmt: skip
+    elif DYNAMIC:
         # the counter starts at 0 and only grows (by num_tiles + nprog a launch): the maxima say so to the checker's
         # sign analysis
         t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
@@ -272,28 +366,29 @@ def _load_persistent(
             t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
         z = t * 0
         _publish_tile(info, info_ready, info_empty, gl.maximum(k, 0), z, z, z - 1, z, z, z, z, z, z, z, z, z)
-        return
-    for band in range(0, (num_tiles + nprog - 1) // nprog):
-        t = _snake_tile(band, nprog)
-        if t < num_tiles:
-            pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
-                t % grid0, t // grid0, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs,
-                num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q,
-                BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
-            )  # fmt: skip
-            if HANDOFF:
-                # k >= 0 (a count): the maximum says so to the checker's sign analysis
-                _publish_tile(
-                    info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
-                    a, b, hi, t % grid0, t // grid0,
+    else:
+        for band in range(0, (num_tiles + nprog - 1) // nprog):
+            t = _snake_tile(band, nprog)
+            if t < num_tiles:
+                pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+                    t % grid0, t // grid0, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs,
+                    num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q,
+                    BLOCK_Q, BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
                 )  # fmt: skip
-                k += 1
-            # it0 >= 0 (a sum of hi - lo >= 0): the maximum says so to the checker's sign analysis, as below
-            _load_partition(
-                k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, gl.maximum(it0, 0),
-            )  # fmt: skip
-            it0 += hi - lo
+                if HANDOFF:
+                    # k >= 0 (a count): the maximum says so to the checker's sign analysis
+                    _publish_tile(
+                        info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
+                        a, b, hi, t % grid0, t // grid0,
+                    )  # fmt: skip
+                    k += 1
+                # it0 >= 0 (a sum of hi - lo >= 0): the maximum says so to the checker's sign analysis, as below
+                _load_partition(
+                    k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                    num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
+                    gl.maximum(it0, 0),
+                )  # fmt: skip
+                it0 += hi - lo
 
 
 @gluon.jit
@@ -620,11 +715,13 @@ def _attend_rows(
     PINGPONG: gl.constexpr,
     TURNS: gl.constexpr,
     PERSISTENT: gl.constexpr,
+    Q_READY: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Consumer warps of rows [ROW0, ROW0 + BLOCK_M) of a ROWS-row program tile: their Q rows into shared
-    memory, tiles [lo, a) and [b, hi) masked, [a, b) not, then their output rows (or the split's partials, at
-    program tile (``prog_x``, ``split_id``) with PERSISTENT, else at the program's ids). Without PINGPONG one
+    memory (Q_READY: already there, _prefetch_q's), tiles [lo, a) and [b, hi) masked, [a, b) not, then their output
+    rows (or the split's partials, at program tile (``prog_x``, ``split_id``) with PERSISTENT, else at the program's
+    ids). Without PINGPONG one
     partition of two warpgroups holds all rows; with it each of two 4-warp partitions holds 64 rows and runs
     _pingpong_tile's order, its steps the ring's from ``it0`` on. ``v_fixed``: PERSISTENT's STAGES mbarriers (a
     stage's for a last tile in that stage; ``fix_bits``' bit s counts stage s's completed phases mod 2), else one.
@@ -636,21 +733,17 @@ def _attend_rows(
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
     )
-    # 16-byte vectors along head_dim for the Q gather and the output rows
-    io_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     FIRST_WG: gl.constexpr = ROW0 == 0
 
-    offs_m = ROW0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, io_layout))
-    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, io_layout))
-    tok = t0 + offs_m // GROUP
-    head = pid_kvh * GROUP + offs_m % GROUP
-    mask_m = (offs_m < BLOCK_Q * GROUP) & (tok < q_len)
-    q_rows = (q_start + tok) * stride_qt + head.to(gl.int64) * stride_qh
-    q = gl.load(q_ptr + q_rows[:, None] + offs_d[None, :], mask=mask_m[:, None], other=0.0)
-    q_smem.store(q)
-    # the generic-proxy stores, then every warp's, before a wgmma of this partition reads Q
-    fence_async_shared()
-    gluon_barrier()
+    if not Q_READY:
+        offs_q, mask_q = _q_offsets(
+            q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP, HEAD_DIM, BLOCK_M, ROW0, BLOCK_Q, num_warps
+        )
+        q = gl.load(q_ptr + offs_q, mask=mask_q, other=0.0)
+        q_smem.store(q)
+        # the generic-proxy stores, then every warp's, before a wgmma of this partition reads Q
+        fence_async_shared()
+        gluon_barrier()
 
     offs_ms = ROW0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     qpos = (ctx + t0 + offs_ms // GROUP).to(gl.int32)
@@ -788,7 +881,7 @@ def _attend_partition(
         k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k,
         win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits,
         0, 0, 0, 0, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, False, num_warps,
+        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, False, False, num_warps,
     )  # fmt: skip
 
 
@@ -801,18 +894,58 @@ def _attend_persistent(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, TURNS: gl.constexpr,
-    HANDOFF: gl.constexpr, info, info_ready, info_empty, DYNAMIC: gl.constexpr, num_warps: gl.constexpr,
+    HANDOFF: gl.constexpr, info, info_ready, info_empty, DYNAMIC: gl.constexpr, LOOKAHEAD: gl.constexpr,
+    num_warps: gl.constexpr,
 ):  # fmt: skip
     """PERSISTENT's consumer partition (ping-pong): _attend_rows over the program's tiles in _load_persistent's
     order, the ring's steps and the V-fix barriers' phases carried from tile to tile. HANDOFF: each tile's bounds
     come from the load warp (_take_tile), which found them ahead, instead of this partition's own chain of loads
     (the sequence's binary search, its lengths) before the tile's Q. DYNAMIC: the tiles the load warp took from
-    the launch's counter, in its order, until one of q_len -1."""
+    the launch's counter, in its order, until one of q_len -1. LOOKAHEAD (with DYNAMIC): ``q_smem`` is two Q
+    buffers; before each tile the partition reads the next tile's bounds ahead (_peek_tile: the load warp publishes
+    a tile before the loads of the one before it) and starts that tile's Q copy (_prefetch_q), so a tile begins on
+    its Q already in shared memory."""
     nprog = gl.num_programs(0)
     it0 = 0
     fix_bits = 0
     k = 0
-    if DYNAMIC:
+    if LOOKAHEAD:
+        # q_smem: this partition's two Q buffers; tile k's rows in buffer k % 2, copied while tile k - 1 ran
+        pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
+            info, info_ready, info_empty, 0, num_warps
+        )
+        _prefetch_q(
+            q_ptr, q_smem.index(0), q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP, HEAD_DIM, BLOCK_M, ROW0,
+            BLOCK_Q, num_warps,
+        )  # fmt: skip
+        while q_len >= 0:
+            # the next tile's Q (the load warp published it before this tile's loads): k + 1 >= 1
+            kn = gl.maximum(k + 1, 1)
+            n_kvh, n_start, n_len, n_t0 = _peek_tile(info, info_ready, kn, num_warps)
+            _prefetch_q(
+                q_ptr, q_smem.index(kn % 2), n_start, n_len, n_t0, n_kvh, stride_qt, stride_qh, GROUP, HEAD_DIM,
+                BLOCK_M, ROW0, BLOCK_Q, num_warps,
+            )  # fmt: skip
+            # this tile's copy is the older of the two groups in flight; then every warp's, fenced for the wgmmas
+            async_copy.wait_group(1)
+            fence_async_shared()
+            gluon_barrier()
+            fix_bits = _attend_rows(
+                q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(k % 2), k_bufs, v_bufs,
+                k_ready, v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo,
+                a, b, hi, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
+                stride_ot, stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M,
+                ROW0, ROWS, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True,
+                TURNS, True, True, num_warps,
+            )  # fmt: skip
+            it0 += hi - lo
+            k = kn
+            pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
+                info, info_ready, info_empty, kn, num_warps
+            )
+        # the empty group of the last tile's mark
+        async_copy.wait_group(0)
+    elif DYNAMIC:
         pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
             info, info_ready, info_empty, 0, num_warps
         )
@@ -823,39 +956,39 @@ def _attend_persistent(
                 seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
                 stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
                 BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
-                num_warps,
+                False, num_warps,
             )  # fmt: skip
             it0 += hi - lo
             k += 1
             pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
                 info, info_ready, info_empty, gl.maximum(k, 0), num_warps
             )
-        return
-    for band in range(0, (num_tiles + nprog - 1) // nprog):
-        t = _snake_tile(band, nprog)
-        if t < num_tiles:
-            x = t % grid0
-            split = t // grid0
-            if HANDOFF:
-                pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, _x, _split = _take_tile(
-                    info, info_ready, info_empty, gl.maximum(k, 0), num_warps
-                )
-                k += 1
-            else:
-                pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
-                    x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads,
-                    bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q, BLOCK_N,
-                    BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+    else:
+        for band in range(0, (num_tiles + nprog - 1) // nprog):
+            t = _snake_tile(band, nprog)
+            if t < num_tiles:
+                x = t % grid0
+                split = t // grid0
+                if HANDOFF:
+                    pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, _x, _split = _take_tile(
+                        info, info_ready, info_empty, gl.maximum(k, 0), num_warps
+                    )
+                    k += 1
+                else:
+                    pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+                        x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads,
+                        bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q,
+                        BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+                    )  # fmt: skip
+                fix_bits = _attend_rows(
+                    q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs,
+                    k_ready, v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh,
+                    lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt,
+                    stride_qh, stride_ot, stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP,
+                    HEAD_DIM, BLOCK_M, ROW0, ROWS, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS,
+                    SPLIT, True, True, TURNS, True, False, num_warps,
                 )  # fmt: skip
-            fix_bits = _attend_rows(
-                q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs, k_ready,
-                v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi,
-                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
-                stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
-                BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
-                num_warps,
-            )  # fmt: skip
-            it0 += hi - lo
+                it0 += hi - lo
 
 
 @gluon.jit(
@@ -925,6 +1058,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     PERSISTENT: gl.constexpr,
     HANDOFF: gl.constexpr,
     DYNAMIC: gl.constexpr,
+    LOOKAHEAD: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
@@ -933,7 +1067,9 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     128, bf16/fp16 caches, BLOCK_SIZE a multiple of 16. PERSISTENT (with PINGPONG): a grid of at most one program a
     SM, each taking that grid's ``num_tiles`` program tiles (``grid0`` along x, then the splits) in turn
     (_snake_tile), its load warp running ahead across them; DYNAMIC, as the load warp takes them from
-    ``tile_ctr_ptr`` (an int32, zero at the launch; never read otherwise)."""
+    ``tile_ctr_ptr`` (an int32, zero at the launch; never read otherwise). LOOKAHEAD (with DYNAMIC): the load warp
+    publishes each tile one ahead and the consumers copy its Q into their second Q buffer while the tile before runs
+    (_attend_persistent)."""
     if not PERSISTENT:
         pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
             gl.program_id(0), gl.program_id(1), gl.num_programs(0), cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr,
@@ -948,9 +1084,18 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     # PINGPONG: the launch's warps are the first warpgroup's, each warpgroup 64 rows (OVERLAP does not apply)
     gl.static_assert(not PINGPONG or (num_warps == CONSUMER_WARPS and WG_ROWS == 64), "PINGPONG: 4 warps, 128 rows")
     gl.static_assert(not DYNAMIC or (PERSISTENT and HANDOFF), "DYNAMIC takes persistent programs and the hand-off")
+    gl.static_assert(not LOOKAHEAD or DYNAMIC, "LOOKAHEAD runs on DYNAMIC's ring")
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([WG_ROWS, HEAD_DIM], dtype)
-    if PINGPONG:
+    if LOOKAHEAD:
+        # each consumer partition's two Q buffers (tile k's rows in its buffer k % 2)
+        q_smem = gl.allocate_shared_memory(dtype, [2, WG_ROWS, HEAD_DIM], q_layout)
+        q_smem_b = gl.allocate_shared_memory(dtype, [2, WG_ROWS, HEAD_DIM], q_layout)
+        q_part0 = q_smem
+        q_part1 = q_smem_b
+    elif PINGPONG:
         q_smem = gl.allocate_shared_memory(dtype, [PARTS, WG_ROWS, HEAD_DIM], q_layout)
+        q_part0 = q_smem.index(0)
+        q_part1 = q_smem.index(1)
     else:
         q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_layout)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
@@ -990,25 +1135,25 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                 (
                     _attend_persistent,
                     (
-                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(0), k_bufs,
+                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_part0, k_bufs,
                         v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(0), sync.index(1), v_fixed,
                         cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, num_warps,
+                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, LOOKAHEAD, num_warps,
                     ),
                 ),
                 (
                     _attend_persistent,
                     (
-                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(1), k_bufs,
+                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_part1, k_bufs,
                         v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(1), sync.index(0), v_fixed,
                         cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
-                        SOFTCAP, SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC,
+                        SOFTCAP, SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, LOOKAHEAD,
                         CONSUMER_WARPS,
                     ),
                 ),
@@ -1019,7 +1164,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks,
                         win_left, win_right, stride_bt, num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM, BLOCK_Q,
                         BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, EARLY_PAGES, HANDOFF,
-                        info, info_ready, info_empty, DYNAMIC, tile_ctr_ptr,
+                        info, info_ready, info_empty, DYNAMIC, tile_ctr_ptr, LOOKAHEAD,
                     ),
                 ),
             ],
