@@ -155,6 +155,45 @@ def test_the_op_launches_persistent_programs_where_the_rule_says():
     assert chunk_grid0 == 64 and chunk_tiles % 64 == 0 and chunk_tiles > 64, on_39
 
 
+_LOOKAHEAD_LAUNCHES = r"""
+import json, torch
+from tritonkit.ops import overrides, paged_attention
+from tritonkit.ops.paged_attention import config
+from tritonkit.check.resources import record_launches
+
+def lookahead(width=128, **flags):
+    lens, bs, kv_heads, heads = [512] * 8, 16, 8, 32
+    blocks = len(lens) * (max(lens) // bs + 1)
+    q = torch.empty(sum(lens), heads, width, dtype=torch.bfloat16, device="meta")[:, :, :128]
+    k = torch.empty(blocks, bs, kv_heads, 128, dtype=torch.bfloat16, device="meta")
+    bt = torch.empty(len(lens), blocks, dtype=torch.int32, device="meta")
+    cu = torch.empty(len(lens) + 1, dtype=torch.int32, device="meta")
+    used = torch.empty(len(lens), dtype=torch.int32, device="meta")
+    flags = {"PREFILL_HOPPER_DYNAMIC": True, **flags}
+    with overrides(config, PREFILL_HOPPER=True, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=True,
+                   PREFILL_HOPPER_LOOKAHEAD=True, **flags):
+        (hop,) = [ln for ln in record_launches(lambda: paged_attention(
+            q, k, k, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=max(lens),
+            max_seqlen_k=max(lens), causal=True)) if ln.name == "_paged_attention_prefill_hopper_kernel"]
+    return hop.kwargs["LOOKAHEAD"]
+
+print(json.dumps([lookahead(), lookahead(width=136), lookahead(PREFILL_HOPPER_STAGES=3),
+                  lookahead(PREFILL_HOPPER_DYNAMIC=False)]))
+"""
+
+
+def test_lookahead_runs_only_where_its_q_copy_and_buffers_fit():
+    """LOOKAHEAD (asked for) takes a launch whose q rows are 16-element strided (cp.async's 16-byte vectors), not
+    one whose heads sit 136 elements apart (the consumers gather Q there), nor a 3-stage ring (no room for the
+    second Q buffers), nor the snake order (it runs on DYNAMIC's ring)."""
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": SRC}
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOOKAHEAD_LAUNCHES], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True, False, False, False]
+
+
 @pytest.mark.parametrize(
     "capability, head_dim, block_size, group, rows, fits",
     [

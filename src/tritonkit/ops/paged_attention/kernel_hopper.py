@@ -145,16 +145,20 @@ def _snake_tile(band, nprog):
 # where _tile_bounds computes it, and below 2^31 as a token index)
 INFO_FIELDS = gl.constexpr(16)
 INFO_SLOTS = gl.constexpr(2)
+# LOOKAHEAD's ring: the load warp publishes a tile one ahead of its loads, so a third slot keeps it as far ahead of
+# the consumers as two slots keep the other builds
+AHEAD_SLOTS = gl.constexpr(3)
 
 
 @gluon.jit
 def _publish_tile(
     info, info_ready, info_empty, k, pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split
 ):  # fmt: skip
-    """The load warp's k-th tile's bounds into info slot k % INFO_SLOTS, once both consumer partitions have read
-    what that slot held before, then signalled on the slot's ready barrier."""
-    slot = k % INFO_SLOTS
-    mbarrier.wait(info_empty.index(slot), ((k // INFO_SLOTS) & 1) ^ 1)
+    """The load warp's k-th tile's bounds into info slot k % (the ring's slots), once both consumer partitions have
+    read what that slot held before, then signalled on the slot's ready barrier."""
+    slots: gl.constexpr = info.shape[0]
+    slot = k % slots
+    mbarrier.wait(info_empty.index(slot), ((k // slots) & 1) ^ 1)
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     i = gl.arange(0, INFO_FIELDS, layout=layout)
     v = gl.where(i == 0, pid_kvh.to(gl.int32), 0)
@@ -186,8 +190,9 @@ def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
     """A consumer partition's k-th tile as the load warp published it: (pid_kvh, q_start, q_len, t0 as int64, ctx,
     seqlen_k, lo, a, b, hi, x, split); the slot is freed once every warp of the partition has read it. DYNAMIC's
     last tile has q_len -1."""
-    slot = k % INFO_SLOTS
-    mbarrier.wait(info_ready.index(slot), (k // INFO_SLOTS) & 1)
+    slots: gl.constexpr = info.shape[0]
+    slot = k % slots
+    mbarrier.wait(info_ready.index(slot), (k // slots) & 1)
     layout: gl.constexpr = gl.BlockedLayout([INFO_FIELDS], [32], [num_warps], [0])
     v = info.index(slot).load(layout)
     gluon_barrier()
@@ -203,9 +208,11 @@ def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
 @gluon.jit
 def _peek_tile(info, info_ready, k, num_warps: gl.constexpr):
     """The (pid_kvh, q_start, q_len, t0) of the k-th tile the load warp published, read ahead of _take_tile: the
-    slot stays held (no arrive), so the load warp cannot publish over it before _take_tile frees it."""
-    slot = k % INFO_SLOTS
-    mbarrier.wait(info_ready.index(slot), (k // INFO_SLOTS) & 1)
+    slot stays held (no arrive), so the load warp cannot publish over it before _take_tile frees it (nor, so, can
+    the ready barrier pass a second phase before _take_tile waits for the same one)."""
+    slots: gl.constexpr = info.shape[0]
+    slot = k % slots
+    mbarrier.wait(info_ready.index(slot), (k // slots) & 1)
     layout: gl.constexpr = gl.BlockedLayout([INFO_FIELDS], [32], [num_warps], [0])
     v = info.index(slot).load(layout)
     i = gl.arange(0, INFO_FIELDS, layout=layout)
@@ -1124,10 +1131,11 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
         info_ready = v_fixed
         info_empty = v_fixed
         if HANDOFF:
-            info = gl.allocate_shared_memory(gl.int32, [INFO_SLOTS, INFO_FIELDS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            info_ready = gl.allocate_shared_memory(gl.int64, [INFO_SLOTS, 1], mbarrier.MBarrierLayout())
-            info_empty = gl.allocate_shared_memory(gl.int64, [INFO_SLOTS, 1], mbarrier.MBarrierLayout())
-            for i in gl.static_range(INFO_SLOTS):
+            NSLOTS: gl.constexpr = AHEAD_SLOTS if LOOKAHEAD else INFO_SLOTS
+            info = gl.allocate_shared_memory(gl.int32, [NSLOTS, INFO_FIELDS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+            info_ready = gl.allocate_shared_memory(gl.int64, [NSLOTS, 1], mbarrier.MBarrierLayout())
+            info_empty = gl.allocate_shared_memory(gl.int64, [NSLOTS, 1], mbarrier.MBarrierLayout())
+            for i in gl.static_range(NSLOTS):
                 mbarrier.init(info_ready.index(i), count=1)
                 mbarrier.init(info_empty.index(i), count=PARTS)
         gl.warp_specialize(
