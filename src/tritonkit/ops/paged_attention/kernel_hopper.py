@@ -299,10 +299,11 @@ def _load_persistent(
     nprog = gl.num_programs(0)
     it0 = 0
     k = 0
-    if LOOKAHEAD:
-        # each tile published one ahead of its loads: tile k + 1's (with its counter's atomic and its bounds' chain of
-        # loads) before tile k's K/V, so the consumers read it, and start its Q, while tile k runs. ``cur``: the
-        # published tile whose loads come next (have_cur 0 before the first)
+    if DYNAMIC:
+        # the counter starts at 0 and only grows (by num_tiles + nprog a launch): the maxima say so to the checker's
+        # sign analysis. LOOKAHEAD: each tile published one ahead of its loads, tile k + 1's (its atomic and its
+        # bounds' chain of loads) before tile k's K/V, so the consumers read it, and start its Q, while tile k runs;
+        # ``c_*``: the published tile whose loads come next (have_cur 0 before the first)
         have_cur = 0
         c_kvh = 0
         c_bt = block_table_ptr
@@ -319,60 +320,42 @@ def _load_persistent(
                 LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
             )  # fmt: skip
             if q_len > 0:
-                _publish_tile(
-                    info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
-                    a, b, hi, x, split,
-                )  # fmt: skip
-                k += 1
-                if have_cur != 0:
-                    _load_partition(
-                        k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, c_bt, c_lo, c_hi,
-                        c_seqlen_k, num_blocks, c_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
-                        gl.maximum(it0, 0),
-                    )  # fmt: skip
-                    it0 += c_hi - c_lo
-                have_cur = 1
-                c_kvh = pid_kvh
-                c_bt = bt_row
-                c_seqlen_k = seqlen_k
-                c_lo = lo
-                c_hi = hi
-            t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
-        z = t * 0
-        _publish_tile(info, info_ready, info_empty, gl.maximum(k, 0), z, z, z - 1, z, z, z, z, z, z, z, z, z)
-        if have_cur != 0:
-            _load_partition(
-                k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, c_bt, c_lo, c_hi, c_seqlen_k,
-                num_blocks, c_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, gl.maximum(it0, 0),
-            )  # fmt: skip
-    elif DYNAMIC:
-        # the counter starts at 0 and only grows (by num_tiles + nprog a launch): the maxima say so to the checker's
-        # sign analysis
-        t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
-        while t < num_tiles:
-            x = t % grid0
-            split = t // grid0
-            pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
-                x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
-                num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q, BLOCK_N, BLOCK_SIZE,
-                LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
-            )  # fmt: skip
-            if q_len > 0:
                 # k, it0 >= 0 (counts): the maxima say so to the checker's sign analysis
                 _publish_tile(
                     info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
                     a, b, hi, x, split,
                 )  # fmt: skip
                 k += 1
-                _load_partition(
-                    k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                    num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
-                    gl.maximum(it0, 0),
-                )  # fmt: skip
-                it0 += hi - lo
+                if LOOKAHEAD:
+                    if have_cur != 0:
+                        _load_partition(
+                            k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, c_bt, c_lo, c_hi,
+                            c_seqlen_k, num_blocks, c_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES,
+                            EARLY_PAGES, gl.maximum(it0, 0),
+                        )  # fmt: skip
+                        it0 += c_hi - c_lo
+                    have_cur = 1
+                    c_kvh = pid_kvh
+                    c_bt = bt_row
+                    c_seqlen_k = seqlen_k
+                    c_lo = lo
+                    c_hi = hi
+                else:
+                    _load_partition(
+                        k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                        num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
+                        gl.maximum(it0, 0),
+                    )  # fmt: skip
+                    it0 += hi - lo
             t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
         z = t * 0
         _publish_tile(info, info_ready, info_empty, gl.maximum(k, 0), z, z, z - 1, z, z, z, z, z, z, z, z, z)
+        if have_cur != 0:
+            # LOOKAHEAD's last tile, after the mark that ends the consumers' loop
+            _load_partition(
+                k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, c_bt, c_lo, c_hi, c_seqlen_k,
+                num_blocks, c_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, gl.maximum(it0, 0),
+            )  # fmt: skip
     else:
         for band in range(0, (num_tiles + nprog - 1) // nprog):
             t = _snake_tile(band, nprog)
