@@ -332,8 +332,7 @@ def _prefill_steps(
     tail = (pre.num_splits, decode_max_q)
     constexprs = {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split}
     if pre.hopper:
-        q_rows16 = q.data_ptr() % 16 == 0 and q.stride(0) % 16 == 0 and q.stride(1) % 16 == 0
-        steps.append(_hopper_prefill_step(pre, programs, head + common[:9] + common[15:] + tail, constexprs, q_rows16))
+        steps.append(_hopper_prefill_step(pre, programs, head + common[:9] + common[15:] + tail, constexprs, q))
     else:
         steps.append(
             Step(
@@ -377,11 +376,12 @@ def _prefill_steps(
     return rows * head_dim, rows
 
 
-def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict, q_rows16: bool) -> Step:
+def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict, q: torch.Tensor) -> Step:
     """kernel_hopper's warp-specialized prefill kernel (sm_90; _hopper_ok held) on kernel.py's prefill arguments
     without the caches' strides (``args``: common's 0-8 and 15; the descriptors hold the rest) and constexprs
     without the padded head_dim and the fp8 flag (neither applies), K/V as TMA descriptors (_HopperFront). With
-    ``pre.persistent`` the ``programs`` x splits program tiles run on at most that many programs."""
+    ``pre.persistent`` the ``programs`` x splits program tiles run on at most that many programs; ``q`` (the
+    call's, its alignment read only where LOOKAHEAD is asked for) decides whether its rows can be copied ahead."""
     from .kernel_hopper import _paged_attention_prefill_hopper_kernel
 
     rows = config.page_rows(constexprs["BLOCK_SIZE"])
@@ -410,7 +410,9 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict, q_ro
             and config.PREFILL_HOPPER_DYNAMIC
             and config.PREFILL_HOPPER_LOOKAHEAD
             and pre.num_stages == 2
-            and q_rows16,
+            and q.data_ptr() % 16 == 0
+            and q.stride(0) % 16 == 0
+            and q.stride(1) % 16 == 0,
         },
         # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)
         pre.num_warps // 2 if config.PREFILL_HOPPER_PINGPONG else pre.num_warps,
