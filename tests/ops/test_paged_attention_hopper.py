@@ -155,45 +155,6 @@ def test_the_op_launches_persistent_programs_where_the_rule_says():
     assert chunk_grid0 == 64 and chunk_tiles % 64 == 0 and chunk_tiles > 64, on_39
 
 
-_LOOKAHEAD_LAUNCHES = r"""
-import json, torch
-from tritonkit.ops import overrides, paged_attention
-from tritonkit.ops.paged_attention import config
-from tritonkit.check.resources import record_launches
-
-def lookahead(width=128, **flags):
-    lens, bs, kv_heads, heads = [512] * 8, 16, 8, 32
-    blocks = len(lens) * (max(lens) // bs + 1)
-    q = torch.empty(sum(lens), heads, width, dtype=torch.bfloat16, device="meta")[:, :, :128]
-    k = torch.empty(blocks, bs, kv_heads, 128, dtype=torch.bfloat16, device="meta")
-    bt = torch.empty(len(lens), blocks, dtype=torch.int32, device="meta")
-    cu = torch.empty(len(lens) + 1, dtype=torch.int32, device="meta")
-    used = torch.empty(len(lens), dtype=torch.int32, device="meta")
-    flags = {"PREFILL_HOPPER_DYNAMIC": True, **flags}
-    with overrides(config, PREFILL_HOPPER=True, PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=True,
-                   PREFILL_HOPPER_LOOKAHEAD=True, **flags):
-        (hop,) = [ln for ln in record_launches(lambda: paged_attention(
-            q, k, k, cu_seqlens_q=cu, seqused_k=used, block_table=bt, max_seqlen_q=max(lens),
-            max_seqlen_k=max(lens), causal=True)) if ln.name == "_paged_attention_prefill_hopper_kernel"]
-    return hop.kwargs["LOOKAHEAD"]
-
-print(json.dumps([lookahead(), lookahead(width=136), lookahead(PREFILL_HOPPER_STAGES=3),
-                  lookahead(PREFILL_HOPPER_DYNAMIC=False)]))
-"""
-
-
-def test_lookahead_runs_only_where_its_q_copy_and_buffers_fit():
-    """LOOKAHEAD (asked for) takes a launch whose q rows are 16-element strided (cp.async's 16-byte vectors), not
-    one whose heads sit 136 elements apart (the consumers gather Q there), nor a 3-stage ring (no room for the
-    second Q buffers), nor the snake order (it runs on DYNAMIC's ring)."""
-    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": SRC}
-    proc = subprocess.run(
-        [sys.executable, "-c", _LOOKAHEAD_LAUNCHES], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True, False, False, False]
-
-
 @pytest.mark.parametrize(
     "capability, head_dim, block_size, group, rows, fits",
     [
@@ -266,8 +227,7 @@ with overrides(config, PREFILL_HOPPER=True):
                         PREFILL_HOPPER_TURNS=case.pop("turns", True),
                         PREFILL_HOPPER_PERSISTENT=case.pop("persistent", None),
                         PREFILL_HOPPER_HANDOFF=case.pop("handoff", False),
-                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False),
-                        PREFILL_HOPPER_LOOKAHEAD=case.pop("lookahead", False))
+                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False))
         with overrides(config, **switches):
             launches = record_launches(call(dtype=dtype, **case))
         names = [ln.kernel.fn.__name__ for ln in launches]
@@ -282,8 +242,7 @@ with overrides(config, PREFILL_HOPPER=True):
                        counts["loop_LDL"], inner_spills=counts["inner_STL"] + counts["inner_LDL"],
                        setmaxnreg="setmaxnreg" in ck.asm["ptx"], gmma=counts["GMMA"], wait_all=counts["wait_all"],
                        persistent=hop[0].kwargs["PERSISTENT"], turns=hop[0].kwargs["TURNS"],
-                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"],
-                       lookahead=hop[0].kwargs["LOOKAHEAD"])
+                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"])
         out.append(row)
 print(json.dumps(out))
 """
@@ -300,7 +259,6 @@ def _compile(cases: list[dict], python: str = sys.executable) -> list[dict]:
 
 
 _PERSIST = {"persistent": True}
-_AHEAD = {"dynamic": True, "lookahead": True}
 _BASE = dict(head_dim=128, block_size=16, q_len=4096, ctx=0, causal=True, window=[-1, -1], softcap=0.0, sinks=False)
 
 
@@ -326,14 +284,11 @@ def test_the_ops_hopper_prefill_launch_compiles_for_sm_90():
 
 
 @pytest.mark.parametrize(
-    "pingpong, persistent, handoff, dynamic, lookahead",
-    [
-        ("0", "0", "0", "0", "0"), ("1", "0", "0", "0", "0"), ("1", "1", "0", "0", "0"), ("1", "1", "1", "0", "0"),
-        ("1", "1", "0", "1", "0"), ("1", "1", "0", "1", "1"),
-    ],
-    ids=["default", "pingpong", "persistent", "handoff", "dynamic", "lookahead"],
-)  # fmt: skip
-def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff, dynamic, lookahead):
+    "pingpong, persistent, handoff, dynamic",
+    [("0", "0", "0", "0"), ("1", "0", "0", "0"), ("1", "1", "0", "0"), ("1", "1", "1", "0"), ("1", "1", "0", "1")],
+    ids=["default", "pingpong", "persistent", "handoff", "dynamic"],
+)
+def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff, dynamic):
     """`tritonkit check --op paged_attention` with the Hopper prefill on: its Gluon kernel (no TTIR stage; warp
     specialization's partitions, two consumer partitions with the ping-pong, a tile loop around them when
     persistent, the tiles' bounds handed over in shared memory, the tiles taken from a counter in while loops) is
@@ -345,7 +300,6 @@ def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, ha
         "TRITONKIT_PREFILL_HOPPER_PERSISTENT": persistent,
         "TRITONKIT_PREFILL_HOPPER_HANDOFF": handoff,
         "TRITONKIT_PREFILL_HOPPER_DYNAMIC": dynamic,
-        "TRITONKIT_PREFILL_HOPPER_LOOKAHEAD": lookahead,
     }
     d, err, rc = check_op("paged_attention", switches, tmp_path)
     names = {k["kernel"] for k in d["kernels"]}
@@ -382,9 +336,6 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         # the tiles taken from the call's counter by the load warp (the hand-off's ring carries them)
         {**_BASE, "dtype": "bfloat16", "pingpong": True, **_PERSIST, "dynamic": True},
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, "dynamic": True},
-        # the next tile published and its Q copied while a tile runs (two Q buffers a warpgroup), with splits too
-        {**_BASE, "dtype": "bfloat16", "pingpong": True, **_PERSIST, **_AHEAD},
-        {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, **_AHEAD},
     ]
     rows = _compile(cases)
     for case, row in zip(cases, rows):
@@ -395,7 +346,6 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         assert row["persistent"] is case.get("persistent", row["persistent"]), row
         assert row["handoff"] is (case.get("handoff", False) or case.get("dynamic", False)), row
         assert row["dynamic"] is case.get("dynamic", False), row
-        assert row["lookahead"] is case.get("lookahead", False), row
         if row["persistent"]:
             # where it is the default (3.9 on): 3.9's consumers reload 1-3 values a KV step in some loops (2 spill
             # instructions in the innermost loops at causal 4096, 12 on the chunk with splits) and its persistent
@@ -591,34 +541,5 @@ def test_the_dynamic_build_matches_the_persistent_build(case):
         outs = [_hopper_out(q, k, v, kw, **dyn)]
         with overrides(config, PREFILL_HOPPER=True, **dyn):
             outs += [paged_attention(q, k, v, **kw) for _ in range(3)]
-        for i, out in enumerate(outs):
-            assert torch.equal(out, base), (sms, i, (out.float() - base.float()).abs().max().item())
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(
-    "case", _GPU_CASES + [_PROMPT_THEN_DECODES], ids=[c["id"] for c in _GPU_CASES + [_PROMPT_THEN_DECODES]]
-)
-def test_the_lookahead_build_matches_the_dynamic_build(case):
-    """LOOKAHEAD (the load warp publishing each tile before the loads of the one before it, the consumers copying
-    the next tile's Q into their second buffer while a tile runs) attends the same rows from the same Q: the same
-    bits as DYNAMIC, on a grid of 1, 3 and every SM's programs (a program's two Q buffers alternate over many tiles
-    on the first) and on repeated calls through replay.Replay."""
-    from tritonkit.check.resources import record_launches
-    from tritonkit.ops import paged_attention
-
-    _needs_hopper()
-    q, k, v, kw = _gpu_call(case)
-    flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=True, PREFILL_HOPPER_DYNAMIC=True)
-    for sms in (1, 3, None):
-        base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0)
-        ahead = dict(flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0, PREFILL_HOPPER_LOOKAHEAD=True)
-        outs = [_hopper_out(q, k, v, kw, **ahead)]
-        meta = {n: (t.to("meta") if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
-        with overrides(config, PREFILL_HOPPER=True, **ahead):
-            outs += [paged_attention(q, k, v, **kw) for _ in range(3)]
-            launches = record_launches(lambda: paged_attention(q.to("meta"), k.to("meta"), v.to("meta"), **meta))
-        hop = [ln for ln in launches if ln.name == "_paged_attention_prefill_hopper_kernel"]
-        assert hop and all(ln.kwargs["LOOKAHEAD"] for ln in hop), hop
         for i, out in enumerate(outs):
             assert torch.equal(out, base), (sms, i, (out.float() - base.float()).abs().max().item())

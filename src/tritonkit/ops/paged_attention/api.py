@@ -97,8 +97,7 @@ def _launch(a: Args, record: Layout | None = None) -> None:
 
 def _steps(a: Args) -> tuple[list[Step], tuple]:
     """The call's launches and the sizes of its decode and prefill split scratch (None: none), from metadata and
-    scalars alone (of the data pointers only the 16-byte alignment of the caches and q, which the Hopper prefill's
-    TMA and cp.async need, and which the replay keys)."""
+    scalars alone (nothing here reads a data pointer)."""
     q, k_cache, v_cache, out, block_table = a.q, a.k_cache, a.v_cache, a.out, a.block_table
     num_tokens, num_heads, head_dim = q.shape
     num_seqs = a.seqused_k.shape[0]
@@ -332,7 +331,7 @@ def _prefill_steps(
     tail = (pre.num_splits, decode_max_q)
     constexprs = {**tile, "BLOCK_N": pre.block_n, "BLOCK_SIZE": block_size, **features, "SPLIT": split}
     if pre.hopper:
-        steps.append(_hopper_prefill_step(pre, programs, head + common[:9] + common[15:] + tail, constexprs, q))
+        steps.append(_hopper_prefill_step(pre, programs, head + common[:9] + common[15:] + tail, constexprs))
     else:
         steps.append(
             Step(
@@ -376,12 +375,11 @@ def _prefill_steps(
     return rows * head_dim, rows
 
 
-def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict, q: torch.Tensor) -> Step:
+def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> Step:
     """kernel_hopper's warp-specialized prefill kernel (sm_90; _hopper_ok held) on kernel.py's prefill arguments
     without the caches' strides (``args``: common's 0-8 and 15; the descriptors hold the rest) and constexprs
     without the padded head_dim and the fp8 flag (neither applies), K/V as TMA descriptors (_HopperFront). With
-    ``pre.persistent`` the ``programs`` x splits program tiles run on at most that many programs; ``q`` (the
-    call's, its alignment read only where LOOKAHEAD is asked for) decides whether its rows can be copied ahead."""
+    ``pre.persistent`` the ``programs`` x splits program tiles run on at most that many programs."""
     from .kernel_hopper import _paged_attention_prefill_hopper_kernel
 
     rows = config.page_rows(constexprs["BLOCK_SIZE"])
@@ -404,15 +402,6 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict, q: t
             "PERSISTENT": pre.persistent > 0,
             "HANDOFF": pre.persistent > 0 and (config.PREFILL_HOPPER_HANDOFF or config.PREFILL_HOPPER_DYNAMIC),
             "DYNAMIC": pre.persistent > 0 and config.PREFILL_HOPPER_DYNAMIC,
-            # the two Q buffers' 32 KB fit beside two stages only; cp.async copies Q's rows in 16-byte vectors, which
-            # the compile sees only on a 16-byte aligned q with strides of 16 elements (else the consumers gather Q)
-            "LOOKAHEAD": pre.persistent > 0
-            and config.PREFILL_HOPPER_DYNAMIC
-            and config.PREFILL_HOPPER_LOOKAHEAD
-            and pre.num_stages == 2
-            and q.data_ptr() % 16 == 0
-            and q.stride(0) % 16 == 0
-            and q.stride(1) % 16 == 0,
         },
         # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)
         pre.num_warps // 2 if config.PREFILL_HOPPER_PINGPONG else pre.num_warps,

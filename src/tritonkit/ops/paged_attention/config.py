@@ -250,11 +250,6 @@ PREFILL_HOPPER_HANDOFF = _env.flag("TRITONKIT_PREFILL_HOPPER_HANDOFF") is True
 # at 4096 / 16384 tokens 629 / 4069 against 660 / 4250 us, 8 prompts of 2048 629 against 676, causal prompts and
 # chunks level (docs/notes/prefill-persistent.md). TRITONKIT_PREFILL_HOPPER_DYNAMIC=0 returns the snake order.
 PREFILL_HOPPER_DYNAMIC = _env.flag("TRITONKIT_PREFILL_HOPPER_DYNAMIC") is not False
-# LOOKAHEAD (DYNAMIC's persistent programs): the load warp takes and publishes each tile before the loads of the one
-# before it, and the consumers copy the next tile's Q (cp.async) into a second Q buffer while a tile runs, so a tile
-# starts on its bounds and its Q in shared memory (32 KB more of it: two Q buffers a warpgroup). Off until timed
-# (TRITONKIT_PREFILL_HOPPER_LOOKAHEAD=1); docs/notes/prefill-batched-prompts.md.
-PREFILL_HOPPER_LOOKAHEAD = _env.flag("TRITONKIT_PREFILL_HOPPER_LOOKAHEAD") is True
 # the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever;
 # prefill_config and so the launch plan hold it)
 PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0

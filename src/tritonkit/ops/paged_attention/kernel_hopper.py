@@ -23,7 +23,6 @@ layout, heads and head_dim contiguous) under a TensorDescriptor with a ``[PAGE_R
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -36,7 +35,6 @@ from .kernel import _find_seq, _online_softmax, _out_scale, _prefill_key_tiles, 
 
 gluon_tma_load = _triton_compat.gluon_tma_load()
 gluon_barrier = _triton_compat.gluon_barrier()
-gluon_async_load = _triton_compat.gluon_async_load()
 
 # worker warps and their registers: one warp of scalar work. 8 x 240 + 4 x 32 registers a thread are the SM's 64K;
 # at 24 Triton 3.9's build spills 8 values in the load loop (3.6 and 3.8 fit)
@@ -145,20 +143,16 @@ def _snake_tile(band, nprog):
 # where _tile_bounds computes it, and below 2^31 as a token index)
 INFO_FIELDS = gl.constexpr(16)
 INFO_SLOTS = gl.constexpr(2)
-# LOOKAHEAD's ring: the load warp publishes a tile one ahead of its loads, so a third slot keeps it as far ahead of
-# the consumers as two slots keep the other builds
-AHEAD_SLOTS = gl.constexpr(3)
 
 
 @gluon.jit
 def _publish_tile(
     info, info_ready, info_empty, k, pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split
 ):  # fmt: skip
-    """The load warp's k-th tile's bounds into info slot k % (the ring's slots), once both consumer partitions have
-    read what that slot held before, then signalled on the slot's ready barrier."""
-    slots: gl.constexpr = info.shape[0]
-    slot = k % slots
-    mbarrier.wait(info_empty.index(slot), ((k // slots) & 1) ^ 1)
+    """The load warp's k-th tile's bounds into info slot k % INFO_SLOTS, once both consumer partitions have read
+    what that slot held before, then signalled on the slot's ready barrier."""
+    slot = k % INFO_SLOTS
+    mbarrier.wait(info_empty.index(slot), ((k // INFO_SLOTS) & 1) ^ 1)
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     i = gl.arange(0, INFO_FIELDS, layout=layout)
     v = gl.where(i == 0, pid_kvh.to(gl.int32), 0)
@@ -190,9 +184,8 @@ def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
     """A consumer partition's k-th tile as the load warp published it: (pid_kvh, q_start, q_len, t0 as int64, ctx,
     seqlen_k, lo, a, b, hi, x, split); the slot is freed once every warp of the partition has read it. DYNAMIC's
     last tile has q_len -1."""
-    slots: gl.constexpr = info.shape[0]
-    slot = k % slots
-    mbarrier.wait(info_ready.index(slot), (k // slots) & 1)
+    slot = k % INFO_SLOTS
+    mbarrier.wait(info_ready.index(slot), (k // INFO_SLOTS) & 1)
     layout: gl.constexpr = gl.BlockedLayout([INFO_FIELDS], [32], [num_warps], [0])
     v = info.index(slot).load(layout)
     gluon_barrier()
@@ -203,53 +196,6 @@ def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
         _field(v, i, 5), _field(v, i, 6), _field(v, i, 7), _field(v, i, 8), _field(v, i, 9), _field(v, i, 10),
         _field(v, i, 11),
     )  # fmt: skip
-
-
-@gluon.jit
-def _peek_tile(info, info_ready, k, num_warps: gl.constexpr):
-    """The (pid_kvh, q_start, q_len, t0) of the k-th tile the load warp published, read ahead of _take_tile: the
-    slot stays held (no arrive), so the load warp cannot publish over it before _take_tile frees it (nor, so, can
-    the ready barrier pass a second phase before _take_tile waits for the same one)."""
-    slots: gl.constexpr = info.shape[0]
-    slot = k % slots
-    mbarrier.wait(info_ready.index(slot), (k // slots) & 1)
-    layout: gl.constexpr = gl.BlockedLayout([INFO_FIELDS], [32], [num_warps], [0])
-    v = info.index(slot).load(layout)
-    i = gl.arange(0, INFO_FIELDS, layout=layout)
-    return _field(v, i, 0), _field(v, i, 1), _field(v, i, 2), _field(v, i, 3).to(gl.int64)
-
-
-@gluon.jit
-def _q_offsets(
-    q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-    BLOCK_M: gl.constexpr, ROW0: gl.constexpr, BLOCK_Q: gl.constexpr, num_warps: gl.constexpr,
-):  # fmt: skip
-    """Rows [ROW0, ROW0 + BLOCK_M) of a program tile's Q (row m: token t0 + m // GROUP, head pid_kvh * GROUP + m %
-    GROUP) as element offsets into q and the rows' mask (inside the tile's BLOCK_Q tokens and the sequence's q_len),
-    16-byte vectors along head_dim."""
-    io_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
-    offs_m = ROW0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, io_layout))
-    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, io_layout))
-    tok = t0 + offs_m // GROUP
-    head = pid_kvh * GROUP + offs_m % GROUP
-    mask_m = (offs_m < BLOCK_Q * GROUP) & (tok < q_len)
-    q_rows = (q_start + tok) * stride_qt + head.to(gl.int64) * stride_qh
-    return q_rows[:, None] + offs_d[None, :], mask_m[:, None]
-
-
-@gluon.jit
-def _prefetch_q(
-    q_ptr, q_buf, q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-    BLOCK_M: gl.constexpr, ROW0: gl.constexpr, BLOCK_Q: gl.constexpr, num_warps: gl.constexpr,
-):  # fmt: skip
-    """LOOKAHEAD: a program tile's Q rows into ``q_buf`` by cp.async, one commit group (no row when q_len < 0, the
-    last tile's mark: the group is empty then). The caller waits for the group, then fences and synchronizes its
-    warps before a wgmma reads the buffer."""
-    offs, mask = _q_offsets(
-        q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP, HEAD_DIM, BLOCK_M, ROW0, BLOCK_Q, num_warps
-    )
-    gluon_async_load(q_buf, q_ptr + offs, mask=mask)
-    async_copy.commit_group()
 
 
 @gluon.jit
@@ -287,29 +233,20 @@ def _load_persistent(
     num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
     BLOCK_SIZE: gl.constexpr, PAGE_ROWS: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr, EARLY_PAGES: gl.constexpr, HANDOFF: gl.constexpr, info,
-    info_ready, info_empty, DYNAMIC: gl.constexpr, tile_ctr_ptr, LOOKAHEAD: gl.constexpr,
+    info_ready, info_empty, DYNAMIC: gl.constexpr, tile_ctr_ptr,
 ):  # fmt: skip
     """PERSISTENT's load warp: _load_partition over the program's tiles (_snake_tile), one stage ring across them,
     so a tile's first K/V loads run under the previous tile's last steps and epilogue. HANDOFF: it publishes each
     tile's bounds to the consumers (_publish_tile) before its loads. DYNAMIC (with HANDOFF): the program's tiles
     are those it takes from the launch's counter (``tile_ctr_ptr``, zero at the launch), heaviest first across the
     grid, the empty ones (no query row: a decode sequence's slot, the grid's slack) skipped unpublished; a tile of
-    q_len -1 ends the consumers' loop. LOOKAHEAD (with DYNAMIC): each tile is published before the loads of the one
-    before it (_attend_persistent's LOOKAHEAD reads it then)."""
+    q_len -1 ends the consumers' loop."""
     nprog = gl.num_programs(0)
     it0 = 0
     k = 0
     if DYNAMIC:
         # the counter starts at 0 and only grows (by num_tiles + nprog a launch): the maxima say so to the checker's
-        # sign analysis. LOOKAHEAD: each tile published one ahead of its loads, tile k + 1's (its atomic and its
-        # bounds' chain of loads) before tile k's K/V, so the consumers read it, and start its Q, while tile k runs;
-        # ``c_*``: the published tile whose loads come next (have_cur 0 before the first)
-        have_cur = 0
-        c_kvh = 0
-        c_bt = block_table_ptr
-        c_seqlen_k = 0
-        c_lo = 0
-        c_hi = 0
+        # sign analysis
         t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
         while t < num_tiles:
             x = t % grid0
@@ -326,59 +263,37 @@ def _load_persistent(
                     a, b, hi, x, split,
                 )  # fmt: skip
                 k += 1
-                if LOOKAHEAD:
-                    if have_cur != 0:
-                        _load_partition(
-                            k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, c_bt, c_lo, c_hi,
-                            c_seqlen_k, num_blocks, c_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES,
-                            EARLY_PAGES, gl.maximum(it0, 0),
-                        )  # fmt: skip
-                        it0 += c_hi - c_lo
-                    have_cur = 1
-                    c_kvh = pid_kvh
-                    c_bt = bt_row
-                    c_seqlen_k = seqlen_k
-                    c_lo = lo
-                    c_hi = hi
-                else:
-                    _load_partition(
-                        k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
-                        num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
-                        gl.maximum(it0, 0),
-                    )  # fmt: skip
-                    it0 += hi - lo
-            t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
-        z = t * 0
-        _publish_tile(info, info_ready, info_empty, gl.maximum(k, 0), z, z, z - 1, z, z, z, z, z, z, z, z, z)
-        if have_cur != 0:
-            # LOOKAHEAD's last tile, after the mark that ends the consumers' loop
-            _load_partition(
-                k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, c_bt, c_lo, c_hi, c_seqlen_k,
-                num_blocks, c_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, gl.maximum(it0, 0),
-            )  # fmt: skip
-    else:
-        for band in range(0, (num_tiles + nprog - 1) // nprog):
-            t = _snake_tile(band, nprog)
-            if t < num_tiles:
-                pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
-                    t % grid0, t // grid0, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs,
-                    num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q,
-                    BLOCK_Q, BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
-                )  # fmt: skip
-                if HANDOFF:
-                    # k >= 0 (a count): the maximum says so to the checker's sign analysis
-                    _publish_tile(
-                        info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
-                        a, b, hi, t % grid0, t // grid0,
-                    )  # fmt: skip
-                    k += 1
-                # it0 >= 0 (a sum of hi - lo >= 0): the maximum says so to the checker's sign analysis, as below
                 _load_partition(
                     k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
                     num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
                     gl.maximum(it0, 0),
                 )  # fmt: skip
                 it0 += hi - lo
+            t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
+        z = t * 0
+        _publish_tile(info, info_ready, info_empty, gl.maximum(k, 0), z, z, z - 1, z, z, z, z, z, z, z, z, z)
+        return
+    for band in range(0, (num_tiles + nprog - 1) // nprog):
+        t = _snake_tile(band, nprog)
+        if t < num_tiles:
+            pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+                t % grid0, t // grid0, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs,
+                num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q,
+                BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+            )  # fmt: skip
+            if HANDOFF:
+                # k >= 0 (a count): the maximum says so to the checker's sign analysis
+                _publish_tile(
+                    info, info_ready, info_empty, gl.maximum(k, 0), pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo,
+                    a, b, hi, t % grid0, t // grid0,
+                )  # fmt: skip
+                k += 1
+            # it0 >= 0 (a sum of hi - lo >= 0): the maximum says so to the checker's sign analysis, as below
+            _load_partition(
+                k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
+                num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, gl.maximum(it0, 0),
+            )  # fmt: skip
+            it0 += hi - lo
 
 
 @gluon.jit
@@ -705,13 +620,11 @@ def _attend_rows(
     PINGPONG: gl.constexpr,
     TURNS: gl.constexpr,
     PERSISTENT: gl.constexpr,
-    Q_READY: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Consumer warps of rows [ROW0, ROW0 + BLOCK_M) of a ROWS-row program tile: their Q rows into shared
-    memory (Q_READY: already there, _prefetch_q's), tiles [lo, a) and [b, hi) masked, [a, b) not, then their output
-    rows (or the split's partials, at program tile (``prog_x``, ``split_id``) with PERSISTENT, else at the program's
-    ids). Without PINGPONG one
+    memory, tiles [lo, a) and [b, hi) masked, [a, b) not, then their output rows (or the split's partials, at
+    program tile (``prog_x``, ``split_id``) with PERSISTENT, else at the program's ids). Without PINGPONG one
     partition of two warpgroups holds all rows; with it each of two 4-warp partitions holds 64 rows and runs
     _pingpong_tile's order, its steps the ring's from ``it0`` on. ``v_fixed``: PERSISTENT's STAGES mbarriers (a
     stage's for a last tile in that stage; ``fix_bits``' bit s counts stage s's completed phases mod 2), else one.
@@ -723,17 +636,21 @@ def _attend_rows(
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, HEAD_DIM, 16]
     )
+    # 16-byte vectors along head_dim for the Q gather and the output rows
+    io_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     FIRST_WG: gl.constexpr = ROW0 == 0
 
-    if not Q_READY:
-        offs_q, mask_q = _q_offsets(
-            q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP, HEAD_DIM, BLOCK_M, ROW0, BLOCK_Q, num_warps
-        )
-        q = gl.load(q_ptr + offs_q, mask=mask_q, other=0.0)
-        q_smem.store(q)
-        # the generic-proxy stores, then every warp's, before a wgmma of this partition reads Q
-        fence_async_shared()
-        gluon_barrier()
+    offs_m = ROW0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, io_layout))
+    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, io_layout))
+    tok = t0 + offs_m // GROUP
+    head = pid_kvh * GROUP + offs_m % GROUP
+    mask_m = (offs_m < BLOCK_Q * GROUP) & (tok < q_len)
+    q_rows = (q_start + tok) * stride_qt + head.to(gl.int64) * stride_qh
+    q = gl.load(q_ptr + q_rows[:, None] + offs_d[None, :], mask=mask_m[:, None], other=0.0)
+    q_smem.store(q)
+    # the generic-proxy stores, then every warp's, before a wgmma of this partition reads Q
+    fence_async_shared()
+    gluon_barrier()
 
     offs_ms = ROW0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     qpos = (ctx + t0 + offs_ms // GROUP).to(gl.int32)
@@ -871,7 +788,7 @@ def _attend_partition(
         k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k,
         win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits,
         0, 0, 0, 0, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, False, False, num_warps,
+        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, False, num_warps,
     )  # fmt: skip
 
 
@@ -884,58 +801,18 @@ def _attend_persistent(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, TURNS: gl.constexpr,
-    HANDOFF: gl.constexpr, info, info_ready, info_empty, DYNAMIC: gl.constexpr, LOOKAHEAD: gl.constexpr,
-    num_warps: gl.constexpr,
+    HANDOFF: gl.constexpr, info, info_ready, info_empty, DYNAMIC: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     """PERSISTENT's consumer partition (ping-pong): _attend_rows over the program's tiles in _load_persistent's
     order, the ring's steps and the V-fix barriers' phases carried from tile to tile. HANDOFF: each tile's bounds
     come from the load warp (_take_tile), which found them ahead, instead of this partition's own chain of loads
     (the sequence's binary search, its lengths) before the tile's Q. DYNAMIC: the tiles the load warp took from
-    the launch's counter, in its order, until one of q_len -1. LOOKAHEAD (with DYNAMIC): ``q_smem`` is two Q
-    buffers; before each tile the partition reads the next tile's bounds ahead (_peek_tile: the load warp publishes
-    a tile before the loads of the one before it) and starts that tile's Q copy (_prefetch_q), so a tile begins on
-    its Q already in shared memory."""
+    the launch's counter, in its order, until one of q_len -1."""
     nprog = gl.num_programs(0)
     it0 = 0
     fix_bits = 0
     k = 0
-    if LOOKAHEAD:
-        # q_smem: this partition's two Q buffers; tile k's rows in buffer k % 2, copied while tile k - 1 ran
-        pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
-            info, info_ready, info_empty, 0, num_warps
-        )
-        _prefetch_q(
-            q_ptr, q_smem.index(0), q_start, q_len, t0, pid_kvh, stride_qt, stride_qh, GROUP, HEAD_DIM, BLOCK_M, ROW0,
-            BLOCK_Q, num_warps,
-        )  # fmt: skip
-        while q_len >= 0:
-            # the next tile's Q (the load warp published it before this tile's loads): k + 1 >= 1
-            kn = gl.maximum(k + 1, 1)
-            n_kvh, n_start, n_len, n_t0 = _peek_tile(info, info_ready, kn, num_warps)
-            _prefetch_q(
-                q_ptr, q_smem.index(kn % 2), n_start, n_len, n_t0, n_kvh, stride_qt, stride_qh, GROUP, HEAD_DIM,
-                BLOCK_M, ROW0, BLOCK_Q, num_warps,
-            )  # fmt: skip
-            # this tile's copy is the older of the two groups in flight; then every warp's, fenced for the wgmmas
-            async_copy.wait_group(1)
-            fence_async_shared()
-            gluon_barrier()
-            fix_bits = _attend_rows(
-                q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(k % 2), k_bufs, v_bufs,
-                k_ready, v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo,
-                a, b, hi, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
-                stride_ot, stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M,
-                ROW0, ROWS, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True,
-                TURNS, True, True, num_warps,
-            )  # fmt: skip
-            it0 += hi - lo
-            k = kn
-            pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
-                info, info_ready, info_empty, kn, num_warps
-            )
-        # the empty group of the last tile's mark
-        async_copy.wait_group(0)
-    elif DYNAMIC:
+    if DYNAMIC:
         pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
             info, info_ready, info_empty, 0, num_warps
         )
@@ -946,39 +823,39 @@ def _attend_persistent(
                 seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
                 stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
                 BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
-                False, num_warps,
+                num_warps,
             )  # fmt: skip
             it0 += hi - lo
             k += 1
             pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, x, split = _take_tile(
                 info, info_ready, info_empty, gl.maximum(k, 0), num_warps
             )
-    else:
-        for band in range(0, (num_tiles + nprog - 1) // nprog):
-            t = _snake_tile(band, nprog)
-            if t < num_tiles:
-                x = t % grid0
-                split = t // grid0
-                if HANDOFF:
-                    pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, _x, _split = _take_tile(
-                        info, info_ready, info_empty, gl.maximum(k, 0), num_warps
-                    )
-                    k += 1
-                else:
-                    pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
-                        x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads,
-                        bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q,
-                        BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
-                    )  # fmt: skip
-                fix_bits = _attend_rows(
-                    q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs,
-                    k_ready, v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh,
-                    lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt,
-                    stride_qh, stride_ot, stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP,
-                    HEAD_DIM, BLOCK_M, ROW0, ROWS, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS,
-                    SPLIT, True, True, TURNS, True, False, num_warps,
+        return
+    for band in range(0, (num_tiles + nprog - 1) // nprog):
+        t = _snake_tile(band, nprog)
+        if t < num_tiles:
+            x = t % grid0
+            split = t // grid0
+            if HANDOFF:
+                pid_kvh, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi, _x, _split = _take_tile(
+                    info, info_ready, info_empty, gl.maximum(k, 0), num_warps
+                )
+                k += 1
+            else:
+                pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
+                    x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads,
+                    bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q, BLOCK_N,
+                    BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
                 )  # fmt: skip
-                it0 += hi - lo
+            fix_bits = _attend_rows(
+                q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem, k_bufs, v_bufs, k_ready,
+                v_ready, k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi,
+                seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
+                stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
+                BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
+                num_warps,
+            )  # fmt: skip
+            it0 += hi - lo
 
 
 @gluon.jit(
@@ -1048,7 +925,6 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     PERSISTENT: gl.constexpr,
     HANDOFF: gl.constexpr,
     DYNAMIC: gl.constexpr,
-    LOOKAHEAD: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
@@ -1057,9 +933,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     128, bf16/fp16 caches, BLOCK_SIZE a multiple of 16. PERSISTENT (with PINGPONG): a grid of at most one program a
     SM, each taking that grid's ``num_tiles`` program tiles (``grid0`` along x, then the splits) in turn
     (_snake_tile), its load warp running ahead across them; DYNAMIC, as the load warp takes them from
-    ``tile_ctr_ptr`` (an int32, zero at the launch; never read otherwise). LOOKAHEAD (with DYNAMIC): the load warp
-    publishes each tile one ahead and the consumers copy its Q into their second Q buffer while the tile before runs
-    (_attend_persistent)."""
+    ``tile_ctr_ptr`` (an int32, zero at the launch; never read otherwise)."""
     if not PERSISTENT:
         pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
             gl.program_id(0), gl.program_id(1), gl.num_programs(0), cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr,
@@ -1074,18 +948,9 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     # PINGPONG: the launch's warps are the first warpgroup's, each warpgroup 64 rows (OVERLAP does not apply)
     gl.static_assert(not PINGPONG or (num_warps == CONSUMER_WARPS and WG_ROWS == 64), "PINGPONG: 4 warps, 128 rows")
     gl.static_assert(not DYNAMIC or (PERSISTENT and HANDOFF), "DYNAMIC takes persistent programs and the hand-off")
-    gl.static_assert(not LOOKAHEAD or DYNAMIC, "LOOKAHEAD runs on DYNAMIC's ring")
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([WG_ROWS, HEAD_DIM], dtype)
-    if LOOKAHEAD:
-        # each consumer partition's two Q buffers (tile k's rows in its buffer k % 2)
-        q_smem = gl.allocate_shared_memory(dtype, [2, WG_ROWS, HEAD_DIM], q_layout)
-        q_smem_b = gl.allocate_shared_memory(dtype, [2, WG_ROWS, HEAD_DIM], q_layout)
-        q_part0 = q_smem
-        q_part1 = q_smem_b
-    elif PINGPONG:
+    if PINGPONG:
         q_smem = gl.allocate_shared_memory(dtype, [PARTS, WG_ROWS, HEAD_DIM], q_layout)
-        q_part0 = q_smem.index(0)
-        q_part1 = q_smem.index(1)
     else:
         q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_layout)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
@@ -1114,11 +979,10 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
         info_ready = v_fixed
         info_empty = v_fixed
         if HANDOFF:
-            NSLOTS: gl.constexpr = AHEAD_SLOTS if LOOKAHEAD else INFO_SLOTS
-            info = gl.allocate_shared_memory(gl.int32, [NSLOTS, INFO_FIELDS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-            info_ready = gl.allocate_shared_memory(gl.int64, [NSLOTS, 1], mbarrier.MBarrierLayout())
-            info_empty = gl.allocate_shared_memory(gl.int64, [NSLOTS, 1], mbarrier.MBarrierLayout())
-            for i in gl.static_range(NSLOTS):
+            info = gl.allocate_shared_memory(gl.int32, [INFO_SLOTS, INFO_FIELDS], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+            info_ready = gl.allocate_shared_memory(gl.int64, [INFO_SLOTS, 1], mbarrier.MBarrierLayout())
+            info_empty = gl.allocate_shared_memory(gl.int64, [INFO_SLOTS, 1], mbarrier.MBarrierLayout())
+            for i in gl.static_range(INFO_SLOTS):
                 mbarrier.init(info_ready.index(i), count=1)
                 mbarrier.init(info_empty.index(i), count=PARTS)
         gl.warp_specialize(
@@ -1126,25 +990,25 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                 (
                     _attend_persistent,
                     (
-                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_part0, k_bufs,
+                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(0), k_bufs,
                         v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(0), sync.index(1), v_fixed,
                         cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, LOOKAHEAD, num_warps,
+                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, num_warps,
                     ),
                 ),
                 (
                     _attend_persistent,
                     (
-                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_part1, k_bufs,
+                        q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(1), k_bufs,
                         v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(1), sync.index(0), v_fixed,
                         cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
-                        SOFTCAP, SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, LOOKAHEAD,
+                        SOFTCAP, SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC,
                         CONSUMER_WARPS,
                     ),
                 ),
@@ -1155,7 +1019,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks,
                         win_left, win_right, stride_bt, num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM, BLOCK_Q,
                         BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, EARLY_PAGES, HANDOFF,
-                        info, info_ready, info_empty, DYNAMIC, tile_ctr_ptr, LOOKAHEAD,
+                        info, info_ready, info_empty, DYNAMIC, tile_ctr_ptr,
                     ),
                 ),
             ],
