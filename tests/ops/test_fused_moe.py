@@ -554,6 +554,29 @@ def test_slot_blocks_replay_in_a_cuda_graph(quant, num_tokens, pdl, monkeypatch)
         assert torch.equal(captured, want)
 
 
+@pytest.mark.parametrize("inter, want", [(768, True), (4096, True), (4097, False), (14336, False)])
+def test_gemm2_is_a_dependent_only_where_its_programs_are_light(inter, want, monkeypatch):
+    # config.slots_pdl: on a card with PDL, a slot call's GEMM2 launches as GEMM1's dependent where each GEMM2 program
+    # streams at most SLOTS_PDL_MAX_PROGRAM_BYTES of w2 (block_n rows of `inter` bf16 values: 256 KB at 32 x 4096);
+    # Mixtral's 896 KB programs stay plain. The sorted layout never chains; TRITONKIT_MOE_SLOTS_PDL forces either way
+    monkeypatch.setattr(config, "SLOTS_PDL", None)
+    monkeypatch.setattr(api._device, "pdl", lambda device: True)
+    inputs = _inputs(num_tokens=1, hidden=64, inter=inter, experts=4, topk=2)
+    pos, kw = _args(inputs)
+    g = config.GemmConfig(block_m=16, block_n=32, block_k=64, group_m=1, num_warps=4, num_stages=2)
+    a = api.check_args(*pos, **kw)
+    out = torch.empty_like(pos[0])
+
+    def pdl_flags(cfg):
+        return [step[-1] for step in api._steps(a, cfg, out)]
+
+    flags = pdl_flags(config.FusedMoeConfig(g, g, slots=1))
+    assert flags[-1] is want and not any(flags[:-1])
+    assert not any(pdl_flags(config.FusedMoeConfig(g, g, slots=0)))
+    monkeypatch.setattr(config, "SLOTS_PDL", not want)
+    assert pdl_flags(config.FusedMoeConfig(g, g, slots=1))[-1] is (not want)
+
+
 def test_ids_are_checked_on_request(monkeypatch):
     # TRITONKIT_CHECK_INDICES=1: a bad id or map entry is an error naming it and where, before anything is written
     inputs = _inputs(num_tokens=6, topk=3)

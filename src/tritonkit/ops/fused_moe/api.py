@@ -260,9 +260,14 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
     else:
         h = _alloc.empty((h_rows, N), FP8_DTYPE if block else x.dtype, x.device)
     h_s = _alloc.empty((h_rows, cdiv(N, SCALE_BLOCK)), torch.float32, x.device) if block else h
-    # GEMM2 as GEMM1's programmatic dependent (blocks of one slot; config.SLOTS_PDL), where it follows GEMM1 (per-tensor
-    # and per-channel fp8 quantize h in a launch between them)
-    pdl = slots and (block or not fp8) and _config.SLOTS_PDL and _device.pdl(x.device)
+    # GEMM2 as GEMM1's programmatic dependent (blocks of one slot, light GEMM2 programs: config.slots_pdl), where it
+    # follows GEMM1 (per-tensor and per-channel fp8 quantize h in a launch between them)
+    pdl = (
+        slots
+        and (block or not fp8)
+        and _config.slots_pdl(g2.block_n * N * w2.element_size())
+        and _device.pdl(x.device)
+    )
     if block and not slots and hopper.gemm1_ok(g1, N, K, act, w1):
         steps.append(hopper.gemm1_step(
             g1=g1, act=act, a_s=a_s, a_s_strides=(stride_asm, stride_ask), w1=w1, w1_scale=w1_scale, w1s=w1s, h=h,

@@ -186,10 +186,20 @@ SLOTS_GROUP_M = 64
 
 #: SLOTS_PDL (blocks of one slot, sm_90+): GEMM2 launches as GEMM1's programmatic dependent; GEMM1's programs signal
 #: at their start, GEMM2's read their slot's expert, then wait (``gdc_wait``) before anything GEMM1 writes, so
-#: GEMM2's launch and prologue run under GEMM1's tail. Off: H100, one run, 0.5-1.3% faster for Qwen3-30B-A3B and
-#: DeepSeek-V3 at M=1-4 (DeepSeek-V3 M=1 159.6 -> 157.6 us), 11% slower for Mixtral at M=1 (244.1 -> 270.1), whose
-#: GEMM1 is more than a wave (docs/notes/fused-moe-decode.md). TRITONKIT_MOE_SLOTS_PDL=1 turns it on for an A/B.
-SLOTS_PDL = _env.flag("TRITONKIT_MOE_SLOTS_PDL") is True
+#: GEMM2's launch and prologue run under GEMM1's tail. Taken where a GEMM2 program streams at most
+#: SLOTS_PDL_MAX_PROGRAM_BYTES of w2 (:func:`slots_pdl`): H100, three runs, 0.6-1.3% faster for Qwen3-30B-A3B (49-196 KB
+#: a program) at M=2-4 and DeepSeek-V3 (128 KB) at M=1-2, level at Qwen3 M=1; 10% slower for Mixtral at M=1 and 2%
+#: at M=2 (896 KB a program: its few heavy dependents pile onto the SMs GEMM1 frees first). The bound sits between
+#: the two (docs/notes/fused-moe-decode.md). TRITONKIT_MOE_SLOTS_PDL=0/1 forces it off/on.
+SLOTS_PDL = _env.flag("TRITONKIT_MOE_SLOTS_PDL")
+SLOTS_PDL_MAX_PROGRAM_BYTES = 256 * 1024
+
+
+def slots_pdl(program_bytes: int) -> bool:
+    """Whether a slot call's GEMM2, whose programs each stream ``program_bytes`` of w2, runs as GEMM1's dependent."""
+    if SLOTS_PDL is not None:
+        return SLOTS_PDL
+    return program_bytes <= SLOTS_PDL_MAX_PROGRAM_BYTES
 
 
 def use_slots(M: int, E: int, topk: int) -> bool:
