@@ -263,10 +263,7 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
     # GEMM2 as GEMM1's programmatic dependent (blocks of one slot, light GEMM2 programs: config.slots_pdl), where it
     # follows GEMM1 (per-tensor and per-channel fp8 quantize h in a launch between them)
     pdl = (
-        slots
-        and (block or not fp8)
-        and _config.slots_pdl(g2.block_n * N * w2.element_size())
-        and _device.pdl(x.device)
+        slots and (block or not fp8) and _config.slots_pdl(g2.block_n * N * w2.element_size()) and _device.pdl(x.device)
     )
     if block and not slots and hopper.gemm1_ok(g1, N, K, act, w1):
         steps.append(hopper.gemm1_step(
