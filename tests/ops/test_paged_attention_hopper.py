@@ -227,8 +227,7 @@ with overrides(config, PREFILL_HOPPER=True):
                         PREFILL_HOPPER_TURNS=case.pop("turns", True),
                         PREFILL_HOPPER_PERSISTENT=case.pop("persistent", None),
                         PREFILL_HOPPER_HANDOFF=case.pop("handoff", False),
-                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False),
-                        PREFILL_HOPPER_ONE_LOOP=case.pop("one_loop", False))
+                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False))
         with overrides(config, **switches):
             launches = record_launches(call(dtype=dtype, **case))
         names = [ln.kernel.fn.__name__ for ln in launches]
@@ -243,8 +242,7 @@ with overrides(config, PREFILL_HOPPER=True):
                        counts["loop_LDL"], inner_spills=counts["inner_STL"] + counts["inner_LDL"],
                        setmaxnreg="setmaxnreg" in ck.asm["ptx"], gmma=counts["GMMA"], wait_all=counts["wait_all"],
                        persistent=hop[0].kwargs["PERSISTENT"], turns=hop[0].kwargs["TURNS"],
-                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"],
-                       one_loop=hop[0].kwargs["ONE_LOOP"])
+                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"])
         out.append(row)
 print(json.dumps(out))
 """
@@ -338,18 +336,6 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         # the tiles taken from the call's counter by the load warp (the hand-off's ring carries them)
         {**_BASE, "dtype": "bfloat16", "pingpong": True, **_PERSIST, "dynamic": True},
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, "dynamic": True},
-        # every step after a tile's first in one masked loop, one-tile and persistent
-        {**_BASE, "dtype": "bfloat16", "pingpong": True, "persistent": False, "one_loop": True},
-        {
-            **_BASE,
-            "dtype": "bfloat16",
-            "q_len": 256,
-            "ctx": 16384,
-            "pingpong": True,
-            **_PERSIST,
-            "dynamic": True,
-            "one_loop": True,
-        },
     ]
     rows = _compile(cases)
     for case, row in zip(cases, rows):
@@ -360,7 +346,6 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         assert row["persistent"] is case.get("persistent", row["persistent"]), row
         assert row["handoff"] is (case.get("handoff", False) or case.get("dynamic", False)), row
         assert row["dynamic"] is case.get("dynamic", False), row
-        assert row["one_loop"] is case.get("one_loop", False), row
         if row["persistent"]:
             # where it is the default (3.9 on): 3.9's consumers reload 1-3 values a KV step in some loops (2 spill
             # instructions in the innermost loops at causal 4096, 12 on the chunk with splits) and its persistent
@@ -558,17 +543,3 @@ def test_the_dynamic_build_matches_the_persistent_build(case):
             outs += [paged_attention(q, k, v, **kw) for _ in range(3)]
         for i, out in enumerate(outs):
             assert torch.equal(out, base), (sms, i, (out.float() - base.float()).abs().max().item())
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("persistent", [False, True], ids=["one-tile", "persistent"])
-@pytest.mark.parametrize("case", _GPU_CASES, ids=[c["id"] for c in _GPU_CASES])
-def test_the_one_loop_build_matches_the_three_loop_build(case, persistent):
-    """ONE_LOOP (every step after a tile's first in one masked loop) does on the unmasked steps what the unmasked
-    loop does (the mask keeps every score there): the same bits, on one-tile and persistent grids."""
-    _needs_hopper()
-    q, k, v, kw = _gpu_call(case)
-    flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=persistent)
-    base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_ONE_LOOP=False)
-    out = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_ONE_LOOP=True)
-    assert torch.equal(out, base), (out.float() - base.float()).abs().max().item()

@@ -402,7 +402,6 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
             "PERSISTENT": pre.persistent > 0,
             "HANDOFF": pre.persistent > 0 and (config.PREFILL_HOPPER_HANDOFF or config.PREFILL_HOPPER_DYNAMIC),
             "DYNAMIC": pre.persistent > 0 and config.PREFILL_HOPPER_DYNAMIC,
-            "ONE_LOOP": config.PREFILL_HOPPER_ONE_LOOP,
         },
         # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)
         pre.num_warps // 2 if config.PREFILL_HOPPER_PINGPONG else pre.num_warps,

@@ -250,10 +250,6 @@ PREFILL_HOPPER_HANDOFF = _env.flag("TRITONKIT_PREFILL_HOPPER_HANDOFF") is True
 # at 4096 / 16384 tokens 629 / 4069 against 660 / 4250 us, 8 prompts of 2048 629 against 676, causal prompts and
 # chunks level (docs/notes/prefill-persistent.md). TRITONKIT_PREFILL_HOPPER_DYNAMIC=0 returns the snake order.
 PREFILL_HOPPER_DYNAMIC = _env.flag("TRITONKIT_PREFILL_HOPPER_DYNAMIC") is not False
-# ONE_LOOP (the ping-pong builds): a consumer runs every step after its tile's first in one masked loop instead of
-# three (masked before the unmasked range, unmasked, masked after): about half the step code each consumer fetches.
-# Off until timed (TRITONKIT_PREFILL_HOPPER_ONE_LOOP=1); docs/notes/prefill-batched-prompts.md.
-PREFILL_HOPPER_ONE_LOOP = _env.flag("TRITONKIT_PREFILL_HOPPER_ONE_LOOP") is True
 # the persistent grid's programs at most; 0: one a SM (a smaller grid takes more tiles a program: the tests' lever;
 # prefill_config and so the launch plan hold it)
 PREFILL_HOPPER_PERSISTENT_PROGRAMS = 0

@@ -620,7 +620,6 @@ def _attend_rows(
     PINGPONG: gl.constexpr,
     TURNS: gl.constexpr,
     PERSISTENT: gl.constexpr,
-    ONE_LOOP: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Consumer warps of rows [ROW0, ROW0 + BLOCK_M) of a ROWS-row program tile: their Q rows into shared
@@ -672,37 +671,24 @@ def _attend_rows(
                 next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG, BLOCK_M,
                 BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, False, num_warps,
             )  # fmt: skip
-        if ONE_LOOP:
-            # every step after the first in one masked loop (a superset of the math): one copy of the step's code
-            for it in range(1, n):
-                acc, m_i, l_i, p_op = _pingpong_tile(
-                    acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty,
-                    v_empty, my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out,
-                    FIRST_WG, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True,
-                    num_warps,
-                )  # fmt: skip
-        else:
-            for it in range(1, a - lo):
-                acc, m_i, l_i, p_op = _pingpong_tile(
-                    acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty,
-                    v_empty, my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out,
-                    FIRST_WG, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True,
-                    num_warps,
-                )  # fmt: skip
-            for it in range(gl.maximum(a - lo, 1), b - lo):
-                acc, m_i, l_i, p_op = _pingpong_tile(
-                    acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty,
-                    v_empty, my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out,
-                    FIRST_WG, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True,
-                    num_warps,
-                )  # fmt: skip
-            for it in range(gl.maximum(b - lo, 1), n):
-                acc, m_i, l_i, p_op = _pingpong_tile(
-                    acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty,
-                    v_empty, my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out,
-                    FIRST_WG, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True,
-                    num_warps,
-                )  # fmt: skip
+        for it in range(1, a - lo):
+            acc, m_i, l_i, p_op = _pingpong_tile(
+                acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
+                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
+            )  # fmt: skip
+        for it in range(gl.maximum(a - lo, 1), b - lo):
+            acc, m_i, l_i, p_op = _pingpong_tile(
+                acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
+                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
+            )  # fmt: skip
+        for it in range(gl.maximum(b - lo, 1), n):
+            acc, m_i, l_i, p_op = _pingpong_tile(
+                acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
+                my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
+                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
+            )  # fmt: skip
         if lo < hi:
             # the ring's stage of the last tile; only a tile that crosses seqlen_k completes a phase of its barrier
             if PERSISTENT:
@@ -793,7 +779,7 @@ def _attend_partition(
     GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
     BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, OVERLAP: gl.constexpr,
-    PINGPONG: gl.constexpr, TURNS: gl.constexpr, ONE_LOOP: gl.constexpr, num_warps: gl.constexpr,
+    PINGPONG: gl.constexpr, TURNS: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     """A consumer partition of one program tile (the program's own): _attend_rows from the ring's first step, with
     ``v_fixed`` one mbarrier (a one-entry ring)."""
@@ -802,7 +788,7 @@ def _attend_partition(
         k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k,
         win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits,
         0, 0, 0, 0, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, False, ONE_LOOP, num_warps,
+        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, False, num_warps,
     )  # fmt: skip
 
 
@@ -815,8 +801,7 @@ def _attend_persistent(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, TURNS: gl.constexpr,
-    HANDOFF: gl.constexpr, info, info_ready, info_empty, DYNAMIC: gl.constexpr, ONE_LOOP: gl.constexpr,
-    num_warps: gl.constexpr,
+    HANDOFF: gl.constexpr, info, info_ready, info_empty, DYNAMIC: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     """PERSISTENT's consumer partition (ping-pong): _attend_rows over the program's tiles in _load_persistent's
     order, the ring's steps and the V-fix barriers' phases carried from tile to tile. HANDOFF: each tile's bounds
@@ -838,7 +823,7 @@ def _attend_persistent(
                 seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
                 stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
                 BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
-                ONE_LOOP, num_warps,
+                num_warps,
             )  # fmt: skip
             it0 += hi - lo
             k += 1
@@ -868,7 +853,7 @@ def _attend_persistent(
                 seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
                 stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
                 BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
-                ONE_LOOP, num_warps,
+                num_warps,
             )  # fmt: skip
             it0 += hi - lo
 
@@ -940,7 +925,6 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     PERSISTENT: gl.constexpr,
     HANDOFF: gl.constexpr,
     DYNAMIC: gl.constexpr,
-    ONE_LOOP: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
@@ -1012,7 +996,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, ONE_LOOP, num_warps,
+                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, num_warps,
                     ),
                 ),
                 (
@@ -1025,7 +1009,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
                         SOFTCAP, SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC,
-                        ONE_LOOP, CONSUMER_WARPS,
+                        CONSUMER_WARPS,
                     ),
                 ),
                 (
@@ -1059,7 +1043,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                             q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
                             softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
                             HEAD_DIM, WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, ONE_LOOP, num_warps,
+                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
                         ),
                     ),
                     (
@@ -1070,7 +1054,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                             q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
                             softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
                             HEAD_DIM, WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
-                            SOFTCAP, SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, ONE_LOOP, CONSUMER_WARPS,
+                            SOFTCAP, SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, CONSUMER_WARPS,
                         ),
                     ),
                     (
@@ -1096,7 +1080,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                             q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
                             softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
                             HEAD_DIM, BLOCK_M, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, ONE_LOOP, num_warps,
+                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
                         ),
                     ),
                     (
