@@ -19,7 +19,7 @@ import sys
 
 import torch
 
-from tritonkit.bench.runner import OpTarget
+from tritonkit.bench.runner import OpTarget, sweep_points
 from tritonkit.models import MODELS
 from tritonkit.ops import get_spec
 from tritonkit.testing import Fill
@@ -36,18 +36,18 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     target = OpTarget.parse(args.op)
     spec = get_spec(target.name)
-    series = spec.series_at(MODELS[args.model], args.num_tokens)
-    if not series:
+    # the bench's own points: its series names and shape keys checked, the overrides applied as it applies them
+    try:
+        points = sweep_points(
+            spec, [args.model], [args.num_tokens], dict(target.overrides), [args.series] if args.series else None
+        )
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    if not points:
         print(f"{args.op} has no sweep point at num_tokens={args.num_tokens}", file=sys.stderr)
         return 2
-    name = args.series if args.series is not None else next(iter(series))
-    if name not in series:
-        print(
-            f"no series {name!r} at num_tokens={args.num_tokens}; there: {', '.join(map(repr, series))}",
-            file=sys.stderr,
-        )
-        return 2
-    shape = series[name].replace(**dict(target.overrides))
+    shape, name = points[0].shape, points[0].config.split(" | ")[0]
     inputs = spec.make_inputs(shape, getattr(torch, args.dtype), Fill("randn", "cuda", 0))
     for _ in range(args.calls):
         spec.call(inputs)
