@@ -568,7 +568,7 @@ def test_gemm2_is_a_dependent_only_where_its_programs_are_light(inter, want, mon
     out = torch.empty_like(pos[0])
 
     def pdl_flags(cfg):
-        return [step[-1] for step in api._steps(a, cfg, out)]
+        return [step.pdl for step in api._steps(a, cfg, out)]
 
     flags = pdl_flags(config.FusedMoeConfig(g, g, slots=1))
     assert flags[-1] is want and not any(flags[:-1])
