@@ -199,3 +199,24 @@ def test_gluon_warp_specialize_partitions_take_the_ops_operands():
     assert ra.get("arg4") == ra.get("lo")
     it = ra.get(next(op.results[0] for op in f.ops if op.name == "arith.subi"))
     assert isinstance(it, Iv) and it.lo == 0
+
+
+def test_a_quoted_function_symbol():
+    # Gluon names a helper specialized on a vector argument with characters MLIR quotes: `@"...(4,)cconstexpr_16..."`
+    ttir = """
+module {
+  tt.func public @k(%x: i32) {
+    %0 = tt.call @"m.k._row__Pi32_i32__(4,)cconstexpr_16__NW1"(%x) : (i32) -> i32
+    tt.return
+  }
+  tt.func private @"m.k._row__Pi32_i32__(4,)cconstexpr_16__NW1"(%a: i32) -> i32 {
+    %c1 = arith.constant 1 : i32
+    %1 = arith.addi %a, %c1 : i32
+    tt.return %1 : i32
+  }
+}
+"""
+    mod = parse_module(ttir)
+    assert mod.entry_func().name == "k"
+    helper = mod.funcs["m.k._row__Pi32_i32__(4,)cconstexpr_16__NW1"]
+    assert [a for a, _t, _l in helper.args] == ["a"] and [op.name for op in helper.ops][-1] == "tt.return"

@@ -386,15 +386,17 @@ class _Parser:
 
     def _func(self, i: int) -> int:
         s = self.lines[i].strip()
-        m = re.match(r"tt\.func\s+(?:(public|private|nested)\s+)?@([\w$.\-]+)\s*\(", s)
+        # a symbol is quoted where its name holds other characters (Gluon's specializations: `(4,)cconstexpr_16`)
+        m = re.match(r"tt\.func\s+(?:(public|private|nested)\s+)?@(?:\"([^\"]+)\"|([\w$.\-]+))\s*\(", s)
         if not m:
             raise ParseError(f"cannot read function header: {s[:120]}")
+        name = m.group(2) or m.group(3)
         open_i = m.end() - 1
         close_i = _match_close(s, open_i)
         self.scopes = [{}]
         args = [(self._def(a), t, loc) for a, t, loc in _typed_args(s[open_i + 1 : close_i])]
         body = Block([(a, t) for a, t, _ in args], [], None)
-        f = Func(m.group(2), args, body, [], {}, {a: t for a, t, _ in args}, {}, [body])
+        f = Func(name, args, body, [], {}, {a: t for a, t, _ in args}, {}, [body])
         for k, (a, _t, _l) in enumerate(args):
             f.block_args[a] = (body, k)
         if m.group(1) in (None, "public") and self.entry is None:
