@@ -342,6 +342,7 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, "dynamic": True},
         # the load warp's quick bounds and its block-table entries a key tile ahead
         {**_BASE, "dtype": "bfloat16", "pingpong": True, **_QUICK},
+        {**_BASE, "dtype": "bfloat16", "pingpong": True, "persistent": False, "quick": True},
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_QUICK},
     ]
     rows = _compile(cases)
@@ -567,11 +568,16 @@ def test_the_quick_load_warp_matches_the_dynamic_build(case):
     """QUICK (a tile's sequence found in one load of the batch's lengths, the next tile taken from the counter
     before this one's loads) and PAGES_AHEAD (a key tile's block-table entries read while the tile before it is
     issued) change only when the load warp reads what: the same bits as the dynamic build, on a grid of 1, 3 and
-    every SM's programs and on repeated calls."""
+    every SM's programs and on repeated calls; and QUICK's one-tile programs (the search in their prologue) the
+    one-tile build's."""
     from tritonkit.ops import paged_attention
 
     _needs_hopper()
     q, k, v, kw = _gpu_call(case)
+    one = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=False)
+    base = _hopper_out(q, k, v, kw, **one)
+    out = _hopper_out(q, k, v, kw, **one, PREFILL_HOPPER_QUICK=True)
+    assert torch.equal(out, base), (out.float() - base.float()).abs().max().item()
     flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=True, PREFILL_HOPPER_DYNAMIC=True)
     for sms in (1, 3, None):
         base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0)

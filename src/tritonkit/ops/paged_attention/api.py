@@ -402,7 +402,7 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
             "PERSISTENT": pre.persistent > 0,
             "HANDOFF": pre.persistent > 0 and (config.PREFILL_HOPPER_HANDOFF or config.PREFILL_HOPPER_DYNAMIC),
             "DYNAMIC": pre.persistent > 0 and config.PREFILL_HOPPER_DYNAMIC,
-            "QUICK": pre.persistent > 0 and config.PREFILL_HOPPER_QUICK,
+            "QUICK": config.PREFILL_HOPPER_QUICK,
             "PAGES_AHEAD": config.PREFILL_HOPPER_PAGES_AHEAD,
         },
         # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)

@@ -207,23 +207,25 @@ def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
     )  # fmt: skip
 
 
-# QUICK (the persistent load warp): a batch of fewer sequences than this finds a tile's sequence in one load
+# QUICK: a batch of fewer sequences than this (or than 32 a warp of the partition) finds a tile's sequence in one load
 SEQ_TABLE = gl.constexpr(64)
 
 
 @gluon.jit
-def _seq_quick(cu_seqlens_q_ptr, seqused_k_ptr, pid_q, num_seqs, BLOCK_Q: gl.constexpr):
-    """(seq, its seqused_k, first and end query rows) of prefill tile ``pid_q`` in one warp: below SEQ_TABLE
-    sequences one load of cu_seqlens_q and seqused_k whole and a search in registers (the last s < num_seqs whose
-    first tile is at most pid_q, 0 if none: _find_seq's answer wherever cu_seqlens_q is sorted, and a sequence of
-    the batch whatever it holds); from SEQ_TABLE, _find_seq's binary search, a round trip a step, then the lengths."""
+def _seq_quick(cu_seqlens_q_ptr, seqused_k_ptr, pid_q, num_seqs, BLOCK_Q: gl.constexpr, WARPS: gl.constexpr):
+    """(seq, its seqused_k, first and end query rows) of prefill tile ``pid_q`` in a partition of ``WARPS`` warps:
+    below TABLE sequences (SEQ_TABLE, or a lane's) one load of cu_seqlens_q and seqused_k whole and a search in
+    registers (the last s < num_seqs whose first tile is at most pid_q, 0 if none: _find_seq's answer wherever
+    cu_seqlens_q is sorted, and a sequence of the batch whatever it holds); from TABLE, _find_seq's binary search,
+    a round trip a step, then the lengths."""
+    TABLE: gl.constexpr = max(SEQ_TABLE, 32 * WARPS)
     seq = pid_q * 0
     seqlen_k = seq
     q_start = seq
     q_end = seq
-    if num_seqs < SEQ_TABLE:
-        layout: gl.constexpr = gl.BlockedLayout([SEQ_TABLE // 32], [32], [1], [0])
-        s = gl.arange(0, SEQ_TABLE, layout=layout)
+    if num_seqs < TABLE:
+        layout: gl.constexpr = gl.BlockedLayout([TABLE // (32 * WARPS)], [32], [WARPS], [0])
+        s = gl.arange(0, TABLE, layout=layout)
         cu = gl.load(cu_seqlens_q_ptr + s, mask=s <= num_seqs, other=0)
         used = gl.load(seqused_k_ptr + s, mask=s < num_seqs, other=0)
         hit = (s < num_seqs) & (_first_tile(cu, s, BLOCK_Q) <= pid_q)
@@ -244,17 +246,17 @@ def _tile_bounds(
     x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens,
     win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
     BLOCK_SIZE: gl.constexpr, LIMIT_LEFT: gl.constexpr, LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr,
-    QUICK: gl.constexpr = False,
+    QUICK: gl.constexpr = False, WARPS: gl.constexpr = 1,
 ):  # fmt: skip
     """Program tile (x, split) of kernel._paged_attention_prefill_kernel's grid (``grid0`` programs along x, taken
     from the last one down), found and bounded as that kernel does: (KV head, block-table row, the sequence's first
     query row, its query length, the tile's first token, context length, key count, key tiles lo <= a <= b <= hi).
-    QUICK (one warp): the sequence found by _seq_quick."""
+    QUICK: the sequence found by _seq_quick in the caller's ``WARPS`` warps."""
     pid = grid0 - 1 - x
     pid_q = pid // num_kv_heads
     pid_kvh = pid % num_kv_heads
     if QUICK:
-        seq, seqlen_k, q_start, q_end = _seq_quick(cu_seqlens_q_ptr, seqused_k_ptr, pid_q, num_seqs, BLOCK_Q)
+        seq, seqlen_k, q_start, q_end = _seq_quick(cu_seqlens_q_ptr, seqused_k_ptr, pid_q, num_seqs, BLOCK_Q, WARPS)
     else:
         seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
         seqlen_k = gl.load(seqused_k_ptr + seq)
@@ -999,7 +1001,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
         pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
             gl.program_id(0), gl.program_id(1), gl.num_programs(0), cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr,
             num_seqs, num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q,
-            BLOCK_Q, BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
+            BLOCK_Q, BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, QUICK, num_warps,
         )  # fmt: skip
 
     dtype: gl.constexpr = q_ptr.dtype.element_ty
