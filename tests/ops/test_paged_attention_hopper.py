@@ -227,9 +227,7 @@ with overrides(config, PREFILL_HOPPER=True):
                         PREFILL_HOPPER_TURNS=case.pop("turns", True),
                         PREFILL_HOPPER_PERSISTENT=case.pop("persistent", None),
                         PREFILL_HOPPER_HANDOFF=case.pop("handoff", False),
-                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False),
-                        PREFILL_HOPPER_QUICK=case.pop("quick", False),
-                        PREFILL_HOPPER_PAGES_AHEAD=case.pop("pages_ahead", False))
+                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False))
         with overrides(config, **switches):
             launches = record_launches(call(dtype=dtype, **case))
         names = [ln.kernel.fn.__name__ for ln in launches]
@@ -244,8 +242,7 @@ with overrides(config, PREFILL_HOPPER=True):
                        counts["loop_LDL"], inner_spills=counts["inner_STL"] + counts["inner_LDL"],
                        setmaxnreg="setmaxnreg" in ck.asm["ptx"], gmma=counts["GMMA"], wait_all=counts["wait_all"],
                        persistent=hop[0].kwargs["PERSISTENT"], turns=hop[0].kwargs["TURNS"],
-                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"],
-                       quick=hop[0].kwargs["QUICK"], pages_ahead=hop[0].kwargs["PAGES_AHEAD"])
+                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"])
         out.append(row)
 print(json.dumps(out))
 """
@@ -262,7 +259,6 @@ def _compile(cases: list[dict], python: str = sys.executable) -> list[dict]:
 
 
 _PERSIST = {"persistent": True}
-_QUICK = {"persistent": True, "dynamic": True, "quick": True, "pages_ahead": True}
 _BASE = dict(head_dim=128, block_size=16, q_len=4096, ctx=0, causal=True, window=[-1, -1], softcap=0.0, sinks=False)
 
 
@@ -340,10 +336,6 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         # the tiles taken from the call's counter by the load warp (the hand-off's ring carries them)
         {**_BASE, "dtype": "bfloat16", "pingpong": True, **_PERSIST, "dynamic": True},
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, "dynamic": True},
-        # the load warp's quick bounds and its block-table entries a key tile ahead
-        {**_BASE, "dtype": "bfloat16", "pingpong": True, **_QUICK},
-        {**_BASE, "dtype": "bfloat16", "pingpong": True, "persistent": False, "quick": True},
-        {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_QUICK},
     ]
     rows = _compile(cases)
     for case, row in zip(cases, rows):
@@ -354,7 +346,6 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         assert row["persistent"] is case.get("persistent", row["persistent"]), row
         assert row["handoff"] is (case.get("handoff", False) or case.get("dynamic", False)), row
         assert row["dynamic"] is case.get("dynamic", False), row
-        assert row["quick"] is case.get("quick", False) and row["pages_ahead"] is case.get("pages_ahead", False), row
         if row["persistent"]:
             # where it is the default (3.9 on): 3.9's consumers reload 1-3 values a KV step in some loops (2 spill
             # instructions in the innermost loops at causal 4096, 12 on the chunk with splits) and its persistent
@@ -552,42 +543,3 @@ def test_the_dynamic_build_matches_the_persistent_build(case):
             outs += [paged_attention(q, k, v, **kw) for _ in range(3)]
         for i, out in enumerate(outs):
             assert torch.equal(out, base), (sms, i, (out.float() - base.float()).abs().max().item())
-
-
-# more sequences than the quick search's table (kernel_hopper.SEQ_TABLE): the binary search's path
-_MANY_PROMPTS = dict(id="many-prompts", lens=[33 + 7 * i for i in range(70)], ctx=[0] * 70)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(
-    "case",
-    _GPU_CASES + [_PROMPT_THEN_DECODES, _MANY_PROMPTS],
-    ids=[c["id"] for c in _GPU_CASES + [_PROMPT_THEN_DECODES, _MANY_PROMPTS]],
-)
-def test_the_quick_load_warp_matches_the_dynamic_build(case):
-    """QUICK (a tile's sequence found in one load of the batch's lengths, the next tile taken from the counter
-    before this one's loads) and PAGES_AHEAD (a key tile's block-table entries read while the tile before it is
-    issued) change only when the load warp reads what: the same bits as the dynamic build, on a grid of 1, 3 and
-    every SM's programs and on repeated calls; and QUICK's one-tile programs (the search in their prologue) the
-    one-tile build's."""
-    from tritonkit.ops import paged_attention
-
-    _needs_hopper()
-    q, k, v, kw = _gpu_call(case)
-    one = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=False)
-    base = _hopper_out(q, k, v, kw, **one)
-    out = _hopper_out(q, k, v, kw, **one, PREFILL_HOPPER_QUICK=True)
-    assert torch.equal(out, base), (out.float() - base.float()).abs().max().item()
-    flags = dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=True, PREFILL_HOPPER_DYNAMIC=True)
-    for sms in (1, 3, None):
-        base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0)
-        for quick, ahead in ((True, False), (False, True), (True, True)):
-            fast = dict(
-                flags, PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0, PREFILL_HOPPER_QUICK=quick,
-                PREFILL_HOPPER_PAGES_AHEAD=ahead,
-            )  # fmt: skip
-            outs = [_hopper_out(q, k, v, kw, **fast)]
-            with overrides(config, PREFILL_HOPPER=True, **fast):
-                outs += [paged_attention(q, k, v, **kw) for _ in range(2)]
-            for i, out in enumerate(outs):
-                assert torch.equal(out, base), (sms, quick, ahead, i, (out.float() - base.float()).abs().max().item())

@@ -398,12 +398,10 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
             "OVERLAP": config.PREFILL_HOPPER_OVERLAP,
             "PINGPONG": config.PREFILL_HOPPER_PINGPONG,
             "TURNS": config.PREFILL_HOPPER_TURNS,
-            "EARLY_PAGES": config.PREFILL_HOPPER_EARLY_PAGES or config.PREFILL_HOPPER_PAGES_AHEAD,
+            "EARLY_PAGES": config.PREFILL_HOPPER_EARLY_PAGES,
             "PERSISTENT": pre.persistent > 0,
             "HANDOFF": pre.persistent > 0 and (config.PREFILL_HOPPER_HANDOFF or config.PREFILL_HOPPER_DYNAMIC),
             "DYNAMIC": pre.persistent > 0 and config.PREFILL_HOPPER_DYNAMIC,
-            "QUICK": config.PREFILL_HOPPER_QUICK,
-            "PAGES_AHEAD": config.PREFILL_HOPPER_PAGES_AHEAD,
         },
         # PINGPONG: the launch's warps are the first warpgroup's (the second and the load warp are workers)
         pre.num_warps // 2 if config.PREFILL_HOPPER_PINGPONG else pre.num_warps,

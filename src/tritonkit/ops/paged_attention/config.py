@@ -218,14 +218,6 @@ PREFILL_HOPPER_WARPS = 8
 # early pages 33.8 / 3998 / 477.9, 3 stages 33.6 / 4141 / 510.9; 3.6 31.3 / 3751 / 456.0 against early pages 31.3 /
 # 3730 / 455.6; benchmarks/results/h200/s27-9ceada8).
 PREFILL_HOPPER_EARLY_PAGES = _env.flag("TRITONKIT_PREFILL_HOPPER_EARLY_PAGES") is True
-# QUICK: a tile's sequence found in one load of the batch's cu_seqlens_q and seqused_k (below kernel_hopper.SEQ_TABLE
-# sequences) instead of a binary search, a round trip a step, then the lengths: by the persistent load warp for each
-# tile, by a one-tile program in its prologue; DYNAMIC takes the program's next tile from the counter (relaxed: a
-# ticket) before this tile's loads. PAGES_AHEAD: the load warp reads a
-# key tile's block-table entries (once for K and V) as soon as the tile before it is issued. Off until timed:
-# TRITONKIT_PREFILL_HOPPER_QUICK=1, TRITONKIT_PREFILL_HOPPER_PAGES_AHEAD=1.
-PREFILL_HOPPER_QUICK = _env.flag("TRITONKIT_PREFILL_HOPPER_QUICK") is True
-PREFILL_HOPPER_PAGES_AHEAD = _env.flag("TRITONKIT_PREFILL_HOPPER_PAGES_AHEAD") is True
 PREFILL_HOPPER_STAGES = _env.choice("TRITONKIT_PREFILL_HOPPER_STAGES", (2, 3), 2)
 # OVERLAP: each warpgroup issues tile j + 1's score dot before tile j's softmax (FA3's intra-warpgroup overlap). In
 # the sm_90 builds ptxas interleaves those HGMMAs with the softmax's exp2s (without it the exp2s wait on the dot). The

@@ -31,7 +31,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ... import _triton_compat
-from .kernel import _find_seq, _first_tile, _online_softmax, _out_scale, _prefill_key_tiles, _prefill_rows
+from .kernel import _find_seq, _online_softmax, _out_scale, _prefill_key_tiles, _prefill_rows
 
 gluon_tma_load = _triton_compat.gluon_tma_load()
 gluon_barrier = _triton_compat.gluon_barrier()
@@ -101,27 +101,20 @@ def _load_partition(
     STAGES: gl.constexpr,
     EARLY_PAGES: gl.constexpr,
     it0,
-    PAGES_AHEAD: gl.constexpr = False,
 ):
     """The load warp: tiles [lo, hi) into the stage ring from its step ``it0`` on (the ring's steps before this
     program tile's, PERSISTENT), K then V, each waiting for its buffer to be freed.
     EARLY_PAGES: a tile's block-table entries are loaded together before the wait for its K buffer (their latency
-    under the wait, read once for K and V); otherwise each box's entry is loaded where its TMA is issued.
-    PAGES_AHEAD (with EARLY_PAGES): tile j + 1's entries are loaded as soon as tile j's TMAs are issued, so their
-    latency runs under the wait for tile j + 1's buffer (past hi they read masked positions, as the last tile's do)."""
+    under the wait, read once for K and V); otherwise each box's entry is loaded where its TMA is issued."""
     tile_bytes: gl.constexpr = k_desc.block_type.nbytes * (BLOCK_N // PAGE_ROWS)
-    next_c = 0
-    next_rows = 0
-    if PAGES_AHEAD:
-        next_c, next_rows = _tile_rows(bt_row, lo, seqlen_k, num_blocks, BLOCK_N, BLOCK_SIZE, PAGE_ROWS)
     for j in range(lo, hi):
         it = it0 + (j - lo)
         s = it % STAGES
         # a fresh mbarrier counts as having completed the phase before phase 0: the first STAGES waits pass
         free_phase = ((it // STAGES) & 1) ^ 1
-        c_idx = next_c
-        rows = next_rows
-        if EARLY_PAGES and not PAGES_AHEAD:
+        c_idx = 0
+        rows = 0
+        if EARLY_PAGES:
             c_idx, rows = _tile_rows(bt_row, j, seqlen_k, num_blocks, BLOCK_N, BLOCK_SIZE, PAGE_ROWS)
         mbarrier.wait(k_empty.index(s), free_phase)
         mbarrier.expect(k_ready.index(s), tile_bytes)
@@ -133,8 +126,6 @@ def _load_partition(
         for c in gl.static_range(BLOCK_N // PAGE_ROWS):
             row = _box_row(c_idx, rows, c, bt_row, j, seqlen_k, num_blocks, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, EARLY_PAGES)
             gluon_tma_load(v_desc, [row, col], v_ready.index(s), v_bufs.index(s).slice(c * PAGE_ROWS, PAGE_ROWS))
-        if PAGES_AHEAD:
-            next_c, next_rows = _tile_rows(bt_row, j + 1, seqlen_k, num_blocks, BLOCK_N, BLOCK_SIZE, PAGE_ROWS)
 
 
 @gluon.jit
@@ -207,62 +198,23 @@ def _take_tile(info, info_ready, info_empty, k, num_warps: gl.constexpr):
     )  # fmt: skip
 
 
-# QUICK: a batch of fewer sequences than this (or than 32 a warp of the partition) finds a tile's sequence in one load
-SEQ_TABLE = gl.constexpr(64)
-
-
-@gluon.jit
-def _seq_quick(cu_seqlens_q_ptr, seqused_k_ptr, pid_q, num_seqs, BLOCK_Q: gl.constexpr, WARPS: gl.constexpr):
-    """(seq, its seqused_k, first and end query rows) of prefill tile ``pid_q`` in a partition of ``WARPS`` warps:
-    below TABLE sequences (SEQ_TABLE, or a lane's) one load of cu_seqlens_q and seqused_k whole and a search in
-    registers (the last s < num_seqs whose first tile is at most pid_q, 0 if none: _find_seq's answer wherever
-    cu_seqlens_q is sorted, and a sequence of the batch whatever it holds); from TABLE, _find_seq's binary search,
-    a round trip a step, then the lengths."""
-    TABLE: gl.constexpr = max(SEQ_TABLE, 32 * WARPS)
-    seq = pid_q * 0
-    seqlen_k = seq
-    q_start = seq
-    q_end = seq
-    if num_seqs < TABLE:
-        layout: gl.constexpr = gl.BlockedLayout([TABLE // (32 * WARPS)], [32], [WARPS], [0])
-        s = gl.arange(0, TABLE, layout=layout)
-        cu = gl.load(cu_seqlens_q_ptr + s, mask=s <= num_seqs, other=0)
-        used = gl.load(seqused_k_ptr + s, mask=s < num_seqs, other=0)
-        hit = (s < num_seqs) & (_first_tile(cu, s, BLOCK_Q) <= pid_q)
-        seq = gl.max(gl.where(hit, s, 0), axis=0)
-        seqlen_k = gl.sum(gl.where(s == seq, used, 0), axis=0)
-        q_start = gl.sum(gl.where(s == seq, cu, 0), axis=0)
-        q_end = gl.sum(gl.where(s == seq + 1, cu, 0), axis=0)
-    else:
-        seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
-        seqlen_k = gl.load(seqused_k_ptr + seq)
-        q_start = gl.load(cu_seqlens_q_ptr + seq)
-        q_end = gl.load(cu_seqlens_q_ptr + seq + 1)
-    return seq, seqlen_k, q_start, q_end
-
-
 @gluon.jit
 def _tile_bounds(
     x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens,
     win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
     BLOCK_SIZE: gl.constexpr, LIMIT_LEFT: gl.constexpr, LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr,
-    QUICK: gl.constexpr = False, WARPS: gl.constexpr = 1,
 ):  # fmt: skip
     """Program tile (x, split) of kernel._paged_attention_prefill_kernel's grid (``grid0`` programs along x, taken
     from the last one down), found and bounded as that kernel does: (KV head, block-table row, the sequence's first
-    query row, its query length, the tile's first token, context length, key count, key tiles lo <= a <= b <= hi).
-    QUICK: the sequence found by _seq_quick in the caller's ``WARPS`` warps."""
+    query row, its query length, the tile's first token, context length, key count, key tiles lo <= a <= b <= hi)."""
     pid = grid0 - 1 - x
     pid_q = pid // num_kv_heads
     pid_kvh = pid % num_kv_heads
-    if QUICK:
-        seq, seqlen_k, q_start, q_end = _seq_quick(cu_seqlens_q_ptr, seqused_k_ptr, pid_q, num_seqs, BLOCK_Q, WARPS)
-    else:
-        seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
-        seqlen_k = gl.load(seqused_k_ptr + seq)
-        q_start = gl.load(cu_seqlens_q_ptr + seq)
-        q_end = gl.load(cu_seqlens_q_ptr + seq + 1)
+    seq = _find_seq(cu_seqlens_q_ptr, pid_q, num_seqs, BLOCK_Q)
     bt_row = block_table_ptr + seq.to(gl.int64) * stride_bt
+    seqlen_k = gl.load(seqused_k_ptr + seq)
+    q_start = gl.load(cu_seqlens_q_ptr + seq)
+    q_end = gl.load(cu_seqlens_q_ptr + seq + 1)
     t0, q_len, seqlen_k = _prefill_rows(
         pid_q, seq, q_start, q_end, seqlen_k, num_tokens, decode_max_q, bt_width, BLOCK_Q, BLOCK_SIZE
     )
@@ -281,38 +233,28 @@ def _load_persistent(
     num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM: gl.constexpr, BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr,
     BLOCK_SIZE: gl.constexpr, PAGE_ROWS: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SPLIT: gl.constexpr, EARLY_PAGES: gl.constexpr, HANDOFF: gl.constexpr, info,
-    info_ready, info_empty, DYNAMIC: gl.constexpr, tile_ctr_ptr, QUICK: gl.constexpr, PAGES_AHEAD: gl.constexpr,
+    info_ready, info_empty, DYNAMIC: gl.constexpr, tile_ctr_ptr,
 ):  # fmt: skip
     """PERSISTENT's load warp: _load_partition over the program's tiles (_snake_tile), one stage ring across them,
     so a tile's first K/V loads run under the previous tile's last steps and epilogue. HANDOFF: it publishes each
     tile's bounds to the consumers (_publish_tile) before its loads. DYNAMIC (with HANDOFF): the program's tiles
     are those it takes from the launch's counter (``tile_ctr_ptr``, zero at the launch), heaviest first across the
     grid, the empty ones (no query row: a decode sequence's slot, the grid's slack) skipped unpublished; a tile of
-    q_len -1 ends the consumers' loop. QUICK: each tile's sequence found by _seq_quick, and (DYNAMIC) the program's
-    next tile taken from the counter before this one's loads, so the atomic's round trip runs under them.
-    PAGES_AHEAD: _load_partition's."""
+    q_len -1 ends the consumers' loop."""
     nprog = gl.num_programs(0)
     it0 = 0
     k = 0
     if DYNAMIC:
         # the counter starts at 0 and only grows (by num_tiles + nprog a launch): the maxima say so to the checker's
         # sign analysis
-        if QUICK:
-            t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1, sem="relaxed"), 0)
-        else:
-            t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
+        t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
         while t < num_tiles:
-            t_next = t
-            if QUICK:
-                # a ticket: nothing is read or written under it, so no fence around it (acq_rel's MEMBAR.GPU before
-                # the atomic and L1's invalidation after it)
-                t_next = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1, sem="relaxed"), 0)
             x = t % grid0
             split = t // grid0
             pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
                 x, split, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
                 num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q, BLOCK_N, BLOCK_SIZE,
-                LIMIT_LEFT, LIMIT_RIGHT, SPLIT, QUICK,
+                LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
             )  # fmt: skip
             if q_len > 0:
                 # k, it0 >= 0 (counts): the maxima say so to the checker's sign analysis
@@ -324,12 +266,10 @@ def _load_persistent(
                 _load_partition(
                     k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
                     num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES,
-                    gl.maximum(it0, 0), PAGES_AHEAD,
+                    gl.maximum(it0, 0),
                 )  # fmt: skip
                 it0 += hi - lo
-            if not QUICK:
-                t_next = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
-            t = t_next
+            t = gl.maximum(gl.atomic_add(tile_ctr_ptr, 1), 0)
         z = t * 0
         _publish_tile(info, info_ready, info_empty, gl.maximum(k, 0), z, z, z - 1, z, z, z, z, z, z, z, z, z)
         return
@@ -339,7 +279,7 @@ def _load_persistent(
             pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
                 t % grid0, t // grid0, grid0, cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs,
                 num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q, BLOCK_Q,
-                BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, QUICK,
+                BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
             )  # fmt: skip
             if HANDOFF:
                 # k >= 0 (a count): the maximum says so to the checker's sign analysis
@@ -352,7 +292,6 @@ def _load_persistent(
             _load_partition(
                 k_desc, v_desc, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, bt_row, lo, hi, seqlen_k,
                 num_blocks, pid_kvh * HEAD_DIM, BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, EARLY_PAGES, gl.maximum(it0, 0),
-                PAGES_AHEAD,
             )  # fmt: skip
             it0 += hi - lo
 
@@ -987,8 +926,6 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     HANDOFF: gl.constexpr,
     DYNAMIC: gl.constexpr,
     num_warps: gl.constexpr,
-    QUICK: gl.constexpr = False,
-    PAGES_AHEAD: gl.constexpr = False,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
     as that kernel does; the KV loop runs warp-specialized (the module's docstring). BLOCK_M = 128 rows at 8 warps
@@ -1001,7 +938,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
         pid_kvh, bt_row, q_start, q_len, t0, ctx, seqlen_k, lo, a, b, hi = _tile_bounds(
             gl.program_id(0), gl.program_id(1), gl.num_programs(0), cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr,
             num_seqs, num_kv_heads, bt_width, num_tokens, win_left, win_right, stride_bt, num_splits, decode_max_q,
-            BLOCK_Q, BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, QUICK, num_warps,
+            BLOCK_Q, BLOCK_N, BLOCK_SIZE, LIMIT_LEFT, LIMIT_RIGHT, SPLIT,
         )  # fmt: skip
 
     dtype: gl.constexpr = q_ptr.dtype.element_ty
@@ -1082,7 +1019,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                         seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width, num_tokens, num_blocks,
                         win_left, win_right, stride_bt, num_splits, decode_max_q, num_tiles, grid0, HEAD_DIM, BLOCK_Q,
                         BLOCK_N, BLOCK_SIZE, PAGE_ROWS, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SPLIT, EARLY_PAGES, HANDOFF,
-                        info, info_ready, info_empty, DYNAMIC, tile_ctr_ptr, QUICK, PAGES_AHEAD,
+                        info, info_ready, info_empty, DYNAMIC, tile_ctr_ptr,
                     ),
                 ),
             ],
