@@ -284,22 +284,31 @@ def test_the_ops_hopper_prefill_launch_compiles_for_sm_90():
 
 
 @pytest.mark.parametrize(
-    "pingpong, persistent, handoff, dynamic",
-    [("0", "0", "0", "0"), ("1", "0", "0", "0"), ("1", "1", "0", "0"), ("1", "1", "1", "0"), ("1", "1", "0", "1")],
-    ids=["default", "pingpong", "persistent", "handoff", "dynamic"],
+    "pingpong, persistent, handoff, dynamic, early",
+    [
+        ("0", "0", "0", "0", "0"),
+        ("1", "0", "0", "0", "0"),
+        ("1", "1", "0", "0", "0"),
+        ("1", "1", "1", "0", "0"),
+        ("1", "1", "0", "1", "0"),
+        ("1", "1", "0", "1", "1"),
+    ],
+    ids=["default", "pingpong", "persistent", "handoff", "dynamic", "early-pages"],
 )
-def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff, dynamic):
+def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff, dynamic, early):
     """`tritonkit check --op paged_attention` with the Hopper prefill on: its Gluon kernel (no TTIR stage; warp
     specialization's partitions, two consumer partitions with the ping-pong, a tile loop around them when
-    persistent, the tiles' bounds handed over in shared memory, the tiles taken from a counter in while loops) is
-    lowered and read like the others, and has no finding. The one suppressed finding allowed is the decode kernel's
-    recompile between its stage counts (3, and 4 past a wave on sm_90 from Triton 3.7: config.decode_stages)."""
+    persistent, the tiles' bounds handed over in shared memory, the tiles taken from a counter in while loops, the
+    block-table entries read as a vector by a helper whose TTIR symbol is quoted) is lowered and read like the
+    others, and has no finding. The one suppressed finding allowed is the decode kernel's recompile between its
+    stage counts (3, and 4 past a wave on sm_90 from Triton 3.7: config.decode_stages)."""
     switches = {
         "TRITONKIT_PREFILL_HOPPER": "1",
         "TRITONKIT_PREFILL_HOPPER_PINGPONG": pingpong,
         "TRITONKIT_PREFILL_HOPPER_PERSISTENT": persistent,
         "TRITONKIT_PREFILL_HOPPER_HANDOFF": handoff,
         "TRITONKIT_PREFILL_HOPPER_DYNAMIC": dynamic,
+        "TRITONKIT_PREFILL_HOPPER_EARLY_PAGES": early,
     }
     d, err, rc = check_op("paged_attention", switches, tmp_path)
     names = {k["kernel"] for k in d["kernels"]}
