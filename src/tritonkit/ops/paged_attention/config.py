@@ -216,7 +216,9 @@ PREFILL_HOPPER_WARPS = 8
 # TRITONKIT_PREFILL_HOPPER_STAGES=3 gives the ring a third stage (224 KB of shared memory). Both off: neither paid
 # on the H200 (one-tile programs, causal 1024 / 16384 and a chunk of 1024 over 16K: 3.9 33.5 / 3951 / 471.5 us,
 # early pages 33.8 / 3998 / 477.9, 3 stages 33.6 / 4141 / 510.9; 3.6 31.3 / 3751 / 456.0 against early pages 31.3 /
-# 3730 / 455.6; benchmarks/results/h200/s27-9ceada8).
+# 3730 / 455.6; benchmarks/results/h200/s27-9ceada8). Nor did entries read a key tile ahead, with a one-load sequence
+# search, on batches of short prompts (H100, 3.6: 8 x 512 / 1024 tokens level or 1-3% slower; docs/notes/
+# prefill-batched-prompts.md): the load warp's round trips are not what those tiles wait on.
 PREFILL_HOPPER_EARLY_PAGES = _env.flag("TRITONKIT_PREFILL_HOPPER_EARLY_PAGES") is True
 PREFILL_HOPPER_STAGES = _env.choice("TRITONKIT_PREFILL_HOPPER_STAGES", (2, 3), 2)
 # OVERLAP: each warpgroup issues tile j + 1's score dot before tile j's softmax (FA3's intra-warpgroup overlap). In
