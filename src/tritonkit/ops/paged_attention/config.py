@@ -223,8 +223,9 @@ PREFILL_HOPPER_EARLY_PAGES = _env.flag("TRITONKIT_PREFILL_HOPPER_EARLY_PAGES") i
 PREFILL_HOPPER_STAGES = _env.choice("TRITONKIT_PREFILL_HOPPER_STAGES", (2, 3), 2)
 # LONE_ARRIVES: a ping-pong consumer frees a stage and hands the turn with a zero-byte mbarrier.expect instead of
 # mbarrier.arrive (both one thread's). Triton's barrier pass syncs the partition around every mbarrier.arrive: four
-# BAR.SYNCs an unmasked ping-pong step in the sm_90 SASS, one with this (FA3's consumers arrive the same way). Off
-# until timed on a GPU: the same syncs removed by every thread arriving was 2-6% slower on the H100 (docs/notes/
+# BAR.SYNCs an unmasked ping-pong step in the sm_90 SASS, one with this (FA3's consumers arrive the same way) under
+# Triton 3.6 and 3.7; 3.8 and 3.9 fence the expect as they fence the arrive, so there it changes nothing. Off until
+# timed on a GPU: the same syncs removed by every thread arriving was 2-6% slower on the H100 (docs/notes/
 # prefill-batched-prompts.md). TRITONKIT_PREFILL_HOPPER_LONE_ARRIVES=1 turns it on.
 PREFILL_HOPPER_LONE_ARRIVES = _env.flag("TRITONKIT_PREFILL_HOPPER_LONE_ARRIVES") is True
 # OVERLAP: each warpgroup issues tile j + 1's score dot before tile j's softmax (FA3's intra-warpgroup overlap). In
