@@ -324,9 +324,9 @@ def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, ha
     specialization's partitions, two consumer partitions with the ping-pong, a tile loop around them when
     persistent, the tiles' bounds handed over in shared memory, the tiles taken from a counter in while loops, the
     block-table entries read as a vector by a helper whose TTIR symbol is quoted, the stages freed by zero-byte
-    expects) is lowered and read like the
-    others, and has no finding. The one suppressed finding allowed is the decode kernel's recompile between its
-    stage counts (3, and 4 past a wave on sm_90 from Triton 3.7: config.decode_stages)."""
+    expects) is lowered and read like the others, and has no finding. The one suppressed finding allowed is the
+    decode kernel's recompile between its stage counts (3, and 4 past a wave on sm_90 from Triton 3.7:
+    config.decode_stages)."""
     switches = {
         "TRITONKIT_PREFILL_HOPPER": "1",
         "TRITONKIT_PREFILL_HOPPER_PINGPONG": pingpong,

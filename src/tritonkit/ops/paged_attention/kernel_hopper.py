@@ -664,6 +664,7 @@ def _attend_rows(
     stage's for a last tile in that stage; ``fix_bits``' bit s counts stage s's completed phases mod 2), else one.
     Returns fix_bits after this tile's."""
     gl.static_assert(not PERSISTENT or PINGPONG, "PERSISTENT runs the ping-pong order")
+    gl.static_assert(not LONE_ARRIVES or PINGPONG, "LONE_ARRIVES frees stages for one warpgroup a partition")
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
     )
