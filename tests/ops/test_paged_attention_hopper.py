@@ -198,7 +198,7 @@ def test_the_hopper_tile_takes_the_largest_tiles_place_only():
 
 
 _COMPILE = r"""
-import json, re, sys, torch
+import json, sys, torch
 from tritonkit.ops import overrides, paged_attention
 from tritonkit.ops.paged_attention import config
 from tritonkit.check.resources import record_launches, compile_for, resources_of, sass_counts
@@ -227,8 +227,7 @@ with overrides(config, PREFILL_HOPPER=True):
                         PREFILL_HOPPER_TURNS=case.pop("turns", True),
                         PREFILL_HOPPER_PERSISTENT=case.pop("persistent", None),
                         PREFILL_HOPPER_HANDOFF=case.pop("handoff", False),
-                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False),
-                        PREFILL_HOPPER_LONE_ARRIVES=case.pop("lone", False))
+                        PREFILL_HOPPER_DYNAMIC=case.pop("dynamic", False))
         with overrides(config, **switches):
             launches = record_launches(call(dtype=dtype, **case))
         names = [ln.kernel.fn.__name__ for ln in launches]
@@ -243,10 +242,7 @@ with overrides(config, PREFILL_HOPPER=True):
                        counts["loop_LDL"], inner_spills=counts["inner_STL"] + counts["inner_LDL"],
                        setmaxnreg="setmaxnreg" in ck.asm["ptx"], gmma=counts["GMMA"], wait_all=counts["wait_all"],
                        persistent=hop[0].kwargs["PERSISTENT"], turns=hop[0].kwargs["TURNS"],
-                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"],
-                       bar_syncs=ck.asm["ptx"].count("bar.sync"), arrives=ck.asm["ptx"].count("mbarrier.arrive.shared"),
-                       zero_expects=len(re.findall(r"mbarrier\.arrive\.expect_tx\.shared(::cta)?\.b64 _, \[%r\d+\], 0;",
-                                                   ck.asm["ptx"])))
+                       handoff=hop[0].kwargs["HANDOFF"], dynamic=hop[0].kwargs["DYNAMIC"])
         out.append(row)
 print(json.dumps(out))
 """
@@ -287,46 +283,25 @@ def test_the_ops_hopper_prefill_launch_compiles_for_sm_90():
     assert row["stack"] == 0 and row["local"] == 0, row
 
 
-def test_lone_arrives_leave_one_partition_sync_a_step():
-    """LONE_ARRIVES frees the stages and hands the turn with zero-byte expects: the ping-pong prompt's PTX keeps
-    its single-thread releases, now expects, and still fits. Triton 3.6 and 3.7's barrier pass does not fence an
-    expect: the partition syncs around the releases go, a ``bar.sync`` an unmasked step where there were four (3.6:
-    36 -> 15 in this PTX, 3.7: 33 -> 12). 3.8 and 3.9's fences it as it fences an arrive (3.8: 26 either way, one
-    before each release; 3.9: 23 -> 24): there the switch changes nothing."""
-    from tritonkit import _triton_compat
-
-    off, on = _compile([{**_BASE, "dtype": "bfloat16", "pingpong": True, "lone": lone} for lone in (False, True)])
-    assert off["zero_expects"] == 0 and on["zero_expects"] >= 6, (off, on)
-    # the consumers' releases moved from mbarrier.arrive to the expects; the V-fix arrive and the load side stay
-    assert on["arrives"] < off["arrives"] and on["arrives"] + on["zero_expects"] >= off["arrives"], (off, on)
-    if _triton_compat.version_key(triton.__version__) < (3, 8):
-        assert on["bar_syncs"] * 10 <= off["bar_syncs"] * 5, (off, on)
-    else:
-        assert on["bar_syncs"] <= off["bar_syncs"] + 1, (off, on)
-    _assert_fits({**on, "loop_spills": 0} if on["persistent"] else on)
-
-
 @pytest.mark.parametrize(
-    "pingpong, persistent, handoff, dynamic, early, lone",
+    "pingpong, persistent, handoff, dynamic, early",
     [
-        ("0", "0", "0", "0", "0", "0"),
-        ("1", "0", "0", "0", "0", "0"),
-        ("1", "1", "0", "0", "0", "0"),
-        ("1", "1", "1", "0", "0", "0"),
-        ("1", "1", "0", "1", "0", "0"),
-        ("1", "1", "0", "1", "1", "0"),
-        ("1", "1", "0", "1", "0", "1"),
+        ("0", "0", "0", "0", "0"),
+        ("1", "0", "0", "0", "0"),
+        ("1", "1", "0", "0", "0"),
+        ("1", "1", "1", "0", "0"),
+        ("1", "1", "0", "1", "0"),
+        ("1", "1", "0", "1", "1"),
     ],
-    ids=["default", "pingpong", "persistent", "handoff", "dynamic", "early-pages", "lone-arrives"],
+    ids=["default", "pingpong", "persistent", "handoff", "dynamic", "early-pages"],
 )
-def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff, dynamic, early, lone):
+def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, handoff, dynamic, early):
     """`tritonkit check --op paged_attention` with the Hopper prefill on: its Gluon kernel (no TTIR stage; warp
     specialization's partitions, two consumer partitions with the ping-pong, a tile loop around them when
     persistent, the tiles' bounds handed over in shared memory, the tiles taken from a counter in while loops, the
-    block-table entries read as a vector by a helper whose TTIR symbol is quoted, the stages freed by zero-byte
-    expects) is lowered and read like the others, and has no finding. The one suppressed finding allowed is the
-    decode kernel's recompile between its stage counts (3, and 4 past a wave on sm_90 from Triton 3.7:
-    config.decode_stages)."""
+    block-table entries read as a vector by a helper whose TTIR symbol is quoted) is lowered and read like the
+    others, and has no finding. The one suppressed finding allowed is the decode kernel's recompile between its
+    stage counts (3, and 4 past a wave on sm_90 from Triton 3.7: config.decode_stages)."""
     switches = {
         "TRITONKIT_PREFILL_HOPPER": "1",
         "TRITONKIT_PREFILL_HOPPER_PINGPONG": pingpong,
@@ -334,7 +309,6 @@ def test_the_checker_reads_the_hopper_prefill(tmp_path, pingpong, persistent, ha
         "TRITONKIT_PREFILL_HOPPER_HANDOFF": handoff,
         "TRITONKIT_PREFILL_HOPPER_DYNAMIC": dynamic,
         "TRITONKIT_PREFILL_HOPPER_EARLY_PAGES": early,
-        "TRITONKIT_PREFILL_HOPPER_LONE_ARRIVES": lone,
     }
     d, err, rc = check_op("paged_attention", switches, tmp_path)
     names = {k["kernel"] for k in d["kernels"]}
@@ -371,9 +345,6 @@ def test_every_hopper_prefill_feature_compiles_for_sm_90():
         # the tiles taken from the call's counter by the load warp (the hand-off's ring carries them)
         {**_BASE, "dtype": "bfloat16", "pingpong": True, **_PERSIST, "dynamic": True},
         {**_BASE, "dtype": "bfloat16", "q_len": 256, "ctx": 16384, "pingpong": True, **_PERSIST, "dynamic": True},
-        # the stages freed and the turns handed by zero-byte expects, one-tile and persistent
-        {**_BASE, "dtype": "bfloat16", "pingpong": True, "lone": True},
-        {**_BASE, "dtype": "bfloat16", "pingpong": True, **_PERSIST, "dynamic": True, "lone": True},
     ]
     rows = _compile(cases)
     for case, row in zip(cases, rows):
@@ -581,34 +552,3 @@ def test_the_dynamic_build_matches_the_persistent_build(case):
             outs += [paged_attention(q, k, v, **kw) for _ in range(3)]
         for i, out in enumerate(outs):
             assert torch.equal(out, base), (sms, i, (out.float() - base.float()).abs().max().item())
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(
-    "case", _GPU_CASES + [_PROMPT_THEN_DECODES], ids=[c["id"] for c in _GPU_CASES + [_PROMPT_THEN_DECODES]]
-)
-def test_the_lone_arrives_build_matches_the_default_build(case):
-    """LONE_ARRIVES changes only how a consumer partition signals a stage it has read and the other warpgroup's turn
-    (a zero-byte expect instead of an arrive, no partition sync around it): the same bits as its twin without it,
-    for the ping-pong with and without turns and persistent programs in the fixed and the dynamic order on 1, 3 and
-    every SM's programs; one partition of 8 warps (two warpgroups, where it does not apply) is unchanged."""
-    _needs_hopper()
-    q, k, v, kw = _gpu_call(case)
-    builds = [
-        dict(PREFILL_HOPPER_PINGPONG=False),
-        dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=True, PREFILL_HOPPER_PERSISTENT=False),
-        dict(PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_TURNS=False, PREFILL_HOPPER_PERSISTENT=False),
-    ]
-    for sms in (1, 3, None):
-        for dynamic in (False, True):
-            builds.append(
-                dict(
-                    PREFILL_HOPPER_PINGPONG=True, PREFILL_HOPPER_PERSISTENT=True, PREFILL_HOPPER_DYNAMIC=dynamic,
-                    PREFILL_HOPPER_PERSISTENT_PROGRAMS=sms or 0,
-                )
-            )  # fmt: skip
-    for flags in builds:
-        base = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_LONE_ARRIVES=False)
-        out = _hopper_out(q, k, v, kw, **flags, PREFILL_HOPPER_LONE_ARRIVES=True)
-        assert torch.isfinite(out).all(), flags
-        assert torch.equal(out, base), (flags, (out.float() - base.float()).abs().max().item())

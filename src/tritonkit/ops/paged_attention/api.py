@@ -399,8 +399,6 @@ def _hopper_prefill_step(pre, programs: int, args: tuple, constexprs: dict) -> S
             "PINGPONG": config.PREFILL_HOPPER_PINGPONG,
             "TURNS": config.PREFILL_HOPPER_TURNS,
             "EARLY_PAGES": config.PREFILL_HOPPER_EARLY_PAGES,
-            # one warpgroup a consumer partition: the ping-pong only (kernel_hopper._free)
-            "LONE_ARRIVES": config.PREFILL_HOPPER_PINGPONG and config.PREFILL_HOPPER_LONE_ARRIVES,
             "PERSISTENT": pre.persistent > 0,
             "HANDOFF": pre.persistent > 0 and (config.PREFILL_HOPPER_HANDOFF or config.PREFILL_HOPPER_DYNAMIC),
             "DYNAMIC": pre.persistent > 0 and config.PREFILL_HOPPER_DYNAMIC,

@@ -221,13 +221,6 @@ PREFILL_HOPPER_WARPS = 8
 # prefill-batched-prompts.md): the load warp's round trips are not what those tiles wait on.
 PREFILL_HOPPER_EARLY_PAGES = _env.flag("TRITONKIT_PREFILL_HOPPER_EARLY_PAGES") is True
 PREFILL_HOPPER_STAGES = _env.choice("TRITONKIT_PREFILL_HOPPER_STAGES", (2, 3), 2)
-# LONE_ARRIVES: a ping-pong consumer frees a stage and hands the turn with a zero-byte mbarrier.expect instead of
-# mbarrier.arrive (both one thread's). Triton's barrier pass syncs the partition around every mbarrier.arrive: four
-# BAR.SYNCs an unmasked ping-pong step in the sm_90 SASS, one with this (FA3's consumers arrive the same way) under
-# Triton 3.6 and 3.7; 3.8 and 3.9 fence the expect as they fence the arrive, so there it changes nothing. Off until
-# timed on a GPU: the same syncs removed by every thread arriving was 2-6% slower on the H100 (docs/notes/
-# prefill-batched-prompts.md). TRITONKIT_PREFILL_HOPPER_LONE_ARRIVES=1 turns it on.
-PREFILL_HOPPER_LONE_ARRIVES = _env.flag("TRITONKIT_PREFILL_HOPPER_LONE_ARRIVES") is True
 # OVERLAP: each warpgroup issues tile j + 1's score dot before tile j's softmax (FA3's intra-warpgroup overlap). In
 # the sm_90 builds ptxas interleaves those HGMMAs with the softmax's exp2s (without it the exp2s wait on the dot). The
 # extra [128, 128] float32 tile fits 240 registers on Triton 3.6, 3.7 and 3.9; 3.8's build spills in its

@@ -36,37 +36,6 @@ from .kernel import _find_seq, _online_softmax, _out_scale, _prefill_key_tiles, 
 gluon_tma_load = _triton_compat.gluon_tma_load()
 gluon_barrier = _triton_compat.gluon_barrier()
 
-
-@gluon.jit
-def _free(bar, LONE_ARRIVES: gl.constexpr):
-    """A consumer partition's one arrive on a stage it has read or on the other warpgroup's turn. Triton's barrier
-    pass syncs the partition before and after an ``mbarrier.arrive`` (it counts as touching all shared memory);
-    LONE_ARRIVES makes it a zero-byte ``mbarrier.expect`` instead (``mbarrier.arrive.expect_tx``, also one thread's),
-    which the pass sees touching only its barrier, as FA3's consumers arrive: the wgmma wait before a stage's release
-    has seen the whole warpgroup's dot finish, and a turn orders no memory. Only for a partition of one warpgroup
-    (the ping-pong's): where two warpgroups share a partition, the other's dot may still read the stage."""
-    if LONE_ARRIVES:
-        mbarrier.expect(bar, 0)
-    else:
-        mbarrier.arrive(bar, count=1)
-
-
-@gluon.jit
-def _turns(sync, LONE_ARRIVES: gl.constexpr):
-    """The two warpgroups' turn barriers: ``sync``'s first two, or (LONE_ARRIVES) two of their own, initialized here.
-    In one allocation a warpgroup's wait on its turn and its expect on the other's are a hazard to Triton's barrier
-    pass, which then syncs the partition between them; apart they are not."""
-    if LONE_ARRIVES:
-        turn_a = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout()).index(0)
-        turn_b = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout()).index(0)
-        mbarrier.init(turn_a, count=1)
-        mbarrier.init(turn_b, count=1)
-    else:
-        turn_a = sync.index(0)
-        turn_b = sync.index(1)
-    return turn_a, turn_b
-
-
 # worker warps and their registers: one warp of scalar work. 8 x 240 + 4 x 32 registers a thread are the SM's 64K;
 # at 24 Triton 3.9's build spills 8 values in the load loop (3.6 and 3.8 fit)
 LOAD_WARPS = gl.constexpr(1)
@@ -507,7 +476,6 @@ def _pingpong_tile(
     SOFTCAP: gl.constexpr,
     TURNS: gl.constexpr,
     WITH_PV: gl.constexpr,
-    LONE_ARRIVES: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Step j (the program's it-th tile) of one warpgroup partition in FA3's order: on its turn it issues tile j's
@@ -540,10 +508,10 @@ def _pingpong_tile(
         v_buf = v_bufs.index(p_idx)
         acc = warpgroup_mma(p_op, v_buf, acc, is_async=True)
     if TURNS:
-        _free(next_turn, LONE_ARRIVES)
+        mbarrier.arrive(next_turn, count=1)
     # the score dot was issued first: with P x V behind it, one group left outstanding means it is done
     s, _, _ = warpgroup_mma_wait(1 if WITH_PV else 0, deps=(s, q_smem, k_buf))
-    _free(k_empty.index(s_idx), LONE_ARRIVES)
+    mbarrier.arrive(k_empty.index(s_idx), count=1)
     p, m_new, l_i, alpha = _softmax_step(
         s, m_i, l_i, j, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, BLOCK_N, HEAD_DIM,
         MASKED, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, num_warps,
@@ -551,7 +519,7 @@ def _pingpong_tile(
     p_new = _p_operand(p, q_smem.dtype, HEAD_DIM, num_warps)
     if WITH_PV:
         acc, _ = warpgroup_mma_wait(0, deps=(acc, v_buf))
-        _free(v_empty.index(p_idx), LONE_ARRIVES)
+        mbarrier.arrive(v_empty.index(p_idx), count=1)
     acc = acc * alpha[:, None]
     return acc, m_new, l_i, p_new
 
@@ -571,7 +539,6 @@ def _pingpong_last(
     FIRST_WG: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
-    LONE_ARRIVES: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """The program tile's last P x V (tile j, the ring's it-th step). On the tile that crosses seqlen_k the first
@@ -590,7 +557,7 @@ def _pingpong_last(
             mbarrier.wait(v_fixed, fix_phase)
     acc = warpgroup_mma(p_op, v_buf, acc, is_async=True)
     acc, _ = warpgroup_mma_wait(0, deps=(acc, v_buf))
-    _free(v_empty.index(s_idx), LONE_ARRIVES)
+    mbarrier.arrive(v_empty.index(s_idx), count=1)
     return acc
 
 
@@ -653,7 +620,6 @@ def _attend_rows(
     PINGPONG: gl.constexpr,
     TURNS: gl.constexpr,
     PERSISTENT: gl.constexpr,
-    LONE_ARRIVES: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Consumer warps of rows [ROW0, ROW0 + BLOCK_M) of a ROWS-row program tile: their Q rows into shared
@@ -664,7 +630,6 @@ def _attend_rows(
     stage's for a last tile in that stage; ``fix_bits``' bit s counts stage s's completed phases mod 2), else one.
     Returns fix_bits after this tile's."""
     gl.static_assert(not PERSISTENT or PINGPONG, "PERSISTENT runs the ping-pong order")
-    gl.static_assert(not LONE_ARRIVES or PINGPONG, "LONE_ARRIVES frees stages for one warpgroup a partition")
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_N, 16]
     )
@@ -704,29 +669,25 @@ def _attend_rows(
             acc, m_i, l_i, p_op = _pingpong_tile(
                 acc, m_i, l_i, p_op, lo, it0, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, my_turn,
                 next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG, BLOCK_M,
-                BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, False,
-                LONE_ARRIVES, num_warps,
+                BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, False, num_warps,
             )  # fmt: skip
         for it in range(1, a - lo):
             acc, m_i, l_i, p_op = _pingpong_tile(
                 acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                 my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
-                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True,
-                LONE_ARRIVES, num_warps,
+                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
             )  # fmt: skip
         for it in range(gl.maximum(a - lo, 1), b - lo):
             acc, m_i, l_i, p_op = _pingpong_tile(
                 acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                 my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
-                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True,
-                LONE_ARRIVES, num_warps,
+                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
             )  # fmt: skip
         for it in range(gl.maximum(b - lo, 1), n):
             acc, m_i, l_i, p_op = _pingpong_tile(
                 acc, m_i, l_i, p_op, lo + it, it0 + it, q_smem, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
                 my_turn, next_turn, qpos, seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, FIRST_WG,
-                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True,
-                LONE_ARRIVES, num_warps,
+                BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, TURNS, True, num_warps,
             )  # fmt: skip
         if lo < hi:
             # the ring's stage of the last tile; only a tile that crosses seqlen_k completes a phase of its barrier
@@ -736,13 +697,13 @@ def _attend_rows(
                 s_last = last_it % STAGES
                 acc = _pingpong_last(
                     acc, p_op, hi - 1, last_it, v_bufs, v_ready, v_empty, v_fixed.index(s_last),
-                    (fix_bits >> s_last) & 1, seqlen_k, FIRST_WG, BLOCK_N, STAGES, LONE_ARRIVES, num_warps,
+                    (fix_bits >> s_last) & 1, seqlen_k, FIRST_WG, BLOCK_N, STAGES, num_warps,
                 )  # fmt: skip
                 fix_bits = fix_bits ^ ((hi * BLOCK_N > seqlen_k).to(gl.int32) << s_last)
             else:
                 acc = _pingpong_last(
                     acc, p_op, hi - 1, gl.maximum(n - 1, 0), v_bufs, v_ready, v_empty, v_fixed, 0, seqlen_k,
-                    FIRST_WG, BLOCK_N, STAGES, LONE_ARRIVES, num_warps,
+                    FIRST_WG, BLOCK_N, STAGES, num_warps,
                 )  # fmt: skip
     else:
         s_cur = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
@@ -818,7 +779,7 @@ def _attend_partition(
     GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr,
     BLOCK_Q: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, OVERLAP: gl.constexpr,
-    PINGPONG: gl.constexpr, TURNS: gl.constexpr, LONE_ARRIVES: gl.constexpr, num_warps: gl.constexpr,
+    PINGPONG: gl.constexpr, TURNS: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     """A consumer partition of one program tile (the program's own): _attend_rows from the ring's first step, with
     ``v_fixed`` one mbarrier (a one-entry ring)."""
@@ -827,7 +788,7 @@ def _attend_partition(
         k_empty, v_empty, my_turn, next_turn, v_fixed, q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k,
         win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits,
         0, 0, 0, 0, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, False, LONE_ARRIVES, num_warps,
+        SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, False, num_warps,
     )  # fmt: skip
 
 
@@ -840,8 +801,7 @@ def _attend_persistent(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, ROW0: gl.constexpr, ROWS: gl.constexpr, BLOCK_Q: gl.constexpr,
     BLOCK_N: gl.constexpr, BLOCK_SIZE: gl.constexpr, STAGES: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     LIMIT_RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, SINKS: gl.constexpr, SPLIT: gl.constexpr, TURNS: gl.constexpr,
-    HANDOFF: gl.constexpr, info, info_ready, info_empty, DYNAMIC: gl.constexpr, LONE_ARRIVES: gl.constexpr,
-    num_warps: gl.constexpr,
+    HANDOFF: gl.constexpr, info, info_ready, info_empty, DYNAMIC: gl.constexpr, num_warps: gl.constexpr,
 ):  # fmt: skip
     """PERSISTENT's consumer partition (ping-pong): _attend_rows over the program's tiles in _load_persistent's
     order, the ring's steps and the V-fix barriers' phases carried from tile to tile. HANDOFF: each tile's bounds
@@ -863,7 +823,7 @@ def _attend_persistent(
                 seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
                 stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
                 BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
-                LONE_ARRIVES, num_warps,
+                num_warps,
             )  # fmt: skip
             it0 += hi - lo
             k += 1
@@ -893,7 +853,7 @@ def _attend_persistent(
                 seqlen_k, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh, stride_ot,
                 stride_oh, num_splits, gl.maximum(it0, 0), fix_bits, x, split, GROUP, HEAD_DIM, BLOCK_M, ROW0, ROWS,
                 BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, SINKS, SPLIT, True, True, TURNS, True,
-                LONE_ARRIVES, num_warps,
+                num_warps,
             )  # fmt: skip
             it0 += hi - lo
 
@@ -965,7 +925,6 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
     PERSISTENT: gl.constexpr,
     HANDOFF: gl.constexpr,
     DYNAMIC: gl.constexpr,
-    LONE_ARRIVES: gl.constexpr,
     num_warps: gl.constexpr,
 ):
     """Program (query tile, KV head[, KV split]) of kernel._paged_attention_prefill_kernel's grid, found and bounded
@@ -1013,7 +972,6 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
         v_fixed = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(2):
             mbarrier.init(sync.index(i), count=1)
-        turn_a, turn_b = _turns(sync, LONE_ARRIVES)
         for i in gl.static_range(STAGES):
             mbarrier.init(v_fixed.index(i), count=1)
         # HANDOFF: the published tiles' slots and their barriers; without it, unused stand-ins
@@ -1033,25 +991,25 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                     _attend_persistent,
                     (
                         q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(0), k_bufs,
-                        v_bufs, k_ready, v_ready, k_empty, v_empty, turn_a, turn_b, v_fixed,
+                        v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(0), sync.index(1), v_fixed,
                         cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, LONE_ARRIVES, num_warps,
+                        SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC, num_warps,
                     ),
                 ),
                 (
                     _attend_persistent,
                     (
                         q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(1), k_bufs,
-                        v_bufs, k_ready, v_ready, k_empty, v_empty, turn_b, turn_a, v_fixed,
+                        v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(1), sync.index(0), v_fixed,
                         cu_seqlens_q_ptr, seqused_k_ptr, block_table_ptr, num_seqs, num_kv_heads, bt_width,
                         num_tokens, win_left, win_right, qk_scale, softcap_in, softcap_out, stride_qt, stride_qh,
                         stride_ot, stride_oh, stride_bt, num_splits, decode_max_q, num_tiles, grid0, GROUP, HEAD_DIM,
                         WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, BLOCK_SIZE, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
                         SOFTCAP, SINKS, SPLIT, TURNS, HANDOFF, info, info_ready, info_empty, DYNAMIC,
-                        LONE_ARRIVES, CONSUMER_WARPS,
+                        CONSUMER_WARPS,
                     ),
                 ),
                 (
@@ -1075,29 +1033,28 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
             sync = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())
             for i in gl.static_range(3):
                 mbarrier.init(sync.index(i), count=1)
-            turn_a, turn_b = _turns(sync, LONE_ARRIVES)
             gl.warp_specialize(
                 [
                     (
                         _attend_partition,
                         (
                             q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(0), k_bufs,
-                            v_bufs, k_ready, v_ready, k_empty, v_empty, turn_a, turn_b, sync.index(2),
+                            v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(0), sync.index(1), sync.index(2),
                             q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
                             softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
                             HEAD_DIM, WG_ROWS, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, LONE_ARRIVES, num_warps,
+                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
                         ),
                     ),
                     (
                         _attend_partition,
                         (
                             q_ptr, out_ptr, part_acc_ptr, part_m_ptr, part_l_ptr, sinks_ptr, q_smem.index(1), k_bufs,
-                            v_bufs, k_ready, v_ready, k_empty, v_empty, turn_b, turn_a, sync.index(2),
+                            v_bufs, k_ready, v_ready, k_empty, v_empty, sync.index(1), sync.index(0), sync.index(2),
                             q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
                             softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
                             HEAD_DIM, WG_ROWS, WG_ROWS, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT,
-                            SOFTCAP, SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, LONE_ARRIVES, CONSUMER_WARPS,
+                            SOFTCAP, SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, CONSUMER_WARPS,
                         ),
                     ),
                     (
@@ -1123,7 +1080,7 @@ def _paged_attention_prefill_hopper_kernel(  # tritonkit: ignore[recompile] tile
                             q_start, q_len, t0, ctx, pid_kvh, lo, a, b, hi, seqlen_k, win_left, win_right, qk_scale,
                             softcap_in, softcap_out, stride_qt, stride_qh, stride_ot, stride_oh, num_splits, GROUP,
                             HEAD_DIM, BLOCK_M, 0, BLOCK_M, BLOCK_Q, BLOCK_N, STAGES, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
-                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, LONE_ARRIVES, num_warps,
+                            SINKS, SPLIT, OVERLAP, PINGPONG, TURNS, num_warps,
                         ),
                     ),
                     (
