@@ -269,34 +269,64 @@ def test_inputs_are_never_written_and_caches_only_at_slots():
         assert (flat[~touched] == fill).all() and not (flat[touched] == fill).all(dim=1).any()
 
 
-@pytest.mark.parametrize("fp8", [False, True], ids=["auto", "fp8"])
-def test_the_heads_first_grid_writes_the_same_bits(monkeypatch, fp8):
-    """config.HEADS_FIRST (a 1-D grid, each token's q and k/v programs side by side) launches one axis and writes the
-    2-D grid's bits: q, both caches, padding slots skipped, and vLLM's in-place form. 40 q heads of 128 are two q
-    blocks and a k/v block a token (GRID_H 3), one token a program: 7 token blocks, so a wrong token or head index
-    lands in another program's rows."""
+def _grids_bits(monkeypatch, fp8, settings, bad_position=False):
+    """The op and vLLM's in-place form on 7 tokens (40 q heads of 128: two q blocks and a k/v block a token;
+    padding and out-of-range slots) under each of ``settings`` (config overrides): the grids launched, and the bits
+    of q, both caches and the in-place qkv per setting. ``bad_position``: token 2's position past the rotary cache
+    (NaN in its rotated dims)."""
     from tritonkit.ops import overrides
     from tritonkit.ops.qk_norm_rope_cache import config
 
     grids = []
     real = api.launch
     monkeypatch.setattr(api, "launch", lambda kernel, grid, *a, **k: grids.append(grid) or real(kernel, grid, *a, **k))
-    slots = torch.tensor([5, -1, 0, 15, 9, -1, 3], device=DEVICE)
+    slots = torch.tensor([5, -1, 0, 15, 9, 99, 3], device=DEVICE)
     hq, hk, d = 40, 8, 128
     outs = []
-    for heads_first in (False, True):
-        with overrides(config, HEADS_FIRST=heads_first):
+    for values in settings:
+        with overrides(config, **values):
             a = _setup(t=7, hq=hq, hk=hk, d=d, rot=d, fp8=fp8, slots=slots)
+            if bad_position:
+                a["positions"][2] = 64
             ks, vs = _scales()
             q = _call(a, kv_cache_dtype="fp8" if fp8 else "auto", k_scale=ks, v_scale=vs)
             qkv = a["qkv"].clone()
             w = torch.ones(d, dtype=qkv.dtype, device=DEVICE)
             vllm.fused_qk_norm_rope(qkv, hq, hk, hk, d, 1e-6, w, w, a["cos_sin_cache"], True, a["positions"])
             outs.append([_bits(x) for x in (q, a["key_cache"], a["value_cache"], qkv)])
-    assert all(torch.equal(x, y) for x, y in zip(*outs))
+    return grids, outs
+
+
+@pytest.mark.parametrize("fp8", [False, True], ids=["auto", "fp8"])
+def test_the_heads_first_grid_writes_the_same_bits(monkeypatch, fp8):
+    """config.HEADS_FIRST (a 1-D grid, each token's q and k/v programs side by side) launches one axis and writes the
+    2-D grid's bits: q, both caches, padding slots skipped, and vLLM's in-place form. Two q blocks and a k/v block a
+    token (GRID_H 3), one token a program: 7 token blocks, so a wrong token or head index lands in another program's
+    rows."""
+    grids, (two_d, one_d) = _grids_bits(
+        monkeypatch, fp8, [dict(HEADS_FIRST=False, KV_TOKENS=1), dict(HEADS_FIRST=True, KV_TOKENS=1)]
+    )
+    assert all(torch.equal(x, y) for x, y in zip(two_d, one_d))
     # the same calls on each grid: 7 token blocks x 3 head blocks, as a 2-D grid and then as one axis
     half = len(grids) // 2
     assert set(grids[:half]) == {(7, 3)} and set(grids[half:]) == {(21,)}, grids
+
+
+@pytest.mark.parametrize("kv_tokens", [2, 4])
+@pytest.mark.parametrize("fp8", [False, True], ids=["auto", "fp8"])
+def test_kv_programs_over_several_token_blocks_write_the_same_bits(monkeypatch, fp8, kv_tokens):
+    """config.KV_TOKENS (on the 1-D grid a k/v program takes several tokens, after their q programs) writes the
+    one-token grid's bits: q, both caches with padding and out-of-range slots skipped, a position outside the rotary
+    cache, and vLLM's in-place form. 7 tokens: the last group is partial, so a wrong token, head or slot lands in
+    another program's rows or past the tokens."""
+    grids, (one, several) = _grids_bits(
+        monkeypatch, fp8, [dict(KV_TOKENS=1), dict(KV_TOKENS=kv_tokens)], bad_position=True
+    )
+    assert all(torch.equal(x, y) for x, y in zip(one, several))
+    # 7 token blocks x 3 head blocks; then cdiv(7, n) groups of n x 2 q programs and a k/v program
+    half = len(grids) // 2
+    groups = -(-7 // kv_tokens)
+    assert set(grids[:half]) == {(21,)} and set(grids[half:]) == {(groups * (2 * kv_tokens + 1),)}, grids
 
 
 # -- hostile slots ------------------------------------------------------------------------------------------------
@@ -638,3 +668,16 @@ def test_the_config_gives_a_power_of_two_warps_at_four_vectors_a_thread():
         assert c.num_warps & (c.num_warps - 1) == 0 and 1 <= c.num_warps <= config.MAX_WARPS, (hq, d, rot, c)
         assert c.num_warps == 1 or tile >= c.num_warps * 32 * config.BYTES_PER_THREAD, (hq, d, rot, c)
     assert config.qk_norm_rope_cache_config(32, 8, 128, 128, 2).num_warps == 4
+
+
+def test_kv_programs_take_two_tokens_where_q_has_four_times_their_heads():
+    """The rule for a k/v program's tokens: 2 where q's head block is at least 4x k's (GQA 4 and up: Llama-3-8B,
+    Qwen3-30B-A3B, MQA) and the cache is 16-bit, else 1 (MHA, GQA 2, an fp8 cache), whatever the element size."""
+    from tritonkit.ops.qk_norm_rope_cache import config
+
+    cases = {(32, 8, 128): 2, (32, 4, 128): 2, (64, 8, 128): 2, (32, 1, 128): 2, (32, 32, 128): 1, (16, 8, 128): 1,
+             (40, 8, 128): 2, (8, 4, 64): 1}  # fmt: skip
+    for (hq, hk, d), want in cases.items():
+        for elem in (2, 4):
+            assert config.qk_norm_rope_cache_config(hq, hk, d, d, elem).kv_tokens == want, (hq, hk, d, elem)
+            assert config.qk_norm_rope_cache_config(hq, hk, d, d, elem, fp8=True).kv_tokens == 1, (hq, hk, d, elem)

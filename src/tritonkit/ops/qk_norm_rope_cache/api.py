@@ -99,7 +99,7 @@ def forward(
     v_strides = (0, 0) if v_out is None else (v_out.stride(0), v_out.stride(1))
     launch(
         _qk_norm_rope_cache_kernel,
-        (cdiv(num_tokens, plan.block_t) * plan.grid_h,)
+        (cdiv(num_tokens, plan.block_t * const["KV_T"]) * const["GRID_H"],)
         if const["GRID_H"]
         else (cdiv(num_tokens, plan.block_t), plan.grid_h),
         (
@@ -267,7 +267,7 @@ def _check_cache(
 def _plan(qkv, hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, norm: bool, cache: bool, fp8: bool,
           ints: tuple, strides: tuple, cache_strides: tuple) -> Plan:  # fmt: skip
     """The launch Plan of a checked layout: the config, the constexprs, the grid's head tiles."""
-    cfg = qk_norm_rope_cache_config(hq, hk, head_dim, rot, qkv.element_size())
+    cfg = qk_norm_rope_cache_config(hq, hk, head_dim, rot, qkv.element_size(), fp8)
     exact = _INTERPRETED
     constexprs = {
         "HEAD_DIM": head_dim,
@@ -291,8 +291,11 @@ def _plan(qkv, hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, norm: b
         "EARLY_LOADS": EARLY_LOADS,
     }
     grid_h = cdiv(hq, cfg.block_hq) + cdiv(hk, cfg.block_hkv)
-    # the head blocks a token takes, where they are the 1-D grid's fastest axis (0: a 2-D grid)
-    constexprs["GRID_H"] = grid_h if config.HEADS_FIRST else 0
+    # the 1-D grid (HEADS_FIRST): a group of KV_T token blocks is KV_T x the q head blocks, then the k/v head blocks,
+    # side by side (GRID_H programs; 0: a 2-D grid of token blocks x grid_h head blocks)
+    kv_t = cfg.kv_tokens if config.HEADS_FIRST else 1
+    constexprs["KV_T"] = kv_t
+    constexprs["GRID_H"] = kv_t * cdiv(hq, cfg.block_hq) + cdiv(hk, cfg.block_hkv) if config.HEADS_FIRST else 0
     return Plan(
         hq, hk, head_dim, rot, grid_h, cfg.block_t, cfg.num_warps, fp8, cache, ints, strides, cache_strides, constexprs
     )

@@ -104,10 +104,18 @@ def _amax_rows(x):
 
 
 @triton.jit
-def _load_cos_sin(cs_row, sin_offset, mask_cs):
-    """The tokens' cos and sin rows in the cache's dtype (NaN for a position outside the cache)."""
-    cos = tl.load(cs_row, mask=mask_cs, other=float("nan"))
-    return cos, tl.load(cs_row + sin_offset, mask=mask_cs, other=float("nan"))
+def _load_cos_sin(cs_row, sin_offset, mask_cs, BLOCK_H: tl.constexpr, PER_HEAD: tl.constexpr):
+    """The tokens' cos and sin rows in the cache's dtype (NaN for a position outside the cache): ``[BLOCK_T, 1,
+    BLOCK_HALF]``, or with PER_HEAD ``[BLOCK_T, BLOCK_H, BLOCK_HALF]``, each head's copy loaded in the heads' own
+    layout (the same lines, from L1) rather than one row converted to it through shared memory."""
+    ptrs = cs_row[:, None, :]
+    mask = mask_cs[:, None, :]
+    if PER_HEAD:
+        zero = tl.zeros((1, BLOCK_H, 1), dtype=tl.int32)
+        ptrs = ptrs + zero
+        mask = mask & (zero == 0)
+    cos = tl.load(ptrs, mask=mask, other=float("nan"))
+    return cos, tl.load(ptrs + sin_offset, mask=mask, other=float("nan"))
 
 
 @triton.jit
@@ -148,6 +156,7 @@ def _norm_rope_heads(
     BLOCK_HALF: tl.constexpr,
     BLOCK_TAIL: tl.constexpr,
     EARLY_LOADS: tl.constexpr,
+    PER_HEAD_CS: tl.constexpr,
 ):
     """Heads ``[head_start, head_start + BLOCK_H)`` of q (or k) for the tokens ``offs_t``: RMSNorm over each head
     (HAS_NORM), rotary on dims ``[0, 2 * ROT_HALF)``, the result rounded once to the model dtype and stored to
@@ -183,7 +192,7 @@ def _norm_rope_heads(
         xt = _widen(xt_raw, EXACT)
     if ROT_HALF > 0:
         if EARLY_LOADS:
-            cos_raw, sin_raw = _load_cos_sin(cs_row, sin_offset, mask_cs)
+            cos_raw, sin_raw = _load_cos_sin(cs_row, sin_offset, mask_cs, BLOCK_H, PER_HEAD_CS)
     if HAS_NORM:
         # weights are shared by every token and head of the program: [1, 1, BLOCK_*]
         ss = tl.zeros((BLOCK_T, BLOCK_H), dtype=tl.float32)
@@ -232,9 +241,9 @@ def _norm_rope_heads(
                 xt = xt * r3 * wt
     if ROT_HALF > 0:
         if not EARLY_LOADS:
-            cos_raw, sin_raw = _load_cos_sin(cs_row, sin_offset, mask_cs)
-        cos = cos_raw.to(tl.float32)[:, None, :]  # [BLOCK_T, 1, BLOCK_HALF]
-        sin = sin_raw.to(tl.float32)[:, None, :]
+            cos_raw, sin_raw = _load_cos_sin(cs_row, sin_offset, mask_cs, BLOCK_H, PER_HEAD_CS)
+        cos = cos_raw.to(tl.float32)  # [BLOCK_T, 1 or BLOCK_H, BLOCK_HALF]
+        sin = sin_raw.to(tl.float32)
         o1, o2 = _rotate(x1, x2, cos, sin, INPLACE)
         o1 = _round(o1, dtype, EXACT)
         o2 = _round(o2, dtype, EXACT)
@@ -280,6 +289,23 @@ def _load_v(qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, he
         mask=mask_t[:, None, None] & mask_hd,
     )
     return v, offs_h, offs_d, mask_hd
+
+
+@triton.jit
+def _rope_rows(pos_ptr, cs_ptr, offs_t, mask_t, stride_pos, stride_cs, max_position, ROT_HALF: tl.constexpr,
+               BLOCK_HALF: tl.constexpr):  # fmt: skip
+    """The tokens' cos rows ``[tokens, BLOCK_HALF]`` and their mask: a position outside ``[0, max_position)`` reads
+    none (its rotated dims become NaN). Without rotary: the cache's base and the tokens' mask, which nothing reads."""
+    cs_row = cs_ptr
+    mask_cs = mask_t
+    if ROT_HALF > 0:
+        pos = tl.load(pos_ptr + offs_t * stride_pos, mask=mask_t, other=0).to(tl.int64)
+        in_range = mask_t & (pos >= 0) & (pos < max_position)
+        pos = tl.where(in_range, pos, 0)
+        offs_j = tl.arange(0, BLOCK_HALF)
+        mask_cs = in_range[:, None] & (offs_j < ROT_HALF)[None, :]
+        cs_row = cs_ptr + pos[:, None] * stride_cs + offs_j[None, :]
+    return cs_row, mask_cs
 
 
 # num_tokens and num_slot_tokens change every call: specializing them (==1, %16) would compile again mid-serving;
@@ -344,34 +370,38 @@ def _qk_norm_rope_cache_kernel(
     BLOCK_D: tl.constexpr,
     EARLY_LOADS: tl.constexpr,
     GRID_H: tl.constexpr,
+    KV_T: tl.constexpr,
 ):
     """BLOCK_T tokens of a fused qkv row ``[q heads | k heads | v heads]`` per program: program ``(i, j)`` norms and
     rotates q's head block j, or for ``j >= cdiv(num_q_heads, BLOCK_HQ)`` k's head block and copies the same v
     heads, writing k and v to the paged caches at the tokens' slots. A slot below 0 (padding), at or past
     ``num_slots``, or of a token past ``num_slot_tokens`` writes no cache row. A position outside
-    ``[0, max_position)`` reads no cos/sin: that token's rotated dims become NaN."""
+    ``[0, max_position)`` reads no cos/sin: that token's rotated dims become NaN. On the 1-D grid a k/v program
+    takes KV_T token blocks: GRID_H programs a group of KV_T token blocks, first their q programs (token block by
+    token block, head block fastest), then the group's k/v programs."""
+    n_q_blocks = tl.cdiv(num_q_heads, BLOCK_HQ)
     if GRID_H > 0:
-        # a 1-D grid, a token block's GRID_H head blocks side by side: q and k/v programs share the SMs throughout
+        # a 1-D grid, a token group's GRID_H head blocks side by side: q and k/v programs share the SMs throughout
         pid = tl.program_id(0)
-        pid_t = (pid // GRID_H).to(tl.int64)
-        pid_h = pid % GRID_H
+        group = (pid // GRID_H).to(tl.int64)
+        r = pid % GRID_H
+        if KV_T == 1:
+            pid_t = group
+            pid_h = r
+        else:
+            is_q = r < KV_T * n_q_blocks
+            pid_t = group * KV_T + tl.where(is_q, r // n_q_blocks, 0)
+            pid_h = tl.where(is_q, r % n_q_blocks, r - (KV_T - 1) * n_q_blocks)
     else:
+        tl.static_assert(KV_T == 1, "a k/v program takes KV_T token blocks on the 1-D grid only")
         pid_t = tl.program_id(0).to(tl.int64)
         pid_h = tl.program_id(1)
-    offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)  # [BLOCK_T], int64: token * stride passes 2^31
-    mask_t = offs_t < num_tokens
-    if ROT_HALF > 0:
-        pos = tl.load(pos_ptr + offs_t * stride_pos, mask=mask_t, other=0).to(tl.int64)
-        in_range = mask_t & (pos >= 0) & (pos < max_position)
-        pos = tl.where(in_range, pos, 0)
-        offs_j = tl.arange(0, BLOCK_HALF)
-        mask_cs = in_range[:, None] & (offs_j < ROT_HALF)[None, :]
-        cs_row = cs_ptr + pos[:, None] * stride_cs + offs_j[None, :]  # [BLOCK_T, BLOCK_HALF]
-    else:
-        mask_cs = mask_t
-        cs_row = cs_ptr
-    n_q_blocks = tl.cdiv(num_q_heads, BLOCK_HQ)
     if pid_h < n_q_blocks:
+        offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)  # [BLOCK_T], int64: token * stride passes 2^31
+        mask_t = offs_t < num_tokens
+        cs_row, mask_cs = _rope_rows(
+            pos_ptr, cs_ptr, offs_t, mask_t, stride_pos, stride_cs, max_position, ROT_HALF, BLOCK_HALF
+        )
         _norm_rope_heads(
             qkv_ptr,
             0,
@@ -409,11 +439,18 @@ def _qk_norm_rope_cache_kernel(
             BLOCK_HALF,
             BLOCK_TAIL,
             EARLY_LOADS,
+            False,
         )
     else:
         head_start = (pid_h - n_q_blocks) * BLOCK_HKV
+        # KV_T token blocks: [KV_T * BLOCK_T], int64
+        offs_tk = pid_t * BLOCK_T + tl.arange(0, KV_T * BLOCK_T)
+        mask_tk = offs_tk < num_tokens
+        cs_rowk, mask_csk = _rope_rows(
+            pos_ptr, cs_ptr, offs_tk, mask_tk, stride_pos, stride_cs, max_position, ROT_HALF, BLOCK_HALF
+        )
         if WRITE_CACHE:
-            slot = tl.load(slot_ptr + offs_t, mask=offs_t < num_slot_tokens, other=-1).to(tl.int64)
+            slot = tl.load(slot_ptr + offs_tk, mask=offs_tk < num_slot_tokens, other=-1).to(tl.int64)
             # one compare per token: slots past the cache are dropped like padding
             valid = (slot >= 0) & (slot < num_slots)
             # a dropped slot divides as 0: -1's high word would send the int64 division down its slow path
@@ -424,14 +461,14 @@ def _qk_norm_rope_cache_kernel(
             k_rows = blk * stride_kc_b + row * stride_kc_r  # [BLOCK_T], int64
             v_rows = blk * stride_vc_b + row * stride_vc_r
         else:
-            valid = offs_t < 0
-            k_rows = offs_t
-            v_rows = offs_t
+            valid = offs_tk < 0
+            k_rows = offs_tk
+            v_rows = offs_tk
         if EARLY_LOADS:
             if WRITE_V or WRITE_CACHE:
                 # v in flight with k's loads rather than loaded after k's stores
                 v, offs_hv, offs_dv, mask_hd = _load_v(
-                    qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, head_start, HEAD_DIM, BLOCK_HKV,
+                    qkv_ptr, offs_tk, mask_tk, stride_qkv_t, num_q_heads, num_kv_heads, head_start, HEAD_DIM, BLOCK_HKV,
                     BLOCK_D,
                 )  # fmt: skip
         _norm_rope_heads(
@@ -448,12 +485,12 @@ def _qk_norm_rope_cache_kernel(
             k_rows,
             stride_kc_h,
             valid,
-            offs_t,
-            mask_t,
+            offs_tk,
+            mask_tk,
             stride_qkv_t,
-            cs_row,
+            cs_rowk,
             sin_offset,
-            mask_cs,
+            mask_csk,
             eps,
             weight_bias,
             HEAD_DIM,
@@ -466,22 +503,23 @@ def _qk_norm_rope_cache_kernel(
             FP8,
             SOFT_FP8,
             EXACT,
-            BLOCK_T,
+            KV_T * BLOCK_T,
             BLOCK_HKV,
             BLOCK_HALF,
             BLOCK_TAIL,
             EARLY_LOADS,
+            KV_T > 1,
         )
         if WRITE_V or WRITE_CACHE:
             # v: a copy into v_out and the cache, quantized there where FP8
             if not EARLY_LOADS:
                 v, offs_hv, offs_dv, mask_hd = _load_v(
-                    qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, head_start, HEAD_DIM, BLOCK_HKV,
+                    qkv_ptr, offs_tk, mask_tk, stride_qkv_t, num_q_heads, num_kv_heads, head_start, HEAD_DIM, BLOCK_HKV,
                     BLOCK_D,
                 )  # fmt: skip
             if WRITE_V:
-                vo = v_out_ptr + offs_t[:, None, None] * stride_vo_t + (offs_hv * stride_vo_h)[None, :, None] + offs_dv
-                tl.store(vo, v, mask=mask_t[:, None, None] & mask_hd)
+                vo = v_out_ptr + offs_tk[:, None, None] * stride_vo_t + (offs_hv * stride_vo_h)[None, :, None] + offs_dv
+                tl.store(vo, v, mask=mask_tk[:, None, None] & mask_hd)
             if WRITE_CACHE:
                 vc = value_cache_ptr + v_rows[:, None, None] + (offs_hv * stride_vc_h)[None, :, None] + offs_dv
                 tl.store(
