@@ -73,11 +73,10 @@ def _scales():
     return torch.tensor([0.05], device=DEVICE), torch.tensor([0.0731], device=DEVICE)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_fp8_cache_holds_the_quantized_k_and_v_the_op_returns(dtype):
-    # k in the cache is exactly the returned k (qkv's dtype) quantized, v exactly the input v quantized: bit for bit
-    a = _setup(dtype=dtype, fp8=True, slots=torch.tensor([5, -1, 0, 15, 3, 9], device=DEVICE))
-    ks, vs = _scales()
+def _fp8_cache_call(a, ks, vs):
+    """vLLM's fused_qknorm_rope_cache on ``_setup``'s 6 tokens (4 q and 2 kv heads of 64) into its fp8 caches; asserts
+    each written cache row holds the reference's quantization of the returned k and of v, bit for bit, and returns
+    the returned v."""
     t, hk, d = 6, 2, 64
     q, k, v = vllm.fused_qknorm_rope_cache(
         a["qkv"], a["q_weight"], a["k_weight"], a["cos_sin_cache"], a["positions"], a["slot_mapping"],
@@ -89,8 +88,41 @@ def test_fp8_cache_holds_the_quantized_k_and_v_the_op_returns(dtype):
     got_v = a["value_cache"][s[ok] // 4, s[ok] % 4]
     assert torch.equal(_bits(got_k), _bits(quantize_e4m3(k.view(t, hk, d)[ok], ks)))
     assert torch.equal(_bits(got_v), _bits(quantize_e4m3(v.view(t, hk, d)[ok], vs)))
+    return v
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_fp8_cache_holds_the_quantized_k_and_v_the_op_returns(dtype):
+    # k in the cache is exactly the returned k (qkv's dtype) quantized, v exactly the input v quantized: bit for bit
+    a = _setup(dtype=dtype, fp8=True, slots=torch.tensor([5, -1, 0, 15, 3, 9], device=DEVICE))
+    v = _fp8_cache_call(a, *_scales())
     # v is the input's v, every bit
-    assert torch.equal(_bits(v), _bits(a["qkv"][:, 6 * d :].contiguous()))
+    assert torch.equal(_bits(v), _bits(a["qkv"][:, 6 * 64 :].contiguous()))
+
+
+@pytest.mark.parametrize("scale", [7.0, 0.05, 4.36e-6, 3.0e-7, 1.0e30], ids=["7", "0.05", "min", "below", "huge"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_fp8_cache_divided_through_the_reciprocal_holds_the_reference_bits(monkeypatch, dtype, scale):
+    """The GPU's division of an fp8 cache's values by the scale (Markstein's correction from RN(1 / scale), where
+    the scale is in the proven range; div_rn outside it), run under the interpreter with its fma fused: the codes
+    equal the reference's quantization of the returned k and of v, bit for bit, for values spread over e4m3's
+    binades (subnormal codes, ties, saturation) and scales at, below and far above the proven range."""
+    from fused_fma import fused_fma
+
+    with fused_fma(monkeypatch):
+        g = torch.Generator(device=DEVICE).manual_seed(7)
+        a = _setup(t=6, dtype=dtype, fp8=True, slots=torch.tensor([5, -1, 0, 15, 3, 9], device=DEVICE))
+        spread = torch.exp2(torch.randint(-14, 11, a["qkv"].shape, generator=g, device=DEVICE).float())
+        a["qkv"] = (a["qkv"].float() * spread * scale).to(dtype)
+        if scale == 7.0:
+            # v exactly 7 x an e4m3 midpoint (normal and subnormal, both signs): y * RN(1 / 7) lands an ulp off the
+            # quotient, on the tie's wrong side half the time; only the corrected quotient rounds as the reference
+            m = (16 + 2 * torch.randint(0, 8, (6, 2 * 64), generator=g, device=DEVICE) + 1) / 32.0
+            e = torch.randint(-9, 9, (6, 2 * 64), generator=g, device=DEVICE).float()
+            sign = torch.where(torch.rand((6, 2 * 64), generator=g, device=DEVICE) < 0.5, -1.0, 1.0)
+            a["qkv"][:, 6 * 64 :] = (7.0 * sign * m * torch.exp2(e)).to(dtype)
+        s = torch.tensor([scale], device=DEVICE)
+        _fp8_cache_call(a, s, s)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -672,7 +704,7 @@ def test_the_config_gives_a_power_of_two_warps_at_four_vectors_a_thread():
 
 def test_kv_programs_take_two_tokens_where_q_has_four_times_their_heads():
     """The rule for a k/v program's tokens: 2 where q's head block is at least 4x k's (GQA 4 and up: Llama-3-8B,
-    Qwen3-30B-A3B, MQA) and the cache is 16-bit, else 1 (MHA, GQA 2, an fp8 cache), whatever the element size."""
+    Qwen3-30B-A3B, MQA), else 1 (MHA, GQA 2), whatever the element size."""
     from tritonkit.ops.qk_norm_rope_cache import config
 
     cases = {(32, 8, 128): 2, (32, 4, 128): 2, (64, 8, 128): 2, (32, 1, 128): 2, (32, 32, 128): 1, (16, 8, 128): 1,
@@ -680,4 +712,3 @@ def test_kv_programs_take_two_tokens_where_q_has_four_times_their_heads():
     for (hq, hk, d), want in cases.items():
         for elem in (2, 4):
             assert config.qk_norm_rope_cache_config(hq, hk, d, d, elem).kv_tokens == want, (hq, hk, d, elem)
-            assert config.qk_norm_rope_cache_config(hq, hk, d, d, elem, fp8=True).kv_tokens == 1, (hq, hk, d, elem)

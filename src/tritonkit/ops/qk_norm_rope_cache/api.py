@@ -10,6 +10,7 @@ import torch
 import triton
 
 from .. import _alloc, _checks, _device
+from .._fp8_jit import fused_fma
 from .._ints import cdiv
 from .._launch import launch
 from .._library import op_with_outputs, through_dispatcher
@@ -267,7 +268,7 @@ def _check_cache(
 def _plan(qkv, hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, norm: bool, cache: bool, fp8: bool,
           ints: tuple, strides: tuple, cache_strides: tuple) -> Plan:  # fmt: skip
     """The launch Plan of a checked layout: the config, the constexprs, the grid's head tiles."""
-    cfg = qk_norm_rope_cache_config(hq, hk, head_dim, rot, qkv.element_size(), fp8)
+    cfg = qk_norm_rope_cache_config(hq, hk, head_dim, rot, qkv.element_size())
     exact = _INTERPRETED
     constexprs = {
         "HEAD_DIM": head_dim,
@@ -281,6 +282,8 @@ def _plan(qkv, hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, norm: b
         "WRITE_CACHE": cache,
         "FP8": fp8,
         "SOFT_FP8": exact or (fp8 and not _native_fp8(qkv.device)),
+        # the fp8 cache's division by its scale from RN(1 / scale): on every GPU (tl.fma rounds once)
+        "FUSED_FMA": fused_fma(),
         "EXACT": exact,
         "BLOCK_T": cfg.block_t,
         "BLOCK_HQ": cfg.block_hq,

@@ -37,17 +37,17 @@ EARLY_LOADS = os.environ.get("TRITONKIT_QK_EARLY_LOADS", "1").strip() not in (""
 HEADS_FIRST = _env.flag("TRITONKIT_QK_HEADS_FIRST") is not False
 # KV_TOKENS: on the 1-D grid a k/v program takes this many of the q programs' token blocks, so that it moves about
 # the bytes a q program does (k and v of GQA's few heads for several tokens against q's many heads for one): the
-# rule takes 2 where q's head block is at least 4x k's (Llama-3-8B's 32 / 8, Qwen3-30B-A3B's 32 / 4) and the cache
-# holds 16-bit values, else 1. H100, one run each against one token a k/v program, µs at 1 / 16 / 256 / 1024 / 4096
-# / 16384 tokens (docs/notes/qk-norm-rope-cache.md): Triton 3.6, Llama-3-8B 2.8 / 3.1 / 4.9 / 12.8 / 42.1 / 157.4 ->
-# 2.8 / 3.1 / 5.0 / 11.9 / 38.7 / 142.7 (87.8 -> 95.6% of a copy of the bytes at 4096), Qwen3-30B-A3B 2.8 / 3.0 /
-# 4.5 / 11.8 / 37.2 / 136.2 -> 2.8 / 3.0 / 4.7 / 10.9 / 34.3 / 124.2 (85.1 -> 92.3%); Triton 3.8, Llama-3-8B 2.7 /
-# 3.0 / 4.9 / 12.6 / 41.1 / 153.0 -> 2.8 / 3.2 / 5.1 / 12.5 / 40.2 / 149.2 (89.9 -> 91.5%), Qwen3-30B-A3B 2.5 / 2.7 /
-# 4.4 / 11.2 / 35.1 / 128.8 -> 2.7 / 3.0 / 4.7 / 11.0 / 34.2 / 124.2 (89.7 -> 92.1%): the prefill sizes meet issue
-# 39's 1.1x of a copy with it and not without, at 0.1-0.3 µs a decode call. An fp8 cache's k/v program, which
-# divides each of its values by the scale, ran 1 / 16 tokens in 7.7 / 4.4 µs against 3.7 / 3.7 (Mistral-7B, 3.6).
-# 4 served Qwen3 better from 1024 tokens and cost more at 1-256; Llama's 4 needs 126 registers.
-# TRITONKIT_QK_KV_TOKENS=N (a power of two) replaces the rule.
+# rule takes 2 where q's head block is at least 4x k's (Llama-3-8B's 32 / 8, Qwen3-30B-A3B's 32 / 4), else 1. H100,
+# one run each against one token a k/v program, µs at 1 / 16 / 256 / 1024 / 4096 / 16384 tokens
+# (docs/notes/qk-norm-rope-cache.md): Triton 3.6, Llama-3-8B 2.8 / 3.1 / 4.9 / 12.8 / 42.1 / 157.4 -> 2.8 / 3.1 /
+# 5.0 / 11.9 / 38.7 / 142.7 (87.8 -> 95.6% of a copy of the bytes at 4096), Qwen3-30B-A3B 2.8 / 3.0 / 4.5 / 11.8 /
+# 37.2 / 136.2 -> 2.8 / 3.0 / 4.7 / 10.9 / 34.3 / 124.2 (85.1 -> 92.3%); Triton 3.8, Llama-3-8B 2.7 / 3.0 / 4.9 /
+# 12.6 / 41.1 / 153.0 -> 2.8 / 3.2 / 5.1 / 12.5 / 40.2 / 149.2 (89.9 -> 91.5%), Qwen3-30B-A3B 2.5 / 2.7 / 4.4 / 11.2
+# / 35.1 / 128.8 -> 2.7 / 3.0 / 4.7 / 11.0 / 34.2 / 124.2 (89.7 -> 92.1%); an fp8 cache (Triton 3.6, 1 / 16 / 256 /
+# 4096 / 16384 tokens), Mistral-7B 3.5 / 3.4 / 5.2 / 39.8 / 146.6 -> 3.7 / 3.8 / 5.4 / 37.2 / 135.6 (86.7 -> 92.7%),
+# Llama-3-70B TP8 3.3 / 3.3 / 3.8 / 12.6 / 39.1 -> 3.5 / 3.5 / 3.9 / 11.6 / 36.2. The prefill sizes meet issue 39's
+# 1.1x of a copy with it and not without, at up to 0.4 µs a decode call. 4 served Qwen3 better from 1024 tokens and
+# cost more at 1-256; Llama's 4 needs 126 registers. TRITONKIT_QK_KV_TOKENS=N (a power of two) replaces the rule.
 KV_TOKENS = _env.choice("TRITONKIT_QK_KV_TOKENS", (0, 1, 2, 4, 8), 0)
 # TRITONKIT_QK_WARPS=N (a power of two) replaces the rule's warps a program, for a GPU A/B (0, the default: the rule)
 WARPS = _env.choice("TRITONKIT_QK_WARPS", (0, 1, 2, 4, 8), 0)
@@ -75,7 +75,7 @@ class QkNormRopeCacheConfig:
 # pure in its arguments, and on every call's host path: computed once per model config
 @_memo.memoized(maxsize=256)
 def qk_norm_rope_cache_config(
-    num_q_heads: int, num_kv_heads: int, head_dim: int, rot_dim: int, elem_bytes: int, fp8: bool = False
+    num_q_heads: int, num_kv_heads: int, head_dim: int, rot_dim: int, elem_bytes: int
 ) -> QkNormRopeCacheConfig:
     block_half = next_power_of_2(max(rot_dim // 2, 1))
     block_tail = next_power_of_2(max(head_dim - rot_dim, 1))
@@ -89,7 +89,7 @@ def qk_norm_rope_cache_config(
     tile_bytes = block_t * block_hq * width * elem_bytes
     # a power of two (Triton's rule): a head padded to 96 or 192 elements makes a tile of 3 x 2^k vectors
     num_warps = WARPS or _floor_power_of_2(min(tile_bytes // (32 * BYTES_PER_THREAD), MAX_WARPS))
-    kv_tokens = KV_TOKENS or (2 if block_hq >= 4 * block_hkv and not fp8 else 1)
+    kv_tokens = KV_TOKENS or (2 if block_hq >= 4 * block_hkv else 1)
     return QkNormRopeCacheConfig(
         block_t, block_hq, block_hkv, block_half, block_tail, next_power_of_2(head_dim), num_warps, kv_tokens
     )

@@ -1,7 +1,7 @@
 import triton
 import triton.language as tl
 
-from .._fp8_jit import INTERPRETING
+from .._fp8_jit import INTERPRETING, MIN_SCALE, div_by_scale, recip_rn
 
 FP8_E4M3_MAX = tl.constexpr(448.0)
 FLT_MAX = tl.constexpr(3.4028234663852886e38)
@@ -73,11 +73,25 @@ def _e4m3_bits(q):
     return (code | sign).to(tl.uint8)
 
 
+# the scales Markstein's correction is proven on (tests/ops/test_silu_and_mul_quant_fp8_fast.py): [1 / (448 * 512),
+# FLT_MAX / 448]; a cache scale outside divides with div_rn
+MAX_FAST_SCALE = tl.constexpr(7.595e35)
+
+
 @triton.jit
-def _quantize(x, scale_ptr, SOFT_FP8: tl.constexpr):
-    """float32 ``x / scale`` correctly rounded, saturated to +-448 (NaN stays NaN), to e4m3fn (or its bits)."""
-    # div_rn: '/' is div.full.f32 on NVIDIA, up to 2 ulp off, which a reference cannot reproduce
-    q = tl.math.div_rn(x, tl.broadcast_to(tl.load(scale_ptr), x.shape))
+def _quantize(x, scale_ptr, SOFT_FP8: tl.constexpr, FUSED_FMA: tl.constexpr):
+    """float32 ``x / scale`` correctly rounded, saturated to +-448 (NaN stays NaN), to e4m3fn (or its bits).
+    FUSED_FMA: from RN(1 / scale) by Markstein's correction (_fp8_jit.div_by_scale: three float32 operations a value
+    instead of a division and its slow-path call) where the scale is in the range that is proven on."""
+    s = tl.load(scale_ptr)
+    if FUSED_FMA:
+        if (s >= MIN_SCALE) & (s <= MAX_FAST_SCALE):
+            q = div_by_scale(x, s, recip_rn(s, FUSED_FMA), FUSED_FMA)
+        else:
+            q = tl.math.div_rn(x, tl.broadcast_to(s, x.shape))
+    else:
+        # div_rn: '/' is div.full.f32 on NVIDIA, up to 2 ulp off, which a reference cannot reproduce
+        q = tl.math.div_rn(x, tl.broadcast_to(s, x.shape))
     q = tl.clamp(q, -FP8_E4M3_MAX, FP8_E4M3_MAX, propagate_nan=tl.PropagateNan.ALL)
     if SOFT_FP8:
         return _e4m3_bits(q)
@@ -85,11 +99,11 @@ def _quantize(x, scale_ptr, SOFT_FP8: tl.constexpr):
 
 
 @triton.jit
-def _to_cache(x, cache_ptr, scale_ptr, FP8: tl.constexpr, SOFT_FP8: tl.constexpr):
+def _to_cache(x, cache_ptr, scale_ptr, FP8: tl.constexpr, SOFT_FP8: tl.constexpr, FUSED_FMA: tl.constexpr):
     """What a cache stores for ``x`` (a value of the model dtype, in float32 or in that dtype): the same value, or
     its fp8 quantization."""
     if FP8:
-        return _quantize(_widen(x, SOFT_FP8), scale_ptr, SOFT_FP8)
+        return _quantize(_widen(x, SOFT_FP8), scale_ptr, SOFT_FP8, FUSED_FMA)
     return x.to(cache_ptr.dtype.element_ty)
 
 
@@ -150,6 +164,7 @@ def _norm_rope_heads(
     WRITE_CACHE: tl.constexpr,
     FP8: tl.constexpr,
     SOFT_FP8: tl.constexpr,
+    FUSED_FMA: tl.constexpr,
     EXACT: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_H: tl.constexpr,
@@ -253,15 +268,19 @@ def _norm_rope_heads(
                 tl.store(dst + ROT_HALF + offs_j, o2.to(out_ptr.dtype.element_ty), mask=mask_p)
             if WRITE_CACHE:
                 mask_cp = mask_c & (offs_j < ROT_HALF)
-                tl.store(cdst + offs_j, _to_cache(o1, cache_ptr, scale_ptr, FP8, SOFT_FP8), mask=mask_cp)
-                tl.store(cdst + ROT_HALF + offs_j, _to_cache(o2, cache_ptr, scale_ptr, FP8, SOFT_FP8), mask=mask_cp)
+                tl.store(cdst + offs_j, _to_cache(o1, cache_ptr, scale_ptr, FP8, SOFT_FP8, FUSED_FMA), mask=mask_cp)
+                tl.store(
+                    cdst + ROT_HALF + offs_j,
+                    _to_cache(o2, cache_ptr, scale_ptr, FP8, SOFT_FP8, FUSED_FMA),
+                    mask=mask_cp,
+                )
         else:
             oi = tl.reshape(tl.join(o1, o2), (BLOCK_T, BLOCK_H, 2 * BLOCK_HALF))
             if WRITE_OUT:
                 tl.store(dst + offs_d, oi.to(out_ptr.dtype.element_ty), mask=mask_p)
             if WRITE_CACHE:
                 mask_cp = mask_c & (offs_d < 2 * ROT_HALF)
-                tl.store(cdst + offs_d, _to_cache(oi, cache_ptr, scale_ptr, FP8, SOFT_FP8), mask=mask_cp)
+                tl.store(cdst + offs_d, _to_cache(oi, cache_ptr, scale_ptr, FP8, SOFT_FP8, FUSED_FMA), mask=mask_cp)
     if TAIL > 0:
         if HAS_NORM:
             ot = _round(xt, dtype, EXACT)
@@ -272,7 +291,11 @@ def _norm_rope_heads(
             tl.store(dst + 2 * ROT_HALF + offs_r, ot.to(out_ptr.dtype.element_ty), mask=mask_r)
         if WRITE_CACHE:
             mask_cr = mask_c & (offs_r < TAIL)
-            tl.store(cdst + 2 * ROT_HALF + offs_r, _to_cache(ot, cache_ptr, scale_ptr, FP8, SOFT_FP8), mask=mask_cr)
+            tl.store(
+                cdst + 2 * ROT_HALF + offs_r,
+                _to_cache(ot, cache_ptr, scale_ptr, FP8, SOFT_FP8, FUSED_FMA),
+                mask=mask_cr,
+            )
 
 
 @triton.jit
@@ -361,6 +384,7 @@ def _qk_norm_rope_cache_kernel(
     WRITE_CACHE: tl.constexpr,
     FP8: tl.constexpr,
     SOFT_FP8: tl.constexpr,
+    FUSED_FMA: tl.constexpr,
     EXACT: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_HQ: tl.constexpr,
@@ -433,6 +457,7 @@ def _qk_norm_rope_cache_kernel(
             False,
             FP8,
             SOFT_FP8,
+            FUSED_FMA,
             EXACT,
             BLOCK_T,
             BLOCK_HQ,
@@ -502,6 +527,7 @@ def _qk_norm_rope_cache_kernel(
             WRITE_CACHE,
             FP8,
             SOFT_FP8,
+            FUSED_FMA,
             EXACT,
             KV_T * BLOCK_T,
             BLOCK_HKV,
@@ -523,5 +549,7 @@ def _qk_norm_rope_cache_kernel(
             if WRITE_CACHE:
                 vc = value_cache_ptr + v_rows[:, None, None] + (offs_hv * stride_vc_h)[None, :, None] + offs_dv
                 tl.store(
-                    vc, _to_cache(v, value_cache_ptr, v_scale_ptr, FP8, SOFT_FP8), mask=valid[:, None, None] & mask_hd
+                    vc,
+                    _to_cache(v, value_cache_ptr, v_scale_ptr, FP8, SOFT_FP8, FUSED_FMA),
+                    mask=valid[:, None, None] & mask_hd,
                 )
