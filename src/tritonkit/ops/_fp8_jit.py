@@ -125,3 +125,22 @@ def div_by_scale(y, s, r, FUSED_FMA: tl.constexpr):
         q1 = tl.fma(tl.fma(s, q0, y * -1.0) * -1.0, r, q0)
         return tl.where(q1 == q1, q1, q0)  # noqa: PLR0124 - the NaN test
     return tl.math.div_rn(y, s)
+
+
+# the scales div_by_scale is proven on (tests/ops/test_silu_and_mul_quant_fp8_fast.py): [MIN_SCALE, FLT_MAX / 448]
+MAX_PROVEN_SCALE = tl.constexpr(7.595e35)
+
+
+@triton.jit
+def div_by_given_scale(y, s, FUSED_FMA: tl.constexpr):
+    """``y / s`` correctly rounded for a scalar scale the caller gave (any float32, read on the device): FUSED_FMA
+    and ``s`` in the range div_by_scale is proven on, through RN(1 / s) once and div_by_scale; else ``div_rn``
+    (a uniform branch: one of the two runs)."""
+    if FUSED_FMA:
+        if (s >= MIN_SCALE) & (s <= MAX_PROVEN_SCALE):
+            q = div_by_scale(y, s, recip_rn(s, FUSED_FMA), FUSED_FMA)
+        else:
+            q = tl.math.div_rn(y, tl.broadcast_to(s, y.shape))
+    else:
+        q = tl.math.div_rn(y, tl.broadcast_to(s, y.shape))
+    return q

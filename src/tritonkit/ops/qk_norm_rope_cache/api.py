@@ -293,12 +293,13 @@ def _plan(qkv, hq: int, hk: int, head_dim: int, rot: int, is_neox: bool, norm: b
         "BLOCK_D": cfg.block_d,
         "EARLY_LOADS": EARLY_LOADS,
     }
-    grid_h = cdiv(hq, cfg.block_hq) + cdiv(hk, cfg.block_hkv)
+    q_blocks, kv_blocks = cdiv(hq, cfg.block_hq), cdiv(hk, cfg.block_hkv)
+    grid_h = q_blocks + kv_blocks
     # the 1-D grid (HEADS_FIRST): a group of KV_T token blocks is KV_T x the q head blocks, then the k/v head blocks,
     # side by side (GRID_H programs; 0: a 2-D grid of token blocks x grid_h head blocks)
     kv_t = cfg.kv_tokens if config.HEADS_FIRST else 1
     constexprs["KV_T"] = kv_t
-    constexprs["GRID_H"] = kv_t * cdiv(hq, cfg.block_hq) + cdiv(hk, cfg.block_hkv) if config.HEADS_FIRST else 0
+    constexprs["GRID_H"] = kv_t * q_blocks + kv_blocks if config.HEADS_FIRST else 0
     return Plan(
         hq, hk, head_dim, rot, grid_h, cfg.block_t, cfg.num_warps, fp8, cache, ints, strides, cache_strides, constexprs
     )

@@ -1,7 +1,7 @@
 import triton
 import triton.language as tl
 
-from .._fp8_jit import INTERPRETING, MIN_SCALE, div_by_scale, recip_rn
+from .._fp8_jit import INTERPRETING, div_by_given_scale
 
 FP8_E4M3_MAX = tl.constexpr(448.0)
 FLT_MAX = tl.constexpr(3.4028234663852886e38)
@@ -73,25 +73,13 @@ def _e4m3_bits(q):
     return (code | sign).to(tl.uint8)
 
 
-# the scales Markstein's correction is proven on (tests/ops/test_silu_and_mul_quant_fp8_fast.py): [1 / (448 * 512),
-# FLT_MAX / 448]; a cache scale outside divides with div_rn
-MAX_FAST_SCALE = tl.constexpr(7.595e35)
-
-
 @triton.jit
 def _quantize(x, scale_ptr, SOFT_FP8: tl.constexpr, FUSED_FMA: tl.constexpr):
-    """float32 ``x / scale`` correctly rounded, saturated to +-448 (NaN stays NaN), to e4m3fn (or its bits).
-    FUSED_FMA: from RN(1 / scale) by Markstein's correction (_fp8_jit.div_by_scale: three float32 operations a value
-    instead of a division and its slow-path call) where the scale is in the range that is proven on."""
-    s = tl.load(scale_ptr)
-    if FUSED_FMA:
-        if (s >= MIN_SCALE) & (s <= MAX_FAST_SCALE):
-            q = div_by_scale(x, s, recip_rn(s, FUSED_FMA), FUSED_FMA)
-        else:
-            q = tl.math.div_rn(x, tl.broadcast_to(s, x.shape))
-    else:
-        # div_rn: '/' is div.full.f32 on NVIDIA, up to 2 ulp off, which a reference cannot reproduce
-        q = tl.math.div_rn(x, tl.broadcast_to(s, x.shape))
+    """float32 ``x / scale`` correctly rounded, saturated to +-448 (NaN stays NaN), to e4m3fn (or its bits). The
+    division: _fp8_jit.div_by_given_scale (FUSED_FMA: RN(1 / scale) and Markstein's correction, three float32
+    operations a value, where the scale is in their proven range; else div_rn, since '/' is div.full.f32 on NVIDIA,
+    up to 2 ulp off, which a reference cannot reproduce)."""
+    q = div_by_given_scale(x, tl.load(scale_ptr), FUSED_FMA)
     q = tl.clamp(q, -FP8_E4M3_MAX, FP8_E4M3_MAX, propagate_nan=tl.PropagateNan.ALL)
     if SOFT_FP8:
         return _e4m3_bits(q)
@@ -315,10 +303,13 @@ def _load_v(qkv_ptr, offs_t, mask_t, stride_qkv_t, num_q_heads, num_kv_heads, he
 
 
 @triton.jit
-def _rope_rows(pos_ptr, cs_ptr, offs_t, mask_t, stride_pos, stride_cs, max_position, ROT_HALF: tl.constexpr,
-               BLOCK_HALF: tl.constexpr):  # fmt: skip
-    """The tokens' cos rows ``[tokens, BLOCK_HALF]`` and their mask: a position outside ``[0, max_position)`` reads
-    none (its rotated dims become NaN). Without rotary: the cache's base and the tokens' mask, which nothing reads."""
+def _tokens(pid_t, num_tokens, pos_ptr, cs_ptr, stride_pos, stride_cs, max_position, BLOCK_T: tl.constexpr,
+            TOKENS: tl.constexpr, ROT_HALF: tl.constexpr, BLOCK_HALF: tl.constexpr):  # fmt: skip
+    """A program's TOKENS tokens from token block ``pid_t`` (int64: token * stride passes 2^31), their mask, and
+    their cos rows ``[TOKENS, BLOCK_HALF]`` with their mask: a position outside ``[0, max_position)`` reads none (its
+    rotated dims become NaN). Without rotary: the cache's base and the tokens' mask, which nothing reads."""
+    offs_t = pid_t * BLOCK_T + tl.arange(0, TOKENS)
+    mask_t = offs_t < num_tokens
     cs_row = cs_ptr
     mask_cs = mask_t
     if ROT_HALF > 0:
@@ -328,7 +319,7 @@ def _rope_rows(pos_ptr, cs_ptr, offs_t, mask_t, stride_pos, stride_cs, max_posit
         offs_j = tl.arange(0, BLOCK_HALF)
         mask_cs = in_range[:, None] & (offs_j < ROT_HALF)[None, :]
         cs_row = cs_ptr + pos[:, None] * stride_cs + offs_j[None, :]
-    return cs_row, mask_cs
+    return offs_t, mask_t, cs_row, mask_cs
 
 
 # num_tokens and num_slot_tokens change every call: specializing them (==1, %16) would compile again mid-serving;
@@ -410,6 +401,7 @@ def _qk_norm_rope_cache_kernel(
         group = (pid // GRID_H).to(tl.int64)
         r = pid % GRID_H
         if KV_T == 1:
+            # no runtime division where each k/v program takes one token block
             pid_t = group
             pid_h = r
         else:
@@ -421,11 +413,10 @@ def _qk_norm_rope_cache_kernel(
         pid_t = tl.program_id(0).to(tl.int64)
         pid_h = tl.program_id(1)
     if pid_h < n_q_blocks:
-        offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)  # [BLOCK_T], int64: token * stride passes 2^31
-        mask_t = offs_t < num_tokens
-        cs_row, mask_cs = _rope_rows(
-            pos_ptr, cs_ptr, offs_t, mask_t, stride_pos, stride_cs, max_position, ROT_HALF, BLOCK_HALF
-        )
+        offs_t, mask_t, cs_row, mask_cs = _tokens(
+            pid_t, num_tokens, pos_ptr, cs_ptr, stride_pos, stride_cs, max_position, BLOCK_T, BLOCK_T, ROT_HALF,
+            BLOCK_HALF,
+        )  # fmt: skip
         _norm_rope_heads(
             qkv_ptr,
             0,
@@ -468,12 +459,11 @@ def _qk_norm_rope_cache_kernel(
         )
     else:
         head_start = (pid_h - n_q_blocks) * BLOCK_HKV
-        # KV_T token blocks: [KV_T * BLOCK_T], int64
-        offs_tk = pid_t * BLOCK_T + tl.arange(0, KV_T * BLOCK_T)
-        mask_tk = offs_tk < num_tokens
-        cs_rowk, mask_csk = _rope_rows(
-            pos_ptr, cs_ptr, offs_tk, mask_tk, stride_pos, stride_cs, max_position, ROT_HALF, BLOCK_HALF
-        )
+        # the group's KV_T token blocks
+        offs_tk, mask_tk, cs_rowk, mask_csk = _tokens(
+            pid_t, num_tokens, pos_ptr, cs_ptr, stride_pos, stride_cs, max_position, BLOCK_T, KV_T * BLOCK_T,
+            ROT_HALF, BLOCK_HALF,
+        )  # fmt: skip
         if WRITE_CACHE:
             slot = tl.load(slot_ptr + offs_tk, mask=offs_tk < num_slot_tokens, other=-1).to(tl.int64)
             # one compare per token: slots past the cache are dropped like padding
@@ -483,7 +473,7 @@ def _qk_norm_rope_cache_kernel(
             slot = tl.where(valid, slot, 0)
             blk = slot // block_size
             row = slot - blk * block_size
-            k_rows = blk * stride_kc_b + row * stride_kc_r  # [BLOCK_T], int64
+            k_rows = blk * stride_kc_b + row * stride_kc_r  # [KV_T * BLOCK_T], int64
             v_rows = blk * stride_vc_b + row * stride_vc_r
         else:
             valid = offs_tk < 0
