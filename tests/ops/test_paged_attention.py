@@ -888,3 +888,41 @@ def test_the_prefill_alone_switch_reads_the_environment():
     assert config.PREFILL_ALONE_PROMPTS is (
         os.environ.get("TRITONKIT_PREFILL_ALONE_PROMPTS", "1").strip() not in ("", "0")
     )
+
+
+# decode shapes of the boundary list with every feature the decode kernel takes: page edges, splits, speculative rows,
+# GQA 7 at head_dim 80, group 16, block_size 1, a two-sided window, softcap, sinks and an fp8 cache
+_KEY_WARPS_CASES = [
+    _s
+    for _s in BOUNDARY
+    if (max(_s["q_len"]) if isinstance(_s["q_len"], tuple) else _s["q_len"]) * (_s["num_heads"] // _s["num_kv_heads"])
+    <= config.DECODE_BLOCK_M
+    and _s["head_dim"] <= 128
+] + [
+    Shape(num_seqs=2, q_len=1, context=(100, 47), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16, causal=0,
+          window_left=5, window_right=3),
+    Shape(num_seqs=2, q_len=1, context=(300, 40), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16, sinks=1,
+          softcap=5.0),
+    Shape(num_seqs=2, q_len=(1, 3), context=(1100, 20), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16,
+          kv_dtype="fp8"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key_warps", [2, 4])
+@pytest.mark.parametrize("shape", _KEY_WARPS_CASES, ids=_ids(_KEY_WARPS_CASES))
+def test_decode_with_keys_dealt_to_warps_matches_the_reference(monkeypatch, shape, key_warps):
+    """TRITONKIT_DECODE_KEY_WARPS (config.DECODE_KEY_WARPS): each warp of a narrow decode program takes its own keys
+    of a tile and keeps its own softmax state, merged once a program. Every decode launch of these calls takes it."""
+    from tritonkit.ops import overrides
+    from tritonkit.ops.paged_attention import api
+
+    launched = []
+    real = api.launch
+    monkeypatch.setattr(
+        api, "launch", lambda kernel, grid, *a, **k: (launched.append(a[1]), real(kernel, grid, *a, **k))
+    )
+    with overrides(config, DECODE_KEY_WARPS=key_warps):
+        for family in ("randn", "constant"):
+            assert_valid(SPEC, shape, torch.bfloat16, family)
+    picks = {k["KEY_WARPS"] for k in launched if "KEY_WARPS" in k}
+    assert picks == {key_warps}, picks

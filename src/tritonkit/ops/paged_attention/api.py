@@ -274,6 +274,7 @@ def _decode_steps(steps: list, a: Args, dec, pdl: bool, common: tuple, features:
                 "BLOCK_SIZE": block_size,
                 "MAX_Q": dec.max_q,
                 **features,
+                "KEY_WARPS": dec.key_warps,
                 "PDL_TRIGGER": pdl,
             },
             dec.num_warps,

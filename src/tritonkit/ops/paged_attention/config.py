@@ -89,7 +89,11 @@ MIN_KEYS_PER_SPLIT_FP8_WIDE = 256
 DECODE_WARPS = 4
 # Pipeline stages of the decode kernel's K/V loads: 3 (37 KB of shared memory at head_dim 128), and 4 (53 KB) where
 # decode_stages says. TRITONKIT_DECODE_STAGES=3 or 4 sets them for every decode launch; unset (0), the rule decides.
-DECODE_STAGES = _env.choice("TRITONKIT_DECODE_STAGES", (3, 4), 0)
+DECODE_STAGES = _env.choice("TRITONKIT_DECODE_STAGES", (2, 3, 4), 0)
+# Narrow decode rows with each warp on its own 16 keys of a tile and its own online-softmax state (the batched
+# dots of docs/notes/decode-warp-split.md): TRITONKIT_DECODE_KEY_WARPS=2 (32-key tiles, 2 warps) or 4 (64-key
+# tiles, 4 warps); 0, the default, keeps the 2D tile. Untimed.
+DECODE_KEY_WARPS = _env.choice("TRITONKIT_DECODE_KEY_WARPS", (0, 2, 4), 0)
 
 
 def decode_stages_release(version: str) -> bool:
@@ -182,6 +186,7 @@ class DecodeConfig:
     tiles_per_split: int  # KV tiles of each split (but the last) of the longest sequence, when no left window
     num_warps: int
     num_stages: int
+    key_warps: int = 1  # warps the tile's keys are dealt to, each with its own softmax state (1: the 2D tile)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -457,6 +462,10 @@ def decode_config(
     block_m = decode_block_m(group, head_dim, max_seqlen_q, num_seqs, num_kv_heads, num_sms, max_keys)
     wide = block_m != _narrow_rows(group)
     block_n = decode_block_n(head_dim, kv_elem_bytes)
+    key_warps = DECODE_KEY_WARPS if DECODE_KEY_WARPS and not wide and head_dim_pad(head_dim) <= 128 else 1
+    if key_warps > 1:
+        # a warp's keys are the K of its P x V dot: at least 16
+        block_n = max(block_n, 16 * key_warps)
     splits = num_kv_splits(num_seqs, num_kv_heads, max_keys, num_sms, kv_elem_bytes, wide)
     tiles = cdiv(max(max_keys, 1), block_n)
     tiles_per_split = cdiv(tiles, splits)
@@ -468,10 +477,11 @@ def decode_config(
         block_m // group,
         splits,
         tiles_per_split,
-        num_warps=DECODE_WIDE_WARPS if wide else DECODE_WARPS,
+        num_warps=DECODE_WIDE_WARPS if wide else key_warps if key_warps > 1 else DECODE_WARPS,
         num_stages=decode_stages(
             head_dim, kv_elem_bytes, wide, max(num_seqs * num_kv_heads, 1) * splits, num_sms, sm90
         ),
+        key_warps=key_warps,
     )
 
 

@@ -414,6 +414,169 @@ def _attend_range(
 
 
 @triton.jit
+def _attend_tile_warps(
+    acc,
+    m_i,
+    l_i,
+    q3,
+    qpos3,
+    k_base,
+    v_base,
+    page,
+    start_n,
+    seqlen_k,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    stride_kb,
+    stride_ks,
+    stride_vb,
+    stride_vs,
+    KEY_WARPS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    MASKED: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr,
+    LIMIT_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+):
+    """_attend_tile with the tile's keys dealt out to KEY_WARPS warps: warp w takes keys [start_n + w * NW, start_n +
+    (w + 1) * NW) and keeps its own online-softmax state (acc [W, M, D], m and l [W, M]), so a tile's row max and row
+    sum stay inside a warp (batched dots whose batch is the warp). ``page``: [W, NW] pages of those keys."""
+    NW: tl.constexpr = BLOCK_N // KEY_WARPS
+    keys = start_n + tl.arange(0, KEY_WARPS)[:, None] * NW + tl.arange(0, NW)[None, :]  # [W, NW]
+    offs_d = tl.arange(0, HEAD_DIM_PAD)[None, None, :]
+    mask_n = (keys < seqlen_k)[:, :, None]
+    slot = (keys % BLOCK_SIZE).to(tl.int64)
+    k_ptrs = k_base + (page * stride_kb + slot * stride_ks)[:, :, None] + offs_d  # [W, NW, D]
+    v_ptrs = v_base + (page * stride_vb + slot * stride_vs)[:, :, None] + offs_d
+    if MASKED:
+        if HEAD_DIM == HEAD_DIM_PAD:
+            k = tl.load(k_ptrs, mask=mask_n, other=0.0)
+        else:
+            k = tl.load(k_ptrs, mask=mask_n & (offs_d < HEAD_DIM), other=0.0)
+    else:
+        if HEAD_DIM == HEAD_DIM_PAD:
+            k = tl.load(k_ptrs)
+        else:
+            k = tl.load(k_ptrs, mask=offs_d < HEAD_DIM, other=0.0)
+    s = _dot(q3, tl.permute(k.to(q3.dtype), (0, 2, 1)), tl.zeros([KEY_WARPS, q3.shape[1], NW], dtype=tl.float32))
+    if SOFTCAP:
+        s = _tanh(s * softcap_in) * softcap_out
+        s_scale = 1.0
+    else:
+        s_scale = qk_scale
+    if MASKED:
+        kn = keys[:, None, :]
+        keep = kn < seqlen_k
+        if LIMIT_RIGHT:
+            keep = keep & (kn <= qpos3 + win_right)
+        if LIMIT_LEFT:
+            keep = keep & (kn >= qpos3 - win_left)
+        s = tl.where(keep, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 2) * s_scale)
+    if MASKED:
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_use = m_new
+    p = tl.math.exp2(s * s_scale - m_use[:, :, None])
+    alpha = tl.math.exp2(m_i - m_use)
+    l_i = l_i * alpha + tl.sum(p, 2)
+    if MASKED:
+        if HEAD_DIM == HEAD_DIM_PAD:
+            v = tl.load(v_ptrs, mask=mask_n, other=0.0)
+        else:
+            v = tl.load(v_ptrs, mask=mask_n & (offs_d < HEAD_DIM), other=0.0)
+    else:
+        if HEAD_DIM == HEAD_DIM_PAD:
+            v = tl.load(v_ptrs)
+        else:
+            v = tl.load(v_ptrs, mask=offs_d < HEAD_DIM, other=0.0)
+    v = v.to(q3.dtype)
+    acc = acc * alpha[:, :, None]
+    acc = _dot(p.to(v.dtype), v, acc)
+    return acc, m_new, l_i
+
+
+@triton.jit
+def _attend_range_warps(
+    q,
+    qpos,
+    k_base,
+    v_base,
+    bt_row,
+    num_blocks,
+    page_first,
+    lo,
+    a,
+    b,
+    hi,
+    seqlen_k,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    stride_kb,
+    stride_ks,
+    stride_vb,
+    stride_vs,
+    KEY_WARPS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr,
+    LIMIT_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+):
+    """_attend_range over warp-dealt tiles (_attend_tile_warps); the warps' states are merged once at the end into
+    the (acc, m, l) _attend_range returns. ``page_first``: tile ``a``'s pages, [W, NW], loaded by the caller."""
+    NW: tl.constexpr = BLOCK_N // KEY_WARPS
+    BLOCK_M: tl.constexpr = q.shape[0]
+    q3 = tl.broadcast_to(q[None, :, :], (KEY_WARPS, BLOCK_M, HEAD_DIM_PAD))
+    qpos3 = qpos[None, :, None]
+    offs_n = tl.arange(0, KEY_WARPS)[:, None] * NW + tl.arange(0, NW)[None, :]
+    acc = tl.zeros([KEY_WARPS, BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
+    m_i = tl.full([KEY_WARPS, BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([KEY_WARPS, BLOCK_M], dtype=tl.float32)
+    for j in range(lo, a):
+        page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
+        acc, m_i, l_i = _attend_tile_warps(
+            acc, m_i, l_i, q3, qpos3, k_base, v_base, page, j * BLOCK_N, seqlen_k, win_left, win_right, qk_scale,
+            softcap_in, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs, KEY_WARPS, BLOCK_N, BLOCK_SIZE,
+            HEAD_DIM, HEAD_DIM_PAD, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+        )  # fmt: skip
+    page_next = page_first
+    for j in range(a, b):
+        page = page_next
+        page_next = _load_pages(bt_row, (j + 1) * BLOCK_N + offs_n, b * BLOCK_N, num_blocks, BLOCK_SIZE)
+        acc, m_i, l_i = _attend_tile_warps(
+            acc, m_i, l_i, q3, qpos3, k_base, v_base, page, j * BLOCK_N, seqlen_k, win_left, win_right, qk_scale,
+            softcap_in, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs, KEY_WARPS, BLOCK_N, BLOCK_SIZE,
+            HEAD_DIM, HEAD_DIM_PAD, False, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+        )  # fmt: skip
+    for j in range(b, hi):
+        page = _load_pages(bt_row, j * BLOCK_N + offs_n, seqlen_k, num_blocks, BLOCK_SIZE)
+        acc, m_i, l_i = _attend_tile_warps(
+            acc, m_i, l_i, q3, qpos3, k_base, v_base, page, j * BLOCK_N, seqlen_k, win_left, win_right, qk_scale,
+            softcap_in, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs, KEY_WARPS, BLOCK_N, BLOCK_SIZE,
+            HEAD_DIM, HEAD_DIM_PAD, True, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+        )  # fmt: skip
+    # one exchange between the warps a program: the largest max, each warp's state rescaled to it and summed
+    m = tl.max(m_i, 0)
+    m_use = tl.where(m == float("-inf"), 0.0, m)
+    scale = tl.math.exp2(m_i - m_use[None, :])
+    l_out = tl.sum(l_i * scale, 0)
+    acc_out = tl.sum(acc * scale[:, :, None], 0)
+    return acc_out, m, l_out
+
+
+@triton.jit
 def _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS: tl.constexpr, KV_FP8: tl.constexpr):
     """The factor that turns a row's acc into its output: 1 / l, with the head's sink logit added to the
     denominator (and the fp8 value scale); 0 for a row that saw no key."""
@@ -490,6 +653,7 @@ def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows by long
     SOFTCAP: tl.constexpr,
     SINKS: tl.constexpr,
     KV_FP8: tl.constexpr,
+    KEY_WARPS: tl.constexpr,
     PDL_TRIGGER: tl.constexpr,
 ):
     """Flash-decoding: program (sequence, KV head, split) attends the split's share of the sequence's KV tiles
@@ -507,7 +671,11 @@ def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows by long
     pid_seq = tl.program_id(0)
     pid_kvh = tl.program_id(1)
     pid_split = tl.program_id(2)
-    offs_n = tl.arange(0, BLOCK_N)
+    if KEY_WARPS > 1:
+        # a warp's keys are a row: the [W, NW] page vectors _attend_range_warps takes
+        offs_n = tl.arange(0, KEY_WARPS)[:, None] * (BLOCK_N // KEY_WARPS) + tl.arange(0, BLOCK_N // KEY_WARPS)[None, :]
+    else:
+        offs_n = tl.arange(0, BLOCK_N)
     bt_row = block_table_ptr + pid_seq.to(tl.int64) * stride_bt
     if not LIMIT_LEFT:
         first_keys = pid_split * tiles_per_split * BLOCK_N + offs_n
@@ -566,42 +734,49 @@ def _paged_attention_decode_kernel(  # tritonkit: ignore[recompile] rows by long
     kvh = pid_kvh.to(tl.int64)
     k_base = k_ptr + kvh * stride_kh
     v_base = v_ptr + kvh * stride_vh
-    acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc, m_i, l_i = _attend_range(
-        acc,
-        m_i,
-        l_i,
-        q,
-        qpos,
-        k_base,
-        v_base,
-        bt_row,
-        num_blocks,
-        page_first,
-        s_lo,
-        s_a,
-        s_b,
-        s_hi,
-        seqlen_k,
-        win_left,
-        win_right,
-        qk_scale_k,
-        softcap_in_k,
-        softcap_out,
-        stride_kb,
-        stride_ks,
-        stride_vb,
-        stride_vs,
-        BLOCK_N,
-        BLOCK_SIZE,
-        HEAD_DIM,
-        HEAD_DIM_PAD,
-        LIMIT_LEFT,
-        LIMIT_RIGHT,
-        SOFTCAP,
-    )
+    if KEY_WARPS > 1:
+        acc, m_i, l_i = _attend_range_warps(
+            q, qpos, k_base, v_base, bt_row, num_blocks, page_first, s_lo, s_a, s_b, s_hi, seqlen_k, win_left,
+            win_right, qk_scale_k, softcap_in_k, softcap_out, stride_kb, stride_ks, stride_vb, stride_vs, KEY_WARPS,
+            BLOCK_N, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP,
+        )  # fmt: skip
+    else:
+        acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc, m_i, l_i = _attend_range(
+            acc,
+            m_i,
+            l_i,
+            q,
+            qpos,
+            k_base,
+            v_base,
+            bt_row,
+            num_blocks,
+            page_first,
+            s_lo,
+            s_a,
+            s_b,
+            s_hi,
+            seqlen_k,
+            win_left,
+            win_right,
+            qk_scale_k,
+            softcap_in_k,
+            softcap_out,
+            stride_kb,
+            stride_ks,
+            stride_vb,
+            stride_vs,
+            BLOCK_N,
+            BLOCK_SIZE,
+            HEAD_DIM,
+            HEAD_DIM_PAD,
+            LIMIT_LEFT,
+            LIMIT_RIGHT,
+            SOFTCAP,
+        )
 
     if num_splits == 1:
         o = acc * _out_scale(m_i, l_i, sinks_ptr, head, v_scale_ptr, SINKS, KV_FP8)[:, None]
