@@ -3,6 +3,7 @@ import json
 
 import pytest
 import torch
+import triton
 from conftest import DEVICE
 
 import tritonkit.ops.fused_moe.api as api
@@ -270,6 +271,56 @@ def test_slot_blocks_compute_the_same_layer(quant, extra, monkeypatch):
     assert got is out and api._fused_moe_sum_kernel not in launched
     assert torch.equal(out, sorted_layout)
     _check(out, inputs)
+
+
+@pytest.mark.parametrize("rows", [8, 16, 32])
+@pytest.mark.parametrize(
+    "extra", [{}, {"local": 3}, {"topk": 1, "routed": True}, {"inter": 96}], ids=["bf16", "map", "routed", "inter96"]
+)
+def test_gemm2_with_its_w2_tile_loaded_early_computes_the_layer(rows, extra, monkeypatch):
+    # config.W2_EARLY_ROWS: a slot call's GEMM2 programs load their whole w2 tile (rows x the intermediate width,
+    # padded) before anything GEMM1 writes and multiply h's row in on the CUDA cores; the output columns a program
+    # covers follow `rows`, and a last partial column tile, an intermediate width that is no power of two, slots no
+    # expert here takes and routing on the input hold
+    extra = dict(extra)
+    routed = extra.pop("routed", False)
+    inter = extra.pop("inter", 320)
+    inputs = _inputs(num_tokens=3, hidden=200, inter=inter, **extra)
+    if routed:
+        inputs["apply_router_weight_on_input"] = True
+    ids = inputs["topk_ids"].clone()
+    ids[1, 0] = -1
+    inputs["topk_ids"] = ids
+    pos, kw = _args(inputs)
+    cfg = dataclasses.replace(
+        config.fused_moe_config(3, 8, inter, 200, pos[4].shape[1], "bfloat16", "none", None), slots=1
+    )
+    launched = []
+    monkeypatch.setattr(config, "W2_EARLY_ROWS", rows)
+    real = api.launch
+    monkeypatch.setattr(
+        api,
+        "launch",
+        lambda kernel, grid, args, ce, *a, **k: (
+            launched.append((kernel, grid, ce)) or real(kernel, grid, args, ce, *a, **k)
+        ),
+    )
+    with poison_outputs():
+        out = api.forward(api.check_args(*pos, **kw), config=cfg)
+    ((grid, ce),) = [(g, c) for k, g, c in launched if k is api._fused_moe_gemm2_kernel]
+    assert ce["W_EARLY"] and ce["BLOCK_N"] == rows and ce["N_PAD"] == triton.next_power_of_2(inter)
+    assert grid == (3 * pos[4].shape[1] * -(-200 // rows),)
+    _check(out, inputs)
+
+
+def test_gemm2_early_w2_only_on_16_bit_slot_calls_with_small_tiles(monkeypatch):
+    monkeypatch.setattr(config, "W2_EARLY_ROWS", 16)
+    assert config.w2_early_rows(768, False, True) == 16
+    assert config.w2_early_rows(2048, False, True) == 16
+    assert config.w2_early_rows(2049, False, True) == 0  # 16 x 4096 padded values: past the register budget
+    assert config.w2_early_rows(768, True, True) == 0 and config.w2_early_rows(768, False, False) == 0
+    monkeypatch.setattr(config, "W2_EARLY_ROWS", 0)
+    assert config.w2_early_rows(768, False, True) == 0
 
 
 def test_slot_blocks_sum_only_local_experts():

@@ -22,6 +22,7 @@ where TMA can address them (:func:`hopper.tma_ok`), else through pointers: the s
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import torch
@@ -245,6 +246,10 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
         act, a_s, stride_asm, stride_ask = x, x, 0, 0
         w1_scale, w1s = x, (0, 0, 0)
     g1, g2 = cfg.gemm1, cfg.gemm2
+    # GEMM2 with its w2 tile loaded before anything GEMM1 writes (config.W2_EARLY_ROWS; off by default)
+    early_rows = _config.w2_early_rows(N, fp8, slots)
+    if early_rows:
+        g2 = dataclasses.replace(g2, block_n=early_rows)
     # the weights through a tensor descriptor on wgmma tiles, where TMA can address them (16-byte aligned base, rows)
     tma1 = g1.block_m >= _config.TMA_MIN_ROWS and _tma_ok(w1)
     # h's rows in sorted order, a block's rows contiguous: GEMM2 reads a block's h as one tile (slot order with slots)
@@ -415,6 +420,8 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
                         "HAS_MAP": expert_map is not None,
                         "LAZY_SCALE": lazy2,
                         "PDL": pdl,
+                        "W_EARLY": bool(early_rows),
+                        "N_PAD": triton.next_power_of_2(N) if early_rows else 16,
                     },
                     g2.num_warps,
                     g2.num_stages,

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ... import _triton_compat, _vocab
 from .. import _env, _memo
-from .._ints import cdiv
+from .._ints import cdiv, next_power_of_2
 
 QUANT_SCHEMES = ("none", "fp8_tensor", "fp8_channel", "fp8_block128")
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -192,6 +192,13 @@ SLOTS_GROUP_M = 64
 #: at M=2 (896 KB a program: its few heavy dependents pile onto the SMs GEMM1 frees first). The bound sits between
 #: the two (docs/notes/fused-moe-decode.md). TRITONKIT_MOE_SLOTS_PDL=0/1 forces it off/on.
 SLOTS_PDL = _env.flag("TRITONKIT_MOE_SLOTS_PDL")
+#: W2_EARLY_ROWS (16-bit slot calls): GEMM2 programs of this many output columns load their whole w2 tile (the
+#: intermediate width padded to a power of two) into registers first, before a PDL GEMM2's wait for GEMM1, and
+#: multiply the slot's row of h into it on the CUDA cores (kernel ``W_EARLY``), so w2's stream can start under w1's.
+#: TRITONKIT_MOE_W2_EARLY=8, 16 or 32; 0, the default, keeps the tensor-core tile. Untimed. Only where a tile is at
+#: most W2_EARLY_MAX_ELEMENTS (128 registers a thread at 4 warps).
+W2_EARLY_ROWS = _env.choice("TRITONKIT_MOE_W2_EARLY", (0, 8, 16, 32), 0)
+W2_EARLY_MAX_ELEMENTS = 32 * 1024
 SLOTS_PDL_MAX_PROGRAM_BYTES = 256 * 1024
 
 
@@ -200,6 +207,14 @@ def slots_pdl(program_bytes: int) -> bool:
     if SLOTS_PDL is not None:
         return SLOTS_PDL
     return program_bytes <= SLOTS_PDL_MAX_PROGRAM_BYTES
+
+
+def w2_early_rows(N: int, fp8: bool, slots: bool) -> int:
+    """GEMM2's columns a program with its w2 tile loaded early (W2_EARLY_ROWS), or 0 where the call keeps the
+    tensor-core tile: fp8, the sorted layout, or a tile past W2_EARLY_MAX_ELEMENTS."""
+    if not W2_EARLY_ROWS or fp8 or not slots or W2_EARLY_ROWS * next_power_of_2(N) > W2_EARLY_MAX_ELEMENTS:
+        return 0
+    return W2_EARLY_ROWS
 
 
 def use_slots(M: int, E: int, topk: int) -> bool:

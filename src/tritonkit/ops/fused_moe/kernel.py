@@ -589,6 +589,8 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     HAS_MAP: tl.constexpr,
     LAZY_SCALE: tl.constexpr = False,
     PDL: tl.constexpr = False,
+    W_EARLY: tl.constexpr = False,
+    N_PAD: tl.constexpr = 16,
 ):
     """``c[slot, k] = topk_weight[slot] * (h[row] . w2[e, k])`` for one block of BLOCK_M sorted slots (one expert)
     and BLOCK_N output columns (of K), h's rows in sorted order (a block's rows are contiguous); the reduction runs
@@ -597,20 +599,45 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
     SLOTS: blocks of one slot (:func:`_rows`), h in slot order, and the top-k sum into ``out`` by the last program
     of each token and column tile (:func:`_topk_sum_last`). PDL (with SLOTS): launched as GEMM1's programmatic
     dependent; the slot's expert (from ``topk_ids``, the call's input) is read before ``gdc_wait``, h, its scales,
-    the counters and c only after it."""
+    the counters and c only after it. W_EARLY (with SLOTS, 16-bit, pointer loads): the program's whole w2 tile
+    (BLOCK_N rows of N, padded to N_PAD) is loaded into registers before ``gdc_wait`` and the slot's one row of h
+    multiplied into it on the CUDA cores after: as GEMM1's dependent, GEMM2's weight stream starts under GEMM1's."""
     num_pid_n = tl.cdiv(K, BLOCK_N)
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
     expert, busy, slot, mask_m = _rows(
         sorted_ids_ptr, expert_ids_ptr, num_post_ptr, topk_ids_ptr, expert_map_ptr, pid_m, numel, num_global,
         num_experts, stride_idm, TOPK, BLOCK_M, SLOTS, HAS_MAP,
     )  # fmt: skip
+    if W_EARLY:
+        tl.static_assert(SLOTS and QUANT == QUANT_NONE and not TMA and not SWAP_AB, "W_EARLY: 16-bit slot blocks")
+        e_rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        e_k = tl.arange(0, N_PAD)
+        # no expert (busy false) loads nothing: its expert id may be anything
+        e_mask = (e_rows < K)[:, None] & (e_k < N)[None, :] & busy
+        w_early = tl.load(
+            w_ptr + expert * stride_we + e_rows.to(tl.int64)[:, None] * stride_wk + e_k[None, :], mask=e_mask, other=0.0
+        )
     if PDL:
         tl.static_assert(SLOTS, "PDL: the sorted layout's block ids are written by the launch before GEMM1")
         # GEMM1 is complete and its stores (h, h's scales, the zeroed counters) visible past here
         gdc_wait()
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output columns, rows of w2[e]
     mask_n = offs_n < K
-    if busy:
+    if W_EARLY:
+        if busy:
+            # h in slot order: the slot's row is pid_m
+            h_one = tl.load(h_ptr + pid_m.to(tl.int64) * stride_hm + e_k, mask=e_k < N, other=0.0)
+            acc_n = tl.sum(w_early.to(tl.float32) * h_one.to(tl.float32)[None, :], axis=1)  # [BLOCK_N]
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32) + acc_n[None, :]
+            if MUL_WEIGHT:
+                wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
+                acc = acc * wt[:, None]
+            tl.store(
+                c_ptr + slot[:, None] * stride_cm + offs_n[None, :],
+                _round(acc, ACT_BF16),
+                mask=mask_m[:, None] & mask_n[None, :],
+            )
+    elif busy:
         offs_k = tl.arange(0, BLOCK_K)  # the reduction, over N
         h_row = _h_rows(pid_m, slot, BLOCK_M, SLOTS)
         if not TMA:
