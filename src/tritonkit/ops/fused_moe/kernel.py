@@ -612,8 +612,9 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
         tl.static_assert(SLOTS and QUANT == QUANT_NONE and not TMA and not SWAP_AB, "W_EARLY: 16-bit slot blocks")
         e_rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         e_k = tl.arange(0, N_PAD)
-        # no expert (busy false) loads nothing: its expert id may be anything
-        e_mask = (e_rows < K)[:, None] & (e_k < N)[None, :] & busy
+        # no expert (busy false) loads nothing: its expert id may be anything. where(), not `& busy`: Triton 3.9's
+        # interpreter refuses a block & a scalar-born i1 as a load mask (_fused_moe_sum_kernel says more)
+        e_mask = tl.where(busy, (e_rows < K)[:, None] & (e_k < N)[None, :], False)
         w_early = tl.load(
             w_ptr + expert * stride_we + e_rows.to(tl.int64)[:, None] * stride_wk + e_k[None, :], mask=e_mask, other=0.0
         )
