@@ -543,6 +543,21 @@ def _fused_moe_gemm1_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             tl.store(h_ptrs, h, mask=mask)
 
 
+@triton.jit
+def _store_c(acc, c_ptr, topk_weights_ptr, slot, mask_m, offs_n, mask_n, stride_cm, MUL_WEIGHT: tl.constexpr,
+             ACT_BF16: tl.constexpr):  # fmt: skip
+    """GEMM2's rows of c: the float32 tile ``acc`` [BLOCK_M, BLOCK_N] times each slot's top-k weight (MUL_WEIGHT),
+    rounded once to the activation dtype."""
+    if MUL_WEIGHT:
+        wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
+        acc = acc * wt[:, None]
+    tl.store(
+        c_ptr + slot[:, None] * stride_cm + offs_n[None, :],
+        _round(acc, ACT_BF16),
+        mask=mask_m[:, None] & mask_n[None, :],
+    )
+
+
 @triton.jit(do_not_specialize=["numel", "num_pid_m"])
 def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M bucket: a compile per config
     h_ptr,
@@ -630,14 +645,7 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             h_one = tl.load(h_ptr + pid_m.to(tl.int64) * stride_hm + e_k, mask=e_k < N, other=0.0)
             acc_n = tl.sum(w_early.to(tl.float32) * h_one.to(tl.float32)[None, :], axis=1)  # [BLOCK_N]
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32) + acc_n[None, :]
-            if MUL_WEIGHT:
-                wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
-                acc = acc * wt[:, None]
-            tl.store(
-                c_ptr + slot[:, None] * stride_cm + offs_n[None, :],
-                _round(acc, ACT_BF16),
-                mask=mask_m[:, None] & mask_n[None, :],
-            )
+            _store_c(acc, c_ptr, topk_weights_ptr, slot, mask_m, offs_n, mask_n, stride_cm, MUL_WEIGHT, ACT_BF16)
     elif busy:
         offs_k = tl.arange(0, BLOCK_K)  # the reduction, over N
         h_row = _h_rows(pid_m, slot, BLOCK_M, SLOTS)
@@ -698,14 +706,7 @@ def _fused_moe_gemm2_kernel(  # tritonkit: ignore[recompile] tiles follow the M 
             h_s = tl.load(h_scale_ptr + h_row * stride_hsm, mask=mask_m, other=0.0)
             w_s = tl.load(w_scale_ptr + expert * stride_wse + offs_n * stride_wsk, mask=mask_n, other=0.0)
             acc = acc * h_s[:, None] * w_s[None, :]
-        if MUL_WEIGHT:
-            wt = tl.load(topk_weights_ptr + slot, mask=mask_m, other=0.0).to(tl.float32)
-            acc = acc * wt[:, None]
-        tl.store(
-            c_ptr + slot[:, None] * stride_cm + offs_n[None, :],
-            _round(acc, ACT_BF16),
-            mask=mask_m[:, None] & mask_n[None, :],
-        )
+        _store_c(acc, c_ptr, topk_weights_ptr, slot, mask_m, offs_n, mask_n, stride_cm, MUL_WEIGHT, ACT_BF16)
     if SLOTS:
         _topk_sum_last(
             c_ptr, out_ptr, counters_ptr, topk_ids_ptr, expert_map_ptr, pid_m, pid_n, offs_n, mask_n, busy,
