@@ -319,6 +319,7 @@ def test_gemm2_early_w2_only_on_16_bit_slot_calls_with_small_tiles(monkeypatch):
     assert config.w2_early_rows(2048, False, True) == 16
     assert config.w2_early_rows(2049, False, True) == 0  # 16 x 4096 padded values: past the register budget
     assert config.w2_early_rows(768, True, True) == 0 and config.w2_early_rows(768, False, False) == 0
+    assert config.w2_early_rows(768, False, True, swap_ab=1) == 0  # a hand-written config's swapped tile stays
     monkeypatch.setattr(config, "W2_EARLY_ROWS", 0)
     assert config.w2_early_rows(768, False, True) == 0
 

@@ -890,8 +890,8 @@ def test_the_prefill_alone_switch_reads_the_environment():
     )
 
 
-# decode shapes of the boundary list with every feature the decode kernel takes: page edges, splits, speculative rows,
-# GQA 7 at head_dim 80, group 16, block_size 1, a two-sided window, softcap, sinks and an fp8 cache
+# the boundary list's decode-only shapes (page edges, splits, speculative rows, GQA 7 at head_dim 80), and decode with
+# a two-sided window, softcap and sinks, an fp8 cache, group 16, pages of 1 and 32 keys, head_dim 128, a left window
 _KEY_WARPS_CASES = [
     _s
     for _s in BOUNDARY
@@ -905,6 +905,12 @@ _KEY_WARPS_CASES = [
           softcap=5.0),
     Shape(num_seqs=2, q_len=(1, 3), context=(1100, 20), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16,
           kv_dtype="fp8"),
+    # group 16 (one token a program), every key its own page, head_dim 128 on pages of 32, a left window alone
+    Shape(num_seqs=3, q_len=1, context=(15, 30, 70), num_heads=16, num_kv_heads=1, head_dim=64, block_size=16),
+    Shape(num_seqs=2, q_len=1, context=(9, 40), num_heads=4, num_kv_heads=2, head_dim=64, block_size=1),
+    Shape(num_seqs=2, q_len=1, context=(64, 300), num_heads=8, num_kv_heads=2, head_dim=128, block_size=32),
+    Shape(num_seqs=2, q_len=1, context=(500, 33), num_heads=4, num_kv_heads=2, head_dim=64, block_size=16,
+          window_left=40),
 ]  # fmt: skip
 
 

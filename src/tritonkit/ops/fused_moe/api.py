@@ -247,7 +247,7 @@ def _steps(a: Args, config: FusedMoeConfig | None, out: torch.Tensor) -> list[St
         w1_scale, w1s = x, (0, 0, 0)
     g1, g2 = cfg.gemm1, cfg.gemm2
     # GEMM2 with its w2 tile loaded before anything GEMM1 writes (config.W2_EARLY_ROWS; off by default)
-    early_rows = _config.w2_early_rows(N, fp8, slots)
+    early_rows = _config.w2_early_rows(N, fp8, slots, g2.swap_ab)
     if early_rows:
         g2 = dataclasses.replace(g2, block_n=early_rows)
     # the weights through a tensor descriptor on wgmma tiles, where TMA can address them (16-byte aligned base, rows)

@@ -209,10 +209,11 @@ def slots_pdl(program_bytes: int) -> bool:
     return program_bytes <= SLOTS_PDL_MAX_PROGRAM_BYTES
 
 
-def w2_early_rows(N: int, fp8: bool, slots: bool) -> int:
+def w2_early_rows(N: int, fp8: bool, slots: bool, swap_ab: int = 0) -> int:
     """GEMM2's columns a program with its w2 tile loaded early (W2_EARLY_ROWS), or 0 where the call keeps the
-    tensor-core tile: fp8, the sorted layout, or a tile past W2_EARLY_MAX_ELEMENTS."""
-    if not W2_EARLY_ROWS or fp8 or not slots or W2_EARLY_ROWS * next_power_of_2(N) > W2_EARLY_MAX_ELEMENTS:
+    tensor-core tile: fp8, the sorted layout, a GEMM2 config with swapped operands, or a tile past
+    W2_EARLY_MAX_ELEMENTS."""
+    if not W2_EARLY_ROWS or fp8 or not slots or swap_ab or W2_EARLY_ROWS * next_power_of_2(N) > W2_EARLY_MAX_ELEMENTS:
         return 0
     return W2_EARLY_ROWS
 

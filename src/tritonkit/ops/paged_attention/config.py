@@ -88,7 +88,7 @@ MIN_KEYS_PER_SPLIT_FP8_WIDE = 256
 # docs/notes/decode-tiling.md.
 DECODE_WARPS = 4
 # Pipeline stages of the decode kernel's K/V loads: 3 (37 KB of shared memory at head_dim 128), and 4 (53 KB) where
-# decode_stages says. TRITONKIT_DECODE_STAGES=3 or 4 sets them for every decode launch; unset (0), the rule decides.
+# decode_stages says. TRITONKIT_DECODE_STAGES=2, 3 or 4 sets them for every decode launch; unset (0), the rule decides.
 DECODE_STAGES = _env.choice("TRITONKIT_DECODE_STAGES", (2, 3, 4), 0)
 # Narrow decode rows with each warp on its own 16 keys of a tile and its own online-softmax state (the batched
 # dots of docs/notes/decode-warp-split.md): TRITONKIT_DECODE_KEY_WARPS=2 (32-key tiles, 2 warps) or 4 (64-key
