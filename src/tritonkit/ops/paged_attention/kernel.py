@@ -149,16 +149,23 @@ def _load_kv_tile(
     MASKED: tl.constexpr,
 ):
     ptrs = base + (page * stride_page + slot * stride_slot)[:, None] + offs_d[None, :]  # [BLOCK_N, HEAD_DIM_PAD]
+    return _load_rows(ptrs, mask_n[:, None], offs_d[None, :], HEAD_DIM, HEAD_DIM_PAD, MASKED)
+
+
+@triton.jit
+def _load_rows(ptrs, mask_rows, offs_d, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, MASKED: tl.constexpr):
+    """K or V rows at ``ptrs`` (any rank, head_dim last): masked by ``mask_rows`` (keys) on MASKED tiles and by
+    ``offs_d < HEAD_DIM`` where the head is padded; ``mask_rows`` and ``offs_d`` broadcast against ``ptrs``."""
     if MASKED:
         if HEAD_DIM == HEAD_DIM_PAD:
-            x = tl.load(ptrs, mask=mask_n[:, None], other=0.0)
+            x = tl.load(ptrs, mask=mask_rows, other=0.0)
         else:
-            x = tl.load(ptrs, mask=mask_n[:, None] & (offs_d < HEAD_DIM)[None, :], other=0.0)
+            x = tl.load(ptrs, mask=mask_rows & (offs_d < HEAD_DIM), other=0.0)
     else:
         if HEAD_DIM == HEAD_DIM_PAD:
             x = tl.load(ptrs)
         else:
-            x = tl.load(ptrs, mask=(offs_d < HEAD_DIM)[None, :], other=0.0)
+            x = tl.load(ptrs, mask=offs_d < HEAD_DIM, other=0.0)
     return x
 
 
@@ -196,6 +203,34 @@ def _online_softmax(
     float32, the new row max, the new row sum, alpha = the factor the accumulator takes before P V is added).
     MASKED tiles mask keys past seqlen_k and outside each row's causal/window range. kernel_hopper's Gluon prefill
     calls it too: both kernels do the same operations."""
+    return _softmax_step(
+        s, m_i, l_i, (offs_n < seqlen_k)[None, :], offs_n[None, :], qpos[:, None], win_left, win_right, qk_scale,
+        softcap_in, softcap_out, MASKED, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, 1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _softmax_step(
+    s,
+    m_i,
+    l_i,
+    in_range,
+    key,
+    qpos,
+    win_left,
+    win_right,
+    qk_scale,
+    softcap_in,
+    softcap_out,
+    MASKED: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr,
+    LIMIT_RIGHT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    AXIS: tl.constexpr,
+):
+    """_online_softmax over scores ``s`` whose keys run along AXIS (the last): ``in_range`` (keys below seqlen_k),
+    ``key`` and ``qpos`` (key and query positions) are expanded to broadcast against ``s``; m_i and l_i are ``s``
+    reduced along AXIS."""
     if SOFTCAP:
         # capped logits in log2 units; the scale is inside softcap_in
         s = _tanh(s * softcap_in) * softcap_out
@@ -204,22 +239,22 @@ def _online_softmax(
         # the scale is applied inside the exponent below (one FMA per score)
         s_scale = qk_scale
     if MASKED:
-        keep = (offs_n < seqlen_k)[None, :]
+        keep = in_range
         if LIMIT_RIGHT:
-            keep = keep & (offs_n[None, :] <= qpos[:, None] + win_right)
+            keep = keep & (key <= qpos + win_right)
         if LIMIT_LEFT:
-            keep = keep & (offs_n[None, :] >= qpos[:, None] - win_left)
+            keep = keep & (key >= qpos - win_left)
         s = tl.where(keep, s, float("-inf"))
     # s_scale > 0 (the API checks softmax_scale), so the max commutes with it
-    m_new = tl.maximum(m_i, tl.max(s, 1) * s_scale)
+    m_new = tl.maximum(m_i, tl.max(s, AXIS) * s_scale)
     if MASKED:
         # a row with no visible key yet keeps m = -inf; subtract 0 instead so exp2 sees -inf, not NaN
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
     else:
         m_use = m_new
-    p = tl.math.exp2(s * s_scale - m_use[:, None])
+    p = tl.math.exp2(s * s_scale - tl.expand_dims(m_use, AXIS))
     alpha = tl.math.exp2(m_i - m_use)
-    l_i = l_i * alpha + tl.sum(p, 1)
+    l_i = l_i * alpha + tl.sum(p, AXIS)
     return p, m_new, l_i, alpha
 
 
@@ -454,48 +489,13 @@ def _attend_tile_warps(
     slot = (keys % BLOCK_SIZE).to(tl.int64)
     k_ptrs = k_base + (page * stride_kb + slot * stride_ks)[:, :, None] + offs_d  # [W, NW, D]
     v_ptrs = v_base + (page * stride_vb + slot * stride_vs)[:, :, None] + offs_d
-    if MASKED:
-        if HEAD_DIM == HEAD_DIM_PAD:
-            k = tl.load(k_ptrs, mask=mask_n, other=0.0)
-        else:
-            k = tl.load(k_ptrs, mask=mask_n & (offs_d < HEAD_DIM), other=0.0)
-    else:
-        if HEAD_DIM == HEAD_DIM_PAD:
-            k = tl.load(k_ptrs)
-        else:
-            k = tl.load(k_ptrs, mask=offs_d < HEAD_DIM, other=0.0)
+    k = _load_rows(k_ptrs, mask_n, offs_d, HEAD_DIM, HEAD_DIM_PAD, MASKED)
     s = _dot(q3, tl.permute(k.to(q3.dtype), (0, 2, 1)), tl.zeros([KEY_WARPS, q3.shape[1], NW], dtype=tl.float32))
-    if SOFTCAP:
-        s = _tanh(s * softcap_in) * softcap_out
-        s_scale = 1.0
-    else:
-        s_scale = qk_scale
-    if MASKED:
-        kn = keys[:, None, :]
-        keep = kn < seqlen_k
-        if LIMIT_RIGHT:
-            keep = keep & (kn <= qpos3 + win_right)
-        if LIMIT_LEFT:
-            keep = keep & (kn >= qpos3 - win_left)
-        s = tl.where(keep, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 2) * s_scale)
-    if MASKED:
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-    else:
-        m_use = m_new
-    p = tl.math.exp2(s * s_scale - m_use[:, :, None])
-    alpha = tl.math.exp2(m_i - m_use)
-    l_i = l_i * alpha + tl.sum(p, 2)
-    if MASKED:
-        if HEAD_DIM == HEAD_DIM_PAD:
-            v = tl.load(v_ptrs, mask=mask_n, other=0.0)
-        else:
-            v = tl.load(v_ptrs, mask=mask_n & (offs_d < HEAD_DIM), other=0.0)
-    else:
-        if HEAD_DIM == HEAD_DIM_PAD:
-            v = tl.load(v_ptrs)
-        else:
-            v = tl.load(v_ptrs, mask=offs_d < HEAD_DIM, other=0.0)
+    p, m_new, l_i, alpha = _softmax_step(
+        s, m_i, l_i, (keys < seqlen_k)[:, None, :], keys[:, None, :], qpos3, win_left, win_right, qk_scale, softcap_in,
+        softcap_out, MASKED, LIMIT_LEFT, LIMIT_RIGHT, SOFTCAP, 2,
+    )  # fmt: skip
+    v = _load_rows(v_ptrs, mask_n, offs_d, HEAD_DIM, HEAD_DIM_PAD, MASKED)
     v = v.to(q3.dtype)
     acc = acc * alpha[:, :, None]
     acc = _dot(p.to(v.dtype), v, acc)
